@@ -1,0 +1,119 @@
+// swift-tools-version:6.1
+//
+// swift-httpdns: resolve through HTTPDNS / DNS-over-HTTPS at connect time, keep the hostname for
+// TLS SNI, certificate checks and the Host header.
+//
+// Module map (one concern each):
+//   HTTPDNSCore      pure core, no I/O: DNS wire format, provider answer parsers, cache and refresh
+//                    policy, host policy, answer validation, resolver specs.
+//   HTTPDNSEngine    the one HTTP engine (SwiftNIO): TLS with the real hostname as SNI, HTTP/1.1 and
+//                    HTTP/2 by ALPN, connecting to addresses given by a resolver.
+//   HTTPDNSResolver  the resolver (SwiftNIO): providers (DoH, JSON, DNSPod, Do53, system), cache,
+//                    coalescing, prefetch, persistence, fallback, hijack detection.
+//   HTTPDNSServer    serving DNS answers: so far a classic DNS (UDP/TCP) server on any address, used by
+//                    the benchmarks and tests; the HTTPDNS endpoints arrive with the server issue.
+//   httpdns          the command-line tool.
+// Later: HTTPDNSURLSession and HTTPDNSProxy as their own modules.
+import PackageDescription
+
+let swiftSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny")
+]
+
+let package = Package(
+    name: "swift-httpdns",
+    platforms: [.macOS(.v13), .iOS(.v16), .tvOS(.v16), .watchOS(.v9)],
+    products: [
+        .library(name: "HTTPDNSCore", targets: ["HTTPDNSCore"]),
+        .library(name: "HTTPDNSEngine", targets: ["HTTPDNSEngine"]),
+        .library(name: "HTTPDNSResolver", targets: ["HTTPDNSResolver"]),
+        .library(name: "HTTPDNSServer", targets: ["HTTPDNSServer"]),
+        .executable(name: "httpdns", targets: ["httpdns"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
+        .package(url: "https://github.com/apple/swift-nio-http2.git", from: "1.46.0"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+    ],
+    targets: [
+        .target(
+            name: "HTTPDNSCore",
+            dependencies: [],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "HTTPDNSEngine",
+            dependencies: [
+                "HTTPDNSCore",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOTLS", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "HTTPDNSResolver",
+            dependencies: [
+                "HTTPDNSCore",
+                "HTTPDNSEngine",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "HTTPDNSServer",
+            dependencies: [
+                "HTTPDNSCore",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "httpdns",
+            dependencies: [
+                "HTTPDNSServer",
+                "HTTPDNSCore",
+                "HTTPDNSEngine",
+                "HTTPDNSResolver",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "HTTPDNSCoreTests",
+            dependencies: ["HTTPDNSCore"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "HTTPDNSResolverTests",
+            dependencies: [
+                "HTTPDNSCore",
+                "HTTPDNSEngine",
+                "HTTPDNSResolver",
+                "HTTPDNSServer",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

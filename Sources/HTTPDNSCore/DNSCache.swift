@@ -1,0 +1,187 @@
+// The answer cache: a plain value type that decides, the resolver acts.
+//
+// Per (network, name, family) it keeps the last answer and when it expires. A lookup returns one of:
+//   fresh  — within TTL; once 75% of the TTL has passed the first such lookup is told to prefetch.
+//   stale  — expired, but by no more than `maxStale`: served while exactly one refresh runs (the first
+//            stale lookup is told to refresh; the rest just get the stale answer).
+//   miss   — nothing usable.
+// Negative answers (no such address) are kept for `negativeTTL` and are never served stale.
+// Keys carry the network identifier, so an answer learnt on one network is never served on another.
+// The number of entries is bounded; the least recently used entry goes first.
+
+/// Cache and refresh tuning. Value type, `Sendable`.
+public struct CacheConfiguration: Hashable, Sendable {
+    /// TTLs below this are raised to it (seconds). Keeps chatty zero-TTL answers from hammering HTTPDNS.
+    public var minTTL: UInt32 = 10
+    /// TTLs above this are lowered to it (seconds).
+    public var maxTTL: UInt32 = 3600
+    /// How long past expiry an answer may still be served while one refresh runs.
+    public var maxStale: Duration = .seconds(60)
+    /// How long a negative answer is kept when the provider gave no TTL (seconds).
+    public var negativeTTL: UInt32 = 30
+    /// The fraction of the TTL after which a lookup triggers a background refresh.
+    public var prefetchFraction: Double = 0.75
+    /// Entries kept at most.
+    public var capacity: Int = 4096
+
+    public init() {}
+
+    func clamp(_ ttl: UInt32?) -> UInt32 {
+        Swift.min(Swift.max(ttl ?? minTTL, minTTL), Swift.max(maxTTL, minTTL))
+    }
+}
+
+/// One address family.
+public enum AddressFamily: String, Hashable, Sendable, Codable, CaseIterable {
+    case ipv4
+    case ipv6
+}
+
+/// Cache key: answers are per network, per name, per family.
+public struct CacheKey: Hashable, Sendable, Codable {
+    public var network: String
+    public var name: String
+    public var family: AddressFamily
+
+    public init(network: String, name: String, family: AddressFamily) {
+        self.network = network
+        self.name = normalizeHostname(name)
+        self.family = family
+    }
+}
+
+/// A cached answer.
+public struct CacheEntry: Hashable, Sendable, Codable {
+    public var addresses: [IPAddress]
+    /// The TTL applied, after clamping (seconds).
+    public var ttl: UInt32
+    public var storedAt: Timestamp
+    public var expiresAt: Timestamp
+    /// Which provider gave it (e.g. `doh:https://…`).
+    public var source: String
+    var lastUsed: Timestamp
+    var refreshing: Bool = false
+
+    public var isNegative: Bool { addresses.isEmpty }
+
+    enum CodingKeys: String, CodingKey {
+        case addresses, ttl, storedAt, expiresAt, source, lastUsed
+    }
+}
+
+/// What a lookup found.
+public enum CacheLookup: Hashable, Sendable {
+    /// Within TTL. `prefetch`: the caller should start a background refresh (it is marked as running).
+    case fresh(CacheEntry, remaining: Duration, prefetch: Bool)
+    /// Expired within `maxStale`. `refresh`: the caller should start the one refresh (marked as running).
+    case stale(CacheEntry, refresh: Bool)
+    case miss
+}
+
+/// The cache state. Not thread-safe by itself: the owner keeps it under a lock.
+public struct DNSCache: Sendable {
+    public var configuration: CacheConfiguration
+    private(set) var entries: [CacheKey: CacheEntry] = [:]
+
+    public init(configuration: CacheConfiguration = CacheConfiguration()) {
+        self.configuration = configuration
+    }
+
+    public var count: Int { entries.count }
+
+    public mutating func lookup(_ key: CacheKey, now: Timestamp) -> CacheLookup {
+        guard var entry = entries[key] else { return .miss }
+        entry.lastUsed = now
+        if now < entry.expiresAt {
+            let age = now - entry.storedAt
+            let prefetchAt = Duration.seconds(Double(entry.ttl) * configuration.prefetchFraction)
+            let prefetch = !entry.isNegative && !entry.refreshing && age >= prefetchAt
+            if prefetch { entry.refreshing = true }
+            entries[key] = entry
+            return .fresh(entry, remaining: entry.expiresAt - now, prefetch: prefetch)
+        }
+        if !entry.isNegative, now < entry.expiresAt + configuration.maxStale {
+            let refresh = !entry.refreshing
+            entry.refreshing = true
+            entries[key] = entry
+            return .stale(entry, refresh: refresh)
+        }
+        entries[key] = nil
+        return .miss
+    }
+
+    /// What `lookup` would find, without marking anything (no refresh claimed, no LRU touch).
+    public func peek(_ key: CacheKey, now: Timestamp) -> CacheLookup {
+        guard let entry = entries[key] else { return .miss }
+        if now < entry.expiresAt { return .fresh(entry, remaining: entry.expiresAt - now, prefetch: false) }
+        if !entry.isNegative, now < entry.expiresAt + configuration.maxStale { return .stale(entry, refresh: false) }
+        return .miss
+    }
+
+    /// Stores an answer (empty addresses: a negative answer). Clears the refresh mark.
+    @discardableResult
+    public mutating func store(_ key: CacheKey, addresses: [IPAddress], ttl: UInt32?, source: String, now: Timestamp) -> CacheEntry {
+        let applied = addresses.isEmpty ? Swift.min(ttl ?? configuration.negativeTTL, configuration.negativeTTL) : configuration.clamp(ttl)
+        let entry = CacheEntry(
+            addresses: addresses,
+            ttl: applied,
+            storedAt: now,
+            expiresAt: now + .seconds(Int64(applied)),
+            source: source,
+            lastUsed: now
+        )
+        if entries[key] == nil, entries.count >= configuration.capacity { evictLeastRecentlyUsed() }
+        entries[key] = entry
+        return entry
+    }
+
+    /// A refresh failed: the entry stays (and may still be served stale until `maxStale` runs out);
+    /// the next lookup may start another refresh.
+    public mutating func refreshFailed(_ key: CacheKey) {
+        entries[key]?.refreshing = false
+    }
+
+    public mutating func remove(network: String? = nil) {
+        if let network { entries = entries.filter { $0.key.network != network } } else { entries.removeAll() }
+    }
+
+    /// Entries fit to persist: positive answers not yet past their stale window.
+    public func snapshot(now: Timestamp) -> CacheSnapshot {
+        let kept = entries.filter { !$0.value.isNegative && now < $0.value.expiresAt + configuration.maxStale }
+        return CacheSnapshot(entries: kept.map { CacheSnapshot.Item(key: $0.key, entry: $0.value) })
+    }
+
+    /// Loads persisted entries, skipping expired ones. Entries already in memory win.
+    public mutating func restore(_ snapshot: CacheSnapshot, now: Timestamp) {
+        for item in snapshot.entries where entries[item.key] == nil {
+            guard !item.entry.addresses.isEmpty, now < item.entry.expiresAt + configuration.maxStale else { continue }
+            guard item.entry.storedAt <= now, item.entry.expiresAt > item.entry.storedAt else { continue }
+            if entries.count >= configuration.capacity { break }
+            var e = item.entry
+            e.refreshing = false
+            e.ttl = configuration.clamp(e.ttl)
+            e.expiresAt = Swift.min(e.expiresAt, e.storedAt + .seconds(Int64(e.ttl)))
+            entries[item.key] = e
+        }
+    }
+
+    private mutating func evictLeastRecentlyUsed() {
+        if let victim = entries.min(by: { $0.value.lastUsed < $1.value.lastUsed })?.key {
+            entries[victim] = nil
+        }
+    }
+}
+
+/// The persisted form of the cache (JSON). `version` lets a future format ignore an older file.
+public struct CacheSnapshot: Hashable, Sendable, Codable {
+    public struct Item: Hashable, Sendable, Codable {
+        public var key: CacheKey
+        public var entry: CacheEntry
+    }
+
+    public static let currentVersion = 1
+    public var version: Int = CacheSnapshot.currentVersion
+    public var entries: [Item]
+
+    public init(entries: [Item]) { self.entries = entries }
+}

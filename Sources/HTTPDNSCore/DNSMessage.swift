@@ -1,0 +1,361 @@
+// DNS wire format (RFC 1035), just what a stub resolver and a small server need: build a query, parse a
+// response, build a response. Parsing treats every byte as hostile: counts larger than the message,
+// compression pointers that loop or point forward, over-long labels and names, and record data that runs
+// past the end all become a `DNSWireError`, never a crash or an endless loop.
+
+/// A DNS record type (QTYPE/TYPE). Open set: unknown values are kept as they are.
+public struct DNSRecordType: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    public var rawValue: UInt16
+    public init(rawValue: UInt16) { self.rawValue = rawValue }
+
+    public static let a = DNSRecordType(rawValue: 1)
+    public static let cname = DNSRecordType(rawValue: 5)
+    public static let soa = DNSRecordType(rawValue: 6)
+    public static let aaaa = DNSRecordType(rawValue: 28)
+    public static let opt = DNSRecordType(rawValue: 41)
+
+    public var description: String {
+        switch self {
+        case .a: return "A"
+        case .aaaa: return "AAAA"
+        case .cname: return "CNAME"
+        case .soa: return "SOA"
+        case .opt: return "OPT"
+        default: return "TYPE\(rawValue)"
+        }
+    }
+}
+
+/// DNS response codes that matter to a stub resolver.
+public struct DNSResponseCode: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    public var rawValue: UInt8
+    public init(rawValue: UInt8) { self.rawValue = rawValue }
+    public static let noError = DNSResponseCode(rawValue: 0)
+    public static let formatError = DNSResponseCode(rawValue: 1)
+    public static let serverFailure = DNSResponseCode(rawValue: 2)
+    public static let nameError = DNSResponseCode(rawValue: 3)  // NXDOMAIN
+    public static let notImplemented = DNSResponseCode(rawValue: 4)
+    public static let refused = DNSResponseCode(rawValue: 5)
+
+    public var description: String {
+        switch self {
+        case .noError: return "NOERROR"
+        case .formatError: return "FORMERR"
+        case .serverFailure: return "SERVFAIL"
+        case .nameError: return "NXDOMAIN"
+        case .notImplemented: return "NOTIMP"
+        case .refused: return "REFUSED"
+        default: return "RCODE\(rawValue)"
+        }
+    }
+}
+
+/// Why a DNS message could not be read or written.
+public struct DNSWireError: Error, Hashable, Sendable, CustomStringConvertible {
+    public var reason: String
+    public init(_ reason: String) { self.reason = reason }
+    public var description: String { "malformed DNS message: \(reason)" }
+}
+
+/// One resource record from the answer section.
+public struct DNSRecord: Hashable, Sendable {
+    public var name: String
+    public var type: DNSRecordType
+    public var ttl: UInt32
+    /// Raw RDATA, except for CNAME where `target` holds the decompressed name.
+    public var data: [UInt8]
+    public var target: String?
+
+    public init(name: String, type: DNSRecordType, ttl: UInt32, data: [UInt8], target: String? = nil) {
+        self.name = name
+        self.type = type
+        self.ttl = ttl
+        self.data = data
+        self.target = target
+    }
+}
+
+/// A parsed DNS message (query or response): header fields, the first question, and the answers.
+public struct DNSMessage: Hashable, Sendable {
+    public var id: UInt16
+    public var isResponse: Bool
+    public var truncated: Bool
+    public var recursionDesired: Bool
+    public var rcode: DNSResponseCode
+    public var questionName: String
+    public var questionType: DNSRecordType
+    public var answers: [DNSRecord]
+    /// The SOA minimum from the authority section, when present: the negative-caching TTL (RFC 2308).
+    public var negativeTTL: UInt32?
+
+    /// Largest message we accept: TCP's 2-byte length prefix bound.
+    public static let maximumSize = 65_535
+    /// EDNS0 UDP payload size we advertise (the DNS flag day 2020 value, avoids fragmentation).
+    public static let ednsUDPSize: UInt16 = 1232
+
+    // MARK: Building
+
+    /// Encodes a recursive query for `name` / `type`. RFC 8484 asks DoH clients to use id 0 for cache
+    /// friendliness; Do53 callers pass a random id. `edns` adds an OPT record advertising 1232 bytes.
+    public static func query(name: String, type: DNSRecordType, id: UInt16 = 0, edns: Bool = true) throws -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(64)
+        out.appendUInt16(id)
+        out.appendUInt16(0x0100)  // RD
+        out.appendUInt16(1)  // QDCOUNT
+        out.appendUInt16(0)
+        out.appendUInt16(0)
+        out.appendUInt16(edns ? 1 : 0)  // ARCOUNT
+        try out.appendName(name)
+        out.appendUInt16(type.rawValue)
+        out.appendUInt16(1)  // IN
+        if edns {
+            out.append(0)  // root name
+            out.appendUInt16(DNSRecordType.opt.rawValue)
+            out.appendUInt16(Self.ednsUDPSize)
+            out.appendUInt32(0)
+            out.appendUInt16(0)
+        }
+        return out
+    }
+
+    /// Encodes a response to `query` with the given answers (address records for the question name) and
+    /// rcode. Used by the project's own server and test fixtures.
+    public static func response(
+        to query: DNSMessage,
+        rcode: DNSResponseCode = .noError,
+        addresses: [IPAddress] = [],
+        ttl: UInt32 = 60,
+        truncated: Bool = false,
+        negativeTTL: UInt32? = nil
+    ) throws -> [UInt8] {
+        var out: [UInt8] = []
+        out.appendUInt16(query.id)
+        var flags: UInt16 = 0x8000 | 0x0080  // QR, RA
+        if query.recursionDesired { flags |= 0x0100 }
+        if truncated { flags |= 0x0200 }
+        flags |= UInt16(rcode.rawValue & 0x0F)
+        out.appendUInt16(flags)
+        out.appendUInt16(1)
+        out.appendUInt16(truncated ? 0 : UInt16(addresses.count))
+        out.appendUInt16(negativeTTL == nil || truncated ? 0 : 1)
+        out.appendUInt16(0)
+        try out.appendName(query.questionName)
+        out.appendUInt16(query.questionType.rawValue)
+        out.appendUInt16(1)
+        guard !truncated else { return out }
+        for address in addresses {
+            out.append(contentsOf: [0xC0, 12])  // pointer to the question name
+            out.appendUInt16(address.isIPv6 ? DNSRecordType.aaaa.rawValue : DNSRecordType.a.rawValue)
+            out.appendUInt16(1)
+            out.appendUInt32(ttl)
+            out.appendUInt16(UInt16(address.bytes.count))
+            out.append(contentsOf: address.bytes)
+        }
+        if let negativeTTL {
+            // A minimal SOA so resolvers can cache the negative answer (RFC 2308).
+            out.append(contentsOf: [0xC0, 12])
+            out.appendUInt16(DNSRecordType.soa.rawValue)
+            out.appendUInt16(1)
+            out.appendUInt32(negativeTTL)
+            var rdata: [UInt8] = [0, 0]  // mname ".", rname "."
+            for v in [UInt32(1), 3600, 600, 86400, negativeTTL] { rdata.appendUInt32(v) }
+            out.appendUInt16(UInt16(rdata.count))
+            out.append(contentsOf: rdata)
+        }
+        return out
+    }
+
+    // MARK: Parsing
+
+    /// Parses a whole DNS message. Throws `DNSWireError` for anything malformed.
+    public init(parsing bytes: some Collection<UInt8>) throws {
+        var reader = WireReader(Array(bytes))
+        guard reader.bytes.count <= Self.maximumSize else { throw DNSWireError("message larger than 65535 bytes") }
+        guard reader.bytes.count >= 12 else { throw DNSWireError("shorter than the 12-byte header") }
+        self.id = try reader.readUInt16()
+        let flags = try reader.readUInt16()
+        self.isResponse = flags & 0x8000 != 0
+        self.truncated = flags & 0x0200 != 0
+        self.recursionDesired = flags & 0x0100 != 0
+        self.rcode = DNSResponseCode(rawValue: UInt8(flags & 0x000F))
+        let qdcount = Int(try reader.readUInt16())
+        let ancount = Int(try reader.readUInt16())
+        let nscount = Int(try reader.readUInt16())
+        _ = try reader.readUInt16()  // ARCOUNT: additional records are not needed
+        // Every question takes at least 5 bytes and every record at least 11: reject counts the message
+        // cannot possibly hold before looping over them.
+        guard qdcount * 5 + (ancount + nscount) * 11 <= reader.remaining else {
+            throw DNSWireError("record counts (\(qdcount) questions, \(ancount) answers) larger than the message")
+        }
+        guard qdcount <= 1 else { throw DNSWireError("\(qdcount) questions; only one is allowed") }
+        if qdcount == 1 {
+            self.questionName = try reader.readName()
+            self.questionType = DNSRecordType(rawValue: try reader.readUInt16())
+            _ = try reader.readUInt16()
+        } else {
+            self.questionName = ""
+            self.questionType = DNSRecordType(rawValue: 0)
+        }
+        var answers: [DNSRecord] = []
+        answers.reserveCapacity(ancount)
+        for _ in 0..<ancount {
+            answers.append(try reader.readRecord())
+        }
+        self.answers = answers
+        var negativeTTL: UInt32?
+        for _ in 0..<nscount {
+            let record = try reader.readRecord()
+            if record.type == .soa, record.data.count >= 4 {
+                let d = record.data
+                let minimum = d[d.count - 4..<d.count].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
+                negativeTTL = min(record.ttl, minimum)
+            }
+        }
+        self.negativeTTL = negativeTTL
+    }
+
+    /// The A/AAAA addresses that answer the question, following the CNAME chain from the question name,
+    /// with the smallest TTL among the records used (nil when there are none).
+    public func addresses(for type: DNSRecordType) -> (addresses: [IPAddress], ttl: UInt32?) {
+        var names: Set<String> = [Self.normalize(questionName)]
+        // CNAME chains may come in any order; a few passes settle them (bounded by the record count).
+        var ttl: UInt32?
+        for _ in 0..<min(answers.count, 16) {
+            var grew = false
+            for r in answers where r.type == .cname && names.contains(Self.normalize(r.name)) {
+                if let t = r.target, names.insert(Self.normalize(t)).inserted {
+                    grew = true
+                    ttl = min(ttl ?? r.ttl, r.ttl)
+                }
+            }
+            if !grew { break }
+        }
+        var result: [IPAddress] = []
+        for r in answers where r.type == type && names.contains(Self.normalize(r.name)) {
+            if let ip = IPAddress(bytes: r.data), ip.isIPv6 == (type == .aaaa), !result.contains(ip) {
+                result.append(ip)
+                ttl = min(ttl ?? r.ttl, r.ttl)
+            }
+        }
+        return (result, result.isEmpty ? nil : ttl)
+    }
+
+    static func normalize(_ name: String) -> String {
+        var n = name.lowercased()
+        if n.hasSuffix(".") { n.removeLast() }
+        return n
+    }
+}
+
+/// A bounds-checked cursor over a DNS message.
+struct WireReader {
+    let bytes: [UInt8]
+    var offset = 0
+    init(_ bytes: [UInt8]) { self.bytes = bytes }
+
+    var remaining: Int { bytes.count - offset }
+
+    mutating func readUInt8() throws -> UInt8 {
+        guard offset < bytes.count else { throw DNSWireError("truncated at byte \(offset)") }
+        defer { offset += 1 }
+        return bytes[offset]
+    }
+
+    mutating func readUInt16() throws -> UInt16 {
+        guard offset + 2 <= bytes.count else { throw DNSWireError("truncated at byte \(offset)") }
+        defer { offset += 2 }
+        return UInt16(bytes[offset]) << 8 | UInt16(bytes[offset + 1])
+    }
+
+    mutating func readUInt32() throws -> UInt32 {
+        UInt32(try readUInt16()) << 16 | UInt32(try readUInt16())
+    }
+
+    /// Reads a possibly compressed name. Pointers must point strictly backwards, which alone rules out
+    /// loops; the jump count and the 255-byte name limit bound the work anyway.
+    mutating func readName() throws -> String {
+        var labels: [String] = []
+        var length = 0
+        var position = offset
+        var jumped = false
+        var jumps = 0
+        while true {
+            guard position < bytes.count else { throw DNSWireError("name runs past the end") }
+            let len = Int(bytes[position])
+            switch len & 0xC0 {
+            case 0x00:
+                if len == 0 {
+                    if !jumped { offset = position + 1 }
+                    return labels.isEmpty ? "." : labels.joined(separator: ".")
+                }
+                guard position + 1 + len <= bytes.count else { throw DNSWireError("label runs past the end") }
+                length += len + 1
+                guard length <= 255 else { throw DNSWireError("name longer than 255 bytes") }
+                let label = bytes[(position + 1)..<(position + 1 + len)]
+                labels.append(String(decoding: label, as: UTF8.self))
+                position += 1 + len
+            case 0xC0:
+                guard position + 1 < bytes.count else { throw DNSWireError("compression pointer runs past the end") }
+                let target = (len & 0x3F) << 8 | Int(bytes[position + 1])
+                guard target < position else { throw DNSWireError("compression pointer does not point backwards") }
+                jumps += 1
+                guard jumps <= 64 else { throw DNSWireError("too many compression pointers") }
+                if !jumped { offset = position + 2 }
+                jumped = true
+                position = target
+            default:
+                throw DNSWireError("unknown label type 0x\(String(len & 0xC0, radix: 16))")
+            }
+        }
+    }
+
+    mutating func readRecord() throws -> DNSRecord {
+        let name = try readName()
+        let type = DNSRecordType(rawValue: try readUInt16())
+        _ = try readUInt16()  // class
+        let ttl = try readUInt32()
+        let rdlength = Int(try readUInt16())
+        guard offset + rdlength <= bytes.count else {
+            throw DNSWireError("record data of \(rdlength) bytes runs past the end")
+        }
+        let start = offset
+        let data = Array(bytes[start..<(start + rdlength)])
+        var target: String?
+        if type == .cname {
+            target = try readName()
+        }
+        offset = start + rdlength
+        // RFC 2181 §8: a TTL with the top bit set is treated as zero.
+        return DNSRecord(name: name, type: type, ttl: ttl > Int32.max ? 0 : ttl, data: data, target: target)
+    }
+}
+
+extension Array where Element == UInt8 {
+    mutating func appendUInt16(_ v: UInt16) {
+        append(UInt8(v >> 8))
+        append(UInt8(v & 0xFF))
+    }
+
+    mutating func appendUInt32(_ v: UInt32) {
+        appendUInt16(UInt16(v >> 16))
+        appendUInt16(UInt16(v & 0xFFFF))
+    }
+
+    mutating func appendName(_ name: String) throws {
+        let trimmed = name.hasSuffix(".") ? String(name.dropLast()) : name
+        var total = 0
+        if !trimmed.isEmpty {
+            for label in trimmed.split(separator: ".", omittingEmptySubsequences: false) {
+                let utf8 = Array(label.utf8)
+                guard !utf8.isEmpty else { throw DNSWireError("empty label in \"\(name)\"") }
+                guard utf8.count <= 63 else { throw DNSWireError("label longer than 63 bytes in \"\(name)\"") }
+                total += utf8.count + 1
+                append(UInt8(utf8.count))
+                append(contentsOf: utf8)
+            }
+        }
+        guard total + 1 <= 255 else { throw DNSWireError("name longer than 255 bytes") }
+        append(0)
+    }
+}

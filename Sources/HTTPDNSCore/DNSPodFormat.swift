@@ -1,0 +1,115 @@
+// The DNSPod / Tencent D+ text API (`GET /d?dn=NAME&ttl=1[&type=aaaa|addrs]`).
+//
+// Body shapes, all plain text:
+//   single name, one family          `1.2.3.4;5.6.7.8,300`            (`,TTL` only with ttl=1)
+//   dual stack (`type=addrs`)        `1.2.3.4;5.6.7.8,300-2001:db8::1,300`
+//   batch (`dn=a.com,b.com`)         one line per name: `a.com.:1.2.3.4,300` (dual stack as above)
+//   no answer                        `0` (or an empty body / empty part)
+// IPv6 addresses never contain '-', so '-' safely splits the v4 and v6 parts.
+
+/// Builds DNSPod queries and parses their answers.
+public enum DNSPodFormat {
+    /// The `type` parameter for a query (nil: the default, IPv4).
+    public static func typeParameter(for query: AddressQuery) -> String? {
+        switch query {
+        case .ipv4: return nil
+        case .ipv6: return "aaaa"
+        case .both: return "addrs"
+        }
+    }
+
+    /// Parses a response body for `names` (in the order they were asked).
+    ///
+    /// A single-name response has no `name.:` prefix; a batch response has one per line and lines for
+    /// names not asked are ignored. Names missing from a batch response get no entry.
+    public static func parse(_ body: String, names: [String], query: AddressQuery) throws -> [String: HostAnswer] {
+        guard body.utf8.count <= 256 * 1024 else { throw AnswerFormatError("DNSPod answer larger than 256 KiB") }
+        let lines = body.split(whereSeparator: { $0 == "\n" || $0 == "\r" }).map {
+            $0.trimmed(of: " \t")
+        }.filter { !$0.isEmpty }
+        var result: [String: HostAnswer] = [:]
+        let wanted = Set(names.map { normalizeHostname($0) })
+        if names.count == 1, lines.count <= 1, !(lines.first ?? "").contains(".:") {
+            result[normalizeHostname(names[0])] = try parseLine(lines.first ?? "0", query: query)
+            return result
+        }
+        for line in lines {
+            guard let sep = line.range(of: ".:") ?? line.range(of: ":") else {
+                throw AnswerFormatError("DNSPod batch line without a \"name.:\" prefix: \(line.prefix(80))")
+            }
+            let name = normalizeHostname(line[line.startIndex..<sep.lowerBound])
+            guard wanted.contains(name) else { continue }
+            result[name] = try parseLine(String(line[sep.upperBound...]), query: query)
+        }
+        return result
+    }
+
+    static func parseLine(_ line: String, query: AddressQuery) throws -> HostAnswer {
+        let parts = line.split(separator: "-", omittingEmptySubsequences: false).map(String.init)
+        switch (query, parts.count) {
+        case (.ipv4, 1):
+            return HostAnswer(ipv4: try parsePart(parts[0], wantIPv6: false))
+        case (.ipv6, 1):
+            return HostAnswer(ipv6: try parsePart(parts[0], wantIPv6: true))
+        case (.both, 2):
+            return HostAnswer(
+                ipv4: try parsePart(parts[0], wantIPv6: false),
+                ipv6: try parsePart(parts[1], wantIPv6: true)
+            )
+        case (.both, 1):
+            // Some deployments answer `0` alone, or only the v4 part, for dual-stack queries.
+            return HostAnswer(ipv4: try parsePart(parts[0], wantIPv6: false), ipv6: .empty)
+        default:
+            throw AnswerFormatError("DNSPod answer has \(parts.count) '-'-separated parts: \(line.prefix(80))")
+        }
+    }
+
+    static func parsePart(_ part: String, wantIPv6: Bool) throws -> FamilyAnswer {
+        let trimmed = part.trimmed(of: " \t")
+        if trimmed.isEmpty || trimmed == "0" { return .empty }
+        var ipsText = Substring(trimmed)
+        var ttl: UInt32?
+        if let comma = trimmed.lastIndex(of: ",") {
+            let ttlText = trimmed[trimmed.index(after: comma)...]
+            guard let t = UInt32(ttlText) else { throw AnswerFormatError("DNSPod TTL \"\(ttlText.prefix(20))\" is not a number") }
+            ttl = t
+            ipsText = trimmed[..<comma]
+        }
+        if ipsText == "0" || ipsText.isEmpty { return FamilyAnswer(addresses: [], ttl: ttl) }
+        var addresses: [IPAddress] = []
+        for item in ipsText.split(separator: ";") where !item.isEmpty {
+            guard let ip = IPAddress(item) else {
+                throw AnswerFormatError("DNSPod answer holds \"\(item.prefix(60))\", which is not an IP address")
+            }
+            guard ip.isIPv6 == wantIPv6 else {
+                throw AnswerFormatError("DNSPod answer holds \(ip) in the \(wantIPv6 ? "IPv6" : "IPv4") part")
+            }
+            if !addresses.contains(ip) { addresses.append(ip) }
+        }
+        return FamilyAnswer(addresses: addresses, ttl: ttl)
+    }
+
+    /// Formats an answer the way a DNSPod server does (used by the project's own server and fixtures).
+    public static func format(_ answer: HostAnswer, query: AddressQuery, withTTL: Bool) -> String {
+        func part(_ f: FamilyAnswer?) -> String {
+            guard let f, !f.addresses.isEmpty else { return "0" }
+            let ips = f.addresses.map(\.description).joined(separator: ";")
+            return withTTL ? "\(ips),\(f.ttl ?? 0)" : ips
+        }
+        switch query {
+        case .ipv4: return part(answer.ipv4)
+        case .ipv6: return part(answer.ipv6)
+        case .both: return part(answer.ipv4) + "-" + part(answer.ipv6)
+        }
+    }
+}
+
+extension StringProtocol {
+    func trimmed(of set: String) -> String {
+        let chars = Set(set)
+        var s = Substring(self)
+        while let f = s.first, chars.contains(f) { s.removeFirst() }
+        while let l = s.last, chars.contains(l) { s.removeLast() }
+        return String(s)
+    }
+}

@@ -1,0 +1,102 @@
+/// A hostname pattern: an exact name (`api.example.com`), a wildcard for every name below a domain
+/// (`*.example.com` matches `a.example.com` and `a.b.example.com`, not `example.com` itself), or `*`
+/// for every name. Matching is case-insensitive and ignores a trailing dot.
+public struct HostPattern: Hashable, Sendable, CustomStringConvertible {
+    enum Kind: Hashable, Sendable {
+        case any
+        case exact(String)
+        case suffix(String)  // ".example.com"
+    }
+
+    let kind: Kind
+
+    public init(_ text: String) throws {
+        let t = normalizeHostname(text.trimmed(of: " \t"))
+        if t == "*" {
+            kind = .any
+        } else if t.hasPrefix("*.") {
+            let base = try validatedHostname(t.dropFirst(2))
+            kind = .suffix("." + base)
+        } else if t.contains("*") {
+            throw AnswerFormatError("pattern \"\(text)\": '*' may only stand alone or as the first label (*.example.com)")
+        } else if let ip = IPAddress(t) {
+            kind = .exact(ip.description)
+        } else {
+            kind = .exact(try validatedHostname(t))
+        }
+    }
+
+    public func matches(_ host: String) -> Bool {
+        let h = normalizeHostname(host)
+        switch kind {
+        case .any: return true
+        case .exact(let n): return h == n
+        case .suffix(let s): return h.hasSuffix(s)
+        }
+    }
+
+    public var description: String {
+        switch kind {
+        case .any: return "*"
+        case .exact(let n): return n
+        case .suffix(let s): return "*" + s
+        }
+    }
+}
+
+/// Which names go through HTTPDNS, which never fall back, which may answer with private addresses.
+///
+/// The default selects nothing: an embedded library routes no name through HTTPDNS until the app says
+/// which (`only: ["*"]` for everything). The command-line tool starts from `*`.
+/// Value type, `Sendable`.
+public struct HostPolicy: Hashable, Sendable {
+    /// Names resolved through HTTPDNS (empty: none).
+    public var only: [HostPattern]
+    /// Names never resolved through HTTPDNS even when `only` matches (deny wins).
+    public var except: [HostPattern]
+    /// Names that never fall back to LocalDNS when every HTTPDNS provider fails.
+    public var strict: [HostPattern]
+    /// Public names allowed to resolve to loopback/private/non-global addresses.
+    /// Names under special-use domains (`.test`, `.localhost`, `.local`, `.internal`, `.home.arpa`,
+    /// `.invalid`, `.example`) may always.
+    public var allowNonGlobal: [HostPattern]
+
+    public init(only: [HostPattern] = [], except: [HostPattern] = [], strict: [HostPattern] = [], allowNonGlobal: [HostPattern] = []) {
+        self.only = only
+        self.except = except
+        self.strict = strict
+        self.allowNonGlobal = allowNonGlobal
+    }
+
+    /// Selects nothing (the library default).
+    public static let none = HostPolicy()
+    /// Selects every name.
+    public static var all: HostPolicy { HostPolicy(only: [try! HostPattern("*")]) }
+
+    /// How a name is to be resolved.
+    public enum Route: Hashable, Sendable {
+        /// The host is an IP literal: no lookup at all.
+        case literal(IPAddress)
+        /// Through HTTPDNS; `strict` forbids falling back to LocalDNS.
+        case httpdns(strict: Bool)
+        /// Not selected: LocalDNS only.
+        case localDNS
+    }
+
+    public func route(for host: String) -> Route {
+        if let ip = IPAddress(host) { return .literal(ip) }
+        guard only.contains(where: { $0.matches(host) }), !except.contains(where: { $0.matches(host) }) else {
+            return .localDNS
+        }
+        return .httpdns(strict: strict.contains(where: { $0.matches(host) }))
+    }
+
+    static let specialUseSuffixes = ["test", "localhost", "local", "internal", "home.arpa", "invalid", "example", "lan"]
+
+    /// Whether `host` may resolve to non-global (loopback, private, link-local) addresses.
+    public func mayResolveToNonGlobal(_ host: String) -> Bool {
+        let h = normalizeHostname(host)
+        if Self.specialUseSuffixes.contains(where: { h == $0 || h.hasSuffix("." + $0) }) { return true }
+        return allowNonGlobal.contains(where: { $0.matches(h) })
+    }
+}

@@ -1,0 +1,117 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// An IPv4 or IPv6 address, as bytes in network order.
+///
+/// Parsing and formatting use the C library's `inet_pton` / `inet_ntop`, so every textual form the
+/// platform accepts is accepted (and nothing else: no hostnames, no zone IDs).
+/// Value type, `Sendable`.
+public enum IPAddress: Hashable, Sendable, CustomStringConvertible, Codable {
+    case v4(UInt8, UInt8, UInt8, UInt8)
+    case v6([UInt8])
+
+    /// Parses a textual IPv4 or IPv6 address. Brackets around IPv6 (`[::1]`) are accepted.
+    public init?(_ text: some StringProtocol) {
+        var s = String(text)
+        if s.hasPrefix("["), s.hasSuffix("]") { s = String(s.dropFirst().dropLast()) }
+        guard !s.isEmpty, s.utf8.count <= 64 else { return nil }
+        var v4 = in_addr()
+        if inet_pton(AF_INET, s, &v4) == 1 {
+            let b = withUnsafeBytes(of: &v4) { Array($0) }
+            self = .v4(b[0], b[1], b[2], b[3])
+            return
+        }
+        var v6 = in6_addr()
+        if inet_pton(AF_INET6, s, &v6) == 1 {
+            self = .v6(withUnsafeBytes(of: &v6) { Array($0) })
+            return
+        }
+        return nil
+    }
+
+    /// Builds an address from 4 (IPv4) or 16 (IPv6) raw bytes; nil for any other length.
+    public init?(bytes: some Collection<UInt8>) {
+        let b = Array(bytes)
+        switch b.count {
+        case 4: self = .v4(b[0], b[1], b[2], b[3])
+        case 16: self = .v6(b)
+        default: return nil
+        }
+    }
+
+    /// The address bytes in network order (4 or 16 of them).
+    public var bytes: [UInt8] {
+        switch self {
+        case .v4(let a, let b, let c, let d): return [a, b, c, d]
+        case .v6(let b): return b
+        }
+    }
+
+    public var isIPv6: Bool {
+        if case .v6 = self { return true }
+        return false
+    }
+
+    /// The canonical text form (`inet_ntop`), e.g. `127.0.0.1`, `::1`.
+    public var description: String {
+        var out = [CChar](repeating: 0, count: 64)
+        let family = self.isIPv6 ? AF_INET6 : AF_INET
+        let ok = self.bytes.withUnsafeBytes { raw in
+            inet_ntop(family, raw.baseAddress, &out, socklen_t(out.count)) != nil
+        }
+        guard ok else { return "<invalid>" }
+        return String(decoding: out.prefix(while: { $0 != 0 }).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    /// `0.0.0.0` or `::`: never a usable destination.
+    public var isUnspecified: Bool { self.bytes.allSatisfy { $0 == 0 } }
+
+    /// Loopback, private (RFC 1918 / ULA), link-local, CGNAT shared space and other non-global ranges.
+    /// A public name answering with one of these is a classic poisoning sign.
+    public var isNonGlobal: Bool {
+        let b = self.bytes
+        switch self {
+        case .v4:
+            switch (b[0], b[1]) {
+            case (0, _), (10, _), (127, _): return true
+            case (100, 64...127): return true  // RFC 6598 shared address space
+            case (169, 254), (192, 168): return true
+            case (172, 16...31): return true
+            case (192, 0) where b[2] == 0 || b[2] == 2: return true  // IETF protocol assignments, TEST-NET-1
+            case (198, 18...19): return true  // benchmarking
+            case (198, 51) where b[2] == 100, (203, 0) where b[2] == 113: return true  // TEST-NET-2/3
+            case (224...255, _): return true  // multicast, reserved, broadcast
+            default: return false
+            }
+        case .v6:
+            if b[0..<15].allSatisfy({ $0 == 0 }) { return true }  // :: and ::1
+            if b[0] & 0xFE == 0xFC { return true }  // fc00::/7 unique local
+            if b[0] == 0xFE, b[1] & 0xC0 == 0x80 { return true }  // fe80::/10 link local
+            if b[0] == 0xFF { return true }  // multicast
+            if b[0] == 0x01, b[1] == 0x00, b[2...7].allSatisfy({ $0 == 0 }) { return true }  // 100::/64 discard
+            if b[0] == 0x20, b[1] == 0x01, b[2] == 0x0D, b[3] == 0xB8 { return true }  // documentation
+            if b[0..<10].allSatisfy({ $0 == 0 }), b[10] == 0xFF, b[11] == 0xFF {  // v4-mapped
+                return IPAddress(bytes: b[12...])!.isNonGlobal
+            }
+            return false
+        }
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let text = try decoder.singleValueContainer().decode(String.self)
+        guard let ip = IPAddress(text) else {
+            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: "not an IP address"))
+        }
+        self = ip
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.singleValueContainer()
+        try c.encode(self.description)
+    }
+}

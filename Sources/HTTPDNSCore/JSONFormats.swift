@@ -1,0 +1,132 @@
+import Foundation
+
+/// The Alibaba-style JSON API: `GET /resolve?host=NAME[&query=4,6]` answered with
+/// `{"host":"a.com","ips":["1.2.3.4"],"ipsv6":["2001:db8::1"],"ttl":60,"origin_ttl":600}`.
+public enum AlibabaJSONFormat {
+    struct Body: Codable {
+        var host: String?
+        var ips: [String]?
+        var ipsv6: [String]?
+        var ttl: UInt32?
+        var origin_ttl: UInt32?
+    }
+
+    /// The `query` parameter: `4`, `6` or `4,6`.
+    public static func queryParameter(for query: AddressQuery) -> String {
+        switch query {
+        case .ipv4: return "4"
+        case .ipv6: return "6"
+        case .both: return "4,6"
+        }
+    }
+
+    public static func parse(_ body: [UInt8], query: AddressQuery) throws -> HostAnswer {
+        let decoded: Body
+        do {
+            decoded = try JSONDecoder().decode(Body.self, from: Data(body))
+        } catch {
+            throw AnswerFormatError("JSON API answer is not the expected {\"host\",\"ips\",\"ipsv6\",\"ttl\"} object")
+        }
+        func family(_ texts: [String]?, ipv6: Bool) throws -> FamilyAnswer {
+            var out: [IPAddress] = []
+            for t in texts ?? [] {
+                guard let ip = IPAddress(t), ip.isIPv6 == ipv6 else {
+                    throw AnswerFormatError("JSON API answer lists \"\(t.prefix(60))\" as an \(ipv6 ? "IPv6" : "IPv4") address")
+                }
+                if !out.contains(ip) { out.append(ip) }
+            }
+            return FamilyAnswer(addresses: out, ttl: out.isEmpty ? nil : decoded.ttl)
+        }
+        return HostAnswer(
+            ipv4: query.wantsIPv4 ? try family(decoded.ips, ipv6: false) : nil,
+            ipv6: query.wantsIPv6 ? try family(decoded.ipsv6, ipv6: true) : nil
+        )
+    }
+
+    public static func format(host: String, answer: HostAnswer) -> [UInt8] {
+        let ttl = answer.ipv4?.ttl ?? answer.ipv6?.ttl ?? 0
+        let body = Body(
+            host: host,
+            ips: answer.ipv4?.addresses.map(\.description) ?? [],
+            ipsv6: answer.ipv6?.addresses.map(\.description) ?? [],
+            ttl: ttl,
+            origin_ttl: ttl
+        )
+        return Array((try? JSONEncoder().encode(body)) ?? Data("{}".utf8))
+    }
+}
+
+/// JSON DNS-over-HTTPS (`application/dns-json`, `?name=&type=`), the Google / Cloudflare answer shape:
+/// `{"Status":0,"TC":false,"Question":[...],"Answer":[{"name":"a.com.","type":1,"TTL":60,"data":"1.2.3.4"}]}`.
+public enum DoHJSONFormat {
+    public struct Record: Codable {
+        public var name: String
+        public var type: UInt16
+        public var TTL: UInt32?
+        public var data: String
+    }
+
+    public struct Question: Codable {
+        public var name: String
+        public var type: UInt16
+    }
+
+    public struct Body: Codable {
+        public var Status: Int
+        public var TC: Bool?
+        public var RD: Bool?
+        public var RA: Bool?
+        public var Question: [Question]?
+        public var Answer: [Record]?
+    }
+
+    /// Parses an answer to a query for `name` of `type` (A or AAAA), following CNAMEs.
+    /// Status 3 (NXDOMAIN) and an empty answer are negative answers; other non-zero statuses are errors.
+    public static func parse(_ body: [UInt8], name: String, type: DNSRecordType) throws -> FamilyAnswer {
+        let decoded: Body
+        do {
+            decoded = try JSONDecoder().decode(Body.self, from: Data(body))
+        } catch {
+            throw AnswerFormatError("DoH JSON answer is not the expected {\"Status\",\"Answer\"} object")
+        }
+        if decoded.Status == Int(DNSResponseCode.nameError.rawValue) { return .empty }
+        guard decoded.Status == 0 else {
+            let code = DNSResponseCode(rawValue: UInt8(clamping: decoded.Status))
+            throw AnswerFormatError("DoH JSON server answered \(code)")
+        }
+        var names: Set<String> = [normalizeHostname(name)]
+        let records = decoded.Answer ?? []
+        for _ in 0..<min(records.count, 16) {
+            var grew = false
+            for r in records where r.type == DNSRecordType.cname.rawValue && names.contains(normalizeHostname(r.name)) {
+                grew = names.insert(normalizeHostname(r.data)).inserted || grew
+            }
+            if !grew { break }
+        }
+        var out: [IPAddress] = []
+        var ttl: UInt32?
+        for r in records where r.type == type.rawValue && names.contains(normalizeHostname(r.name)) {
+            guard let ip = IPAddress(r.data), ip.isIPv6 == (type == .aaaa) else {
+                throw AnswerFormatError("DoH JSON \(type) record holds \"\(r.data.prefix(60))\"")
+            }
+            if !out.contains(ip) { out.append(ip) }
+            if let t = r.TTL { ttl = min(ttl ?? t, t) }
+        }
+        return FamilyAnswer(addresses: out, ttl: ttl)
+    }
+
+    public static func format(name: String, type: DNSRecordType, rcode: DNSResponseCode, answer: FamilyAnswer) -> [UInt8] {
+        let fqdn = name.hasSuffix(".") ? name : name + "."
+        let body = Body(
+            Status: Int(rcode.rawValue),
+            TC: false,
+            RD: true,
+            RA: true,
+            Question: [Question(name: fqdn, type: type.rawValue)],
+            Answer: answer.addresses.isEmpty
+                ? nil
+                : answer.addresses.map { Record(name: fqdn, type: type.rawValue, TTL: answer.ttl ?? 0, data: $0.description) }
+        )
+        return Array((try? JSONEncoder().encode(body)) ?? Data("{}".utf8))
+    }
+}

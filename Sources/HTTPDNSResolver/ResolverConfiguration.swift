@@ -1,0 +1,66 @@
+import HTTPDNSCore
+import HTTPDNSEngine
+import NIOCore
+import NIOPosix
+
+/// Everything the resolver needs to know. A `Sendable` value; build it once and hand it to
+/// `HTTPDNSResolver`.
+public struct ResolverConfiguration: Sendable {
+    /// HTTPDNS providers in order of preference; the next is tried when one fails.
+    public var providers: [ResolverSpec]
+    /// The network's own resolver, used for names outside the policy and as the fallback.
+    public var localDNS: ResolverSpec = .system
+    /// Fall back to `localDNS` when every provider fails (names matching `policy.strict` never do).
+    public var fallbackToLocalDNS = true
+    /// Which names go through HTTPDNS. The default selects none.
+    public var policy: HostPolicy = .none
+    public var cache = CacheConfiguration()
+    /// Bound on one lookup, every provider and the fallback included.
+    public var timeout: Duration = .seconds(5)
+    /// IPs of resolver endpoints named by hostname (a resolver must be reachable without DNS).
+    public var bootstrap: [String: [IPAddress]] = [:]
+    /// A file the cache is saved to and loaded from (nil: memory only).
+    public var persistencePath: String?
+    /// The network the device is on now (e.g. a Wi-Fi SSID hash or "cellular"); answers are cached per
+    /// network. Change it with `HTTPDNSResolver.networkChanged(to:)`.
+    public var networkID: String = "default"
+
+    public init(providers: [ResolverSpec] = []) {
+        self.providers = providers
+    }
+}
+
+/// Builds the provider for a spec.
+public enum ProviderFactory {
+    public static func make(
+        _ spec: ResolverSpec,
+        engine: HTTPEngine,
+        bootstrap: [String: [IPAddress]],
+        group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+    ) throws -> any DNSProvider {
+        switch spec {
+        case .doh(let endpoint, let post):
+            return DoHProvider(client: try EndpointClient(engine: engine, endpoint: endpoint, bootstrap: bootstrap), usePOST: post)
+        case .dohJSON(let endpoint):
+            return DoHJSONProvider(client: try EndpointClient(engine: engine, endpoint: endpoint, bootstrap: bootstrap))
+        case .dnspod(let endpoint):
+            return DNSPodProvider(client: try EndpointClient(engine: engine, endpoint: endpoint, bootstrap: bootstrap))
+        case .json(let endpoint):
+            return AlibabaJSONProvider(client: try EndpointClient(engine: engine, endpoint: endpoint, bootstrap: bootstrap))
+        case .dns(let ip, let port):
+            return try Do53Provider(server: ip, port: port, group: group)
+        case .system:
+            return SystemProvider()
+        }
+    }
+}
+
+/// The wall clock of the machine.
+public struct SystemWallClock: WallClock {
+    public init() {}
+    public func now() -> Timestamp {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        return Timestamp(nanoseconds: Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec))
+    }
+}

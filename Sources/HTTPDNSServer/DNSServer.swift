@@ -1,0 +1,175 @@
+// A classic DNS server (RFC 1035 over UDP and TCP) answering from a function. It is the seed of the
+// project's self-hostable server; today the benchmarks, the tests and the demo use it as an upstream or
+// as a hijacking "LocalDNS" on loopback.
+//
+// Malformed queries are dropped (UDP) or answered FORMERR when the header is readable; the server
+// never stops serving because of one. Truncation can be forced to exercise a client's TCP retry.
+
+import HTTPDNSCore
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+
+/// Thread-safe; `stop()` closes both sockets.
+public final class DNSServer: Sendable {
+    /// What to answer for one question.
+    public struct Answer: Sendable {
+        public var rcode: DNSResponseCode
+        public var addresses: [IPAddress]
+        public var ttl: UInt32
+
+        public init(rcode: DNSResponseCode = .noError, addresses: [IPAddress], ttl: UInt32 = 60) {
+            self.rcode = rcode
+            self.addresses = addresses
+            self.ttl = ttl
+        }
+
+        public static let nxdomain = Answer(rcode: .nameError, addresses: [])
+    }
+
+    public typealias Responder = @Sendable (_ name: String, _ type: DNSRecordType) -> Answer
+
+    public struct Options: Sendable {
+        /// Answer every UDP query with TC set and no records, so clients must retry over TCP.
+        public var truncateUDP = false
+        public init() {}
+    }
+
+    public let port: Int
+    public let host: String
+    let channels: [any Channel]
+    let counters: NIOLockedValueBox<(udp: Int, tcp: Int)>
+
+    /// Queries received so far (UDP, TCP).
+    public var queries: (udp: Int, tcp: Int) { counters.withLockedValue { $0 } }
+
+    private init(host: String, port: Int, channels: [any Channel], counters: NIOLockedValueBox<(udp: Int, tcp: Int)>) {
+        self.host = host
+        self.port = port
+        self.channels = channels
+        self.counters = counters
+    }
+
+    /// Binds UDP and TCP on `host:port` (port 0: the OS picks one free for both).
+    public static func start(
+        host: String = "127.0.0.1",
+        port: Int = 0,
+        options: Options = Options(),
+        group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+        responder: @escaping Responder
+    ) async throws -> DNSServer {
+        let counters = NIOLockedValueBox((udp: 0, tcp: 0))
+        // Bind TCP first (port 0 → a free port), then UDP on the same number; retry if that UDP port is taken.
+        for _ in 0..<10 {
+            let tcp = try await ServerBootstrap(group: group)
+                .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+                .childChannelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.addHandler(TCPQueryHandler(responder: responder, counters: counters))
+                    }
+                }
+                .bind(host: host, port: port).get()
+            let boundPort = tcp.localAddress!.port!
+            do {
+                let udp = try await DatagramBootstrap(group: group)
+                    .channelInitializer { channel in
+                        channel.eventLoop.makeCompletedFuture {
+                            try channel.pipeline.syncOperations.addHandler(
+                                UDPQueryHandler(responder: responder, truncate: options.truncateUDP, counters: counters)
+                            )
+                        }
+                    }
+                    .bind(host: host, port: boundPort).get()
+                return DNSServer(host: host, port: boundPort, channels: [tcp, udp], counters: counters)
+            } catch {
+                try? await tcp.close()
+                if port != 0 { throw error }
+            }
+        }
+        throw DNSWireError("could not bind a UDP and TCP port pair on \(host)")
+    }
+
+    public func stop() async {
+        for c in channels { try? await c.close() }
+    }
+
+    static func respond(to bytes: [UInt8], responder: Responder, truncate: Bool) -> [UInt8]? {
+        guard let query = try? DNSMessage(parsing: bytes), !query.isResponse else {
+            // Unreadable: answer FORMERR if we at least have an id, else drop.
+            guard bytes.count >= 12 else { return nil }
+            return [bytes[0], bytes[1], 0x80, 0x01, 0, 0, 0, 0, 0, 0, 0, 0]
+        }
+        if truncate { return try? DNSMessage.response(to: query, truncated: true) }
+        let answer = responder(normalizeHostname(query.questionName), query.questionType)
+        let wanted = answer.addresses.filter { $0.isIPv6 == (query.questionType == .aaaa) }
+        let useful = query.questionType == .a || query.questionType == .aaaa
+        return try? DNSMessage.response(
+            to: query,
+            rcode: answer.rcode,
+            addresses: useful ? wanted : [],
+            ttl: answer.ttl,
+            negativeTTL: wanted.isEmpty ? min(answer.ttl, 30) : nil
+        )
+    }
+}
+
+final class UDPQueryHandler: ChannelInboundHandler {
+    typealias InboundIn = AddressedEnvelope<ByteBuffer>
+    typealias OutboundOut = AddressedEnvelope<ByteBuffer>
+    let responder: DNSServer.Responder
+    let truncate: Bool
+    let counters: NIOLockedValueBox<(udp: Int, tcp: Int)>
+
+    init(responder: @escaping DNSServer.Responder, truncate: Bool, counters: NIOLockedValueBox<(udp: Int, tcp: Int)>) {
+        self.responder = responder
+        self.truncate = truncate
+        self.counters = counters
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let envelope = unwrapInboundIn(data)
+        counters.withLockedValue { $0.udp += 1 }
+        guard let reply = DNSServer.respond(to: Array(envelope.data.readableBytesView), responder: responder, truncate: truncate) else { return }
+        context.writeAndFlush(wrapOutboundOut(AddressedEnvelope(remoteAddress: envelope.remoteAddress, data: ByteBuffer(bytes: reply))), promise: nil)
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        // A client's ICMP error must not take the server down.
+    }
+}
+
+final class TCPQueryHandler: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+    let responder: DNSServer.Responder
+    let counters: NIOLockedValueBox<(udp: Int, tcp: Int)>
+    var buffer: [UInt8] = []
+
+    init(responder: @escaping DNSServer.Responder, counters: NIOLockedValueBox<(udp: Int, tcp: Int)>) {
+        self.responder = responder
+        self.counters = counters
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        buffer.append(contentsOf: unwrapInboundIn(data).readableBytesView)
+        while buffer.count >= 2 {
+            let length = Int(buffer[0]) << 8 | Int(buffer[1])
+            guard buffer.count >= 2 + length else { return }
+            let query = Array(buffer[2..<(2 + length)])
+            buffer.removeFirst(2 + length)
+            counters.withLockedValue { $0.tcp += 1 }
+            guard let reply = DNSServer.respond(to: query, responder: responder, truncate: false) else {
+                context.close(promise: nil)
+                return
+            }
+            var out = context.channel.allocator.buffer(capacity: reply.count + 2)
+            out.writeInteger(UInt16(reply.count))
+            out.writeBytes(reply)
+            context.writeAndFlush(wrapOutboundOut(out), promise: nil)
+        }
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        context.close(promise: nil)
+    }
+}

@@ -1,0 +1,134 @@
+import ArgumentParser
+import Foundation
+import HTTPDNSCore
+import HTTPDNSResolver
+
+struct ResolveCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "resolve",
+        abstract: "Resolve names through HTTPDNS and print the addresses (like dig +short).",
+        discussion: """
+            Exit status: 0 when every name resolved, 1 when any failed, 64 for a usage error.
+            Example: httpdns resolve a.test --resolver doh:https://127.0.0.1:8473/dns-query --cacert ca.pem
+            """
+    )
+
+    @Argument(help: "Names to resolve.")
+    var names: [String]
+
+    @Option(name: .customLong("type"), help: "Address families: a, aaaa or both.")
+    var type: AddressQuery = .both
+
+    @Flag(help: "Print a JSON array of {name, addresses, ttl, source, elapsedMs}.")
+    var json = false
+
+    @Flag(help: "Also ask --local-dns and report whether its answer differs (hijacked).")
+    var compare = false
+
+    @OptionGroup var resolver: ResolverOptions
+
+    func validate() throws {
+        guard !resolver.resolvers.isEmpty else {
+            throw ValidationError("--resolver: give at least one, e.g. --resolver doh:https://127.0.0.1:8473/dns-query")
+        }
+        guard !names.isEmpty else { throw ValidationError("give at least one NAME to resolve") }
+    }
+
+    struct Output: Encodable {
+        var name: String
+        var addresses: [String]
+        var ttl: UInt32?
+        var source: String?
+        var elapsedMs: Double?
+        var error: String?
+        var localDNS: Local?
+        var hijacked: Bool?
+
+        struct Local: Encodable {
+            var addresses: [String]
+            var source: String?
+            var error: String?
+        }
+    }
+
+    func run() async throws {
+        let resolver: HTTPDNSResolver
+        do {
+            resolver = try self.resolver.makeResolver()
+        } catch let error as ValidationError {
+            throw error
+        } catch {
+            throw ValidationError("\(error)")
+        }
+        let type = self.type
+        let compare = self.compare
+        // Names are resolved concurrently, printed in the order given.
+        let outputs = await withTaskGroup(of: (Int, Output).self) { group in
+            for (i, name) in names.enumerated() {
+                group.addTask {
+                    var out = Output(name: name, addresses: [])
+                    let trusted: Result<Resolution, ResolverError>
+                    if compare {
+                        let report = await resolver.compare(name, type)
+                        trusted = report.httpdns
+                        switch report.localDNS {
+                        case .success(let r):
+                            out.localDNS = .init(addresses: (r.ipv4 + r.ipv6).map(\.description), source: r.source.description)
+                        case .failure(let e):
+                            out.localDNS = .init(addresses: [], error: e.description)
+                        }
+                        out.hijacked = report.hijacked
+                    } else {
+                        do {
+                            trusted = .success(try await resolver.resolve(name, type))
+                        } catch let e as ResolverError {
+                            trusted = .failure(e)
+                        } catch {
+                            trusted = .failure(ResolverError(.allProvidersFailed, name: name, "\(error)"))
+                        }
+                    }
+                    switch trusted {
+                    case .success(let r):
+                        out.addresses = (r.ipv4 + r.ipv6).map(\.description)
+                        out.ttl = r.ttl
+                        out.source = r.source.description
+                        out.elapsedMs = (r.elapsed.milliseconds * 1000).rounded() / 1000
+                    case .failure(let e):
+                        out.error = e.description
+                    }
+                    return (i, out)
+                }
+            }
+            var all: [(Int, Output)] = []
+            for await item in group { all.append(item) }
+            return all.sorted { $0.0 < $1.0 }.map(\.1)
+        }
+        await resolver.shutdown()
+
+        for out in outputs where out.error != nil {
+            FileHandle.standardError.write(Data("httpdns: \(out.error!)\n".utf8))
+        }
+        if json {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys]
+            print(String(decoding: try encoder.encode(outputs), as: UTF8.self))
+        } else {
+            for out in outputs {
+                if out.error == nil {
+                    let ttl = out.ttl.map { "\($0)s" } ?? "unknown"
+                    print(";; \(out.name) ttl=\(ttl) source=\(out.source ?? "") \(String(format: "%.2f", out.elapsedMs ?? 0))ms")
+                    for a in out.addresses { print(a) }
+                }
+                if let local = out.localDNS {
+                    let answer = local.error ?? (local.addresses.isEmpty ? "no address" : local.addresses.joined(separator: " "))
+                    let verdict = out.hijacked == true ? "HIJACKED" : "consistent"
+                    print(";; \(out.name) localdns(\(self.resolver.localDNS)): \(answer) -> \(verdict)")
+                }
+            }
+        }
+        if outputs.contains(where: { $0.error != nil }) { throw ExitCode(1) }
+    }
+}
+
+extension AddressQuery: ExpressibleByArgument {}
+

@@ -1,0 +1,117 @@
+import ArgumentParser
+import HTTPDNSCore
+import HTTPDNSEngine
+import HTTPDNSResolver
+import Logging
+
+/// The resolver options shared by every subcommand that resolves names (resolve, fetch, proxy, bench).
+struct ResolverOptions: ParsableArguments {
+    @Option(name: .customLong("resolver"), help: ArgumentHelp("HTTPDNS resolver, repeatable, in order of preference: \(ResolverSpec.kinds).", valueName: "SPEC"))
+    var resolvers: [String] = []
+
+    @Option(name: .customLong("bootstrap"), help: ArgumentHelp("IP of a resolver named by hostname, repeatable (no DNS is used to reach a resolver).", valueName: "NAME=IP"))
+    var bootstrap: [String] = []
+
+    @Option(help: ArgumentHelp("PEM file of extra trusted CA certificates for TLS to resolvers.", valueName: "FILE"))
+    var cacert: String?
+
+    @Option(name: .customLong("local-dns"), help: ArgumentHelp("The network's own resolver, for names outside --only and as the fallback.", valueName: "SPEC"))
+    var localDNS: String = "system"
+
+    @Flag(name: .customLong("no-fallback"), help: "Never fall back to --local-dns when every resolver fails.")
+    var noFallback = false
+
+    @Option(help: ArgumentHelp("Bound on each lookup, every resolver and the fallback included.", valueName: "SECONDS"))
+    var timeout: Double = 5
+
+    @Option(name: .customLong("only"), help: ArgumentHelp("Use HTTPDNS only for names matching PATTERN (repeatable; wildcards like *.example.com). Default: every name.", valueName: "PATTERN"))
+    var only: [String] = []
+
+    @Option(name: .customLong("except"), help: ArgumentHelp("Never use HTTPDNS for names matching PATTERN (repeatable).", valueName: "PATTERN"))
+    var except: [String] = []
+
+    @Option(name: .customLong("strict"), help: ArgumentHelp("Names matching PATTERN never fall back to --local-dns (repeatable).", valueName: "PATTERN"))
+    var strict: [String] = []
+
+    @Option(name: .customLong("allow-private"), help: ArgumentHelp("Public names matching PATTERN may resolve to private/loopback addresses (repeatable).", valueName: "PATTERN"))
+    var allowPrivate: [String] = []
+
+    @Option(name: .customLong("cache-file"), help: ArgumentHelp("Keep the DNS cache in FILE across runs.", valueName: "FILE"))
+    var cacheFile: String?
+
+    @Option(name: .customLong("network-id"), help: ArgumentHelp("Identifier of the current network; cached answers are kept per network.", valueName: "ID"))
+    var networkID: String = "default"
+
+    @Flag(name: .customLong("debug"), help: "Log the resolver's decisions on stderr.")
+    var debug = false
+
+    func validate() throws {
+        _ = try parsed()
+    }
+
+    struct Parsed {
+        var resolvers: [ResolverSpec]
+        var localDNS: ResolverSpec
+        var bootstrap: [String: [IPAddress]]
+        var policy: HostPolicy
+    }
+
+    /// Parses every option, turning a bad value into a usage error (exit 64) that names the flag.
+    func parsed() throws -> Parsed {
+        func spec(_ text: String, flag: String) throws -> ResolverSpec {
+            do {
+                return try ResolverSpec(parsing: text)
+            } catch {
+                throw ValidationError("\(flag): \(error)")
+            }
+        }
+        func patterns(_ texts: [String], flag: String) throws -> [HostPattern] {
+            try texts.map { text in
+                do { return try HostPattern(text) } catch { throw ValidationError("\(flag): \(error)") }
+            }
+        }
+        let resolvers = try self.resolvers.map { try spec($0, flag: "--resolver") }
+        let local = try spec(localDNS, flag: "--local-dns")
+        var bootstrap: [String: [IPAddress]] = [:]
+        for entry in self.bootstrap {
+            let parts = entry.split(separator: "=", maxSplits: 1).map(String.init)
+            guard parts.count == 2, let ip = IPAddress(parts[1]), let name = try? validatedHostname(parts[0]) else {
+                throw ValidationError("--bootstrap: \"\(entry)\" is not NAME=IP (e.g. --bootstrap doh.test=127.0.0.1)")
+            }
+            bootstrap[name, default: []].append(ip)
+        }
+        guard timeout > 0, timeout <= 600 else {
+            throw ValidationError("--timeout: \(timeout) is out of range; give seconds between 0 and 600")
+        }
+        let policy = HostPolicy(
+            only: try patterns(only.isEmpty ? ["*"] : only, flag: "--only"),
+            except: try patterns(except, flag: "--except"),
+            strict: try patterns(strict, flag: "--strict"),
+            allowNonGlobal: try patterns(allowPrivate, flag: "--allow-private")
+        )
+        for r in resolvers {
+            if let e = r.endpoint, IPAddress(e.host) == nil, bootstrap[e.host] == nil {
+                throw ValidationError("--resolver: \(e.host) has no address; add --bootstrap \(e.host)=IP (resolvers are reached without DNS)")
+            }
+        }
+        return Parsed(resolvers: resolvers, localDNS: local, bootstrap: bootstrap, policy: policy)
+    }
+
+    /// Builds the engine and resolver these options describe.
+    func makeResolver() throws -> HTTPDNSResolver {
+        let p = try parsed()
+        var logger = Logger(label: "httpdns")
+        logger.logLevel = debug ? .debug : .warning
+        let roots = try cacert.map { try HTTPEngineTLS.loadPEM(file: $0) } ?? []
+        let engine = try HTTPEngine(tls: HTTPEngineTLS(additionalTrustRoots: roots), logger: logger)
+        var config = ResolverConfiguration(providers: p.resolvers)
+        config.localDNS = p.localDNS
+        config.fallbackToLocalDNS = !noFallback
+        config.policy = p.policy
+        config.timeout = .milliseconds(Int64(timeout * 1000))
+        config.bootstrap = p.bootstrap
+        config.persistencePath = cacheFile
+        config.networkID = networkID
+        return try HTTPDNSResolver(configuration: config, engine: engine, logger: logger)
+    }
+}

@@ -1,0 +1,112 @@
+import Testing
+@testable import HTTPDNSCore
+
+@Suite struct DNSCacheTests {
+    let key = CacheKey(network: "wifi-1", name: "a.test", family: .ipv4)
+    let ips = [IPAddress("192.0.2.1")!]
+    let t0 = Timestamp.seconds(1_000_000)
+
+    func cache(_ tweak: (inout CacheConfiguration) -> Void = { _ in }) -> DNSCache {
+        var c = CacheConfiguration()
+        c.minTTL = 1
+        c.maxStale = .seconds(30)
+        tweak(&c)
+        return DNSCache(configuration: c)
+    }
+
+    @Test func freshThenPrefetchAt75PercentOnce() {
+        var c = cache()
+        c.store(key, addresses: ips, ttl: 100, source: "p", now: t0)
+        guard case .fresh(_, _, false) = c.lookup(key, now: t0 + .seconds(74)) else { Issue.record("expected plain hit"); return }
+        guard case .fresh(_, let left, true) = c.lookup(key, now: t0 + .seconds(75)) else { Issue.record("expected prefetch"); return }
+        #expect(left == .seconds(25))
+        // The refresh is running: nobody else is told to start one.
+        guard case .fresh(_, _, false) = c.lookup(key, now: t0 + .seconds(80)) else { Issue.record("expected no second prefetch"); return }
+    }
+
+    @Test func staleWithinMaxStaleStartsExactlyOneRefresh() {
+        var c = cache()
+        c.store(key, addresses: ips, ttl: 10, source: "p", now: t0)
+        guard case .stale(_, true) = c.lookup(key, now: t0 + .seconds(11)) else { Issue.record("expected stale + refresh"); return }
+        guard case .stale(_, false) = c.lookup(key, now: t0 + .seconds(12)) else { Issue.record("expected stale only"); return }
+        c.refreshFailed(key)
+        guard case .stale(_, true) = c.lookup(key, now: t0 + .seconds(13)) else { Issue.record("a failed refresh may be retried"); return }
+    }
+
+    @Test func staleIsBoundedByMaxStale() {
+        var c = cache()
+        c.store(key, addresses: ips, ttl: 10, source: "p", now: t0)
+        #expect(c.lookup(key, now: t0 + .seconds(40)) == .miss)
+        #expect(c.count == 0)
+    }
+
+    @Test func ttlIsClamped() {
+        var c = cache {
+            $0.minTTL = 30
+            $0.maxTTL = 600
+        }
+        #expect(c.store(key, addresses: ips, ttl: 0, source: "p", now: t0).ttl == 30)
+        #expect(c.store(key, addresses: ips, ttl: 86400, source: "p", now: t0).ttl == 600)
+        #expect(c.store(key, addresses: ips, ttl: nil, source: "p", now: t0).ttl == 30)
+    }
+
+    @Test func negativeAnswersExpireAndAreNeverStale() {
+        var c = cache { $0.negativeTTL = 5 }
+        let e = c.store(key, addresses: [], ttl: 3600, source: "p", now: t0)
+        #expect(e.ttl == 5)
+        guard case .fresh(let hit, _, false) = c.lookup(key, now: t0 + .seconds(4)) else { Issue.record("expected negative hit"); return }
+        #expect(hit.isNegative)
+        #expect(c.lookup(key, now: t0 + .seconds(6)) == .miss)
+    }
+
+    @Test func networksDoNotShareAnswers() {
+        var c = cache()
+        c.store(key, addresses: ips, ttl: 100, source: "p", now: t0)
+        #expect(c.lookup(CacheKey(network: "cellular", name: "a.test", family: .ipv4), now: t0) == .miss)
+        #expect(c.lookup(CacheKey(network: "wifi-1", name: "A.TEST.", family: .ipv4), now: t0) != .miss)
+    }
+
+    @Test func capacityEvictsTheLeastRecentlyUsed() {
+        var c = cache { $0.capacity = 2 }
+        let k2 = CacheKey(network: "n", name: "b.test", family: .ipv4)
+        let k3 = CacheKey(network: "n", name: "c.test", family: .ipv4)
+        c.store(key, addresses: ips, ttl: 100, source: "p", now: t0)
+        c.store(k2, addresses: ips, ttl: 100, source: "p", now: t0 + .seconds(1))
+        _ = c.lookup(key, now: t0 + .seconds(2))  // key is now more recent than k2
+        c.store(k3, addresses: ips, ttl: 100, source: "p", now: t0 + .seconds(3))
+        #expect(c.count == 2)
+        #expect(c.lookup(k2, now: t0 + .seconds(3)) == .miss)
+        #expect(c.lookup(key, now: t0 + .seconds(3)) != .miss)
+    }
+
+    @Test func snapshotRestoresOnlyLiveEntries() {
+        var c = cache()
+        let k2 = CacheKey(network: "n", name: "old.test", family: .ipv6)
+        c.store(key, addresses: ips, ttl: 100, source: "p", now: t0)
+        c.store(k2, addresses: [IPAddress("::1")!], ttl: 10, source: "p", now: t0)
+        let snap = c.snapshot(now: t0 + .seconds(5))
+        #expect(snap.entries.count == 2)
+        var restored = cache()
+        restored.restore(snap, now: t0 + .seconds(50))  // k2 is past expiry + maxStale (10 + 30)
+        #expect(restored.count == 1)
+        guard case .fresh(let e, let left, _) = restored.lookup(key, now: t0 + .seconds(50)) else { Issue.record("expected restored entry"); return }
+        #expect(e.addresses == ips)
+        #expect(left == .seconds(50))
+    }
+}
+
+@Suite struct ProviderHealthTests {
+    @Test func failingProvidersGoLastWithGrowingBackoff() {
+        var h = ProviderHealth()
+        let t0 = Timestamp.seconds(100)
+        #expect(h.order(count: 3, now: t0) == [0, 1, 2])
+        h.failed(0, now: t0)
+        #expect(h.order(count: 3, now: t0 + .milliseconds(500)) == [1, 2, 0])
+        #expect(h.order(count: 3, now: t0 + .seconds(2)) == [0, 1, 2])  // 1 s back-off over
+        h.failed(0, now: t0 + .seconds(2))
+        #expect(h.isDown(0, now: t0 + .seconds(3)))  // 2 s now
+        #expect(!h.isDown(0, now: t0 + .seconds(4)))
+        h.succeeded(0)
+        #expect(!h.isDown(0, now: t0 + .seconds(2)))
+    }
+}
