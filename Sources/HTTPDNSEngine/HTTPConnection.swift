@@ -11,6 +11,7 @@ import NIOPosix
 import NIOSSL
 import NIOTLS
 import HTTPDNSCore
+import X509
 
 final class HTTPConnection: Sendable {
     /// A failed connect or TLS handshake, kept apart from request failures so the engine can move on to
@@ -60,9 +61,21 @@ final class HTTPConnection: Sendable {
                     try sync.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: sni))
                     try sync.addHandler(
                         ApplicationProtocolNegotiationHandler { result, channel in
-                            channel.eventLoop.makeCompletedFuture {
+                            // The handshake is over; reads are held back until the returned future completes.
+                            let peer = try? channel.pipeline.syncOperations.handler(type: NIOSSLClientHandler.self).peerCertificate
+                            let checked: EventLoopFuture<Void> =
+                                if let sni {
+                                    channel.eventLoop.makeFutureWithTask { try await verifyHostnameStrictly(sni, peer: peer) }
+                                } else {
+                                    channel.eventLoop.makeSucceededVoidFuture()
+                                }
+                            return checked.flatMapThrowing {
                                 let version: HTTPVersionUsed = result == .negotiated("h2") ? .http2 : .http1
                                 readyPromise.succeed(try configure(channel, version: version))
+                            }.flatMapErrorThrowing { error in
+                                readyPromise.fail(error)
+                                channel.close(promise: nil)
+                                throw error
                             }
                         }
                     )
@@ -250,6 +263,26 @@ final class SetupWatcher: ChannelInboundHandler {
     }
 }
 
+/// BoringSSL has verified the chain, and NIOSSL the name, but NIOSSL also accepts an IP SAN that matches
+/// the socket address whatever the hostname. When we connect by IP on behalf of a name that is exactly
+/// the hole a poisoned address could use, so for a hostname only DNS names in the certificate count
+/// (swift-certificates' server identity check, RFC 6125, with no IP given).
+func verifyHostnameStrictly(_ hostname: String, peer: NIOSSLCertificate?) async throws {
+    guard let peer else { throw HostnameMismatch(reason: "the server presented no certificate") }
+    let leaf = try Certificate(derEncoded: try peer.toDERBytes())
+    // Chain and dates were checked by BoringSSL; this verifier checks the identity only.
+    var verifier = Verifier(rootCertificates: CertificateStore([leaf])) {
+        ServerIdentityPolicy(serverHostname: hostname, serverIP: nil)
+    }
+    if case .couldNotValidate(let failures) = await verifier.validate(leaf: leaf, intermediates: CertificateStore()) {
+        throw HostnameMismatch(reason: failures.first.map { "\($0.policyFailureReason)" } ?? "no DNS name matches")
+    }
+}
+
+struct HostnameMismatch: Error {
+    var reason: String
+}
+
 func describeConnectError(_ error: any Error) -> String {
     if let e = error as? NIOConnectionError {
         return e.connectionErrors.map { "\($0.error)" }.first ?? "\(e)"
@@ -260,7 +293,7 @@ func describeConnectError(_ error: any Error) -> String {
 }
 
 func describeTLSError(_ error: any Error, host: String, address: String) -> String {
-    if let e = error as? NIOSSLExtraError, e == .failedToValidateHostname {
+    if error is HostnameMismatch || (error as? NIOSSLExtraError) == .failedToValidateHostname {
         return "the certificate presented at \(address) is not valid for \(host)"
     }
     if let e = error as? NIOSSLError, case .handshakeFailed(let inner) = e {

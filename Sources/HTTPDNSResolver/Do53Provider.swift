@@ -24,9 +24,9 @@ public struct Do53Provider: DNSProvider {
         let message = try? DNSMessage(parsing: bytes)
         if message?.truncated == true {
             let tcpBytes = try await tcpExchange(query, deadline: deadline)
-            return try interpretWireAnswer(tcpBytes, name: name, family: family, server: self.name, expectedID: id)
+            return try interpretWireAnswer(tcpBytes, name: name, family: family, expectedID: id)
         }
-        return try interpretWireAnswer(bytes, name: name, family: family, server: self.name, expectedID: id)
+        return try interpretWireAnswer(bytes, name: name, family: family, expectedID: id)
     }
 
     private func udpExchange(_ query: [UInt8], id: UInt16, deadline: NIODeadline) async throws -> [UInt8] {
@@ -43,7 +43,7 @@ public struct Do53Provider: DNSProvider {
                 }
                 .connect(to: server).get()  // connected: ICMP "port unreachable" fails the query at once
         } catch {
-            throw ProviderError("\(name): could not open a UDP socket: \(error)")
+            throw ProviderError("could not open a UDP socket: \(error)")
         }
         defer { channel.close(promise: nil) }
         let envelope = AddressedEnvelope(remoteAddress: server, data: ByteBuffer(bytes: query))
@@ -52,7 +52,7 @@ public struct Do53Provider: DNSProvider {
             channel.writeAndFlush(envelope, promise: nil)
         }
         let timeout = eventLoop.scheduleTask(deadline: deadline) {
-            promise.fail(ProviderError("\(self.name): no answer (UDP) before the timeout"))
+            promise.fail(ProviderError("no answer (UDP) before the timeout"))
         }
         defer {
             resend.cancel()
@@ -63,7 +63,7 @@ public struct Do53Provider: DNSProvider {
         } catch let error as ProviderError {
             throw error
         } catch {
-            throw ProviderError("\(name): \(error)")
+            throw ProviderError("\(error)")
         }
     }
 
@@ -81,14 +81,14 @@ public struct Do53Provider: DNSProvider {
                 }
                 .connect(to: server).get()
         } catch {
-            throw ProviderError("\(name): TCP retry after a truncated answer failed to connect: \(error)")
+            throw ProviderError("TCP retry after a truncated answer failed to connect: \(error)")
         }
         defer { channel.close(promise: nil) }
         var framed: [UInt8] = [UInt8(query.count >> 8), UInt8(query.count & 0xFF)]
         framed.append(contentsOf: query)
         channel.writeAndFlush(ByteBuffer(bytes: framed)).whenFailure { promise.fail($0) }
         let timeout = eventLoop.scheduleTask(deadline: deadline) {
-            promise.fail(ProviderError("\(self.name): no answer (TCP) before the timeout"))
+            promise.fail(ProviderError("no answer (TCP) before the timeout"))
         }
         defer { timeout.cancel() }
         do {
@@ -96,7 +96,7 @@ public struct Do53Provider: DNSProvider {
         } catch let error as ProviderError {
             throw error
         } catch {
-            throw ProviderError("\(name): \(error)")
+            throw ProviderError("\(error)")
         }
     }
 }
@@ -125,7 +125,7 @@ final class UDPAnswerHandler: ChannelInboundHandler {
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         // ICMP port unreachable shows up here as ECONNREFUSED: the server is not there.
-        promise.fail(ProviderError("UDP error: \(error)"))
+        promise.fail(ProviderError(describeUDPError(error)))
     }
 }
 
@@ -154,4 +154,9 @@ final class TCPAnswerHandler: ChannelInboundHandler {
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         promise.fail(error)
     }
+}
+
+func describeUDPError(_ error: any Error) -> String {
+    if let e = error as? IOError, e.errnoCode == ECONNREFUSED { return "connection refused (nothing listens there)" }
+    return "UDP error: \(error)"
 }

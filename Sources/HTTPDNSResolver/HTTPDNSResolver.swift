@@ -423,7 +423,7 @@ public final class HTTPDNSResolver: Sendable {
                 let checked = validator.validate(answer, for: name)
                 if !answer.addresses.isEmpty, checked.answer.addresses.isEmpty {
                     let why = checked.rejected.map { "\($0.0) (\($0.1))" }.joined(separator: ", ")
-                    throw ProviderError("\(provider.name) answered only unusable addresses: \(why)")
+                    throw ProviderError("answered only unusable addresses: \(why)")
                 }
                 state.withLockedValue { $0.health.succeeded(index) }
                 logger.debug("resolved upstream", metadata: ["name": "\(name)", "family": "\(family)", "provider": "\(provider.name)"])

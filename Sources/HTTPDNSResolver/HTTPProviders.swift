@@ -45,7 +45,7 @@ struct EndpointClient: Sendable {
             body: body
         )
         let remaining = deadline - .now()
-        guard remaining > .zero else { throw ProviderError("\(endpoint.host): no time left for the query") }
+        guard remaining > .zero else { throw ProviderError("no time left for the query") }
         let response: HTTPEngineResponse
         do {
             response = try await engine.execute(request, addresses: addresses, timeout: .nanoseconds(remaining.nanoseconds), maxResponseBytes: maxBytes)
@@ -54,7 +54,7 @@ struct EndpointClient: Sendable {
         }
         guard response.status == 200 else {
             let snippet = String(decoding: response.body.prefix(120), as: UTF8.self).split(separator: "\n").first ?? ""
-            throw ProviderError("\(endpoint.host) answered HTTP \(response.status) \(snippet)")
+            throw ProviderError("answered HTTP \(response.status) \(snippet)")
         }
         return response.body
     }
@@ -81,23 +81,23 @@ public struct DoHProvider: DNSProvider {
         } else {
             body = try await client.send([("dns", base64URL(query))], accept: "application/dns-message", deadline: deadline)
         }
-        return try interpretWireAnswer(body, name: name, family: family, server: client.endpoint.host)
+        return try interpretWireAnswer(body, name: name, family: family)
     }
 }
 
 /// Reads a wire-format answer to our query: NOERROR gives addresses (maybe none), NXDOMAIN none,
 /// anything else is the server's failure.
-func interpretWireAnswer(_ bytes: [UInt8], name: String, family: AddressFamily, server: String, expectedID: UInt16? = nil) throws -> FamilyAnswer {
+func interpretWireAnswer(_ bytes: [UInt8], name: String, family: AddressFamily, expectedID: UInt16? = nil) throws -> FamilyAnswer {
     let message: DNSMessage
     do {
         message = try DNSMessage(parsing: bytes)
     } catch {
-        throw ProviderError("\(server): \(error)")
+        throw ProviderError("\(error)")
     }
-    guard message.isResponse else { throw ProviderError("\(server) sent a query, not a response") }
-    if let expectedID, message.id != expectedID { throw ProviderError("\(server) answered with the wrong query id") }
+    guard message.isResponse else { throw ProviderError("sent a query, not a response") }
+    if let expectedID, message.id != expectedID { throw ProviderError("answered with the wrong query id") }
     guard normalizeHostname(message.questionName) == normalizeHostname(name), message.questionType == family.recordType else {
-        throw ProviderError("\(server) answered another question (\(message.questionName) \(message.questionType))")
+        throw ProviderError("answered another question (\(message.questionName) \(message.questionType))")
     }
     switch message.rcode {
     case .noError:
@@ -106,7 +106,7 @@ func interpretWireAnswer(_ bytes: [UInt8], name: String, family: AddressFamily, 
     case .nameError:
         return FamilyAnswer(addresses: [], ttl: message.negativeTTL)
     default:
-        throw ProviderError("\(server) answered \(message.rcode) for \(name) \(family.recordType)")
+        throw ProviderError("answered \(message.rcode) for \(name) \(family.recordType)")
     }
 }
 
@@ -127,7 +127,7 @@ public struct DoHJSONProvider: DNSProvider {
         do {
             return try DoHJSONFormat.parse(body, name: name, type: family.recordType)
         } catch let error as AnswerFormatError {
-            throw ProviderError("\(client.endpoint.host): \(error)")
+            throw ProviderError("\(error)")
         }
     }
 }
@@ -141,7 +141,7 @@ public struct DNSPodProvider: DNSProvider {
     public func resolve(_ name: String, family: AddressFamily, deadline: NIODeadline) async throws -> FamilyAnswer {
         let answers = try await resolveBatch([name], family: family, deadline: deadline)
         guard let answer = answers[normalizeHostname(name)] else {
-            throw ProviderError("\(client.endpoint.host) gave no line for \(name)")
+            throw ProviderError("gave no line for \(name)")
         }
         return answer
     }
@@ -155,7 +155,7 @@ public struct DNSPodProvider: DNSProvider {
         do {
             parsed = try DNSPodFormat.parse(String(decoding: body, as: UTF8.self), names: names, query: query)
         } catch let error as AnswerFormatError {
-            throw ProviderError("\(client.endpoint.host): \(error)")
+            throw ProviderError("\(error)")
         }
         return parsed.compactMapValues { family == .ipv4 ? $0.ipv4 : $0.ipv6 }
     }
@@ -173,7 +173,7 @@ public struct AlibabaJSONProvider: DNSProvider {
             let answer = try AlibabaJSONFormat.parse(body, query: query)
             return (family == .ipv4 ? answer.ipv4 : answer.ipv6) ?? .empty
         } catch let error as AnswerFormatError {
-            throw ProviderError("\(client.endpoint.host): \(error)")
+            throw ProviderError("\(error)")
         }
     }
 }

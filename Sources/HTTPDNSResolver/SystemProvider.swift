@@ -26,7 +26,7 @@ public struct SystemProvider: DNSProvider {
         let promise = eventLoop.makePromise(of: FamilyAnswer.self)
         pool.runIfActive(eventLoop: eventLoop) { try Self.lookup(name, family: family) }.cascade(to: promise)
         let timeout = eventLoop.scheduleTask(deadline: deadline) {
-            promise.fail(ProviderError("system resolver: no answer for \(name) before the timeout"))
+            promise.fail(ProviderError("no answer before the timeout"))
         }
         defer { timeout.cancel() }
         return try await promise.futureResult.get()
@@ -47,7 +47,7 @@ public struct SystemProvider: DNSProvider {
             return .empty
         }
         guard rc == 0 else {
-            throw ProviderError("system resolver failed for \(name): \(String(cString: gai_strerror(rc)))")
+            throw ProviderError("getaddrinfo failed: \(String(cString: gai_strerror(rc)))")
         }
         var addresses: [IPAddress] = []
         var cursor = result

@@ -1,0 +1,107 @@
+// The `httpdns resolve` contract, run as a user would: the built binary, its stdout, stderr and exit code.
+
+import Foundation
+import Testing
+
+struct CLIResult {
+    var status: Int32
+    var stdout: String
+    var stderr: String
+}
+
+/// Runs the `httpdns` binary built next to the tests (scripts/test.sh builds it with --build-tests).
+func runCLI(_ arguments: [String]) throws -> CLIResult {
+    let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    let binary = root.appendingPathComponent(".build/debug/httpdns")
+    try #require(FileManager.default.isExecutableFile(atPath: binary.path), "build the CLI first: swift build --build-tests")
+    let process = Process()
+    process.executableURL = binary
+    process.arguments = arguments
+    let out = Pipe()
+    let err = Pipe()
+    process.standardOutput = out
+    process.standardError = err
+    try process.run()
+    let stdout = out.fileHandleForReading.readDataToEndOfFile()
+    let stderr = err.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return CLIResult(status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self), stderr: String(decoding: stderr, as: UTF8.self))
+}
+
+@Suite struct CLIUsageTests {
+    @Test(arguments: [
+        (["resolve", "a.test", "--resolver", "foo:bar"], "--resolver"),
+        (["resolve", "a.test", "--resolver", "doh:ftp://x/"], "--resolver"),
+        (["resolve", "a.test", "--resolver", "system", "--local-dns", "dns:nowhere"], "--local-dns"),
+        (["resolve", "a.test", "--resolver", "system", "--bootstrap", "doh.test"], "--bootstrap"),
+        (["resolve", "a.test", "--resolver", "doh:https://doh.test/dns-query"], "--bootstrap doh.test=IP"),
+        (["resolve", "a.test", "--resolver", "system", "--only", "a*b"], "--only"),
+        (["resolve", "a.test"], "--resolver"),
+    ])
+    func usageErrorsExit64NamingTheFlag(_ arguments: [String], _ mention: String) throws {
+        let r = try runCLI(arguments)
+        #expect(r.status == 64)
+        #expect(r.stderr.contains(mention), "\(r.stderr)")
+    }
+
+    @Test func demoShowsTheHijackAndExitsZero() throws {
+        let r = try runCLI(["demo"])
+        #expect(r.status == 0, "\(r.stdout)\(r.stderr)")
+        #expect(r.stdout.contains("hijack detected"))
+    }
+}
+
+@Suite(.enabled(if: Peers.shouldRun, "real peers not running (scripts/test.sh starts them)"))
+struct CLIPeerTests {
+    @Test func resolveJSONThroughKresdDoH() throws {
+        let peers = try Peers.require()
+        let r = try runCLI(["resolve", "a.test", "b.test", "--json", "--cacert", peers.ca, "--resolver", "doh:https://127.0.0.1:\(peers.doh2Port)/dns-query"])
+        #expect(r.status == 0, "\(r.stderr)")
+        let array = try #require(try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [[String: Any]])
+        #expect(array.count == 2)
+        #expect(array.first?["name"] as? String == "a.test")
+        #expect(array.first?["addresses"] as? [String] == ["127.0.0.1", "::1"])
+        #expect(array.first?["ttl"] as? Int == 5)
+        #expect((array.first?["source"] as? String)?.hasPrefix("doh:https://127.0.0.1") == true)
+        #expect(array.first?["elapsedMs"] is Double)
+    }
+
+    @Test func plainOutputIsLikeDigShortWithSourceAndTTL() throws {
+        let peers = try Peers.require()
+        let r = try runCLI(["resolve", "c.test", "--type", "a", "--resolver", "dns:127.0.0.1:\(peers.kresdDNS.1)"])
+        #expect(r.status == 0)
+        let lines = r.stdout.split(separator: "\n")
+        #expect(lines.first?.hasPrefix(";; c.test ttl=5s source=dns:127.0.0.1:") == true)
+        #expect(lines.dropFirst() == ["127.0.0.1"])
+    }
+
+    @Test func compareReportsTheHijackingLocalDNS() throws {
+        let peers = try Peers.require()
+        let r = try runCLI([
+            "resolve", "a.test", "--compare", "--json", "--type", "a", "--cacert", peers.ca,
+            "--resolver", "doh:https://127.0.0.1:\(peers.doh2Port)/dns-query",
+            "--local-dns", "dns:127.0.0.2:\(peers.hijacker.1)",
+        ])
+        #expect(r.status == 0, "\(r.stderr)")
+        let first = try #require((try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [[String: Any]])?.first)
+        #expect(first["hijacked"] as? Bool == true)
+        #expect((first["localDNS"] as? [String: Any])?["addresses"] as? [String] == ["127.0.0.66"])
+        #expect(first["addresses"] as? [String] == ["127.0.0.1"])
+    }
+
+    @Test func failedNameExitsOneWithAnErrorPerName() throws {
+        let peers = try Peers.require()
+        let r = try runCLI(["resolve", "a.test", "www.nx.test", "--no-fallback", "--resolver", "dns:127.0.0.1:\(peers.kresdDNS.1)"])
+        #expect(r.status == 1)
+        #expect(r.stdout.contains("127.0.0.1"))
+        #expect(r.stderr.contains("www.nx.test: no A or AAAA record"))
+        #expect(!r.stderr.contains("a.test:"))
+    }
+
+    @Test func deadFirstResolverStillResolvesWithinTheTimeout() throws {
+        let peers = try Peers.require()
+        let r = try runCLI(["resolve", "a.test", "--timeout", "3", "--no-fallback", "--resolver", "dns:127.0.0.1:1", "--resolver", "dns:127.0.0.1:\(peers.kresdDNS.1)"])
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout.contains("127.0.0.1"))
+    }
+}
