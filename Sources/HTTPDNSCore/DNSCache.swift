@@ -48,6 +48,13 @@ public struct CacheKey: Hashable, Sendable, Codable {
         self.name = normalizeHostname(name)
         self.family = family
     }
+
+    /// For a name already in normal form (lower case, no trailing dot): skips the copy.
+    public init(network: String, normalizedName: String, family: AddressFamily) {
+        self.network = network
+        self.name = normalizedName
+        self.family = family
+    }
 }
 
 /// A cached answer.
@@ -90,23 +97,23 @@ public struct DNSCache: Sendable {
     public var count: Int { entries.count }
 
     public mutating func lookup(_ key: CacheKey, now: Timestamp) -> CacheLookup {
-        guard var entry = entries[key] else { return .miss }
-        entry.lastUsed = now
+        // One hash per lookup: the entry is updated in place through its index.
+        guard let index = entries.index(forKey: key) else { return .miss }
+        entries.values[index].lastUsed = now
+        let entry = entries.values[index]
         if now < entry.expiresAt {
             let age = now - entry.storedAt
             let prefetchAt = Duration.seconds(Double(entry.ttl) * configuration.prefetchFraction)
             let prefetch = !entry.isNegative && !entry.refreshing && age >= prefetchAt
-            if prefetch { entry.refreshing = true }
-            entries[key] = entry
+            if prefetch { entries.values[index].refreshing = true }
             return .fresh(entry, remaining: entry.expiresAt - now, prefetch: prefetch)
         }
         if !entry.isNegative, now < entry.expiresAt + configuration.maxStale {
             let refresh = !entry.refreshing
-            entry.refreshing = true
-            entries[key] = entry
+            entries.values[index].refreshing = true
             return .stale(entry, refresh: refresh)
         }
-        entries[key] = nil
+        entries.remove(at: index)
         return .miss
     }
 

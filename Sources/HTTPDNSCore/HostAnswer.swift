@@ -51,6 +51,16 @@ public func normalizeHostname(_ name: some StringProtocol) -> String {
     return n
 }
 
+/// True when `name` is already lower case without a trailing dot (a cheap byte scan, no allocation).
+public func isNormalizedHostname(_ name: String) -> Bool {
+    var last: UInt8 = 0
+    for c in name.utf8 {
+        if c >= 0x41 && c <= 0x5A { return false }
+        last = c
+    }
+    return last != 0x2E && last != 0
+}
+
 /// Checks that `name` is something we may put in a query: 1–253 bytes, labels of 1–63 bytes made of
 /// letters, digits, `-` and `_`. Returns the normalized name or throws a message saying what is wrong.
 public func validatedHostname(_ name: some StringProtocol) throws -> String {

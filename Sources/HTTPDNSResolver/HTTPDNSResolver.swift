@@ -104,6 +104,11 @@ public final class HTTPDNSResolver: Sendable {
     /// and HTTPDNS as described at the top of this file. Throws `ResolverError`.
     public func resolve(_ host: String, _ query: AddressQuery = .both) async throws -> Resolution {
         let started = ContinuousClock.now
+        // Hot path: a name in normal form that the cache answers needs no parsing, validation or policy
+        // (only names routed through HTTPDNS are ever cached, and the policy does not change).
+        if isNormalizedHostname(host), let cached = cachedResolution(host, query, started: started) {
+            return cached
+        }
         if let ip = IPAddress(host) {
             return Resolution(name: host, ipv4: ip.isIPv6 ? [] : [ip], ipv6: ip.isIPv6 ? [ip] : [], ttl: nil, source: .literal, elapsed: .zero)
         }
@@ -119,6 +124,7 @@ public final class HTTPDNSResolver: Sendable {
         case .localDNS:
             return try await resolveLocally(name, query, started: started, fallback: false, reason: nil)
         case .httpdns(let strict):
+            if let cached = cachedResolution(name, query, started: started) { return cached }
             do {
                 return try await resolveThroughHTTPDNS(name, query, started: started)
             } catch let error as ResolverError where error.code == .allProvidersFailed && !strict && configuration.fallbackToLocalDNS {
@@ -220,7 +226,6 @@ public final class HTTPDNSResolver: Sendable {
     // MARK: Internals
 
     func resolveThroughHTTPDNS(_ name: String, _ query: AddressQuery, started: ContinuousClock.Instant) async throws -> Resolution {
-        if let cached = cachedResolution(name, query, started: started) { return cached }
         async let v4: Result<(FamilyResult, CacheLookup?), any Error>? = query.wantsIPv4 ? result { try await self.lookup(name, .ipv4) } : nil
         async let v6: Result<(FamilyResult, CacheLookup?), any Error>? = query.wantsIPv6 ? result { try await self.lookup(name, .ipv6) } : nil
         let (r4, r6) = await (v4, v6)
@@ -260,24 +265,22 @@ public final class HTTPDNSResolver: Sendable {
         return Resolution(name: name, ipv4: ipv4, ipv6: ipv6, ttl: ttls.min(), source: source, elapsed: ContinuousClock.now - started)
     }
 
-    /// The fast path: every family asked is answered by the cache under one lock, no task spawned.
-    /// Returns nil when any family needs the network.
+    /// Answers from the cache alone, without waiting: nil when any family asked needs the network.
+    /// Never blocks beyond a short lock; starts the background refresh of a stale or aging answer.
+    public func cached(_ host: String, _ query: AddressQuery = .both) -> Resolution? {
+        cachedResolution(normalizeHostname(host), query, started: .now)
+    }
+
+    /// Every family asked is answered by the cache under one lock, no task spawned.
     private func cachedResolution(_ name: String, _ query: AddressQuery, started: ContinuousClock.Instant) -> Resolution? {
         let now = clock.now()
         return state.withLockedValue { state -> Resolution? in
-            var found: [(AddressFamily, CacheKey, CacheLookup)] = []
-            for family in AddressFamily.allCases where family == .ipv4 ? query.wantsIPv4 : query.wantsIPv6 {
-                let key = CacheKey(network: state.network, name: name, family: family)
-                let lookup = state.cache.peek(key, now: now)
-                guard lookup != .miss else { return nil }
-                found.append((family, key, lookup))
-            }
             var resolution = Resolution(name: name, ipv4: [], ipv6: [], ttl: nil, source: .literal, elapsed: .zero)
             var stale = false
             var origin = ""
-            for (family, key, _) in found {
-                let lookup = state.cache.lookup(key, now: now)
-                switch lookup {
+            for family in AddressFamily.allCases where family == .ipv4 ? query.wantsIPv4 : query.wantsIPv6 {
+                let key = CacheKey(network: state.network, normalizedName: name, family: family)
+                switch state.cache.lookup(key, now: now) {
                 case .fresh(let entry, let remaining, let prefetch):
                     state.statistics.cacheHits += 1
                     if prefetch {
@@ -298,6 +301,8 @@ public final class HTTPDNSResolver: Sendable {
                     stale = true
                     origin = entry.source
                 case .miss:
+                    // The families already looked at stay claimed (LRU, refresh marks); the slow path
+                    // finds them again.
                     return nil
                 }
             }
@@ -321,7 +326,7 @@ public final class HTTPDNSResolver: Sendable {
             case wait(Task<FamilyResult, any Error>)
         }
         let step: Step = state.withLockedValue { state in
-            let key = CacheKey(network: state.network, name: name, family: family)
+            let key = CacheKey(network: state.network, normalizedName: name, family: family)
             let found = state.cache.lookup(key, now: now)
             switch found {
             case .fresh(let entry, let remaining, let prefetch):
