@@ -1,3 +1,11 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// A point in wall-clock time, nanoseconds since the Unix epoch.
 ///
 /// The cache uses wall-clock time (not a monotonic clock) because its entries are persisted and must
@@ -30,4 +38,14 @@ extension Duration {
 /// prefetch are tested without sleeping.
 public protocol WallClock: Sendable {
     func now() -> Timestamp
+}
+
+/// The wall clock of the machine.
+public struct SystemWallClock: WallClock {
+    public init() {}
+    public func now() -> Timestamp {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        return Timestamp(nanoseconds: Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec))
+    }
 }

@@ -1,182 +1,415 @@
-// The one HTTP engine: every HTTP exchange of the project (the resolver's own DoH/JSON queries now, app
-// traffic later) goes through here.
+// The one HTTP engine: every HTTP exchange of the project goes through here, the resolver's own DoH
+// and JSON queries included.
 //
-// "Who we talk to" and "where we connect" are kept apart: a request names the real host (used for TLS
-// SNI, the certificate check and Host / :authority) and the caller passes the socket addresses to try.
-// An IP never goes into SNI: for an IP-literal host no SNI is sent and the certificate is checked
-// against the IP (IP SAN), as NIOSSL does when no hostname is given. Verification is never switched off.
+// "Who we talk to" and "where we connect" are kept apart: the request URL keeps the real host (TLS SNI,
+// certificate check, Host / :authority); the socket address comes from an AddressSource (the resolver)
+// at connect time, ranked by how earlier connects to each address went. Verification is never off.
+//
+// A request: resolve (unless the connection is reused) → lease a connection from the pool → run the
+// exchange on it (HTTP/1.1) or on a new stream (HTTP/2) → hand back the response with its body still
+// streaming. The connection returns to the pool when the body has been read to the end.
 
+import HTTPDNSCore
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
+import NIOHTTPCompression
 import NIOPosix
 import NIOSSL
-import HTTPDNSCore
 
-/// Which HTTP versions the engine may use.
-public enum HTTPVersionPolicy: String, Sendable, Hashable {
-    /// HTTP/2 when the server agrees through ALPN, else HTTP/1.1.
-    case automatic
-    /// Offer only http/1.1.
-    case http1Only
-    /// Offer only h2 (what RFC 8484 servers such as kresd `doh2`, bind9 and unbound speak).
-    case http2Only
-}
-
-/// The HTTP version a response came over.
-public enum HTTPVersionUsed: String, Sendable, Hashable {
-    case http1 = "http/1.1"
-    case http2 = "h2"
-}
-
-/// A request: the real host and port, the target (path and query), headers and an optional body.
-public struct HTTPEngineRequest: Sendable {
-    public var method: HTTPMethod
-    public var scheme: String
-    public var host: String
-    public var port: Int
-    public var target: String
-    public var headers: HTTPHeaders
-    public var body: [UInt8]?
-
-    public init(method: HTTPMethod = .GET, scheme: String, host: String, port: Int, target: String, headers: HTTPHeaders = [:], body: [UInt8]? = nil) {
-        self.method = method
-        self.scheme = scheme
-        self.host = host
-        self.port = port
-        self.target = target
-        self.headers = headers
-        self.body = body
-    }
-
-    /// `host[:port]` as it goes into Host / :authority (port left out when it is the scheme's default).
-    public var authority: String {
-        let h = host.contains(":") ? "[\(host)]" : host
-        let defaultPort = scheme == "https" ? 443 : 80
-        return port == defaultPort ? h : "\(h):\(port)"
-    }
-}
-
-/// A complete response.
-public struct HTTPEngineResponse: Sendable {
-    public var status: Int
-    public var headers: HTTPHeaders
-    public var body: [UInt8]
-    public var version: HTTPVersionUsed
-    /// The address the response came from.
-    public var remoteAddress: String
-}
-
-/// TLS settings: trust anchors on top of the system roots.
-public struct HTTPEngineTLS: Sendable {
-    /// Extra trusted CA certificates (e.g. a test CA, or a private resolver's CA).
-    public var additionalTrustRoots: [NIOSSLCertificate]
-
-    public init(additionalTrustRoots: [NIOSSLCertificate] = []) {
-        self.additionalTrustRoots = additionalTrustRoots
-    }
-
-    /// Loads PEM certificates from a file; throws a message naming the file when it holds none.
-    public static func loadPEM(file path: String) throws -> [NIOSSLCertificate] {
-        let certs: [NIOSSLCertificate]
-        do {
-            certs = try NIOSSLCertificate.fromPEMFile(path)
-        } catch {
-            throw HTTPEngineError(.invalidRequest, "could not read PEM certificates from \(path): \(error)")
-        }
-        guard !certs.isEmpty else {
-            throw HTTPEngineError(.invalidRequest, "\(path) holds no PEM certificate (expected -----BEGIN CERTIFICATE-----)")
-        }
-        return certs
-    }
-}
-
-/// Sends HTTP requests to given addresses while speaking to the real hostname.
+/// Sends HTTP requests to addresses from an `AddressSource` while speaking to the real hostname.
 ///
-/// Thread-safe (`Sendable`); one instance is meant to be shared. This first version opens one
-/// connection per request; pooling arrives with the full engine.
+/// Thread-safe; share one instance. Call `shutdown()` to close pooled connections.
 public final class HTTPEngine: Sendable {
+    public let configuration: Configuration
     let group: any EventLoopGroup
-    let sslContexts: [HTTPVersionPolicy: NIOSSLContext]
     let logger: Logger
+    let addressSource: (any AddressSource)?
+    let sslContexts: [HTTPVersionPolicy: NIOSSLContext]
+    let pool: ConnectionPool
+    let ranker = NIOLockedValueBox(AddressRanker())
+    let clock = SystemWallClock()
 
-    public init(eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton, tls: HTTPEngineTLS = HTTPEngineTLS(), logger: Logger = Logger(label: "httpdns.engine")) throws {
+    /// - Parameters:
+    ///   - addressSource: where host names are resolved at connect time (the HTTPDNS resolver). Without
+    ///     one, names go to getaddrinfo; IP-literal URLs never need one.
+    public init(
+        configuration: Configuration = Configuration(),
+        addressSource: (any AddressSource)? = nil,
+        eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+        logger: Logger = Logger(label: "httpdns.engine")
+    ) throws {
+        self.configuration = configuration
+        self.addressSource = addressSource
         self.group = eventLoopGroup
         self.logger = logger
         var contexts: [HTTPVersionPolicy: NIOSSLContext] = [:]
         for policy in [HTTPVersionPolicy.automatic, .http1Only, .http2Only] {
-            var config = TLSConfiguration.makeClientConfiguration()
-            config.minimumTLSVersion = .tlsv12
-            if !tls.additionalTrustRoots.isEmpty {
-                config.additionalTrustRoots = [.certificates(tls.additionalTrustRoots)]
+            var tls = TLSConfiguration.makeClientConfiguration()
+            tls.minimumTLSVersion = .tlsv12
+            if !configuration.tls.additionalTrustRoots.isEmpty {
+                tls.additionalTrustRoots = [.certificates(configuration.tls.additionalTrustRoots)]
             }
             switch policy {
-            case .automatic: config.applicationProtocols = ["h2", "http/1.1"]
-            case .http1Only: config.applicationProtocols = ["http/1.1"]
-            case .http2Only: config.applicationProtocols = ["h2"]
+            case .automatic: tls.applicationProtocols = ["h2", "http/1.1"]
+            case .http1Only: tls.applicationProtocols = ["http/1.1"]
+            case .http2Only: tls.applicationProtocols = ["h2"]
             }
-            contexts[policy] = try NIOSSLContext(configuration: config)
+            contexts[policy] = try NIOSSLContext(configuration: tls)
         }
         self.sslContexts = contexts
-    }
-
-    /// Sends `request` to the first of `addresses` that accepts a connection (and a TLS handshake for
-    /// https), and returns the whole response.
-    ///
-    /// - Parameters:
-    ///   - addresses: where to connect, in order of preference. Each is tried in turn.
-    ///   - timeout: for the whole exchange, connects included.
-    ///   - maxResponseBytes: a larger body fails with `.responseTooLarge`.
-    public func execute(
-        _ request: HTTPEngineRequest,
-        addresses: [SocketAddress],
-        versions: HTTPVersionPolicy = .automatic,
-        timeout: Duration,
-        maxResponseBytes: Int = 1 << 20
-    ) async throws -> HTTPEngineResponse {
-        guard !addresses.isEmpty else { throw HTTPEngineError(.noAddresses, "no address to connect to for \(request.host)") }
-        let deadline = NIODeadline.now() + .nanoseconds(timeout.nanoseconds)
-        var attempts: [HTTPEngineError.Attempt] = []
-        for address in addresses {
-            let remaining = deadline - .now()
-            if remaining <= .zero { break }
-            let connection: HTTPConnection
-            do {
-                connection = try await HTTPConnection.connect(
-                    to: address,
-                    request: request,
-                    sslContext: request.scheme == "https" ? sslContexts[versions] : nil,
-                    group: group,
-                    deadline: deadline
-                )
-            } catch let failure as HTTPConnection.SetupFailure {
-                logger.debug("connect attempt failed", metadata: ["address": "\(address)", "stage": "\(failure.stage)"])
-                attempts.append(.init(address: describe(address), stage: failure.stage, reason: failure.reason))
-                continue
-            }
-            defer { connection.close() }
-            return try await connection.execute(request, deadline: deadline, maxResponseBytes: maxResponseBytes)
-        }
-        if attempts.isEmpty {
-            throw HTTPEngineError(.timeout, "timed out after \(timeout) before connecting to \(request.host)")
-        }
-        let timedOut = deadline - .now() <= .zero
-        throw HTTPEngineError(
-            timedOut ? .timeout : .connectFailed,
-            timedOut ? "timed out connecting to \(request.host)" : "could not connect to \(request.host) at any address",
-            attempts: attempts
+        self.pool = ConnectionPool(
+            maxConnectionsPerHost: configuration.maxConnectionsPerHost,
+            maxConcurrentStreams: configuration.maxConcurrentStreams,
+            idleTimeout: configuration.idleConnectionTimeout
         )
     }
-}
 
-func describe(_ address: SocketAddress) -> String {
-    guard let ip = address.ipAddress, let port = address.port else { return "\(address)" }
-    return ip.contains(":") ? "[\(ip)]:\(port)" : "\(ip):\(port)"
-}
+    /// An engine with default settings and extra trust roots.
+    public convenience init(tls: HTTPEngineTLS, addressSource: (any AddressSource)? = nil, logger: Logger = Logger(label: "httpdns.engine")) throws {
+        var configuration = Configuration()
+        configuration.tls = tls
+        try self.init(configuration: configuration, addressSource: addressSource, logger: logger)
+    }
 
-extension SocketAddress {
-    /// The socket address of an `IPAddress` and port.
-    public init(_ ip: IPAddress, port: Int) throws {
-        try self.init(ipAddress: ip.description, port: port)
+    /// Closes every pooled connection. Requests started afterwards fail.
+    public func shutdown() {
+        pool.shutdown()
+    }
+
+    /// Connections open now.
+    public var openConnections: Int { pool.openConnections }
+
+    // MARK: Requests
+
+    /// Sends `request` and returns as soon as the response head has arrived; read `response.body` for
+    /// the rest. Redirects are returned as they are (see `send(_:followRedirects:)`).
+    ///
+    /// - Parameter addresses: where to connect, instead of asking the address source (e.g. a resolver
+    ///   endpoint's bootstrap IPs).
+    public func execute(_ request: HTTPRequest, addresses: ResolvedAddresses? = nil) async throws -> HTTPResponse {
+        let recorder = MetricsRecorder(url: request.url)
+        do {
+            return try await execute(request, addresses: addresses, recorder: recorder, retry: true)
+        } catch {
+            recorder.finish()
+            throw error
+        }
+    }
+
+    private func execute(_ request: HTTPRequest, addresses given: ResolvedAddresses?, recorder: MetricsRecorder, retry: Bool) async throws -> HTTPResponse {
+        let url = request.url
+        let versions = request.versions ?? configuration.versions
+        let h2c = !url.isTLS && configuration.http2PriorKnowledge
+        let key = PoolKey(scheme: url.scheme, host: url.host, port: url.port, versions: versions, h2c: h2c)
+        let deadline = (request.timeout ?? configuration.timeouts.total).map { NIODeadline.now() + .nanoseconds($0.nanoseconds) }
+        var resolvedSource: String?
+
+        let (connection, reused) = try await pool.lease(key) {
+            // Resolve only when a new connection is needed: a reused one already has its address.
+            let addresses = try await self.addresses(for: url, given: given, recorder: recorder)
+            resolvedSource = addresses?.source
+            return try await self.connect(url, addresses: addresses, versions: versions, h2c: h2c, deadline: deadline)
+        }
+        recorder.update {
+            $0.reused = reused
+            $0.ip = connection.remote.ipAddress
+            $0.port = connection.remote.port
+            $0.protocol = connection.version.rawValue
+            if reused {
+                $0.dnsSource = $0.dnsSource ?? "reused connection"
+            } else {
+                $0.connectMs = connection.connectDuration.milliseconds
+                $0.tlsMs = connection.tlsDuration?.milliseconds
+            }
+        }
+        _ = resolvedSource
+        do {
+            return try await exchange(request, on: connection, key: key, deadline: deadline, recorder: recorder)
+        } catch let error as HTTPEngineError where retry && reused && connection.version == .http1 && error.code == .protocolError && isRetriable(request) {
+            // A kept-alive HTTP/1.1 connection the server had already closed: once more on a new one.
+            logger.debug("retrying on a new connection", metadata: ["host": "\(url.host)"])
+            return try await execute(request, addresses: given, recorder: recorder, retry: false)
+        }
+    }
+
+    private func isRetriable(_ request: HTTPRequest) -> Bool {
+        let idempotent: [HTTPMethod] = [.GET, .HEAD, .OPTIONS, .PUT, .DELETE]
+        guard idempotent.contains(request.method) else { return false }
+        if case .stream = request.body?.storage { return false }
+        return true
+    }
+
+    private func addresses(for url: HTTPURL, given: ResolvedAddresses?, recorder: MetricsRecorder) async throws -> ResolvedAddresses? {
+        if url.hostIsIP {
+            recorder.update { $0.dnsSource = "literal" }
+            return nil
+        }
+        let started = ContinuousClock.now
+        let found: ResolvedAddresses
+        if let given {
+            found = given
+        } else if let addressSource {
+            do {
+                found = try await addressSource.addresses(for: url.host)
+            } catch let error as HTTPEngineError {
+                throw error
+            } catch {
+                throw HTTPEngineError(.nameNotResolved, "could not resolve \(url.host): \(error)")
+            }
+        } else {
+            recorder.update { $0.dnsSource = "system" }
+            return nil  // NIO's getaddrinfo resolver, inside the connect
+        }
+        let now = clock.now()
+        let ranked = ranker.withLockedValue { r in
+            ResolvedAddresses(ipv4: r.rank(found.ipv4, now: now), ipv6: r.rank(found.ipv6, now: now), source: found.source)
+        }
+        recorder.update {
+            $0.dnsSource = found.source
+            $0.dnsMs = (ContinuousClock.now - started).milliseconds
+        }
+        return ranked
+    }
+
+    private func connect(_ url: HTTPURL, addresses: ResolvedAddresses?, versions: HTTPVersionPolicy, h2c: Bool, deadline: NIODeadline?) async throws -> Connection {
+        var connectTimeout = configuration.timeouts.connect
+        if let deadline {
+            let left = Duration.nanoseconds((deadline - .now()).nanoseconds)
+            guard left > .zero else { throw HTTPEngineError(.timeout, "no time left to connect to \(url.host)") }
+            connectTimeout = min(connectTimeout, left)
+        }
+        let settings = Connection.Settings(
+            sslContext: url.isTLS ? sslContexts[versions] : nil,
+            pins: configuration.tls.pins[url.host],
+            h2c: h2c,
+            connectTimeout: connectTimeout,
+            tlsTimeout: configuration.timeouts.tlsHandshake
+        )
+        do {
+            let connection = try await Connection.establish(url: url, addresses: addresses, settings: settings, group: group)
+            learn(from: connection, addresses: addresses)
+            return connection
+        } catch let error as HTTPEngineError {
+            learn(from: error)
+            throw error
+        }
+    }
+
+    /// Feeds connect outcomes back to the ranker. NIO's happy-eyeballs connector reports the winner
+    /// only; the addresses tried before it (in its IPv6-first interleaved order) either failed or were
+    /// too slow, and are counted as failures.
+    private func learn(from connection: Connection, addresses: ResolvedAddresses?) {
+        guard let addresses, let winner = connection.remote.httpdnsIP else { return }
+        let now = clock.now()
+        var order: [IPAddress] = []
+        for i in 0..<max(addresses.ipv4.count, addresses.ipv6.count) {
+            if i < addresses.ipv6.count { order.append(addresses.ipv6[i]) }
+            if i < addresses.ipv4.count { order.append(addresses.ipv4[i]) }
+        }
+        ranker.withLockedValue { r in
+            for ip in order.prefix(while: { $0 != winner }) { r.recordFailure(ip, now: now) }
+            r.recordSuccess(winner, connectTime: connection.connectDuration, now: now)
+        }
+    }
+
+    private func learn(from error: HTTPEngineError) {
+        let now = clock.now()
+        let failed = error.attempts.compactMap { IPAddress($0.address.split(separator: ":").dropLast().joined(separator: ":")) }
+        ranker.withLockedValue { r in failed.forEach { r.recordFailure($0, now: now) } }
+    }
+
+    /// Runs one exchange on `connection` (or a new stream on it) and returns at the response head.
+    private func exchange(_ request: HTTPRequest, on connection: Connection, key: PoolKey, deadline: NIODeadline?, recorder: MetricsRecorder) async throws -> HTTPResponse {
+        let channel: any Channel
+        do {
+            channel = try await connection.exchangeChannel(scheme: request.url.scheme)
+        } catch {
+            pool.release(connection, key: key, reusable: false)
+            throw HTTPEngineError(.protocolError, "could not open a stream to \(request.url.host): \(error)")
+        }
+        let loop = channel.eventLoop
+        let headPromise = loop.makePromise(of: HTTPResponseHead.self)
+        let endPromise = loop.makePromise(of: Bool.self)
+        let box = NIOLoopBoundBox<ExchangeHandler?>.makeEmptyBox(valueType: ExchangeHandler.self, eventLoop: loop)
+        let sequence = HTTPResponseBody.Producer.makeSequence(
+            elementType: ByteBuffer.self,
+            backPressureStrategy: .init(lowWatermark: 2, highWatermark: 8),
+            finishOnDeinit: false,
+            delegate: BodyDelegate(handler: box)
+        )
+        let idle = TimeAmount.nanoseconds(configuration.timeouts.idleRead.nanoseconds)
+        let decompress = request.decompress
+        let host = request.url.host
+        let source = sequence.source
+        try await loop.submit {
+            let sync = channel.pipeline.syncOperations
+            if decompress { try sync.addHandler(NIOHTTPResponseDecompressor(limit: .none)) }
+            let handler = ExchangeHandler(head: headPromise, end: endPromise, source: source, idleTimeout: idle, host: host)
+            try sync.addHandler(handler)
+            box.value = handler
+        }.get()
+
+        // Give the connection back once the exchange is over, whichever way it ends.
+        let isStream = connection.version == .http2
+        let pool = self.pool
+        let timeoutTask = deadline.map { deadline in
+            loop.scheduleTask(deadline: deadline) {
+                box.value?.abort(HTTPEngineError(.timeout, "\(host): the request did not complete before its total timeout"))
+            }
+        }
+        endPromise.futureResult.hop(to: loop).whenComplete { result in
+            timeoutTask?.cancel()
+            let reusable = (try? result.get()) ?? false
+            if !isStream, reusable {
+                // Leave the connection clean for the next request.
+                if let handler = box.value { channel.pipeline.syncOperations.removeHandler(handler, promise: nil) }
+                if decompress, let d = try? channel.pipeline.syncOperations.handler(type: NIOHTTPResponseDecompressor.self) {
+                    channel.pipeline.syncOperations.removeHandler(d, promise: nil)
+                }
+            } else if !isStream {
+                channel.close(promise: nil)
+            }
+            box.value = nil
+            pool.release(connection, key: key, reusable: reusable)
+        }
+
+        let head = makeHead(request)
+        return try await withTaskCancellationHandler {
+            async let upload: Void = send(head: head, body: request.body, on: channel, recorder: recorder)
+            let responseHead: HTTPResponseHead
+            do {
+                responseHead = try await headPromise.futureResult.get()
+            } catch {
+                _ = try? await upload
+                throw error
+            }
+            recorder.update {
+                $0.ttfbMs = recorder.sinceStart()
+                $0.status = Int(responseHead.status.code)
+            }
+            do {
+                try await upload
+            } catch {
+                // The server answered before taking the whole body (e.g. 413): the answer stands.
+                logger.debug("request body not fully sent", metadata: ["host": "\(host)", "error": "\(error)"])
+            }
+            return HTTPResponse(
+                status: responseHead.status,
+                headers: responseHead.headers,
+                version: connection.version,
+                url: request.url,
+                body: HTTPResponseBody(producer: sequence.sequence, recorder: recorder),
+                recorder: recorder
+            )
+        } onCancel: {
+            loop.execute { box.value?.abort(HTTPEngineError(.cancelled, "\(host): the request was cancelled")) }
+        }
+    }
+
+    private func makeHead(_ request: HTTPRequest) -> HTTPRequestHead {
+        var headers = request.headers
+        if !headers.contains(name: "host") { headers.add(name: "host", value: request.url.authority) }
+        if !headers.contains(name: "user-agent") { headers.add(name: "user-agent", value: configuration.userAgent) }
+        if request.decompress, !headers.contains(name: "accept-encoding") { headers.add(name: "accept-encoding", value: "gzip, deflate") }
+        if let body = request.body {
+            headers.remove(name: "content-length")
+            headers.remove(name: "transfer-encoding")
+            if let length = body.length {
+                headers.add(name: "content-length", value: "\(length)")
+            } else {
+                headers.add(name: "transfer-encoding", value: "chunked")
+            }
+        }
+        return HTTPRequestHead(version: .http1_1, method: request.method, uri: request.url.target, headers: headers)
+    }
+
+    /// Writes the head and streams the body with one chunk in flight: a chunk is read from the source
+    /// only once the one before it has been taken by the connection (TCP or h2 flow control).
+    ///
+    /// The HTTP/2 codec holds each part back until the next one arrives (so it can set END_STREAM on
+    /// the last frame): waiting on the part just written would stall, so each wait is on the part
+    /// before. A GET goes out as one HEADERS frame with END_STREAM, a body's last DATA frame carries it.
+    private func send(head: HTTPRequestHead, body: HTTPRequestBody?, on channel: any Channel, recorder: MetricsRecorder) async throws {
+        func write(_ part: HTTPClientRequestPart, flush: Bool) -> EventLoopFuture<Void> {
+            let promise = channel.eventLoop.makePromise(of: Void.self)
+            if flush { channel.writeAndFlush(part, promise: promise) } else { channel.write(part, promise: promise) }
+            return promise.futureResult
+        }
+        var previous = write(.head(head), flush: false)
+        var sent = 0
+        if let body, case .bytes(let bytes) = body.storage, bytes.readableBytes <= 1 << 16 {
+            // A small body goes out with its head in one flush (one HEADERS and one DATA frame on h2).
+            // kresd 5.6 doh2 answers 400 to a POST whose HEADERS and DATA arrive in separate writes.
+            let parts = [write(.body(.byteBuffer(bytes)), flush: false), write(.end(nil), flush: true)]
+            try await previous.get()
+            for part in parts { try await part.get() }
+            recorder.update { $0.bytesSent = bytes.readableBytes }
+            return
+        }
+        if let body {
+            for try await chunk in body.chunks() {
+                sent += chunk.readableBytes
+                if let length = body.length, sent > length {
+                    throw HTTPEngineError(.invalidRequest, "the request body is longer than its declared \(length) bytes")
+                }
+                let written = write(.body(.byteBuffer(chunk)), flush: true)
+                try await previous.get()
+                previous = written
+                recorder.update { $0.bytesSent = sent }
+            }
+            if let length = body.length, sent != length {
+                throw HTTPEngineError(.invalidRequest, "the request body ended after \(sent) of its declared \(length) bytes")
+            }
+        }
+        let end = write(.end(nil), flush: true)
+        try await previous.get()
+        try await end.get()
+    }
+
+    // MARK: Redirects
+
+    /// Sends `request`, following up to `followRedirects` redirects. Each hop is a new request: its
+    /// host is resolved again at connect time. Method rules: 301/302 turn POST into GET and 303 turns
+    /// anything but HEAD into GET, dropping the body; 307/308 keep method and body (a body that cannot
+    /// be sent again fails the redirect). Credentials and cookies are not carried to another host.
+    public func send(_ request: HTTPRequest, followRedirects: Int = 0) async throws -> HTTPResponse {
+        var current = request
+        var hops = 0
+        while true {
+            let response = try await execute(current)
+            response.recorder.update { $0.redirects = hops }
+            guard followRedirects > 0, let next = try Self.redirect(from: current, response: response) else {
+                return response
+            }
+            guard hops < followRedirects else {
+                throw HTTPEngineError(.tooManyRedirects, "more than \(followRedirects) redirects (last to \(next.url))")
+            }
+            // Drain a small redirect body so the connection can be reused; abandon a large one.
+            _ = try? await response.body.collect(upTo: 64 * 1024)
+            hops += 1
+            current = next
+        }
+    }
+
+    /// The request a redirect response asks for, or nil when `response` is not a redirect to follow.
+    public static func redirect(from request: HTTPRequest, response: HTTPResponse) throws -> HTTPRequest? {
+        let code = response.status.code
+        guard [301, 302, 303, 307, 308].contains(code), let location = response.headers.first(name: "location") else { return nil }
+        var next = request
+        next.url = try request.url.resolving(location)
+        let toGET = (code == 303 && request.method != .HEAD) || ((code == 301 || code == 302) && request.method == .POST)
+        if toGET {
+            next.method = .GET
+            next.body = nil
+            for name in ["content-length", "content-type", "transfer-encoding"] { next.headers.remove(name: name) }
+        } else if let body = request.body, case .stream = body.storage {
+            throw HTTPEngineError(.invalidRequest, "redirect \(code) to \(next.url) must resend the body, but a streamed body cannot be sent twice")
+        }
+        if next.url.host != request.url.host || next.url.port != request.url.port || next.url.scheme != request.url.scheme {
+            for name in ["authorization", "cookie", "proxy-authorization", "host"] { next.headers.remove(name: name) }
+        }
+        return next
     }
 }

@@ -4,18 +4,32 @@ import NIOCore
 /// for a connect that tried several addresses, lists every attempt.
 public struct HTTPEngineError: Error, Hashable, Sendable, CustomStringConvertible {
     public enum Code: Hashable, Sendable {
-        /// No address was given to connect to.
+        /// The URL or request could not be used (bad URL, bad header…).
+        case invalidRequest
+        /// The host name could not be resolved.
+        case nameNotResolved
+        /// No address was given or found to connect to.
         case noAddresses
-        /// Every address was tried and failed (TCP connect or TLS); see `attempts`.
+        /// Every address was tried and refused or failed; see `attempts`.
         case connectFailed
-        /// The whole request ran past its deadline.
+        /// Connecting took longer than the connect timeout.
+        case connectTimeout
+        /// The TLS handshake failed: untrusted or wrong certificate, pin mismatch, protocol error.
+        case tlsFailed
+        /// The TLS handshake took longer than its timeout.
+        case tlsHandshakeTimeout
+        /// No byte arrived from the server for longer than the idle read timeout.
+        case readTimeout
+        /// The whole request ran past its total timeout.
         case timeout
         /// The server broke the protocol or closed before the response was complete.
         case protocolError
         /// The response body was larger than the caller's limit.
         case responseTooLarge
-        /// The request could not be formed (bad header, IP given as SNI…).
-        case invalidRequest
+        /// More redirects than the policy allows.
+        case tooManyRedirects
+        /// The request was cancelled.
+        case cancelled
     }
 
     /// One connection attempt that failed.
@@ -30,7 +44,7 @@ public struct HTTPEngineError: Error, Hashable, Sendable, CustomStringConvertibl
     public let message: String
     public let attempts: [Attempt]
 
-    init(_ code: Code, _ message: String, attempts: [Attempt] = []) {
+    public init(_ code: Code, _ message: String, attempts: [Attempt] = []) {
         self.code = code
         self.message = message
         self.attempts = attempts

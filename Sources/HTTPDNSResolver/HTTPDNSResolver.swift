@@ -465,3 +465,11 @@ public final class HTTPDNSResolver: Sendable {
         return Resolution(name: name, ipv4: ipv4, ipv6: ipv6, ttl: ttl, source: source, elapsed: ContinuousClock.now - started)
     }
 }
+
+extension HTTPDNSResolver: AddressSource {
+    /// The engine's view of `resolve`: both families, ranked later by the engine.
+    public func addresses(for host: String) async throws -> ResolvedAddresses {
+        let r = try await resolve(host, .both)
+        return ResolvedAddresses(ipv4: r.ipv4, ipv6: r.ipv6, source: r.source.description)
+    }
+}

@@ -12,51 +12,48 @@ import NIOHTTP1
 struct EndpointClient: Sendable {
     let engine: HTTPEngine
     let endpoint: ResolverEndpoint
-    let addresses: [SocketAddress]
+    /// Nil for an IP-literal endpoint (the engine connects to the literal).
+    let addresses: ResolvedAddresses?
 
     /// `bootstrap` gives the IPs of an endpoint named by hostname: a resolver must be reachable without
     /// DNS, so a hostname without a bootstrap entry is a configuration error.
     init(engine: HTTPEngine, endpoint: ResolverEndpoint, bootstrap: [String: [IPAddress]]) throws {
         self.engine = engine
         self.endpoint = endpoint
-        let ips: [IPAddress]
-        if let ip = IPAddress(endpoint.host) {
-            ips = [ip]
+        if IPAddress(endpoint.host) != nil {
+            addresses = nil
         } else if let mapped = bootstrap[normalizeHostname(endpoint.host)], !mapped.isEmpty {
-            ips = mapped
+            addresses = ResolvedAddresses(ipv4: mapped.filter { !$0.isIPv6 }, ipv6: mapped.filter(\.isIPv6), source: "bootstrap")
         } else {
             throw ResolverSpecError(
                 "resolver host \(endpoint.host) has no bootstrap address; add --bootstrap \(endpoint.host)=IP (a resolver must be reachable without DNS)"
             )
         }
-        self.addresses = try ips.map { try SocketAddress($0, port: endpoint.port) }
     }
 
     func send(method: HTTPMethod = .GET, _ parameters: [(String, String)], accept: String, body: [UInt8]? = nil, contentType: String? = nil, deadline: NIODeadline, maxBytes: Int = 64 * 1024) async throws -> [UInt8] {
         var headers = HTTPHeaders([("accept", accept)])
         if let contentType { headers.add(name: "content-type", value: contentType) }
-        let request = HTTPEngineRequest(
+        var request = HTTPRequest(
             method: method,
-            scheme: endpoint.scheme,
-            host: endpoint.host,
-            port: endpoint.port,
-            target: endpoint.target(adding: parameters),
+            url: HTTPURL(scheme: endpoint.scheme, host: endpoint.host, port: endpoint.port, target: endpoint.target(adding: parameters)),
             headers: headers,
-            body: body
+            body: body.map { .bytes($0) }
         )
         let remaining = deadline - .now()
         guard remaining > .zero else { throw ProviderError("no time left for the query") }
-        let response: HTTPEngineResponse
+        request.timeout = .nanoseconds(remaining.nanoseconds)
         do {
-            response = try await engine.execute(request, addresses: addresses, timeout: .nanoseconds(remaining.nanoseconds), maxResponseBytes: maxBytes)
+            let response = try await engine.execute(request, addresses: addresses)
+            let body = try await response.body.collect(upTo: maxBytes)
+            guard response.status == .ok else {
+                let snippet = String(buffer: body).prefix(120).split(separator: "\n").first ?? ""
+                throw ProviderError("answered HTTP \(response.status.code) \(snippet)")
+            }
+            return Array(body.readableBytesView)
         } catch let error as HTTPEngineError {
             throw ProviderError(error.description)
         }
-        guard response.status == 200 else {
-            let snippet = String(decoding: response.body.prefix(120), as: UTF8.self).split(separator: "\n").first ?? ""
-            throw ProviderError("answered HTTP \(response.status) \(snippet)")
-        }
-        return response.body
     }
 }
 

@@ -55,12 +55,3 @@ public enum ProviderFactory {
     }
 }
 
-/// The wall clock of the machine.
-public struct SystemWallClock: WallClock {
-    public init() {}
-    public func now() -> Timestamp {
-        var ts = timespec()
-        clock_gettime(CLOCK_REALTIME, &ts)
-        return Timestamp(nanoseconds: Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec))
-    }
-}

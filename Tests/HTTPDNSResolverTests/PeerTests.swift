@@ -34,25 +34,27 @@ struct PeerTests {
         let peers = try Peers.require()
         let engine = try peers.engine()
         let query = try DNSMessage.query(name: "b.test", type: .a, id: 0)
-        var headers = HTTPHeaders([("accept", "application/dns-message"), ("content-type", "application/dns-message")])
-        headers.add(name: "x-test", value: "1")
+        let headers = HTTPHeaders([("accept", "application/dns-message"), ("content-type", "application/dns-message")])
+        func post(_ port: Int, _ versions: HTTPVersionPolicy) async throws -> HTTPResponse {
+            var request = HTTPRequest(method: .POST, url: HTTPURL(scheme: "https", host: "127.0.0.1", port: port, target: "/dns-query"), headers: headers, body: .bytes(query))
+            request.versions = versions
+            request.timeout = .seconds(4)
+            return try await engine.execute(request)
+        }
         for (port, versions, expected) in [
             (peers.doh2Port, HTTPVersionPolicy.automatic, HTTPVersionUsed.http2),
             (peers.dohLegacyPort, .http1Only, .http1),
             (peers.dohLegacyPort, .automatic, .http2),
         ] {
-            let request = HTTPEngineRequest(method: .POST, scheme: "https", host: "127.0.0.1", port: port, target: "/dns-query", headers: headers, body: query)
-            let response = try await engine.execute(request, addresses: [try SocketAddress(ipAddress: "127.0.0.1", port: port)], versions: versions, timeout: .seconds(4))
-            #expect(response.status == 200)
+            let response = try await post(port, versions)
+            #expect(response.status == .ok)
             #expect(response.version == expected, "port \(port) \(versions)")
-            let message = try DNSMessage(parsing: response.body)
+            let message = try DNSMessage(parsing: try await response.body.collect(upTo: 65536).readableBytesView)
             #expect(message.addresses(for: .a).addresses == [IPAddress("127.0.0.1")!])
         }
         // An h2-only server cannot be reached by an HTTP/1.1-only client (what such a client would see).
-        let request = HTTPEngineRequest(method: .POST, scheme: "https", host: "127.0.0.1", port: peers.doh2Port, target: "/dns-query", headers: headers, body: query)
-        await #expect(throws: HTTPEngineError.self) {
-            _ = try await engine.execute(request, addresses: [try SocketAddress(ipAddress: "127.0.0.1", port: peers.doh2Port)], versions: .http1Only, timeout: .seconds(4))
-        }
+        await #expect(throws: HTTPEngineError.self) { _ = try await post(peers.doh2Port, .http1Only) }
+        engine.shutdown()
     }
 
     @Test(arguments: ["doh", "doh-post"])

@@ -1,0 +1,76 @@
+// Which of a name's addresses to try first, learnt from how connecting to them went.
+//
+// Every connect outcome is fed back: a success records its connect time (an exponentially weighted
+// average, so one slow handshake does not condemn an address), a failure records when it failed. When
+// ranking, addresses that failed recently go last (the penalty grows with consecutive failures, from
+// 30 s up to 5 min), known-fast ones first, unknown ones keep the resolver's order in between. Families
+// are not mixed here: happy eyeballs interleaves IPv6 and IPv4 afterwards (RFC 8305).
+
+/// Connect-outcome memory per address. Plain value type; the owner keeps it under a lock.
+public struct AddressRanker: Sendable {
+    struct Stats: Sendable {
+        var averageConnect: Double?  // seconds, EWMA
+        var consecutiveFailures = 0
+        var lastFailure: Timestamp?
+        var lastUsed: Timestamp
+    }
+
+    private var stats: [IPAddress: Stats] = [:]
+    /// Addresses remembered at most (least recently used forgotten first).
+    public var capacity = 1024
+
+    public init() {}
+
+    public mutating func recordSuccess(_ address: IPAddress, connectTime: Duration, now: Timestamp) {
+        var s = stats[address] ?? Stats(lastUsed: now)
+        let sample = connectTime.seconds
+        s.averageConnect = s.averageConnect.map { $0 * 0.7 + sample * 0.3 } ?? sample
+        s.consecutiveFailures = 0
+        s.lastFailure = nil
+        s.lastUsed = now
+        put(address, s)
+    }
+
+    public mutating func recordFailure(_ address: IPAddress, now: Timestamp) {
+        var s = stats[address] ?? Stats(lastUsed: now)
+        s.consecutiveFailures += 1
+        s.lastFailure = now
+        s.lastUsed = now
+        put(address, s)
+    }
+
+    /// True while `address` is serving a failure penalty.
+    public func isPenalised(_ address: IPAddress, now: Timestamp) -> Bool {
+        guard let s = stats[address], let failed = s.lastFailure else { return false }
+        let penalty = Duration.seconds(min(30 * (1 << min(s.consecutiveFailures - 1, 4)), 300))
+        return now < failed + penalty
+    }
+
+    /// `addresses` reordered: healthy before penalised; among healthy, measured-fast first (ties and
+    /// unmeasured addresses keep their given order).
+    public func rank(_ addresses: [IPAddress], now: Timestamp) -> [IPAddress] {
+        let keyed = addresses.enumerated().map { (index, ip) -> (IPAddress, Int, Bool, Double) in
+            let penalised = isPenalised(ip, now: now)
+            return (ip, index, penalised, stats[ip]?.averageConnect ?? .infinity)
+        }
+        return keyed.sorted { a, b in
+            if a.2 != b.2 { return !a.2 }  // healthy first
+            if a.3 != b.3, a.3 != .infinity || b.3 != .infinity {
+                // A measured address beats an unmeasured one only if it is not slow (< 1 s).
+                let aScore = a.3 == .infinity ? 1.0 : a.3
+                let bScore = b.3 == .infinity ? 1.0 : b.3
+                if aScore != bScore { return aScore < bScore }
+            }
+            return a.1 < b.1
+        }.map(\.0)
+    }
+
+    private mutating func put(_ address: IPAddress, _ s: Stats) {
+        if stats[address] == nil, stats.count >= capacity,
+            let victim = stats.min(by: { $0.value.lastUsed < $1.value.lastUsed })?.key
+        {
+            stats[victim] = nil
+        }
+        stats[address] = s
+    }
+}

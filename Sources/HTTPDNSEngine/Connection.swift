@@ -1,0 +1,306 @@
+// One client connection: TCP through NIO's happy-eyeballs connector (RFC 8305: IPv6 and IPv4
+// interleaved, the next attempt 250 ms after the last or at once on failure) over the addresses we
+// give it, TLS with the real hostname as SNI, then HTTP/1.1 or HTTP/2 handlers chosen by ALPN.
+//
+// The pipeline is completed inside the ALPN callback, before any application byte is read, so an h2
+// server's SETTINGS frame is never dropped. After BoringSSL has verified the chain, the certificate's
+// DNS names are checked strictly against the hostname (see verifyIdentity) and pins are applied.
+
+import Crypto
+import Foundation
+import HTTPDNSCore
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTP1
+import NIOHTTP2
+import NIOPosix
+import NIOSSL
+import NIOTLS
+import X509
+
+final class Connection: Sendable {
+    private static let ids = ManagedAtomicCounter()
+
+    let id: Int
+    let channel: any Channel
+    let version: HTTPVersionUsed
+    let multiplexer: NIOLoopBound<NIOHTTP2Handler.StreamMultiplexer>?
+    let remote: SocketAddress
+    let connectDuration: Duration
+    let tlsDuration: Duration?
+
+    private init(channel: any Channel, ready: Ready, remote: SocketAddress, connect: Duration, tls: Duration?) {
+        self.id = Self.ids.next()
+        self.channel = channel
+        self.version = ready.version
+        self.multiplexer = ready.multiplexer
+        self.remote = remote
+        self.connectDuration = connect
+        self.tlsDuration = tls
+    }
+
+    struct Ready: Sendable {
+        var version: HTTPVersionUsed
+        var multiplexer: NIOLoopBound<NIOHTTP2Handler.StreamMultiplexer>?
+    }
+
+    struct Settings: Sendable {
+        var sslContext: NIOSSLContext?
+        var pins: Set<String>?
+        var h2c: Bool
+        var connectTimeout: Duration
+        var tlsTimeout: Duration
+    }
+
+    /// Connects to `url`'s host at `addresses` (nil: an IP-literal host, connected to as is).
+    static func establish(
+        url: HTTPURL,
+        addresses: ResolvedAddresses?,
+        settings: Settings,
+        group: any EventLoopGroup
+    ) async throws -> Connection {
+        let eventLoop = group.next()
+        let readyPromise = eventLoop.makePromise(of: Ready.self)
+        // Never an IP as SNI: for an IP-literal host no SNI is sent and the certificate is checked
+        // against the IP, as NIOSSL does by itself.
+        let sni: String? = url.hostIsIP ? nil : url.host
+        let pins = settings.pins
+        let sslContext = settings.sslContext
+        let h2c = settings.h2c
+        var bootstrap = ClientBootstrap(group: eventLoop)
+            .connectTimeout(.nanoseconds(settings.connectTimeout.nanoseconds))
+            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    let sync = channel.pipeline.syncOperations
+                    guard let sslContext else {
+                        readyPromise.succeed(try configure(channel, version: h2c ? .http2 : .http1))
+                        return
+                    }
+                    try sync.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: sni))
+                    try sync.addHandler(
+                        ApplicationProtocolNegotiationHandler { result, channel in
+                            // The handshake is over; reads are held back until the returned future completes.
+                            let peer = try? channel.pipeline.syncOperations.handler(type: NIOSSLClientHandler.self).peerCertificate
+                            let checked = channel.eventLoop.makeFutureWithTask {
+                                try await verifyIdentity(hostname: sni, peer: peer, pins: pins)
+                            }
+                            return checked.flatMapThrowing {
+                                let version: HTTPVersionUsed = result == .negotiated("h2") ? .http2 : .http1
+                                readyPromise.succeed(try configure(channel, version: version))
+                            }.flatMapErrorThrowing { error in
+                                readyPromise.fail(error)
+                                channel.close(promise: nil)
+                                throw error
+                            }
+                        }
+                    )
+                    try sync.addHandler(SetupWatcher(promise: readyPromise))
+                }
+            }
+        let started = ContinuousClock.now
+        let channel: any Channel
+        do {
+            if let ip = IPAddress(url.host) {
+                channel = try await bootstrap.connect(to: try SocketAddress(ip, port: url.port)).get()
+            } else {
+                guard let addresses, !(addresses.ipv4.isEmpty && addresses.ipv6.isEmpty) else {
+                    throw HTTPEngineError(.noAddresses, "no address to connect to for \(url.host)")
+                }
+                bootstrap = bootstrap.resolver(
+                    RankedResolver(
+                        ipv4: try addresses.ipv4.map { try SocketAddress($0, port: url.port) },
+                        ipv6: try addresses.ipv6.map { try SocketAddress($0, port: url.port) },
+                        eventLoop: eventLoop
+                    )
+                )
+                channel = try await bootstrap.connect(host: url.host, port: url.port).get()
+            }
+        } catch let error as HTTPEngineError {
+            readyPromise.fail(error)
+            throw error
+        } catch {
+            readyPromise.fail(error)
+            throw describeConnectFailure(error, url: url, timeout: settings.connectTimeout)
+        }
+        let connected = ContinuousClock.now
+        // Read now: a channel the server closed at once (a failed handshake) has no remote address later.
+        let remote = channel.remoteAddress
+        let remoteText = remote.map(describe) ?? "\(url.host):\(url.port)"
+        let timeout = eventLoop.scheduleTask(in: .nanoseconds(settings.tlsTimeout.nanoseconds)) {
+            readyPromise.fail(HTTPEngineError(.tlsHandshakeTimeout, "TLS handshake with \(url.host) at \(remoteText) took longer than \(settings.tlsTimeout)"))
+        }
+        do {
+            let ready = try await readyPromise.futureResult.get()
+            timeout.cancel()
+            guard let remote else { throw HTTPEngineError(.protocolError, "connection to \(remoteText) closed at once") }
+            let tls: Duration? = sslContext == nil ? nil : ContinuousClock.now - connected
+            return Connection(channel: channel, ready: ready, remote: remote, connect: connected - started, tls: tls)
+        } catch {
+            timeout.cancel()
+            channel.close(promise: nil)
+            if let e = error as? HTTPEngineError, e.code == .tlsHandshakeTimeout || e.code == .protocolError { throw e }
+            throw HTTPEngineError(.tlsFailed, describeTLSError(error, host: url.host, address: remoteText))
+        }
+    }
+
+    private static func configure(_ channel: any Channel, version: HTTPVersionUsed) throws -> Ready {
+        let sync = channel.pipeline.syncOperations
+        switch version {
+        case .http1:
+            try sync.addHTTPClientHandlers()
+            return Ready(version: .http1, multiplexer: nil)
+        case .http2:
+            let mux = try sync.configureHTTP2Pipeline(
+                mode: .client,
+                connectionConfiguration: .init(),
+                streamConfiguration: .init(),
+                inboundStreamInitializer: { $0.close() }  // no server push
+            )
+            return Ready(version: .http2, multiplexer: NIOLoopBound(mux, eventLoop: channel.eventLoop))
+        }
+    }
+
+    /// The channel one exchange runs on: this connection (HTTP/1.1) or a new stream on it (HTTP/2),
+    /// both speaking HTTPClientRequestPart / HTTPClientResponsePart.
+    func exchangeChannel(scheme: String) async throws -> any Channel {
+        guard let multiplexer else { return channel }
+        let promise = channel.eventLoop.makePromise(of: (any Channel).self)
+        let isTLS = scheme == "https"
+        channel.eventLoop.execute {
+            multiplexer.value.createStreamChannel(promise: promise) { stream in
+                stream.eventLoop.makeCompletedFuture {
+                    try stream.pipeline.syncOperations.addHandler(HTTP2FramePayloadToHTTP1ClientCodec(httpProtocol: isTLS ? .https : .http))
+                }
+            }
+        }
+        return try await promise.futureResult.get()
+    }
+
+    var isActive: Bool { channel.isActive }
+
+    func close() { channel.close(promise: nil) }
+}
+
+/// Hands NIO's happy-eyeballs connector the addresses we already have, in our order.
+final class RankedResolver: Resolver, Sendable {
+    let ipv4: [SocketAddress]
+    let ipv6: [SocketAddress]
+    let eventLoop: any EventLoop
+
+    init(ipv4: [SocketAddress], ipv6: [SocketAddress], eventLoop: any EventLoop) {
+        self.ipv4 = ipv4
+        self.ipv6 = ipv6
+        self.eventLoop = eventLoop
+    }
+
+    func initiateAQuery(host: String, port: Int) -> EventLoopFuture<[SocketAddress]> { eventLoop.makeSucceededFuture(ipv4) }
+    func initiateAAAAQuery(host: String, port: Int) -> EventLoopFuture<[SocketAddress]> { eventLoop.makeSucceededFuture(ipv6) }
+    func cancelQueries() {}
+}
+
+/// A thread-safe counter for connection ids.
+final class ManagedAtomicCounter: Sendable {
+    private let value = NIOLockedValueBox(0)
+    func next() -> Int { value.withLockedValue { $0 += 1; return $0 } }
+}
+
+/// Sits at the end of a TLS pipeline until the handshake is over and turns an error or an early close
+/// into a failed setup.
+final class SetupWatcher: ChannelInboundHandler {
+    typealias InboundIn = NIOAny
+    let promise: EventLoopPromise<Connection.Ready>
+
+    init(promise: EventLoopPromise<Connection.Ready>) { self.promise = promise }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        promise.fail(error)
+        context.fireErrorCaught(error)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        promise.fail(HTTPEngineError(.protocolError, "connection closed during the TLS handshake"))
+        context.fireChannelInactive()
+    }
+}
+
+/// BoringSSL has verified the chain and dates, NIOSSL the name, but NIOSSL also accepts an IP SAN that
+/// matches the socket address whatever the hostname. When we connect by IP on behalf of a name that is
+/// exactly the hole a poisoned address could use, so for a hostname only the certificate's DNS names
+/// count (swift-certificates' server identity check, RFC 6125, given no IP). Then the pins, if any.
+func verifyIdentity(hostname: String?, peer: NIOSSLCertificate?, pins: Set<String>?) async throws {
+    guard let peer else { throw IdentityFailure(reason: "the server presented no certificate") }
+    if let hostname {
+        let leaf = try Certificate(derEncoded: try peer.toDERBytes())
+        var verifier = Verifier(rootCertificates: CertificateStore([leaf])) {
+            ServerIdentityPolicy(serverHostname: hostname, serverIP: nil)
+        }
+        if case .couldNotValidate = await verifier.validate(leaf: leaf, intermediates: CertificateStore()) {
+            throw IdentityFailure(reason: "no DNS name in the certificate matches")
+        }
+    }
+    if let pins, !pins.isEmpty {
+        let spki = try peer.extractPublicKey().toSPKIBytes()
+        let digest = Data(SHA256.hash(data: spki)).base64EncodedString()
+        guard pins.contains(digest) else {
+            throw IdentityFailure(reason: "public key pin mismatch (server key sha256/\(digest) is not pinned)")
+        }
+    }
+}
+
+struct IdentityFailure: Error {
+    var reason: String
+}
+
+func describe(_ address: SocketAddress) -> String {
+    guard let ip = address.ipAddress, let port = address.port else { return "\(address)" }
+    return ip.contains(":") ? "[\(ip)]:\(port)" : "\(ip):\(port)"
+}
+
+extension SocketAddress {
+    /// The socket address of an `IPAddress` and port.
+    public init(_ ip: IPAddress, port: Int) throws {
+        try self.init(ipAddress: ip.description, port: port)
+    }
+
+    var httpdnsIP: IPAddress? { ipAddress.flatMap { IPAddress($0) } }
+}
+
+func describeConnectFailure(_ error: any Error, url: HTTPURL, timeout: Duration) -> HTTPEngineError {
+    if let e = error as? NIOConnectionError {
+        let attempts = e.connectionErrors.map {
+            HTTPEngineError.Attempt(address: describe($0.target), stage: "connect", reason: describeSocketError($0.error))
+        }
+        return HTTPEngineError(.connectFailed, "could not connect to \(url.host) at any address", attempts: attempts)
+    }
+    if case ChannelError.connectTimeout = error {
+        return HTTPEngineError(.connectTimeout, "connecting to \(url.host):\(url.port) took longer than \(timeout)")
+    }
+    return HTTPEngineError(.connectFailed, "could not connect to \(url.host):\(url.port): \(describeSocketError(error))")
+}
+
+func describeSocketError(_ error: any Error) -> String {
+    if let e = error as? IOError { return e.description }
+    if case ChannelError.connectTimeout = error { return "timed out" }
+    return "\(error)"
+}
+
+func describeTLSError(_ error: any Error, host: String, address: String) -> String {
+    if let e = error as? IdentityFailure {
+        return "the certificate presented at \(address) is not valid for \(host): \(e.reason)"
+    }
+    if (error as? NIOSSLExtraError) == .failedToValidateHostname {
+        return "the certificate presented at \(address) is not valid for \(host)"
+    }
+    if let e = error as? NIOSSLError, case .handshakeFailed(let inner) = e {
+        let text = "\(inner)"
+        if text.contains("CERTIFICATE_VERIFY_FAILED") {
+            return "the certificate presented for \(host) at \(address) is not trusted (if it is signed by a private CA, pass that CA with --cacert)"
+        }
+        // BoringSSL's text ends with the source file it came from: keep the reason, drop the path.
+        let reason = text.range(of: "OPENSSL_internal:").map { String(text[$0.upperBound...].prefix { $0 != " " }) } ?? text
+        return "TLS handshake with \(host) at \(address) failed: \(reason)"
+    }
+    if let e = error as? HTTPEngineError { return e.description }
+    return "TLS with \(host) at \(address) failed: \(error)"
+}

@@ -1,0 +1,205 @@
+// Connections per (scheme, host, port, HTTP versions, h2c).
+//
+// HTTP/1.1: idle connections are reused (keep-alive), at most `maxConnectionsPerHost` exist; a request
+// beyond that waits for one to come back. HTTP/2: one connection carries every request as a stream, up
+// to `maxConcurrentStreams`; beyond that requests wait for a stream to end.
+// While the first connection to a key is being made and it may turn out to be HTTP/2, other requests
+// wait for it instead of opening their own, so 100 concurrent first requests make one h2 connection.
+// A closed connection leaves the pool by itself (its closeFuture). Waiters are resumed outside the lock.
+
+import NIOConcurrencyHelpers
+import NIOCore
+
+struct PoolKey: Hashable, Sendable {
+    var scheme: String
+    var host: String
+    var port: Int
+    var versions: HTTPVersionPolicy
+    var h2c: Bool
+}
+
+final class ConnectionPool: Sendable {
+    struct Entry {
+        var idle: [Connection] = []
+        var http2: Connection?
+        var streams = 0
+        var total = 0
+        var connecting = 0
+        var waiters: [Int: CheckedContinuation<Void, Never>] = [:]
+    }
+
+    struct State {
+        var entries: [PoolKey: Entry] = [:]
+        var nextWaiter = 0
+        var closed = false
+    }
+
+    let maxConnectionsPerHost: Int
+    let maxConcurrentStreams: Int
+    let idleTimeout: Duration
+    let state = NIOLockedValueBox(State())
+
+    init(maxConnectionsPerHost: Int, maxConcurrentStreams: Int, idleTimeout: Duration) {
+        self.maxConnectionsPerHost = max(1, maxConnectionsPerHost)
+        self.maxConcurrentStreams = max(1, maxConcurrentStreams)
+        self.idleTimeout = idleTimeout
+    }
+
+    enum Decision {
+        case use(Connection)
+        case connect
+        case wait(Int)
+        case shutDown
+    }
+
+    /// A connection to run one request on: an idle or multiplexed one (`reused` true), or a new one made
+    /// by `connect`. Every lease must be given back with `release`.
+    func lease(_ key: PoolKey, connect: () async throws -> Connection) async throws -> (Connection, reused: Bool) {
+        while true {
+            try Task.checkCancellation()
+            let decision = state.withLockedValue { state -> Decision in
+                guard !state.closed else { return .shutDown }
+                var entry = state.entries[key] ?? Entry()
+                defer { state.entries[key] = entry }
+                if let h2 = entry.http2, h2.isActive, entry.streams < maxConcurrentStreams {
+                    entry.streams += 1
+                    return .use(h2)
+                }
+                while let conn = entry.idle.popLast() {
+                    if conn.isActive { return .use(conn) }  // a closed one is counted out by forget()
+                }
+                // A connection on its way may be HTTP/2 and carry us too: wait for it.
+                let mayBeH2 = key.versions != .http1Only && (key.scheme == "https" || key.h2c)
+                let h2Busy = entry.http2?.isActive == true
+                if !(mayBeH2 && (entry.connecting > 0 || h2Busy)), entry.total + entry.connecting < maxConnectionsPerHost {
+                    entry.connecting += 1
+                    return .connect
+                }
+                state.nextWaiter += 1
+                return .wait(state.nextWaiter)
+            }
+            switch decision {
+            case .shutDown:
+                throw HTTPEngineError(.cancelled, "the engine was shut down")
+            case .use(let conn):
+                return (conn, true)
+            case .wait(let id):
+                await withTaskCancellationHandler {
+                    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                        let resumeNow = state.withLockedValue { state -> Bool in
+                            if Task.isCancelled || state.closed { return true }
+                            state.entries[key, default: Entry()].waiters[id] = continuation
+                            return false
+                        }
+                        if resumeNow { continuation.resume() }
+                    }
+                } onCancel: {
+                    let c = state.withLockedValue { $0.entries[key]?.waiters.removeValue(forKey: id) }
+                    c?.resume()
+                }
+            case .connect:
+                let conn: Connection
+                do {
+                    conn = try await connect()
+                } catch {
+                    let wake = state.withLockedValue { state -> [CheckedContinuation<Void, Never>] in
+                        state.entries[key]?.connecting -= 1
+                        return Self.takeWaiters(&state, key, all: true)
+                    }
+                    wake.forEach { $0.resume() }
+                    throw error
+                }
+                let wake = state.withLockedValue { state -> [CheckedContinuation<Void, Never>] in
+                    var entry = state.entries[key] ?? Entry()
+                    entry.connecting -= 1
+                    entry.total += 1
+                    if conn.version == .http2 {
+                        if entry.http2?.isActive != true {
+                            entry.http2 = conn
+                            entry.streams = 1
+                        }
+                    }
+                    state.entries[key] = entry
+                    return Self.takeWaiters(&state, key, all: true)
+                }
+                wake.forEach { $0.resume() }
+                conn.channel.closeFuture.whenComplete { _ in self.forget(conn, key: key) }
+                return (conn, false)
+            }
+        }
+    }
+
+    /// Gives a leased connection back. `reusable`: an HTTP/1.1 connection whose exchange ended cleanly.
+    func release(_ conn: Connection, key: PoolKey, reusable: Bool) {
+        let wake = state.withLockedValue { state -> [CheckedContinuation<Void, Never>] in
+            guard var entry = state.entries[key] else { return [] }
+            if conn.version == .http2 {
+                if entry.http2 === conn { entry.streams = max(0, entry.streams - 1) }
+            } else if reusable, conn.isActive, !state.closed {
+                entry.idle.append(conn)
+            } else {
+                conn.close()  // forget() adjusts the count when it has closed
+            }
+            state.entries[key] = entry
+            return Self.takeWaiters(&state, key, all: false)
+        }
+        wake.forEach { $0.resume() }
+        if conn.version == .http1, reusable {
+            // Close it if nobody takes it within the idle timeout.
+            conn.channel.eventLoop.scheduleTask(in: .nanoseconds(idleTimeout.nanoseconds)) {
+                let stillIdle = self.state.withLockedValue { $0.entries[key]?.idle.contains { $0 === conn } ?? false }
+                if stillIdle { conn.close() }
+            }
+        }
+    }
+
+    private func forget(_ conn: Connection, key: PoolKey) {
+        let wake = state.withLockedValue { state -> [CheckedContinuation<Void, Never>] in
+            guard var entry = state.entries[key] else { return [] }
+            entry.total -= 1
+            entry.idle.removeAll { $0 === conn }
+            if entry.http2 === conn {
+                entry.http2 = nil
+                entry.streams = 0
+            }
+            state.entries[key] = entry
+            return Self.takeWaiters(&state, key, all: true)
+        }
+        wake.forEach { $0.resume() }
+    }
+
+    private static func takeWaiters(_ state: inout State, _ key: PoolKey, all: Bool) -> [CheckedContinuation<Void, Never>] {
+        guard var entry = state.entries[key], !entry.waiters.isEmpty else { return [] }
+        let taken: [CheckedContinuation<Void, Never>]
+        if all {
+            taken = Array(entry.waiters.values)
+            entry.waiters.removeAll()
+        } else {
+            let first = entry.waiters.keys.min()!
+            taken = [entry.waiters.removeValue(forKey: first)!]
+        }
+        state.entries[key] = entry
+        return taken
+    }
+
+    /// Closes every connection; later leases fail.
+    func shutdown() {
+        let (conns, wake) = state.withLockedValue { state -> ([Connection], [CheckedContinuation<Void, Never>]) in
+            state.closed = true
+            var conns: [Connection] = []
+            var wake: [CheckedContinuation<Void, Never>] = []
+            for (_, entry) in state.entries {
+                conns += entry.idle
+                if let h2 = entry.http2 { conns.append(h2) }
+                wake += entry.waiters.values
+            }
+            state.entries.removeAll()
+            return (conns, wake)
+        }
+        conns.forEach { $0.close() }
+        wake.forEach { $0.resume() }
+    }
+
+    /// Connections open now (for tests and diagnostics).
+    var openConnections: Int { state.withLockedValue { $0.entries.values.reduce(0) { $0 + $1.total } } }
+}

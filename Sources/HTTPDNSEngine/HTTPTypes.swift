@@ -1,0 +1,282 @@
+import Foundation
+import HTTPDNSCore
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+
+/// An absolute http(s) URL split the way the engine needs it: who we talk to (scheme, host, port) and
+/// what we ask for (target = path and query). The host keeps its name; it is never replaced by an IP.
+public struct HTTPURL: Hashable, Sendable, CustomStringConvertible {
+    public var scheme: String
+    public var host: String
+    public var port: Int
+    /// Path and query, percent-encoded, starting with `/`.
+    public var target: String
+
+    public init(scheme: String, host: String, port: Int? = nil, target: String = "/") {
+        self.scheme = scheme
+        self.host = host
+        self.port = port ?? (scheme == "https" ? 443 : 80)
+        self.target = target.isEmpty ? "/" : target
+    }
+
+    /// Parses `http://` and `https://` URLs; throws `.invalidRequest` saying what is wrong.
+    public init(_ text: String) throws {
+        guard let c = URLComponents(string: text), let scheme = c.scheme?.lowercased() else {
+            throw HTTPEngineError(.invalidRequest, "\"\(text)\" is not a URL (expected http://host/path or https://host/path)")
+        }
+        guard scheme == "http" || scheme == "https" else {
+            throw HTTPEngineError(.invalidRequest, "\"\(text)\": only http and https URLs are supported")
+        }
+        guard var host = c.host, !host.isEmpty else {
+            throw HTTPEngineError(.invalidRequest, "\"\(text)\" has no host")
+        }
+        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        if IPAddress(host) == nil {
+            do {
+                host = try validatedHostname(host)
+            } catch {
+                throw HTTPEngineError(.invalidRequest, "\"\(text)\": \(error)")
+            }
+        }
+        if let port = c.port, !(1...65535).contains(port) {
+            throw HTTPEngineError(.invalidRequest, "\"\(text)\": port \(port) is outside 1-65535")
+        }
+        var target = c.percentEncodedPath.isEmpty ? "/" : c.percentEncodedPath
+        if let q = c.percentEncodedQuery { target += "?" + q }
+        self.init(scheme: scheme, host: host, port: c.port, target: target)
+    }
+
+    public var isTLS: Bool { scheme == "https" }
+    public var hostIsIP: Bool { IPAddress(host) != nil }
+
+    /// `host[:port]` for Host / :authority; the port is left out when it is the scheme's default.
+    public var authority: String {
+        let h = host.contains(":") ? "[\(host)]" : host
+        return port == (isTLS ? 443 : 80) ? h : "\(h):\(port)"
+    }
+
+    public var description: String { "\(scheme)://\(authority)\(target)" }
+
+    /// The URL a `Location` header points to, resolved against this one (RFC 3986 §5).
+    public func resolving(_ location: String) throws -> HTTPURL {
+        guard let base = URL(string: description), let next = URL(string: location, relativeTo: base)?.absoluteURL else {
+            throw HTTPEngineError(.protocolError, "redirect to \"\(location)\", which is not a URL")
+        }
+        return try HTTPURL(next.absoluteString)
+    }
+}
+
+/// A request body: bytes in memory, a file streamed from disk, or any async sequence of buffers.
+/// Bytes and files can be sent again (redirects that keep the body, retries); a stream only if its
+/// factory can make it again.
+public struct HTTPRequestBody: Sendable {
+    enum Storage: Sendable {
+        case bytes(ByteBuffer)
+        case file(String)
+        case stream(@Sendable () -> AsyncThrowingStream<ByteBuffer, any Error>)
+    }
+
+    let storage: Storage
+    /// Bytes in the body when known (sent as content-length; otherwise chunked / h2 DATA until END_STREAM).
+    public let length: Int?
+
+    public static func bytes(_ bytes: some Collection<UInt8>) -> HTTPRequestBody {
+        HTTPRequestBody(storage: .bytes(ByteBuffer(bytes: bytes)), length: bytes.count)
+    }
+
+    public static func bytes(_ buffer: ByteBuffer) -> HTTPRequestBody {
+        HTTPRequestBody(storage: .bytes(buffer), length: buffer.readableBytes)
+    }
+
+    /// Streams the file at `path`, read in 64 KiB chunks as the connection can take them.
+    public static func file(_ path: String) throws -> HTTPRequestBody {
+        guard let attributes = try? FileManager.default.attributesOfItem(atPath: path), let size = attributes[.size] as? Int else {
+            throw HTTPEngineError(.invalidRequest, "cannot read \(path): no such file or not readable")
+        }
+        return HTTPRequestBody(storage: .file(path), length: size)
+    }
+
+    /// A body produced by `make`, which is called once per send. Use `AsyncThrowingStream(unfolding:)`
+    /// for a producer that is only asked for the next chunk when the connection can take it.
+    public static func stream(length: Int?, _ make: @escaping @Sendable () -> AsyncThrowingStream<ByteBuffer, any Error>) -> HTTPRequestBody {
+        HTTPRequestBody(storage: .stream(make), length: length)
+    }
+
+    /// The body's chunks, in order, as an async sequence.
+    func chunks() -> AsyncThrowingStream<ByteBuffer, any Error> {
+        switch storage {
+        case .bytes(let buffer):
+            var remaining = buffer
+            return AsyncThrowingStream(unfolding: {
+                guard remaining.readableBytes > 0 else { return nil }
+                return remaining.readSlice(length: min(remaining.readableBytes, 1 << 16))
+            })
+        case .file(let path):
+            let reader = FileChunkReader(path: path)
+            return AsyncThrowingStream(unfolding: { try await reader.next() })
+        case .stream(let make):
+            return make()
+        }
+    }
+}
+
+/// Reads a file in 64 KiB chunks on NIO's blocking-I/O pool, so no concurrency thread blocks on disk.
+final class FileChunkReader: Sendable {
+    let path: String
+    let handle = NIOLockedValueBox<FileHandle?>(nil)
+
+    init(path: String) { self.path = path }
+
+    func next() async throws -> ByteBuffer? {
+        let path = self.path
+        let handle = self.handle
+        return try await NIOThreadPool.singleton.runIfActive {
+            try handle.withLockedValue { h -> ByteBuffer? in
+                if h == nil {
+                    guard let opened = FileHandle(forReadingAtPath: path) else {
+                        throw HTTPEngineError(.invalidRequest, "cannot open \(path) for reading")
+                    }
+                    h = opened
+                }
+                guard let data = try h!.read(upToCount: 1 << 16), !data.isEmpty else {
+                    try? h?.close()
+                    return nil
+                }
+                return ByteBuffer(bytes: data)
+            }
+        }
+    }
+}
+
+/// A request: method, URL, headers, optional body.
+public struct HTTPRequest: Sendable {
+    public var method: HTTPMethod
+    public var url: HTTPURL
+    public var headers: HTTPHeaders
+    public var body: HTTPRequestBody?
+    /// Ask for gzip/deflate and decompress the response body.
+    public var decompress = false
+    /// Bound on the whole request, body included (overrides `Configuration.timeouts.total`).
+    public var timeout: Duration?
+    /// HTTP versions for this request (overrides `Configuration.versions`).
+    public var versions: HTTPVersionPolicy?
+
+    public init(method: HTTPMethod = .GET, url: HTTPURL, headers: HTTPHeaders = [:], body: HTTPRequestBody? = nil) {
+        self.method = method
+        self.url = url
+        self.headers = headers
+        self.body = body
+    }
+
+    public init(method: HTTPMethod = .GET, url: String, headers: HTTPHeaders = [:], body: HTTPRequestBody? = nil) throws {
+        self.init(method: method, url: try HTTPURL(url), headers: headers, body: body)
+    }
+}
+
+/// Where the time of one request went, and what it used. Durations are milliseconds; a phase that did
+/// not happen (a reused connection has no connect or TLS) is nil.
+public struct RequestMetrics: Sendable, Codable, Hashable {
+    public var url: String
+    /// The address the connection went to.
+    public var ip: String?
+    public var port: Int?
+    /// "http/1.1" or "h2".
+    public var `protocol`: String?
+    /// Who answered the name: an HTTPDNS provider, cache, LocalDNS, or "literal".
+    public var dnsSource: String?
+    public var dnsMs: Double?
+    public var connectMs: Double?
+    public var tlsMs: Double?
+    /// From the start of the request to the response head.
+    public var ttfbMs: Double?
+    /// From the start of the request to the last body byte (or the failure).
+    public var totalMs: Double?
+    public var reused: Bool = false
+    public var status: Int?
+    /// Body bytes sent and received (after decompression for received).
+    public var bytesSent: Int = 0
+    public var bytesReceived: Int = 0
+    public var redirects: Int = 0
+}
+
+/// Collects metrics as a request goes; shared by the engine, the handler and the response body.
+final class MetricsRecorder: Sendable {
+    let started = ContinuousClock.now
+    private let box: NIOLockedValueBox<RequestMetrics>
+
+    init(url: HTTPURL) { box = NIOLockedValueBox(RequestMetrics(url: url.description)) }
+
+    func update(_ body: (inout RequestMetrics) -> Void) { box.withLockedValue(body) }
+    var snapshot: RequestMetrics { box.withLockedValue { $0 } }
+    func sinceStart() -> Double { (ContinuousClock.now - started).milliseconds }
+    func finish() { update { if $0.totalMs == nil { $0.totalMs = (ContinuousClock.now - self.started).milliseconds } } }
+}
+
+/// A response: status and headers as soon as they arrive, the body as it arrives.
+public struct HTTPResponse: Sendable {
+    public var status: HTTPResponseStatus
+    public var headers: HTTPHeaders
+    public var version: HTTPVersionUsed
+    /// The URL this response answers (after redirects, the last one).
+    public var url: HTTPURL
+    /// The body, delivered as the server sends it; reading it slowly slows the server down (TCP or h2
+    /// flow control). Iterate it once. Dropping it unread cancels the rest of the transfer.
+    public var body: HTTPResponseBody
+    let recorder: MetricsRecorder
+    /// Metrics so far; complete (total time, bytes) once the body has been read to the end.
+    public var metrics: RequestMetrics { recorder.snapshot }
+}
+
+/// The response body as an async sequence of buffers, with back-pressure.
+public struct HTTPResponseBody: AsyncSequence, Sendable {
+    public typealias Element = ByteBuffer
+    typealias Producer = NIOThrowingAsyncSequenceProducer<
+        ByteBuffer, any Error, NIOAsyncSequenceProducerBackPressureStrategies.HighLowWatermark, BodyDelegate
+    >
+    let producer: Producer?
+    let recorder: MetricsRecorder?
+
+    static let empty = HTTPResponseBody(producer: nil, recorder: nil)
+
+    public struct AsyncIterator: AsyncIteratorProtocol {
+        var inner: Producer.AsyncIterator?
+        let recorder: MetricsRecorder?
+
+        public mutating func next() async throws -> ByteBuffer? {
+            guard var it = inner else { return nil }
+            do {
+                let chunk = try await it.next()
+                inner = it
+                if let chunk {
+                    recorder?.update { $0.bytesReceived += chunk.readableBytes }
+                } else {
+                    recorder?.finish()
+                    inner = nil
+                }
+                return chunk
+            } catch {
+                recorder?.finish()
+                inner = nil
+                throw error
+            }
+        }
+    }
+
+    public func makeAsyncIterator() -> AsyncIterator {
+        AsyncIterator(inner: producer?.makeAsyncIterator(), recorder: recorder)
+    }
+
+    /// Reads the whole body; throws `.responseTooLarge` past `maxBytes`.
+    public func collect(upTo maxBytes: Int) async throws -> ByteBuffer {
+        var out = ByteBuffer()
+        for try await var chunk in self {
+            guard out.readableBytes + chunk.readableBytes <= maxBytes else {
+                throw HTTPEngineError(.responseTooLarge, "response body larger than \(maxBytes) bytes")
+            }
+            out.writeBuffer(&chunk)
+        }
+        return out
+    }
+}
