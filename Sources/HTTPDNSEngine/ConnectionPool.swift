@@ -54,9 +54,12 @@ final class ConnectionPool: Sendable {
 
     /// A connection to run one request on: an idle or multiplexed one (`reused` true), or a new one made
     /// by `connect`. Every lease must be given back with `release`.
-    func lease(_ key: PoolKey, connect: () async throws -> Connection) async throws -> (Connection, reused: Bool) {
+    func lease(_ key: PoolKey, deadline: NIODeadline?, eventLoop: any EventLoop, connect: () async throws -> Connection) async throws -> (Connection, reused: Bool) {
         while true {
             try Task.checkCancellation()
+            if let deadline, deadline <= .now() {
+                throw HTTPEngineError(.timeout, "\(key.host): no connection became free before the request's total timeout")
+            }
             let decision = state.withLockedValue { state -> Decision in
                 guard !state.closed else { return .shutDown }
                 var entry = state.entries[key] ?? Entry()
@@ -84,6 +87,14 @@ final class ConnectionPool: Sendable {
             case .use(let conn):
                 return (conn, true)
             case .wait(let id):
+                // Woken by a connection coming free, by cancellation, or by the deadline.
+                let timer = deadline.map { deadline in
+                    eventLoop.scheduleTask(deadline: deadline) {
+                        let c = self.state.withLockedValue { $0.entries[key]?.waiters.removeValue(forKey: id) }
+                        c?.resume()
+                    }
+                }
+                defer { timer?.cancel() }
                 await withTaskCancellationHandler {
                     await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                         let resumeNow = state.withLockedValue { state -> Bool in

@@ -76,8 +76,9 @@ final class ExchangeHandler: ChannelDuplexHandler, RemovableChannelHandler {
         case .end:
             state = .finished
             idleTask?.cancel()
-            source.finish()
+            // Give the connection back before the consumer can see the end: its next request must find it.
             end.succeed(keepAlive && requestComplete)
+            source.finish()
         }
     }
 

@@ -106,7 +106,7 @@ public final class HTTPEngine: Sendable {
         let deadline = (request.timeout ?? configuration.timeouts.total).map { NIODeadline.now() + .nanoseconds($0.nanoseconds) }
         var resolvedSource: String?
 
-        let (connection, reused) = try await pool.lease(key) {
+        let (connection, reused) = try await pool.lease(key, deadline: deadline, eventLoop: group.next()) {
             // Resolve only when a new connection is needed: a reused one already has its address.
             let addresses = try await self.addresses(for: url, given: given, recorder: recorder)
             resolvedSource = addresses?.source

@@ -1,6 +1,7 @@
 // The `httpdns resolve` contract, run as a user would: the built binary, its stdout, stderr and exit code.
 
 import Foundation
+import NIOPosix
 import Testing
 
 struct CLIResult {
@@ -10,13 +11,23 @@ struct CLIResult {
 }
 
 /// Runs the `httpdns` binary built next to the tests (scripts/test.sh builds it with --build-tests).
-func runCLI(_ arguments: [String]) throws -> CLIResult {
+/// The blocking wait happens on NIO's thread pool, never on the test's concurrency threads.
+func runCLI(_ arguments: [String], namespace: String? = nil) async throws -> CLIResult {
+    try await NIOThreadPool.singleton.runIfActive { try runCLIBlocking(arguments, namespace: namespace) }
+}
+
+func runCLIBlocking(_ arguments: [String], namespace: String?) throws -> CLIResult {
     let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
     let binary = root.appendingPathComponent(".build/debug/httpdns")
     try #require(FileManager.default.isExecutableFile(atPath: binary.path), "build the CLI first: swift build --build-tests")
     let process = Process()
-    process.executableURL = binary
-    process.arguments = arguments
+    if let namespace {
+        process.executableURL = URL(fileURLWithPath: "/usr/sbin/ip")
+        process.arguments = ["netns", "exec", namespace, binary.path] + arguments
+    } else {
+        process.executableURL = binary
+        process.arguments = arguments
+    }
     let out = Pipe()
     let err = Pipe()
     process.standardOutput = out
@@ -38,14 +49,14 @@ func runCLI(_ arguments: [String]) throws -> CLIResult {
         (["resolve", "a.test", "--resolver", "system", "--only", "a*b"], "--only"),
         (["resolve", "a.test"], "--resolver"),
     ])
-    func usageErrorsExit64NamingTheFlag(_ arguments: [String], _ mention: String) throws {
-        let r = try runCLI(arguments)
+    func usageErrorsExit64NamingTheFlag(_ arguments: [String], _ mention: String) async throws {
+        let r = try await runCLI(arguments)
         #expect(r.status == 64)
         #expect(r.stderr.contains(mention), "\(r.stderr)")
     }
 
-    @Test func demoShowsTheHijackAndExitsZero() throws {
-        let r = try runCLI(["demo"])
+    @Test func demoShowsTheHijackAndExitsZero() async throws {
+        let r = try await runCLI(["demo"])
         #expect(r.status == 0, "\(r.stdout)\(r.stderr)")
         #expect(r.stdout.contains("hijack detected"))
     }
@@ -53,9 +64,9 @@ func runCLI(_ arguments: [String]) throws -> CLIResult {
 
 @Suite(.enabled(if: Peers.shouldRun, "real peers not running (scripts/test.sh starts them)"))
 struct CLIPeerTests {
-    @Test func resolveJSONThroughKresdDoH() throws {
+    @Test func resolveJSONThroughKresdDoH() async throws {
         let peers = try Peers.require()
-        let r = try runCLI(["resolve", "a.test", "b.test", "--json", "--cacert", peers.ca, "--resolver", "doh:https://127.0.0.1:\(peers.doh2Port)/dns-query"])
+        let r = try await runCLI(["resolve", "a.test", "b.test", "--json", "--cacert", peers.ca, "--resolver", "doh:https://127.0.0.1:\(peers.doh2Port)/dns-query"])
         #expect(r.status == 0, "\(r.stderr)")
         let array = try #require(try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [[String: Any]])
         #expect(array.count == 2)
@@ -66,18 +77,18 @@ struct CLIPeerTests {
         #expect(array.first?["elapsedMs"] is Double)
     }
 
-    @Test func plainOutputIsLikeDigShortWithSourceAndTTL() throws {
+    @Test func plainOutputIsLikeDigShortWithSourceAndTTL() async throws {
         let peers = try Peers.require()
-        let r = try runCLI(["resolve", "c.test", "--type", "a", "--resolver", "dns:127.0.0.1:\(peers.kresdDNS.1)"])
+        let r = try await runCLI(["resolve", "c.test", "--type", "a", "--resolver", "dns:127.0.0.1:\(peers.kresdDNS.1)"])
         #expect(r.status == 0)
         let lines = r.stdout.split(separator: "\n")
         #expect(lines.first?.hasPrefix(";; c.test ttl=5s source=dns:127.0.0.1:") == true)
         #expect(lines.dropFirst() == ["127.0.0.1"])
     }
 
-    @Test func compareReportsTheHijackingLocalDNS() throws {
+    @Test func compareReportsTheHijackingLocalDNS() async throws {
         let peers = try Peers.require()
-        let r = try runCLI([
+        let r = try await runCLI([
             "resolve", "a.test", "--compare", "--json", "--type", "a", "--cacert", peers.ca,
             "--resolver", "doh:https://127.0.0.1:\(peers.doh2Port)/dns-query",
             "--local-dns", "dns:127.0.0.2:\(peers.hijacker.1)",
@@ -89,18 +100,18 @@ struct CLIPeerTests {
         #expect(first["addresses"] as? [String] == ["127.0.0.1"])
     }
 
-    @Test func failedNameExitsOneWithAnErrorPerName() throws {
+    @Test func failedNameExitsOneWithAnErrorPerName() async throws {
         let peers = try Peers.require()
-        let r = try runCLI(["resolve", "a.test", "www.nx.test", "--no-fallback", "--resolver", "dns:127.0.0.1:\(peers.kresdDNS.1)"])
+        let r = try await runCLI(["resolve", "a.test", "www.nx.test", "--no-fallback", "--resolver", "dns:127.0.0.1:\(peers.kresdDNS.1)"])
         #expect(r.status == 1)
         #expect(r.stdout.contains("127.0.0.1"))
         #expect(r.stderr.contains("www.nx.test: no A or AAAA record"))
         #expect(!r.stderr.contains("a.test:"))
     }
 
-    @Test func deadFirstResolverStillResolvesWithinTheTimeout() throws {
+    @Test func deadFirstResolverStillResolvesWithinTheTimeout() async throws {
         let peers = try Peers.require()
-        let r = try runCLI(["resolve", "a.test", "--timeout", "3", "--no-fallback", "--resolver", "dns:127.0.0.1:1", "--resolver", "dns:127.0.0.1:\(peers.kresdDNS.1)"])
+        let r = try await runCLI(["resolve", "a.test", "--timeout", "3", "--no-fallback", "--resolver", "dns:127.0.0.1:1", "--resolver", "dns:127.0.0.1:\(peers.kresdDNS.1)"])
         #expect(r.status == 0, "\(r.stderr)")
         #expect(r.stdout.contains("127.0.0.1"))
     }

@@ -25,6 +25,11 @@ struct Peers {
     var doh2Port: Int
     var dohLegacyPort: Int
     var hijacker: (IPAddress, Int)
+    var nginxTLS: Int
+    var nginxHTTP: Int
+    var nginxH2C: Int
+    var www: String
+    var netns: String
 
     static let current: Peers? = {
         let env = ProcessInfo.processInfo.environment
@@ -32,9 +37,13 @@ struct Peers {
             let dns = env["HTTPDNS_KRESD_DNS"].flatMap({ try? ResolverSpec.parseHostPort($0, defaultPort: 53) }),
             let doh2 = env["HTTPDNS_KRESD_DOH2_PORT"].flatMap(Int.init),
             let legacy = env["HTTPDNS_KRESD_DOH_LEGACY_PORT"].flatMap(Int.init),
-            let hj = env["HTTPDNS_HIJACKER"].flatMap({ try? ResolverSpec.parseHostPort($0, defaultPort: 53) })
+            let hj = env["HTTPDNS_HIJACKER"].flatMap({ try? ResolverSpec.parseHostPort($0, defaultPort: 53) }),
+            let tls = env["HTTPDNS_NGINX_TLS_PORT"].flatMap(Int.init),
+            let http = env["HTTPDNS_NGINX_HTTP_PORT"].flatMap(Int.init),
+            let h2c = env["HTTPDNS_NGINX_H2C_PORT"].flatMap(Int.init),
+            let www = env["HTTPDNS_WWW"], let netns = env["HTTPDNS_NETNS"]
         else { return nil }
-        return Peers(ca: ca, kresdDNS: dns, doh2Port: doh2, dohLegacyPort: legacy, hijacker: hj)
+        return Peers(ca: ca, kresdDNS: dns, doh2Port: doh2, dohLegacyPort: legacy, hijacker: hj, nginxTLS: tls, nginxHTTP: http, nginxH2C: h2c, www: www, netns: netns)
     }()
 
     /// Run peer tests when the peers are there, and always under CI (where their absence must fail).
@@ -47,6 +56,26 @@ struct Peers {
     func engine() throws -> HTTPEngine {
         try HTTPEngine(tls: HTTPEngineTLS(additionalTrustRoots: try HTTPEngineTLS.loadPEM(file: ca)))
     }
+
+    /// The HTTPDNS resolver over kresd DoH, with the dnsmasq hijacker as LocalDNS.
+    func resolver() throws -> HTTPDNSResolver {
+        var config = ResolverConfiguration(providers: [.doh(try ResolverEndpoint(url: "https://127.0.0.1:\(doh2Port)/dns-query"), usePOST: false)])
+        config.policy = .all
+        config.fallbackToLocalDNS = false
+        config.localDNS = .dns(hijacker.0, port: hijacker.1)
+        return try HTTPDNSResolver(configuration: config, engine: try engine(), logger: testLogger)
+    }
+
+    /// An app engine resolving through `resolver()`.
+    func appEngine(_ tweak: (inout HTTPEngine.Configuration) -> Void = { _ in }) throws -> HTTPEngine {
+        var config = HTTPEngine.Configuration()
+        config.tls = HTTPEngineTLS(additionalTrustRoots: try HTTPEngineTLS.loadPEM(file: ca))
+        config.timeouts.total = .seconds(60)
+        tweak(&config)
+        return try HTTPEngine(configuration: config, addressSource: try resolver(), logger: testLogger)
+    }
+
+    func url(_ host: String, _ path: String) -> String { "https://\(host):\(nginxTLS)\(path)" }
 }
 
 let testLogger: Logger = {

@@ -1,0 +1,263 @@
+// `httpdns fetch URL`: one request through the IP-direct engine, with curl's flag meanings.
+// The URL keeps its hostname; only the socket address comes from the --resolver list.
+// Exit status: 0 for any HTTP response (like curl without -f); curl's codes for failures
+// (3 bad URL, 6 name not resolved, 7 connect failed, 28 timeout, 35/60 TLS, 47 redirects, 23 write,
+// 26 read); 64 for a usage error.
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import ArgumentParser
+import Foundation
+import HTTPDNSCore
+import HTTPDNSEngine
+import HTTPDNSResolver
+import NIOCore
+import NIOHTTP1
+
+struct FetchCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "fetch",
+        abstract: "Fetch a URL, connecting to the address HTTPDNS gives while keeping the hostname for TLS and Host.",
+        discussion: """
+            Example: httpdns fetch https://a.test:8443/ --resolver doh:https://127.0.0.1:8473/dns-query --cacert ca.pem -v
+            """
+    )
+
+    @Argument(help: "http:// or https:// URL.")
+    var url: String
+
+    @Option(name: .customShort("X"), help: "Request method.")
+    var method: String?
+
+    @Option(name: .customShort("H"), help: ArgumentHelp("Extra header, repeatable.", valueName: "Name: value"))
+    var headers: [String] = []
+
+    @Option(name: .customShort("d"), help: ArgumentHelp("Request body; @FILE streams the file (binary, as is).", valueName: "DATA"))
+    var data: String?
+
+    @Option(name: .customShort("o"), help: ArgumentHelp("Write the body to FILE instead of stdout.", valueName: "FILE"))
+    var output: String?
+
+    @Flag(name: .customShort("i"), help: "Include the response status line and headers in the output.")
+    var include = false
+
+    @Flag(name: .customShort("L"), help: "Follow redirects (each hop resolved again through HTTPDNS).")
+    var location = false
+
+    @Option(name: .customLong("max-redirs"), help: "Redirects followed at most with -L.")
+    var maxRedirects = 50
+
+    @Flag(name: .customLong("http1.1"), help: "Use HTTP/1.1 only.")
+    var http11 = false
+
+    @Flag(name: .customLong("http2"), help: "Use HTTP/2 only (h2 through ALPN; h2c prior knowledge for http://).")
+    var http2 = false
+
+    @Option(name: .customLong("max-time"), help: ArgumentHelp("Bound on the whole transfer.", valueName: "SECONDS"))
+    var maxTime: Double?
+
+    @Flag(name: .customLong("compressed"), help: "Ask for gzip/deflate and decompress the body.")
+    var compressed = false
+
+    @Flag(name: .customShort("v"), help: "Print a human trace on stderr.")
+    var verbose = false
+
+    @Flag(name: .customLong("trace-json"), help: "Print one JSON object of metrics on stderr at the end.")
+    var traceJSON = false
+
+    @Option(name: .customLong("pin"), help: ArgumentHelp("Pin the target's public key (base64 SHA-256 of SPKI), repeatable.", valueName: "SHA256"))
+    var pins: [String] = []
+
+    @OptionGroup var resolver: ResolverOptions
+
+    func validate() throws {
+        do {
+            _ = try HTTPURL(url)
+        } catch {
+            throw ValidationError("URL: \(error)")
+        }
+        guard !(http11 && http2) else { throw ValidationError("--http1.1 and --http2: give one of them") }
+        for h in headers {
+            guard let colon = h.firstIndex(of: ":"), colon != h.startIndex, !h.contains("\r"), !h.contains("\n") else {
+                throw ValidationError("-H: \"\(h)\" is not 'Name: value'")
+            }
+        }
+        if let maxTime, maxTime <= 0 { throw ValidationError("--max-time: give a positive number of seconds") }
+        if let data, data.hasPrefix("@"), !FileManager.default.isReadableFile(atPath: String(data.dropFirst())) {
+            throw ValidationError("-d: cannot read \(data.dropFirst())")
+        }
+        if let method, method.isEmpty || method.contains(" ") { throw ValidationError("-X: \"\(method)\" is not a method") }
+    }
+
+    func run() async throws {
+        let resolver = try self.resolver.makeResolver()
+        let roots = try self.resolver.cacert.map { try HTTPEngineTLS.loadPEM(file: $0) } ?? []
+        var config = HTTPEngine.Configuration()
+        let target = try HTTPURL(url)
+        config.tls = HTTPEngineTLS(additionalTrustRoots: roots, pins: pins.isEmpty ? [:] : [target.host: Set(pins)])
+        config.versions = http11 ? .http1Only : http2 ? .http2Only : .automatic
+        config.http2PriorKnowledge = http2
+        if let maxTime { config.timeouts.total = .milliseconds(Int64(maxTime * 1000)) }
+        let engine = try HTTPEngine(configuration: config, addressSource: resolver)
+        defer { engine.shutdown() }
+
+        var request = HTTPRequest(method: HTTPMethod(rawValue: method ?? (data == nil ? "GET" : "POST")), url: target)
+        for h in headers {
+            let colon = h.firstIndex(of: ":")!
+            request.headers.add(name: String(h[..<colon]).trimmingCharacters(in: .whitespaces), value: String(h[h.index(after: colon)...]).trimmingCharacters(in: .whitespaces))
+        }
+        if let data {
+            request.body = data.hasPrefix("@") ? try .file(String(data.dropFirst())) : .bytes(Array(data.utf8))
+            if !request.headers.contains(name: "content-type") {
+                request.headers.add(name: "content-type", value: "application/x-www-form-urlencoded")
+            }
+        }
+        request.decompress = compressed
+
+        let trace = Trace(enabled: verbose)
+        trace.line("* Resolving \(target.host) through \(self.resolver.resolvers.joined(separator: ", "))")
+        let response: HTTPResponse
+        do {
+            response = try await engine.send(request, followRedirects: location ? maxRedirects : 0)
+        } catch {
+            await resolver.shutdown()
+            throw failure(error)
+        }
+        let m = response.metrics
+        trace.line("* Connected to \(response.url.host) (\(m.ip ?? "?")) port \(m.port ?? 0) via \(m.dnsSource ?? "?")\(m.reused ? " (reused)" : "")")
+        if response.url.isTLS { trace.line("* TLS verified for \(response.url.host) (SNI \(response.url.hostIsIP ? "none" : response.url.host)), ALPN \(response.version.rawValue)") }
+        if m.redirects > 0 { trace.line("* Followed \(m.redirects) redirect(s) to \(response.url)") }
+        trace.line("> \(request.method.rawValue) \(response.url.target) \(response.version == .http2 ? "HTTP/2" : "HTTP/1.1")")
+        trace.line("> host: \(response.url.authority)")
+        for (name, value) in request.headers { trace.line("> \(name): \(value)") }
+        let statusLine = "\(response.version == .http2 ? "HTTP/2" : "HTTP/1.1") \(response.status.code)\(response.version == .http2 ? "" : " \(response.status.reasonPhrase)")"
+        trace.line("< \(statusLine)")
+        for (name, value) in response.headers { trace.line("< \(name): \(value)") }
+
+        let sink: FileHandle
+        if let output {
+            guard FileManager.default.createFile(atPath: output, contents: nil), let h = FileHandle(forWritingAtPath: output) else {
+                throw Failure(code: 23, message: "cannot write \(output)")
+            }
+            sink = h
+        } else {
+            sink = FileHandle.standardOutput
+        }
+        if include {
+            var head = statusLine + "\r\n"
+            for (name, value) in response.headers { head += "\(name): \(value)\r\n" }
+            head += "\r\n"
+            sink.write(Data(head.utf8))
+        }
+        let expected = response.headers.first(name: "content-length").flatMap(Int.init)
+        let progress = Progress(total: expected, enabled: isatty(STDERR_FILENO) == 1 && !verbose && (expected ?? Int.max) > 1 << 20)
+        do {
+            for try await chunk in response.body {
+                sink.write(Data(chunk.readableBytesView))
+                progress.advance(chunk.readableBytes)
+            }
+        } catch {
+            progress.finish()
+            await resolver.shutdown()
+            throw failure(error)
+        }
+        progress.finish()
+        if output != nil { try? sink.close() }
+        let final = response.metrics
+        trace.line(String(format: "* dns %.1f ms, connect %.1f ms, tls %.1f ms, first byte %.1f ms, total %.1f ms, %d bytes", final.dnsMs ?? 0, final.connectMs ?? 0, final.tlsMs ?? 0, final.ttfbMs ?? 0, final.totalMs ?? 0, final.bytesReceived))
+        if traceJSON {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+            FileHandle.standardError.write(try encoder.encode(final) + Data("\n".utf8))
+        }
+        await resolver.shutdown()
+    }
+
+    struct Failure: Error, CustomStringConvertible {
+        var code: Int32
+        var message: String
+        var description: String { message }
+    }
+
+    /// Prints the error like curl does and maps it to curl's exit code.
+    func failure(_ error: any Error) -> ExitCode {
+        let code: Int32
+        let text: String
+        if let e = error as? HTTPEngineError {
+            text = e.description
+            switch e.code {
+            case .invalidRequest: code = 3
+            case .nameNotResolved, .noAddresses: code = 6
+            case .connectFailed: code = 7
+            case .connectTimeout, .timeout, .readTimeout, .tlsHandshakeTimeout: code = 28
+            case .tlsFailed: code = e.message.contains("not trusted") ? 60 : 35
+            case .tooManyRedirects: code = 47
+            case .protocolError, .responseTooLarge: code = 56
+            case .cancelled: code = 42
+            }
+        } else if let e = error as? Failure {
+            text = e.message
+            code = e.code
+        } else {
+            text = "\(error)"
+            code = 1
+        }
+        FileHandle.standardError.write(Data("httpdns: \(text)\n".utf8))
+        return ExitCode(code)
+    }
+}
+
+/// `-v` lines on stderr.
+struct Trace {
+    var enabled: Bool
+    func line(_ s: String) {
+        guard enabled else { return }
+        FileHandle.standardError.write(Data((s + "\n").utf8))
+    }
+}
+
+/// A one-line progress bar on stderr, redrawn at most ten times a second.
+final class Progress {
+    let total: Int?
+    let enabled: Bool
+    var done = 0
+    var lastDraw = ContinuousClock.now
+    let started = ContinuousClock.now
+
+    init(total: Int?, enabled: Bool) {
+        self.total = total
+        self.enabled = enabled
+    }
+
+    func advance(_ n: Int) {
+        done += n
+        guard enabled, ContinuousClock.now - lastDraw > .milliseconds(100) else { return }
+        lastDraw = .now
+        draw()
+    }
+
+    func draw() {
+        let mb = Double(done) / 1_048_576
+        let rate = mb / max((ContinuousClock.now - started).seconds, 0.001)
+        var line: String
+        if let total, total > 0 {
+            let fraction = min(1, Double(done) / Double(total))
+            let width = 30
+            let filled = Int(fraction * Double(width))
+            line = "[" + String(repeating: "#", count: filled) + String(repeating: " ", count: width - filled) + "]"
+            line += String(format: " %3.0f%% %.1f MiB %.1f MiB/s", fraction * 100, mb, rate)
+        } else {
+            line = String(format: "%.1f MiB %.1f MiB/s", mb, rate)
+        }
+        FileHandle.standardError.write(Data(("\r" + line).utf8))
+    }
+
+    func finish() {
+        guard enabled else { return }
+        draw()
+        FileHandle.standardError.write(Data("\n".utf8))
+    }
+}
