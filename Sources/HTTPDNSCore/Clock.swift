@@ -1,9 +1,9 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// A point in wall-clock time, nanoseconds since the Unix epoch.
@@ -16,7 +16,9 @@ public struct Timestamp: Hashable, Comparable, Sendable, Codable, CustomStringCo
     public static func seconds(_ s: Double) -> Timestamp { Timestamp(nanoseconds: Int64(s * 1e9)) }
 
     public static func < (l: Timestamp, r: Timestamp) -> Bool { l.nanoseconds < r.nanoseconds }
-    public static func + (l: Timestamp, r: Duration) -> Timestamp { Timestamp(nanoseconds: l.nanoseconds &+ r.nanoseconds) }
+    public static func + (l: Timestamp, r: Duration) -> Timestamp {
+        Timestamp(nanoseconds: l.nanoseconds &+ r.nanoseconds)
+    }
     public static func - (l: Timestamp, r: Timestamp) -> Duration { .nanoseconds(l.nanoseconds &- r.nanoseconds) }
     public var description: String { "\(Double(nanoseconds) / 1e9)s" }
 }

@@ -127,8 +127,12 @@ public struct DNSCache: Sendable {
 
     /// Stores an answer (empty addresses: a negative answer). Clears the refresh mark.
     @discardableResult
-    public mutating func store(_ key: CacheKey, addresses: [IPAddress], ttl: UInt32?, source: String, now: Timestamp) -> CacheEntry {
-        let applied = addresses.isEmpty ? Swift.min(ttl ?? configuration.negativeTTL, configuration.negativeTTL) : configuration.clamp(ttl)
+    public mutating func store(_ key: CacheKey, addresses: [IPAddress], ttl: UInt32?, source: String, now: Timestamp)
+        -> CacheEntry
+    {
+        let applied =
+            addresses.isEmpty
+            ? Swift.min(ttl ?? configuration.negativeTTL, configuration.negativeTTL) : configuration.clamp(ttl)
         let entry = CacheEntry(
             addresses: addresses,
             ttl: applied,

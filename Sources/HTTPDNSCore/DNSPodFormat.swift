@@ -71,7 +71,9 @@ public enum DNSPodFormat {
         var ttl: UInt32?
         if let comma = trimmed.lastIndex(of: ",") {
             let ttlText = trimmed[trimmed.index(after: comma)...]
-            guard let t = UInt32(ttlText) else { throw AnswerFormatError("DNSPod TTL \"\(ttlText.prefix(20))\" is not a number") }
+            guard let t = UInt32(ttlText) else {
+                throw AnswerFormatError("DNSPod TTL \"\(ttlText.prefix(20))\" is not a number")
+            }
             ttl = t
             ipsText = trimmed[..<comma]
         }

@@ -71,9 +71,11 @@ public func validatedHostname(_ name: some StringProtocol) throws -> String {
         guard !label.isEmpty, label.utf8.count <= 63 else {
             throw AnswerFormatError("\"\(name)\" has an empty or over-long label")
         }
-        guard label.utf8.allSatisfy({ c in
-            (c >= 0x61 && c <= 0x7A) || (c >= 0x30 && c <= 0x39) || c == 0x2D || c == 0x5F
-        }) else {
+        guard
+            label.utf8.allSatisfy({ c in
+                (c >= 0x61 && c <= 0x7A) || (c >= 0x30 && c <= 0x39) || c == 0x2D || c == 0x5F
+            })
+        else {
             throw AnswerFormatError("\"\(name)\" is not a hostname (letters, digits, '-', '_' and dots only)")
         }
     }

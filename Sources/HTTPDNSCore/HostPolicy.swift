@@ -18,7 +18,9 @@ public struct HostPattern: Hashable, Sendable, CustomStringConvertible {
             let base = try validatedHostname(t.dropFirst(2))
             kind = .suffix("." + base)
         } else if t.contains("*") {
-            throw AnswerFormatError("pattern \"\(text)\": '*' may only stand alone or as the first label (*.example.com)")
+            throw AnswerFormatError(
+                "pattern \"\(text)\": '*' may only stand alone or as the first label (*.example.com)"
+            )
         } else if let ip = IPAddress(t) {
             kind = .exact(ip.description)
         } else {
@@ -61,7 +63,12 @@ public struct HostPolicy: Hashable, Sendable {
     /// `.invalid`, `.example`) may always.
     public var allowNonGlobal: [HostPattern]
 
-    public init(only: [HostPattern] = [], except: [HostPattern] = [], strict: [HostPattern] = [], allowNonGlobal: [HostPattern] = []) {
+    public init(
+        only: [HostPattern] = [],
+        except: [HostPattern] = [],
+        strict: [HostPattern] = [],
+        allowNonGlobal: [HostPattern] = []
+    ) {
         self.only = only
         self.except = except
         self.strict = strict
@@ -91,7 +98,9 @@ public struct HostPolicy: Hashable, Sendable {
         return .httpdns(strict: strict.contains(where: { $0.matches(host) }))
     }
 
-    static let specialUseSuffixes = ["test", "localhost", "local", "internal", "home.arpa", "invalid", "example", "lan"]
+    static let specialUseSuffixes = [
+        "test", "localhost", "local", "internal", "home.arpa", "invalid", "example", "lan",
+    ]
 
     /// Whether `host` may resolve to non-global (loopback, private, link-local) addresses.
     public func mayResolveToNonGlobal(_ host: String) -> Bool {

@@ -31,7 +31,9 @@ public enum AlibabaJSONFormat {
             var out: [IPAddress] = []
             for t in texts ?? [] {
                 guard let ip = IPAddress(t), ip.isIPv6 == ipv6 else {
-                    throw AnswerFormatError("JSON API answer lists \"\(t.prefix(60))\" as an \(ipv6 ? "IPv6" : "IPv4") address")
+                    throw AnswerFormatError(
+                        "JSON API answer lists \"\(t.prefix(60))\" as an \(ipv6 ? "IPv6" : "IPv4") address"
+                    )
                 }
                 if !out.contains(ip) { out.append(ip) }
             }
@@ -115,7 +117,9 @@ public enum DoHJSONFormat {
         return FamilyAnswer(addresses: out, ttl: ttl)
     }
 
-    public static func format(name: String, type: DNSRecordType, rcode: DNSResponseCode, answer: FamilyAnswer) -> [UInt8] {
+    public static func format(name: String, type: DNSRecordType, rcode: DNSResponseCode, answer: FamilyAnswer)
+        -> [UInt8]
+    {
         let fqdn = name.hasSuffix(".") ? name : name + "."
         let body = Body(
             Status: Int(rcode.rawValue),
@@ -125,7 +129,9 @@ public enum DoHJSONFormat {
             Question: [Question(name: fqdn, type: type.rawValue)],
             Answer: answer.addresses.isEmpty
                 ? nil
-                : answer.addresses.map { Record(name: fqdn, type: type.rawValue, TTL: answer.ttl ?? 0, data: $0.description) }
+                : answer.addresses.map {
+                    Record(name: fqdn, type: type.rawValue, TTL: answer.ttl ?? 0, data: $0.description)
+                }
         )
         return Array((try? JSONEncoder().encode(body)) ?? Data("{}".utf8))
     }

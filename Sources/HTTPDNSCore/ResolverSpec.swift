@@ -37,7 +37,9 @@ public struct ResolverEndpoint: Hashable, Sendable, CustomStringConvertible {
         self.scheme = scheme
         self.host = host
         self.port = components.port ?? (scheme == "https" ? 443 : 80)
-        guard (1...65535).contains(self.port) else { throw ResolverSpecError("\"\(text)\" has port \(self.port), outside 1-65535") }
+        guard (1...65535).contains(self.port) else {
+            throw ResolverSpecError("\"\(text)\" has port \(self.port), outside 1-65535")
+        }
         self.path = components.percentEncodedPath.isEmpty ? "/" : components.percentEncodedPath
         self.query = components.percentEncodedQuery.flatMap { $0.isEmpty ? nil : $0 }
     }
@@ -119,7 +121,9 @@ public enum ResolverSpec: Hashable, Sendable, CustomStringConvertible {
             portPart = text[text.index(after: colon)...]
         }
         guard let ip = IPAddress(hostPart) else {
-            throw ResolverSpecError("\"\(text)\" is not IP[:PORT]; a DNS server is given by address, e.g. dns:127.0.0.1:53")
+            throw ResolverSpecError(
+                "\"\(text)\" is not IP[:PORT]; a DNS server is given by address, e.g. dns:127.0.0.1:53"
+            )
         }
         guard let p = portPart else { return (ip, defaultPort) }
         guard let port = Int(p), (1...65535).contains(port) else {

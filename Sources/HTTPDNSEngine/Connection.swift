@@ -81,7 +81,8 @@ final class Connection: Sendable {
                     try sync.addHandler(
                         ApplicationProtocolNegotiationHandler { result, channel in
                             // The handshake is over; reads are held back until the returned future completes.
-                            let peer = try? channel.pipeline.syncOperations.handler(type: NIOSSLClientHandler.self).peerCertificate
+                            let peer = try? channel.pipeline.syncOperations.handler(type: NIOSSLClientHandler.self)
+                                .peerCertificate
                             let checked = channel.eventLoop.makeFutureWithTask {
                                 try await verifyIdentity(hostname: sni, peer: peer, pins: pins)
                             }
@@ -128,12 +129,19 @@ final class Connection: Sendable {
         let remote = channel.remoteAddress
         let remoteText = remote.map(describe) ?? "\(url.host):\(url.port)"
         let timeout = eventLoop.scheduleTask(in: .nanoseconds(settings.tlsTimeout.nanoseconds)) {
-            readyPromise.fail(HTTPEngineError(.tlsHandshakeTimeout, "TLS handshake with \(url.host) at \(remoteText) took longer than \(settings.tlsTimeout)"))
+            readyPromise.fail(
+                HTTPEngineError(
+                    .tlsHandshakeTimeout,
+                    "TLS handshake with \(url.host) at \(remoteText) took longer than \(settings.tlsTimeout)"
+                )
+            )
         }
         do {
             let ready = try await readyPromise.futureResult.get()
             timeout.cancel()
-            guard let remote else { throw HTTPEngineError(.protocolError, "connection to \(remoteText) closed at once") }
+            guard let remote else {
+                throw HTTPEngineError(.protocolError, "connection to \(remoteText) closed at once")
+            }
             let tls: Duration? = sslContext == nil ? nil : ContinuousClock.now - connected
             return Connection(channel: channel, ready: ready, remote: remote, connect: connected - started, tls: tls)
         } catch {
@@ -170,7 +178,9 @@ final class Connection: Sendable {
         channel.eventLoop.execute {
             multiplexer.value.createStreamChannel(promise: promise) { stream in
                 stream.eventLoop.makeCompletedFuture {
-                    try stream.pipeline.syncOperations.addHandler(HTTP2FramePayloadToHTTP1ClientCodec(httpProtocol: isTLS ? .https : .http))
+                    try stream.pipeline.syncOperations.addHandler(
+                        HTTP2FramePayloadToHTTP1ClientCodec(httpProtocol: isTLS ? .https : .http)
+                    )
                 }
             }
         }
@@ -194,15 +204,23 @@ final class RankedResolver: Resolver, Sendable {
         self.eventLoop = eventLoop
     }
 
-    func initiateAQuery(host: String, port: Int) -> EventLoopFuture<[SocketAddress]> { eventLoop.makeSucceededFuture(ipv4) }
-    func initiateAAAAQuery(host: String, port: Int) -> EventLoopFuture<[SocketAddress]> { eventLoop.makeSucceededFuture(ipv6) }
+    func initiateAQuery(host: String, port: Int) -> EventLoopFuture<[SocketAddress]> {
+        eventLoop.makeSucceededFuture(ipv4)
+    }
+    func initiateAAAAQuery(host: String, port: Int) -> EventLoopFuture<[SocketAddress]> {
+        eventLoop.makeSucceededFuture(ipv6)
+    }
     func cancelQueries() {}
 }
 
 /// A thread-safe counter for connection ids.
 final class ManagedAtomicCounter: Sendable {
     private let value = NIOLockedValueBox(0)
-    func next() -> Int { value.withLockedValue { $0 += 1; return $0 } }
+    func next() -> Int {
+        value.withLockedValue {
+            $0 += 1; return $0
+        }
+    }
 }
 
 /// Sits at the end of a TLS pipeline until the handshake is over and turns an error or an early close
@@ -269,14 +287,21 @@ extension SocketAddress {
 func describeConnectFailure(_ error: any Error, url: HTTPURL, timeout: Duration) -> HTTPEngineError {
     if let e = error as? NIOConnectionError {
         let attempts = e.connectionErrors.map {
-            HTTPEngineError.Attempt(address: describe($0.target), stage: "connect", reason: describeSocketError($0.error))
+            HTTPEngineError.Attempt(
+                address: describe($0.target),
+                stage: "connect",
+                reason: describeSocketError($0.error)
+            )
         }
         return HTTPEngineError(.connectFailed, "could not connect to \(url.host) at any address", attempts: attempts)
     }
     if case ChannelError.connectTimeout = error {
         return HTTPEngineError(.connectTimeout, "connecting to \(url.host):\(url.port) took longer than \(timeout)")
     }
-    return HTTPEngineError(.connectFailed, "could not connect to \(url.host):\(url.port): \(describeSocketError(error))")
+    return HTTPEngineError(
+        .connectFailed,
+        "could not connect to \(url.host):\(url.port): \(describeSocketError(error))"
+    )
 }
 
 func describeSocketError(_ error: any Error) -> String {
@@ -295,10 +320,12 @@ func describeTLSError(_ error: any Error, host: String, address: String) -> Stri
     if let e = error as? NIOSSLError, case .handshakeFailed(let inner) = e {
         let text = "\(inner)"
         if text.contains("CERTIFICATE_VERIFY_FAILED") {
-            return "the certificate presented for \(host) at \(address) is not trusted (if it is signed by a private CA, pass that CA with --cacert)"
+            return
+                "the certificate presented for \(host) at \(address) is not trusted (if it is signed by a private CA, pass that CA with --cacert)"
         }
         // BoringSSL's text ends with the source file it came from: keep the reason, drop the path.
-        let reason = text.range(of: "OPENSSL_internal:").map { String(text[$0.upperBound...].prefix { $0 != " " }) } ?? text
+        let reason =
+            text.range(of: "OPENSSL_internal:").map { String(text[$0.upperBound...].prefix { $0 != " " }) } ?? text
         return "TLS handshake with \(host) at \(address) failed: \(reason)"
     }
     if let e = error as? HTTPEngineError { return e.description }

@@ -54,11 +54,16 @@ final class ConnectionPool: Sendable {
 
     /// A connection to run one request on: an idle or multiplexed one (`reused` true), or a new one made
     /// by `connect`. Every lease must be given back with `release`.
-    func lease(_ key: PoolKey, deadline: NIODeadline?, eventLoop: any EventLoop, connect: () async throws -> Connection) async throws -> (Connection, reused: Bool) {
+    func lease(_ key: PoolKey, deadline: NIODeadline?, eventLoop: any EventLoop, connect: () async throws -> Connection)
+        async throws -> (Connection, reused: Bool)
+    {
         while true {
             try Task.checkCancellation()
             if let deadline, deadline <= .now() {
-                throw HTTPEngineError(.timeout, "\(key.host): no connection became free before the request's total timeout")
+                throw HTTPEngineError(
+                    .timeout,
+                    "\(key.host): no connection became free before the request's total timeout"
+                )
             }
             let decision = state.withLockedValue { state -> Decision in
                 guard !state.closed else { return .shutDown }
@@ -74,7 +79,9 @@ final class ConnectionPool: Sendable {
                 // A connection on its way may be HTTP/2 and carry us too: wait for it.
                 let mayBeH2 = key.versions != .http1Only && (key.scheme == "https" || key.h2c)
                 let h2Busy = entry.http2?.isActive == true
-                if !(mayBeH2 && (entry.connecting > 0 || h2Busy)), entry.total + entry.connecting < maxConnectionsPerHost {
+                if !(mayBeH2 && (entry.connecting > 0 || h2Busy)),
+                    entry.total + entry.connecting < maxConnectionsPerHost
+                {
                     entry.connecting += 1
                     return .connect
                 }
@@ -179,7 +186,9 @@ final class ConnectionPool: Sendable {
         wake.forEach { $0.resume() }
     }
 
-    private static func takeWaiters(_ state: inout State, _ key: PoolKey, all: Bool) -> [CheckedContinuation<Void, Never>] {
+    private static func takeWaiters(_ state: inout State, _ key: PoolKey, all: Bool) -> [CheckedContinuation<
+        Void, Never
+    >] {
         guard var entry = state.entries[key], !entry.waiters.isEmpty else { return [] }
         let taken: [CheckedContinuation<Void, Never>]
         if all {

@@ -33,9 +33,16 @@ final class ExchangeHandler: ChannelDuplexHandler, RemovableChannelHandler {
     var requestComplete = false
     var keepAlive = true
     var idleTask: Scheduled<Void>?
+    var lastActivity = NIODeadline.now()
     var context: ChannelHandlerContext?
 
-    init(head: EventLoopPromise<HTTPResponseHead>, end: EventLoopPromise<Bool>, source: HTTPResponseBody.Producer.Source, idleTimeout: TimeAmount, host: String) {
+    init(
+        head: EventLoopPromise<HTTPResponseHead>,
+        end: EventLoopPromise<Bool>,
+        source: HTTPResponseBody.Producer.Source,
+        idleTimeout: TimeAmount,
+        host: String
+    ) {
         self.head = head
         self.end = end
         self.source = source
@@ -68,8 +75,7 @@ final class ExchangeHandler: ChannelDuplexHandler, RemovableChannelHandler {
             case .produceMore:
                 break
             case .stopProducing:
-                demand = false
-                idleTask?.cancel()
+                demand = false  // the idle check stands down while the consumer is behind
             case .dropped:
                 abort(HTTPEngineError(.cancelled, "the response body was dropped before its end"))
             }
@@ -92,6 +98,7 @@ final class ExchangeHandler: ChannelDuplexHandler, RemovableChannelHandler {
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         if case .end = unwrapOutboundIn(data) { requestComplete = true }
+        lastActivity = .now()  // a long upload is not an idle server
         context.write(data, promise: promise)
     }
 
@@ -134,14 +141,29 @@ final class ExchangeHandler: ChannelDuplexHandler, RemovableChannelHandler {
         end.fail(error)
     }
 
+    /// Notes activity; the timer itself is only scheduled when none is pending, and when it fires it
+    /// re-arms for the time left since the last activity. So a busy transfer costs no timer churn.
     private func armIdleTimer() {
-        idleTask?.cancel()
-        guard let context, state != .finished else { return }
+        lastActivity = .now()
+        guard idleTask == nil, let context, state != .finished else { return }
+        scheduleIdleCheck(context: context, in: idleTimeout)
+    }
+
+    private func scheduleIdleCheck(context: ChannelHandlerContext, in delay: TimeAmount) {
         let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
-        let timeout = idleTimeout
-        idleTask = context.eventLoop.scheduleTask(in: timeout) {
-            let handler = loopBound.value
-            handler.abort(HTTPEngineError(.readTimeout, "no data from \(handler.host) for \(timeout.nanoseconds / 1_000_000) ms"))
+        idleTask = context.eventLoop.scheduleTask(in: delay) {
+            loopBound.value.idleCheck()
+        }
+    }
+
+    private func idleCheck() {
+        idleTask = nil
+        guard state != .finished, demand, let context else { return }
+        let quiet = NIODeadline.now() - lastActivity
+        if quiet >= idleTimeout {
+            abort(HTTPEngineError(.readTimeout, "no data from \(host) for \(idleTimeout.nanoseconds / 1_000_000) ms"))
+        } else {
+            scheduleIdleCheck(context: context, in: idleTimeout - quiet)
         }
     }
 }
@@ -157,6 +179,8 @@ struct BodyDelegate: NIOAsyncSequenceProducerDelegate {
 
     func didTerminate() {
         let handler = self.handler
-        handler.eventLoop.execute { handler.value?.abort(HTTPEngineError(.cancelled, "the response body was abandoned")) }
+        handler.eventLoop.execute {
+            handler.value?.abort(HTTPEngineError(.cancelled, "the response body was abandoned"))
+        }
     }
 }

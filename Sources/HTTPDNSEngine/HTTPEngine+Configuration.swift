@@ -59,7 +59,10 @@ public struct HTTPEngineTLS: Sendable {
             throw HTTPEngineError(.invalidRequest, "could not read PEM certificates from \(path): \(error)")
         }
         guard !certs.isEmpty else {
-            throw HTTPEngineError(.invalidRequest, "\(path) holds no PEM certificate (expected -----BEGIN CERTIFICATE-----)")
+            throw HTTPEngineError(
+                .invalidRequest,
+                "\(path) holds no PEM certificate (expected -----BEGIN CERTIFICATE-----)"
+            )
         }
         return certs
     }

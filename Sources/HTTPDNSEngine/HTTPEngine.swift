@@ -67,7 +67,11 @@ public final class HTTPEngine: Sendable {
     }
 
     /// An engine with default settings and extra trust roots.
-    public convenience init(tls: HTTPEngineTLS, addressSource: (any AddressSource)? = nil, logger: Logger = Logger(label: "httpdns.engine")) throws {
+    public convenience init(
+        tls: HTTPEngineTLS,
+        addressSource: (any AddressSource)? = nil,
+        logger: Logger = Logger(label: "httpdns.engine")
+    ) throws {
         var configuration = Configuration()
         configuration.tls = tls
         try self.init(configuration: configuration, addressSource: addressSource, logger: logger)
@@ -98,12 +102,19 @@ public final class HTTPEngine: Sendable {
         }
     }
 
-    private func execute(_ request: HTTPRequest, addresses given: ResolvedAddresses?, recorder: MetricsRecorder, retry: Bool) async throws -> HTTPResponse {
+    private func execute(
+        _ request: HTTPRequest,
+        addresses given: ResolvedAddresses?,
+        recorder: MetricsRecorder,
+        retry: Bool
+    ) async throws -> HTTPResponse {
         let url = request.url
         let versions = request.versions ?? configuration.versions
         let h2c = !url.isTLS && configuration.http2PriorKnowledge
         let key = PoolKey(scheme: url.scheme, host: url.host, port: url.port, versions: versions, h2c: h2c)
-        let deadline = (request.timeout ?? configuration.timeouts.total).map { NIODeadline.now() + .nanoseconds($0.nanoseconds) }
+        let deadline = (request.timeout ?? configuration.timeouts.total).map {
+            NIODeadline.now() + .nanoseconds($0.nanoseconds)
+        }
         var resolvedSource: String?
 
         let (connection, reused) = try await pool.lease(key, deadline: deadline, eventLoop: group.next()) {
@@ -127,7 +138,10 @@ public final class HTTPEngine: Sendable {
         _ = resolvedSource
         do {
             return try await exchange(request, on: connection, key: key, deadline: deadline, recorder: recorder)
-        } catch let error as HTTPEngineError where retry && reused && connection.version == .http1 && error.code == .protocolError && isRetriable(request) {
+        } catch let error as HTTPEngineError
+            where retry && reused && connection.version == .http1 && error.code == .protocolError
+            && isRetriable(request)
+        {
             // A kept-alive HTTP/1.1 connection the server had already closed: once more on a new one.
             logger.debug("retrying on a new connection", metadata: ["host": "\(url.host)"])
             return try await execute(request, addresses: given, recorder: recorder, retry: false)
@@ -141,7 +155,9 @@ public final class HTTPEngine: Sendable {
         return true
     }
 
-    private func addresses(for url: HTTPURL, given: ResolvedAddresses?, recorder: MetricsRecorder) async throws -> ResolvedAddresses? {
+    private func addresses(for url: HTTPURL, given: ResolvedAddresses?, recorder: MetricsRecorder) async throws
+        -> ResolvedAddresses?
+    {
         if url.hostIsIP {
             recorder.update { $0.dnsSource = "literal" }
             return nil
@@ -164,7 +180,11 @@ public final class HTTPEngine: Sendable {
         }
         let now = clock.now()
         let ranked = ranker.withLockedValue { r in
-            ResolvedAddresses(ipv4: r.rank(found.ipv4, now: now), ipv6: r.rank(found.ipv6, now: now), source: found.source)
+            ResolvedAddresses(
+                ipv4: r.rank(found.ipv4, now: now),
+                ipv6: r.rank(found.ipv6, now: now),
+                source: found.source
+            )
         }
         recorder.update {
             $0.dnsSource = found.source
@@ -173,7 +193,13 @@ public final class HTTPEngine: Sendable {
         return ranked
     }
 
-    private func connect(_ url: HTTPURL, addresses: ResolvedAddresses?, versions: HTTPVersionPolicy, h2c: Bool, deadline: NIODeadline?) async throws -> Connection {
+    private func connect(
+        _ url: HTTPURL,
+        addresses: ResolvedAddresses?,
+        versions: HTTPVersionPolicy,
+        h2c: Bool,
+        deadline: NIODeadline?
+    ) async throws -> Connection {
         var connectTimeout = configuration.timeouts.connect
         if let deadline {
             let left = Duration.nanoseconds((deadline - .now()).nanoseconds)
@@ -188,7 +214,12 @@ public final class HTTPEngine: Sendable {
             tlsTimeout: configuration.timeouts.tlsHandshake
         )
         do {
-            let connection = try await Connection.establish(url: url, addresses: addresses, settings: settings, group: group)
+            let connection = try await Connection.establish(
+                url: url,
+                addresses: addresses,
+                settings: settings,
+                group: group
+            )
             learn(from: connection, addresses: addresses)
             return connection
         } catch let error as HTTPEngineError {
@@ -216,12 +247,20 @@ public final class HTTPEngine: Sendable {
 
     private func learn(from error: HTTPEngineError) {
         let now = clock.now()
-        let failed = error.attempts.compactMap { IPAddress($0.address.split(separator: ":").dropLast().joined(separator: ":")) }
+        let failed = error.attempts.compactMap {
+            IPAddress($0.address.split(separator: ":").dropLast().joined(separator: ":"))
+        }
         ranker.withLockedValue { r in failed.forEach { r.recordFailure($0, now: now) } }
     }
 
     /// Runs one exchange on `connection` (or a new stream on it) and returns at the response head.
-    private func exchange(_ request: HTTPRequest, on connection: Connection, key: PoolKey, deadline: NIODeadline?, recorder: MetricsRecorder) async throws -> HTTPResponse {
+    private func exchange(
+        _ request: HTTPRequest,
+        on connection: Connection,
+        key: PoolKey,
+        deadline: NIODeadline?,
+        recorder: MetricsRecorder
+    ) async throws -> HTTPResponse {
         let channel: any Channel
         do {
             channel = try await connection.exchangeChannel(scheme: request.url.scheme)
@@ -243,20 +282,47 @@ public final class HTTPEngine: Sendable {
         let decompress = request.decompress
         let host = request.url.host
         let source = sequence.source
+        let head = makeHead(request)
+        // A request without a body, or with a small one, is written in the same event-loop turn that
+        // installs the handler: no upload task, no extra hops. Larger bodies stream from a task below.
+        let inline: ByteBuffer?? =
+            switch request.body?.storage {
+            case .none: .some(nil)
+            case .bytes(let b) where b.readableBytes <= 1 << 16: .some(b)
+            default: nil
+            }
         try await loop.submit {
             let sync = channel.pipeline.syncOperations
             if decompress { try sync.addHandler(NIOHTTPResponseDecompressor(limit: .none)) }
-            let handler = ExchangeHandler(head: headPromise, end: endPromise, source: source, idleTimeout: idle, host: host)
+            let handler = ExchangeHandler(
+                head: headPromise,
+                end: endPromise,
+                source: source,
+                idleTimeout: idle,
+                host: host
+            )
             try sync.addHandler(handler)
             box.value = handler
+            if let inline {
+                // One flush: HEADERS(+DATA) with END_STREAM on h2. kresd 5.6's doh2 answers 400 to a
+                // POST whose HEADERS and DATA frames arrive in separate writes.
+                channel.write(HTTPClientRequestPart.head(head), promise: nil)
+                if let body = inline { channel.write(HTTPClientRequestPart.body(.byteBuffer(body)), promise: nil) }
+                let written = loop.makePromise(of: Void.self)
+                written.futureResult.whenFailure { handler.abort($0) }
+                channel.writeAndFlush(HTTPClientRequestPart.end(nil), promise: written)
+            }
         }.get()
+        if let inline { recorder.update { $0.bytesSent = inline?.readableBytes ?? 0 } }
 
         // Give the connection back once the exchange is over, whichever way it ends.
         let isStream = connection.version == .http2
         let pool = self.pool
         let timeoutTask = deadline.map { deadline in
             loop.scheduleTask(deadline: deadline) {
-                box.value?.abort(HTTPEngineError(.timeout, "\(host): the request did not complete before its total timeout"))
+                box.value?.abort(
+                    HTTPEngineError(.timeout, "\(host): the request did not complete before its total timeout")
+                )
             }
         }
         endPromise.futureResult.hop(to: loop).whenComplete { result in
@@ -265,7 +331,9 @@ public final class HTTPEngine: Sendable {
             if !isStream, reusable {
                 // Leave the connection clean for the next request.
                 if let handler = box.value { channel.pipeline.syncOperations.removeHandler(handler, promise: nil) }
-                if decompress, let d = try? channel.pipeline.syncOperations.handler(type: NIOHTTPResponseDecompressor.self) {
+                if decompress,
+                    let d = try? channel.pipeline.syncOperations.handler(type: NIOHTTPResponseDecompressor.self)
+                {
                     channel.pipeline.syncOperations.removeHandler(d, promise: nil)
                 }
             } else if !isStream {
@@ -275,25 +343,28 @@ public final class HTTPEngine: Sendable {
             pool.release(connection, key: key, reusable: reusable)
         }
 
-        let head = makeHead(request)
         return try await withTaskCancellationHandler {
-            async let upload: Void = send(head: head, body: request.body, on: channel, recorder: recorder)
             let responseHead: HTTPResponseHead
-            do {
+            if inline != nil {
                 responseHead = try await headPromise.futureResult.get()
-            } catch {
-                _ = try? await upload
-                throw error
+            } else {
+                async let upload: Void = send(head: head, body: request.body, on: channel, recorder: recorder)
+                do {
+                    responseHead = try await headPromise.futureResult.get()
+                } catch {
+                    _ = try? await upload
+                    throw error
+                }
+                do {
+                    try await upload
+                } catch {
+                    // The server answered before taking the whole body (e.g. 413): the answer stands.
+                    logger.debug("request body not fully sent", metadata: ["host": "\(host)", "error": "\(error)"])
+                }
             }
             recorder.update {
                 $0.ttfbMs = recorder.sinceStart()
                 $0.status = Int(responseHead.status.code)
-            }
-            do {
-                try await upload
-            } catch {
-                // The server answered before taking the whole body (e.g. 413): the answer stands.
-                logger.debug("request body not fully sent", metadata: ["host": "\(host)", "error": "\(error)"])
             }
             return HTTPResponse(
                 status: responseHead.status,
@@ -312,7 +383,9 @@ public final class HTTPEngine: Sendable {
         var headers = request.headers
         if !headers.contains(name: "host") { headers.add(name: "host", value: request.url.authority) }
         if !headers.contains(name: "user-agent") { headers.add(name: "user-agent", value: configuration.userAgent) }
-        if request.decompress, !headers.contains(name: "accept-encoding") { headers.add(name: "accept-encoding", value: "gzip, deflate") }
+        if request.decompress, !headers.contains(name: "accept-encoding") {
+            headers.add(name: "accept-encoding", value: "gzip, deflate")
+        }
         if let body = request.body {
             headers.remove(name: "content-length")
             headers.remove(name: "transfer-encoding")
@@ -331,7 +404,9 @@ public final class HTTPEngine: Sendable {
     /// The HTTP/2 codec holds each part back until the next one arrives (so it can set END_STREAM on
     /// the last frame): waiting on the part just written would stall, so each wait is on the part
     /// before. A GET goes out as one HEADERS frame with END_STREAM, a body's last DATA frame carries it.
-    private func send(head: HTTPRequestHead, body: HTTPRequestBody?, on channel: any Channel, recorder: MetricsRecorder) async throws {
+    private func send(head: HTTPRequestHead, body: HTTPRequestBody?, on channel: any Channel, recorder: MetricsRecorder)
+        async throws
+    {
         func write(_ part: HTTPClientRequestPart, flush: Bool) -> EventLoopFuture<Void> {
             let promise = channel.eventLoop.makePromise(of: Void.self)
             if flush { channel.writeAndFlush(part, promise: promise) } else { channel.write(part, promise: promise) }
@@ -339,20 +414,14 @@ public final class HTTPEngine: Sendable {
         }
         var previous = write(.head(head), flush: false)
         var sent = 0
-        if let body, case .bytes(let bytes) = body.storage, bytes.readableBytes <= 1 << 16 {
-            // A small body goes out with its head in one flush (one HEADERS and one DATA frame on h2).
-            // kresd 5.6 doh2 answers 400 to a POST whose HEADERS and DATA arrive in separate writes.
-            let parts = [write(.body(.byteBuffer(bytes)), flush: false), write(.end(nil), flush: true)]
-            try await previous.get()
-            for part in parts { try await part.get() }
-            recorder.update { $0.bytesSent = bytes.readableBytes }
-            return
-        }
         if let body {
             for try await chunk in body.chunks() {
                 sent += chunk.readableBytes
                 if let length = body.length, sent > length {
-                    throw HTTPEngineError(.invalidRequest, "the request body is longer than its declared \(length) bytes")
+                    throw HTTPEngineError(
+                        .invalidRequest,
+                        "the request body is longer than its declared \(length) bytes"
+                    )
                 }
                 let written = write(.body(.byteBuffer(chunk)), flush: true)
                 try await previous.get()
@@ -360,7 +429,10 @@ public final class HTTPEngine: Sendable {
                 recorder.update { $0.bytesSent = sent }
             }
             if let length = body.length, sent != length {
-                throw HTTPEngineError(.invalidRequest, "the request body ended after \(sent) of its declared \(length) bytes")
+                throw HTTPEngineError(
+                    .invalidRequest,
+                    "the request body ended after \(sent) of its declared \(length) bytes"
+                )
             }
         }
         let end = write(.end(nil), flush: true)
@@ -396,18 +468,26 @@ public final class HTTPEngine: Sendable {
     /// The request a redirect response asks for, or nil when `response` is not a redirect to follow.
     public static func redirect(from request: HTTPRequest, response: HTTPResponse) throws -> HTTPRequest? {
         let code = response.status.code
-        guard [301, 302, 303, 307, 308].contains(code), let location = response.headers.first(name: "location") else { return nil }
+        guard [301, 302, 303, 307, 308].contains(code), let location = response.headers.first(name: "location") else {
+            return nil
+        }
         var next = request
         next.url = try request.url.resolving(location)
-        let toGET = (code == 303 && request.method != .HEAD) || ((code == 301 || code == 302) && request.method == .POST)
+        let toGET =
+            (code == 303 && request.method != .HEAD) || ((code == 301 || code == 302) && request.method == .POST)
         if toGET {
             next.method = .GET
             next.body = nil
             for name in ["content-length", "content-type", "transfer-encoding"] { next.headers.remove(name: name) }
         } else if let body = request.body, case .stream = body.storage {
-            throw HTTPEngineError(.invalidRequest, "redirect \(code) to \(next.url) must resend the body, but a streamed body cannot be sent twice")
+            throw HTTPEngineError(
+                .invalidRequest,
+                "redirect \(code) to \(next.url) must resend the body, but a streamed body cannot be sent twice"
+            )
         }
-        if next.url.host != request.url.host || next.url.port != request.url.port || next.url.scheme != request.url.scheme {
+        if next.url.host != request.url.host || next.url.port != request.url.port
+            || next.url.scheme != request.url.scheme
+        {
             for name in ["authorization", "cookie", "proxy-authorization", "host"] { next.headers.remove(name: name) }
         }
         return next

@@ -24,7 +24,10 @@ public struct HTTPURL: Hashable, Sendable, CustomStringConvertible {
     /// Parses `http://` and `https://` URLs; throws `.invalidRequest` saying what is wrong.
     public init(_ text: String) throws {
         guard let c = URLComponents(string: text), let scheme = c.scheme?.lowercased() else {
-            throw HTTPEngineError(.invalidRequest, "\"\(text)\" is not a URL (expected http://host/path or https://host/path)")
+            throw HTTPEngineError(
+                .invalidRequest,
+                "\"\(text)\" is not a URL (expected http://host/path or https://host/path)"
+            )
         }
         guard scheme == "http" || scheme == "https" else {
             throw HTTPEngineError(.invalidRequest, "\"\(text)\": only http and https URLs are supported")
@@ -61,7 +64,8 @@ public struct HTTPURL: Hashable, Sendable, CustomStringConvertible {
 
     /// The URL a `Location` header points to, resolved against this one (RFC 3986 §5).
     public func resolving(_ location: String) throws -> HTTPURL {
-        guard let base = URL(string: description), let next = URL(string: location, relativeTo: base)?.absoluteURL else {
+        guard let base = URL(string: description), let next = URL(string: location, relativeTo: base)?.absoluteURL
+        else {
             throw HTTPEngineError(.protocolError, "redirect to \"\(location)\", which is not a URL")
         }
         return try HTTPURL(next.absoluteString)
@@ -92,7 +96,9 @@ public struct HTTPRequestBody: Sendable {
 
     /// Streams the file at `path`, read in 64 KiB chunks as the connection can take them.
     public static func file(_ path: String) throws -> HTTPRequestBody {
-        guard let attributes = try? FileManager.default.attributesOfItem(atPath: path), let size = attributes[.size] as? Int else {
+        guard let attributes = try? FileManager.default.attributesOfItem(atPath: path),
+            let size = attributes[.size] as? Int
+        else {
             throw HTTPEngineError(.invalidRequest, "cannot read \(path): no such file or not readable")
         }
         return HTTPRequestBody(storage: .file(path), length: size)
@@ -100,7 +106,10 @@ public struct HTTPRequestBody: Sendable {
 
     /// A body produced by `make`, which is called once per send. Use `AsyncThrowingStream(unfolding:)`
     /// for a producer that is only asked for the next chunk when the connection can take it.
-    public static func stream(length: Int?, _ make: @escaping @Sendable () -> AsyncThrowingStream<ByteBuffer, any Error>) -> HTTPRequestBody {
+    public static func stream(
+        length: Int?,
+        _ make: @escaping @Sendable () -> AsyncThrowingStream<ByteBuffer, any Error>
+    ) -> HTTPRequestBody {
         HTTPRequestBody(storage: .stream(make), length: length)
     }
 
@@ -170,7 +179,8 @@ public struct HTTPRequest: Sendable {
         self.body = body
     }
 
-    public init(method: HTTPMethod = .GET, url: String, headers: HTTPHeaders = [:], body: HTTPRequestBody? = nil) throws {
+    public init(method: HTTPMethod = .GET, url: String, headers: HTTPHeaders = [:], body: HTTPRequestBody? = nil) throws
+    {
         self.init(method: method, url: try HTTPURL(url), headers: headers, body: body)
     }
 }

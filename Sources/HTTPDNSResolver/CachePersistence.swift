@@ -12,7 +12,10 @@ enum CachePersistence {
             let data = try Data(contentsOf: URL(fileURLWithPath: path))
             let snapshot = try JSONDecoder().decode(CacheSnapshot.self, from: data)
             guard snapshot.version == CacheSnapshot.currentVersion else {
-                logger.warning("ignoring DNS cache file of another version", metadata: ["path": "\(path)", "version": "\(snapshot.version)"])
+                logger.warning(
+                    "ignoring DNS cache file of another version",
+                    metadata: ["path": "\(path)", "version": "\(snapshot.version)"]
+                )
                 return nil
             }
             return snapshot

@@ -15,13 +15,16 @@ public protocol DNSProvider: Sendable {
     /// Resolves one family of one name before `deadline`.
     func resolve(_ name: String, family: AddressFamily, deadline: NIODeadline) async throws -> FamilyAnswer
     /// Resolves several names at once. The default asks for each concurrently.
-    func resolveBatch(_ names: [String], family: AddressFamily, deadline: NIODeadline) async throws -> [String: FamilyAnswer]
+    func resolveBatch(_ names: [String], family: AddressFamily, deadline: NIODeadline) async throws -> [String:
+        FamilyAnswer]
 }
 
 extension DNSProvider {
     public var maximumBatch: Int { 1 }
 
-    public func resolveBatch(_ names: [String], family: AddressFamily, deadline: NIODeadline) async throws -> [String: FamilyAnswer] {
+    public func resolveBatch(_ names: [String], family: AddressFamily, deadline: NIODeadline) async throws -> [String:
+        FamilyAnswer]
+    {
         try await withThrowingTaskGroup(of: (String, FamilyAnswer?).self) { group in
             for name in names {
                 group.addTask { (name, try? await self.resolve(name, family: family, deadline: deadline)) }

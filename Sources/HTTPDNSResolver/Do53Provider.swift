@@ -11,7 +11,9 @@ public struct Do53Provider: DNSProvider {
     let group: any EventLoopGroup
     public let name: String
 
-    public init(server ip: IPAddress, port: Int, group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton) throws {
+    public init(server ip: IPAddress, port: Int, group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton)
+        throws
+    {
         self.server = try SocketAddress(ip, port: port)
         self.group = group
         self.name = ResolverSpec.dns(ip, port: port).description
@@ -38,7 +40,9 @@ public struct Do53Provider: DNSProvider {
             channel = try await DatagramBootstrap(group: eventLoop)
                 .channelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
-                        try channel.pipeline.syncOperations.addHandler(UDPAnswerHandler(server: server, id: id, promise: promise))
+                        try channel.pipeline.syncOperations.addHandler(
+                            UDPAnswerHandler(server: server, id: id, promise: promise)
+                        )
                     }
                 }
                 .connect(to: server).get()  // connected: ICMP "port unreachable" fails the query at once

@@ -110,7 +110,14 @@ public final class HTTPDNSResolver: Sendable {
             return cached
         }
         if let ip = IPAddress(host) {
-            return Resolution(name: host, ipv4: ip.isIPv6 ? [] : [ip], ipv6: ip.isIPv6 ? [ip] : [], ttl: nil, source: .literal, elapsed: .zero)
+            return Resolution(
+                name: host,
+                ipv4: ip.isIPv6 ? [] : [ip],
+                ipv6: ip.isIPv6 ? [ip] : [],
+                ttl: nil,
+                source: .literal,
+                elapsed: .zero
+            )
         }
         let name: String
         do {
@@ -120,14 +127,23 @@ public final class HTTPDNSResolver: Sendable {
         }
         switch configuration.policy.route(for: name) {
         case .literal(let ip):
-            return Resolution(name: host, ipv4: ip.isIPv6 ? [] : [ip], ipv6: ip.isIPv6 ? [ip] : [], ttl: nil, source: .literal, elapsed: .zero)
+            return Resolution(
+                name: host,
+                ipv4: ip.isIPv6 ? [] : [ip],
+                ipv6: ip.isIPv6 ? [ip] : [],
+                ttl: nil,
+                source: .literal,
+                elapsed: .zero
+            )
         case .localDNS:
             return try await resolveLocally(name, query, started: started, fallback: false, reason: nil)
         case .httpdns(let strict):
             if let cached = cachedResolution(name, query, started: started) { return cached }
             do {
                 return try await resolveThroughHTTPDNS(name, query, started: started)
-            } catch let error as ResolverError where error.code == .allProvidersFailed && !strict && configuration.fallbackToLocalDNS {
+            } catch let error as ResolverError
+                where error.code == .allProvidersFailed && !strict && configuration.fallbackToLocalDNS
+            {
                 state.withLockedValue { $0.statistics.fallbacks += 1 }
                 logger.debug("falling back to LocalDNS", metadata: ["name": "\(name)"])
                 return try await resolveLocally(name, query, started: started, fallback: true, reason: error.message)
@@ -143,7 +159,13 @@ public final class HTTPDNSResolver: Sendable {
             try await self.resolveThroughHTTPDNS(try validatedHostname(host), query, started: started)
         }
         async let local: Result<Resolution, ResolverError> = capture {
-            try await self.resolveLocally(try validatedHostname(host), query, started: started, fallback: false, reason: nil)
+            try await self.resolveLocally(
+                try validatedHostname(host),
+                query,
+                started: started,
+                fallback: false,
+                reason: nil
+            )
         }
         return HijackReport(name: host, httpdns: await trusted, localDNS: await local)
     }
@@ -170,7 +192,9 @@ public final class HTTPDNSResolver: Sendable {
         if let first = providers.first, first.maximumBatch > 1 {
             let deadline = NIODeadline.now() + .nanoseconds(configuration.timeout.nanoseconds)
             for family in families {
-                for chunk in stride(from: 0, to: names.count, by: first.maximumBatch).map({ Array(names[$0..<min($0 + first.maximumBatch, names.count)]) }) {
+                for chunk in stride(from: 0, to: names.count, by: first.maximumBatch).map({
+                    Array(names[$0..<min($0 + first.maximumBatch, names.count)])
+                }) {
                     do {
                         state.withLockedValue { $0.statistics.upstreamQueries += 1 }
                         let answers = try await first.resolveBatch(chunk, family: family, deadline: deadline)
@@ -178,7 +202,10 @@ public final class HTTPDNSResolver: Sendable {
                             store(name: name, family: family, answer: answer, source: first.name)
                         }
                     } catch {
-                        logger.debug("batch pre-resolve failed", metadata: ["provider": "\(first.name)", "error": "\(error)"])
+                        logger.debug(
+                            "batch pre-resolve failed",
+                            metadata: ["provider": "\(first.name)", "error": "\(error)"]
+                        )
                     }
                 }
             }
@@ -225,9 +252,13 @@ public final class HTTPDNSResolver: Sendable {
 
     // MARK: Internals
 
-    func resolveThroughHTTPDNS(_ name: String, _ query: AddressQuery, started: ContinuousClock.Instant) async throws -> Resolution {
-        async let v4: Result<(FamilyResult, CacheLookup?), any Error>? = query.wantsIPv4 ? result { try await self.lookup(name, .ipv4) } : nil
-        async let v6: Result<(FamilyResult, CacheLookup?), any Error>? = query.wantsIPv6 ? result { try await self.lookup(name, .ipv6) } : nil
+    func resolveThroughHTTPDNS(_ name: String, _ query: AddressQuery, started: ContinuousClock.Instant) async throws
+        -> Resolution
+    {
+        async let v4: Result<(FamilyResult, CacheLookup?), any Error>? =
+            query.wantsIPv4 ? result { try await self.lookup(name, .ipv4) } : nil
+        async let v6: Result<(FamilyResult, CacheLookup?), any Error>? =
+            query.wantsIPv6 ? result { try await self.lookup(name, .ipv6) } : nil
         let (r4, r6) = await (v4, v6)
         var ipv4: [IPAddress] = []
         var ipv6: [IPAddress] = []
@@ -251,18 +282,34 @@ public final class HTTPDNSResolver: Sendable {
         if ipv4.isEmpty && ipv6.isEmpty {
             if errors.isEmpty || errors.count < [r4, r6].compactMap({ $0 }).count {
                 // At least one family answered "no such address" and none had addresses.
-                throw ResolverError(.noAddress, name: name, "\(name): no \(query == .both ? "A or AAAA" : query == .ipv4 ? "A" : "AAAA") record (HTTPDNS)")
+                throw ResolverError(
+                    .noAddress,
+                    name: name,
+                    "\(name): no \(query == .both ? "A or AAAA" : query == .ipv4 ? "A" : "AAAA") record (HTTPDNS)"
+                )
             }
             // Both families usually fail the same way: say it once.
             var unique: [String] = []
             for e in errors where !unique.contains(e) { unique.append(e) }
-            throw ResolverError(.allProvidersFailed, name: name, "\(name): every HTTPDNS provider failed: \(unique.joined(separator: "; "))")
+            throw ResolverError(
+                .allProvidersFailed,
+                name: name,
+                "\(name): every HTTPDNS provider failed: \(unique.joined(separator: "; "))"
+            )
         }
         // Prefer the source of a fresh upstream answer, then stale, then cache, in that order of interest.
-        let source = sources.first(where: { if case .httpdns = $0 { return true } else { return false } })
+        let source =
+            sources.first(where: { if case .httpdns = $0 { return true } else { return false } })
             ?? sources.first(where: { if case .stale = $0 { return true } else { return false } })
             ?? sources[0]
-        return Resolution(name: name, ipv4: ipv4, ipv6: ipv6, ttl: ttls.min(), source: source, elapsed: ContinuousClock.now - started)
+        return Resolution(
+            name: name,
+            ipv4: ipv4,
+            ipv6: ipv6,
+            ttl: ttls.min(),
+            source: source,
+            elapsed: ContinuousClock.now - started
+        )
     }
 
     /// Answers from the cache alone, without waiting: nil when any family asked needs the network.
@@ -272,7 +319,9 @@ public final class HTTPDNSResolver: Sendable {
     }
 
     /// Every family asked is answered by the cache under one lock, no task spawned.
-    private func cachedResolution(_ name: String, _ query: AddressQuery, started: ContinuousClock.Instant) -> Resolution? {
+    private func cachedResolution(_ name: String, _ query: AddressQuery, started: ContinuousClock.Instant)
+        -> Resolution?
+    {
         let now = clock.now()
         return state.withLockedValue { state -> Resolution? in
             var resolution = Resolution(name: name, ipv4: [], ipv6: [], ttl: nil, source: .literal, elapsed: .zero)
@@ -336,11 +385,17 @@ public final class HTTPDNSResolver: Sendable {
                     startRefresh(key, &state)
                 }
                 let ttl = UInt32(max(1, remaining.nanoseconds / 1_000_000_000))
-                return .answer(FamilyResult(answer: FamilyAnswer(addresses: entry.addresses, ttl: ttl), source: entry.source), found)
+                return .answer(
+                    FamilyResult(answer: FamilyAnswer(addresses: entry.addresses, ttl: ttl), source: entry.source),
+                    found
+                )
             case .stale(let entry, let refresh):
                 state.statistics.staleServed += 1
                 if refresh { startRefresh(key, &state) }
-                return .answer(FamilyResult(answer: FamilyAnswer(addresses: entry.addresses, ttl: 0), source: entry.source), found)
+                return .answer(
+                    FamilyResult(answer: FamilyAnswer(addresses: entry.addresses, ttl: 0), source: entry.source),
+                    found
+                )
             case .miss:
                 if let running = state.inFlight[key] {
                     state.statistics.coalesced += 1
@@ -404,7 +459,9 @@ public final class HTTPDNSResolver: Sendable {
             Task {
                 try? await Task.sleep(for: .seconds(1))
                 self.state.withLockedValue { $0.saveScheduled = false }
-                do { try self.persist() } catch { self.logger.warning("could not save the DNS cache", metadata: ["error": "\(error)"]) }
+                do { try self.persist() } catch {
+                    self.logger.warning("could not save the DNS cache", metadata: ["error": "\(error)"])
+                }
             }
         }
     }
@@ -412,7 +469,11 @@ public final class HTTPDNSResolver: Sendable {
     /// Tries the providers in health order, each with a fair share of the time left.
     func queryProviders(_ name: String, _ family: AddressFamily) async throws -> FamilyResult {
         guard !providers.isEmpty else {
-            throw ResolverError(.allProvidersFailed, name: name, "no HTTPDNS provider configured (add one with --resolver)")
+            throw ResolverError(
+                .allProvidersFailed,
+                name: name,
+                "no HTTPDNS provider configured (add one with --resolver)"
+            )
         }
         let deadline = NIODeadline.now() + .nanoseconds(configuration.timeout.nanoseconds)
         let order = state.withLockedValue { $0.health.order(count: providers.count, now: clock.now()) }
@@ -431,7 +492,10 @@ public final class HTTPDNSResolver: Sendable {
                     throw ProviderError("answered only unusable addresses: \(why)")
                 }
                 state.withLockedValue { $0.health.succeeded(index) }
-                logger.debug("resolved upstream", metadata: ["name": "\(name)", "family": "\(family)", "provider": "\(provider.name)"])
+                logger.debug(
+                    "resolved upstream",
+                    metadata: ["name": "\(name)", "family": "\(family)", "provider": "\(provider.name)"]
+                )
                 return FamilyResult(answer: checked.answer, source: provider.name)
             } catch {
                 state.withLockedValue { $0.health.failed(index, now: clock.now()) }
@@ -443,10 +507,18 @@ public final class HTTPDNSResolver: Sendable {
         throw ResolverError(.allProvidersFailed, name: name, failures.joined(separator: "; "))
     }
 
-    func resolveLocally(_ name: String, _ query: AddressQuery, started: ContinuousClock.Instant, fallback: Bool, reason: String?) async throws -> Resolution {
+    func resolveLocally(
+        _ name: String,
+        _ query: AddressQuery,
+        started: ContinuousClock.Instant,
+        fallback: Bool,
+        reason: String?
+    ) async throws -> Resolution {
         let deadline = NIODeadline.now() + .nanoseconds(configuration.timeout.nanoseconds)
-        async let v4: Result<FamilyAnswer, any Error>? = query.wantsIPv4 ? result { try await self.localDNS.resolve(name, family: .ipv4, deadline: deadline) } : nil
-        async let v6: Result<FamilyAnswer, any Error>? = query.wantsIPv6 ? result { try await self.localDNS.resolve(name, family: .ipv6, deadline: deadline) } : nil
+        async let v4: Result<FamilyAnswer, any Error>? =
+            query.wantsIPv4 ? result { try await self.localDNS.resolve(name, family: .ipv4, deadline: deadline) } : nil
+        async let v6: Result<FamilyAnswer, any Error>? =
+            query.wantsIPv6 ? result { try await self.localDNS.resolve(name, family: .ipv6, deadline: deadline) } : nil
         let (r4, r6) = await (v4, v6)
         let ipv4 = (try? r4?.get())?.addresses ?? []
         let ipv6 = (try? r6?.get())?.addresses ?? []
@@ -455,14 +527,22 @@ public final class HTTPDNSResolver: Sendable {
             let errors = [r4, r6].compactMap { r -> String? in
                 if case .failure(let e) = r { return "\(e)" } else { return nil }
             }
-            let prefix = reason.map { "\($0); then LocalDNS (\(localDNS.name)): " } ?? "\(name): LocalDNS (\(localDNS.name)): "
+            let prefix =
+                reason.map { "\($0); then LocalDNS (\(localDNS.name)): " } ?? "\(name): LocalDNS (\(localDNS.name)): "
             if errors.isEmpty {
                 throw ResolverError(fallback ? .allProvidersFailed : .noAddress, name: name, prefix + "no address")
             }
             throw ResolverError(.allProvidersFailed, name: name, prefix + errors.joined(separator: "; "))
         }
         let source: ResolutionSource = fallback ? .fallback(localDNS.name) : .localDNS(localDNS.name)
-        return Resolution(name: name, ipv4: ipv4, ipv6: ipv6, ttl: ttl, source: source, elapsed: ContinuousClock.now - started)
+        return Resolution(
+            name: name,
+            ipv4: ipv4,
+            ipv6: ipv6,
+            ttl: ttl,
+            source: source,
+            elapsed: ContinuousClock.now - started
+        )
     }
 }
 

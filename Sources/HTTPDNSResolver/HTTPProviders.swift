@@ -23,7 +23,11 @@ struct EndpointClient: Sendable {
         if IPAddress(endpoint.host) != nil {
             addresses = nil
         } else if let mapped = bootstrap[normalizeHostname(endpoint.host)], !mapped.isEmpty {
-            addresses = ResolvedAddresses(ipv4: mapped.filter { !$0.isIPv6 }, ipv6: mapped.filter(\.isIPv6), source: "bootstrap")
+            addresses = ResolvedAddresses(
+                ipv4: mapped.filter { !$0.isIPv6 },
+                ipv6: mapped.filter(\.isIPv6),
+                source: "bootstrap"
+            )
         } else {
             throw ResolverSpecError(
                 "resolver host \(endpoint.host) has no bootstrap address; add --bootstrap \(endpoint.host)=IP (a resolver must be reachable without DNS)"
@@ -31,12 +35,25 @@ struct EndpointClient: Sendable {
         }
     }
 
-    func send(method: HTTPMethod = .GET, _ parameters: [(String, String)], accept: String, body: [UInt8]? = nil, contentType: String? = nil, deadline: NIODeadline, maxBytes: Int = 64 * 1024) async throws -> [UInt8] {
+    func send(
+        method: HTTPMethod = .GET,
+        _ parameters: [(String, String)],
+        accept: String,
+        body: [UInt8]? = nil,
+        contentType: String? = nil,
+        deadline: NIODeadline,
+        maxBytes: Int = 64 * 1024
+    ) async throws -> [UInt8] {
         var headers = HTTPHeaders([("accept", accept)])
         if let contentType { headers.add(name: "content-type", value: contentType) }
         var request = HTTPRequest(
             method: method,
-            url: HTTPURL(scheme: endpoint.scheme, host: endpoint.host, port: endpoint.port, target: endpoint.target(adding: parameters)),
+            url: HTTPURL(
+                scheme: endpoint.scheme,
+                host: endpoint.host,
+                port: endpoint.port,
+                target: endpoint.target(adding: parameters)
+            ),
             headers: headers,
             body: body.map { .bytes($0) }
         )
@@ -63,7 +80,9 @@ struct EndpointClient: Sendable {
 public struct DoHProvider: DNSProvider {
     let client: EndpointClient
     let usePOST: Bool
-    public var name: String { "\(usePOST ? "doh-post" : "doh"):\(client.endpoint.scheme)://\(client.endpoint.host):\(client.endpoint.port)\(client.endpoint.path)" }
+    public var name: String {
+        "\(usePOST ? "doh-post" : "doh"):\(client.endpoint.scheme)://\(client.endpoint.host):\(client.endpoint.port)\(client.endpoint.path)"
+    }
 
     init(client: EndpointClient, usePOST: Bool) {
         self.client = client
@@ -74,9 +93,20 @@ public struct DoHProvider: DNSProvider {
         let query = try DNSMessage.query(name: name, type: family.recordType, id: 0)
         let body: [UInt8]
         if usePOST {
-            body = try await client.send(method: .POST, [], accept: "application/dns-message", body: query, contentType: "application/dns-message", deadline: deadline)
+            body = try await client.send(
+                method: .POST,
+                [],
+                accept: "application/dns-message",
+                body: query,
+                contentType: "application/dns-message",
+                deadline: deadline
+            )
         } else {
-            body = try await client.send([("dns", base64URL(query))], accept: "application/dns-message", deadline: deadline)
+            body = try await client.send(
+                [("dns", base64URL(query))],
+                accept: "application/dns-message",
+                deadline: deadline
+            )
         }
         return try interpretWireAnswer(body, name: name, family: family)
     }
@@ -84,7 +114,9 @@ public struct DoHProvider: DNSProvider {
 
 /// Reads a wire-format answer to our query: NOERROR gives addresses (maybe none), NXDOMAIN none,
 /// anything else is the server's failure.
-func interpretWireAnswer(_ bytes: [UInt8], name: String, family: AddressFamily, expectedID: UInt16? = nil) throws -> FamilyAnswer {
+func interpretWireAnswer(_ bytes: [UInt8], name: String, family: AddressFamily, expectedID: UInt16? = nil) throws
+    -> FamilyAnswer
+{
     let message: DNSMessage
     do {
         message = try DNSMessage(parsing: bytes)
@@ -93,7 +125,8 @@ func interpretWireAnswer(_ bytes: [UInt8], name: String, family: AddressFamily, 
     }
     guard message.isResponse else { throw ProviderError("sent a query, not a response") }
     if let expectedID, message.id != expectedID { throw ProviderError("answered with the wrong query id") }
-    guard normalizeHostname(message.questionName) == normalizeHostname(name), message.questionType == family.recordType else {
+    guard normalizeHostname(message.questionName) == normalizeHostname(name), message.questionType == family.recordType
+    else {
         throw ProviderError("answered another question (\(message.questionName) \(message.questionType))")
     }
     switch message.rcode {
@@ -117,10 +150,16 @@ func base64URL(_ bytes: [UInt8]) -> String {
 /// JSON DNS-over-HTTPS (`?name=&type=`, `application/dns-json`).
 public struct DoHJSONProvider: DNSProvider {
     let client: EndpointClient
-    public var name: String { "doh-json:\(client.endpoint.scheme)://\(client.endpoint.host):\(client.endpoint.port)\(client.endpoint.path)" }
+    public var name: String {
+        "doh-json:\(client.endpoint.scheme)://\(client.endpoint.host):\(client.endpoint.port)\(client.endpoint.path)"
+    }
 
     public func resolve(_ name: String, family: AddressFamily, deadline: NIODeadline) async throws -> FamilyAnswer {
-        let body = try await client.send([("name", name), ("type", family.recordType.description)], accept: "application/dns-json", deadline: deadline)
+        let body = try await client.send(
+            [("name", name), ("type", family.recordType.description)],
+            accept: "application/dns-json",
+            deadline: deadline
+        )
         do {
             return try DoHJSONFormat.parse(body, name: name, type: family.recordType)
         } catch let error as AnswerFormatError {
@@ -132,7 +171,9 @@ public struct DoHJSONProvider: DNSProvider {
 /// The DNSPod / Tencent D+ text API: `/d?dn=NAME[,NAME…]&ttl=1[&type=aaaa]`. Batches up to 20 names.
 public struct DNSPodProvider: DNSProvider {
     let client: EndpointClient
-    public var name: String { "dnspod:\(client.endpoint.scheme)://\(client.endpoint.host):\(client.endpoint.port)\(client.endpoint.path)" }
+    public var name: String {
+        "dnspod:\(client.endpoint.scheme)://\(client.endpoint.host):\(client.endpoint.port)\(client.endpoint.path)"
+    }
     public var maximumBatch: Int { 20 }
 
     public func resolve(_ name: String, family: AddressFamily, deadline: NIODeadline) async throws -> FamilyAnswer {
@@ -143,7 +184,9 @@ public struct DNSPodProvider: DNSProvider {
         return answer
     }
 
-    public func resolveBatch(_ names: [String], family: AddressFamily, deadline: NIODeadline) async throws -> [String: FamilyAnswer] {
+    public func resolveBatch(_ names: [String], family: AddressFamily, deadline: NIODeadline) async throws -> [String:
+        FamilyAnswer]
+    {
         let query: AddressQuery = family == .ipv4 ? .ipv4 : .ipv6
         var parameters = [("dn", names.joined(separator: ",")), ("ttl", "1")]
         if let type = DNSPodFormat.typeParameter(for: query) { parameters.append(("type", type)) }
@@ -161,11 +204,17 @@ public struct DNSPodProvider: DNSProvider {
 /// The Alibaba-style JSON API: `/resolve?host=NAME&query=4|6`.
 public struct AlibabaJSONProvider: DNSProvider {
     let client: EndpointClient
-    public var name: String { "json:\(client.endpoint.scheme)://\(client.endpoint.host):\(client.endpoint.port)\(client.endpoint.path)" }
+    public var name: String {
+        "json:\(client.endpoint.scheme)://\(client.endpoint.host):\(client.endpoint.port)\(client.endpoint.path)"
+    }
 
     public func resolve(_ name: String, family: AddressFamily, deadline: NIODeadline) async throws -> FamilyAnswer {
         let query: AddressQuery = family == .ipv4 ? .ipv4 : .ipv6
-        let body = try await client.send([("host", name), ("query", AlibabaJSONFormat.queryParameter(for: query))], accept: "application/json", deadline: deadline)
+        let body = try await client.send(
+            [("host", name), ("query", AlibabaJSONFormat.queryParameter(for: query))],
+            accept: "application/json",
+            deadline: deadline
+        )
         do {
             let answer = try AlibabaJSONFormat.parse(body, query: query)
             return (family == .ipv4 ? answer.ipv4 : answer.ipv6) ?? .empty

@@ -40,13 +40,18 @@ public enum ProviderFactory {
     ) throws -> any DNSProvider {
         switch spec {
         case .doh(let endpoint, let post):
-            return DoHProvider(client: try EndpointClient(engine: engine, endpoint: endpoint, bootstrap: bootstrap), usePOST: post)
+            return DoHProvider(
+                client: try EndpointClient(engine: engine, endpoint: endpoint, bootstrap: bootstrap),
+                usePOST: post
+            )
         case .dohJSON(let endpoint):
             return DoHJSONProvider(client: try EndpointClient(engine: engine, endpoint: endpoint, bootstrap: bootstrap))
         case .dnspod(let endpoint):
             return DNSPodProvider(client: try EndpointClient(engine: engine, endpoint: endpoint, bootstrap: bootstrap))
         case .json(let endpoint):
-            return AlibabaJSONProvider(client: try EndpointClient(engine: engine, endpoint: endpoint, bootstrap: bootstrap))
+            return AlibabaJSONProvider(
+                client: try EndpointClient(engine: engine, endpoint: endpoint, bootstrap: bootstrap)
+            )
         case .dns(let ip, let port):
             return try Do53Provider(server: ip, port: port, group: group)
         case .system:
@@ -54,4 +59,3 @@ public enum ProviderFactory {
         }
     }
 }
-

@@ -2,11 +2,11 @@
 // and no Swift concurrency thread is ever blocked. It reports no TTL.
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 import HTTPDNSCore
 import NIOCore
@@ -36,9 +36,9 @@ public struct SystemProvider: DNSProvider {
         var hints = addrinfo()
         hints.ai_family = family == .ipv4 ? AF_INET : AF_INET6
         #if canImport(Darwin)
-        hints.ai_socktype = SOCK_STREAM
+            hints.ai_socktype = SOCK_STREAM
         #else
-        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+            hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
         #endif
         var result: UnsafeMutablePointer<addrinfo>?
         let rc = getaddrinfo(name, nil, &hints, &result)
@@ -71,13 +71,12 @@ public struct SystemProvider: DNSProvider {
     }
 }
 
-
 // "No such address" codes. glibc only exports EAI_NODATA / EAI_ADDRFAMILY with _GNU_SOURCE, so they
 // are spelled out here (values from glibc's netdb.h).
 #if canImport(Darwin)
-private let eaiNoData = EAI_NODATA
-private let eaiAddressFamily = EAI_ADDRFAMILY
+    private let eaiNoData = EAI_NODATA
+    private let eaiAddressFamily = EAI_ADDRFAMILY
 #else
-private let eaiNoData: Int32 = -5
-private let eaiAddressFamily: Int32 = -9
+    private let eaiNoData: Int32 = -5
+    private let eaiAddressFamily: Int32 = -9
 #endif

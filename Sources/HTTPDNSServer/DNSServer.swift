@@ -65,7 +65,9 @@ public final class DNSServer: Sendable {
                 .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
                 .childChannelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
-                        try channel.pipeline.syncOperations.addHandler(TCPQueryHandler(responder: responder, counters: counters))
+                        try channel.pipeline.syncOperations.addHandler(
+                            TCPQueryHandler(responder: responder, counters: counters)
+                        )
                     }
                 }
                 .bind(host: host, port: port).get()
@@ -129,8 +131,17 @@ final class UDPQueryHandler: ChannelInboundHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let envelope = unwrapInboundIn(data)
         counters.withLockedValue { $0.udp += 1 }
-        guard let reply = DNSServer.respond(to: Array(envelope.data.readableBytesView), responder: responder, truncate: truncate) else { return }
-        context.writeAndFlush(wrapOutboundOut(AddressedEnvelope(remoteAddress: envelope.remoteAddress, data: ByteBuffer(bytes: reply))), promise: nil)
+        guard
+            let reply = DNSServer.respond(
+                to: Array(envelope.data.readableBytesView),
+                responder: responder,
+                truncate: truncate
+            )
+        else { return }
+        context.writeAndFlush(
+            wrapOutboundOut(AddressedEnvelope(remoteAddress: envelope.remoteAddress, data: ByteBuffer(bytes: reply))),
+            promise: nil
+        )
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {

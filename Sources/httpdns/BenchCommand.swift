@@ -5,9 +5,9 @@
 // queries it received is printed too.
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 import ArgumentParser
 import Foundation
@@ -45,7 +45,9 @@ struct ResolverBench: AsyncParsableCommand {
     @OptionGroup var resolver: ResolverOptions
 
     func validate() throws {
-        guard iterations >= 100, iterations <= 10_000_000 else { throw ValidationError("--iterations: give 100 to 10000000") }
+        guard iterations >= 100, iterations <= 10_000_000 else {
+            throw ValidationError("--iterations: give 100 to 10000000")
+        }
         guard concurrency >= 1, concurrency <= 100_000 else { throw ValidationError("--concurrency: give 1 to 100000") }
     }
 
@@ -67,7 +69,9 @@ struct ResolverBench: AsyncParsableCommand {
         // 1. Cached lookup latency.
         let warm = try options.makeResolver()
         let first = try await warm.resolve(name, .both)
-        print("warm-up: \(name) -> \((first.ipv4 + first.ipv6).map(\.description).joined(separator: " ")) via \(first.source)")
+        print(
+            "warm-up: \(name) -> \((first.ipv4 + first.ipv6).map(\.description).joined(separator: " ")) via \(first.source)"
+        )
         var ours = [Int64]()
         ours.reserveCapacity(iterations)
         for _ in 0..<iterations {
@@ -84,21 +88,29 @@ struct ResolverBench: AsyncParsableCommand {
             var hints = addrinfo()
             hints.ai_family = AF_UNSPEC
             #if canImport(Darwin)
-            hints.ai_socktype = SOCK_STREAM
+                hints.ai_socktype = SOCK_STREAM
             #else
-            hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+                hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
             #endif
             let rc = getaddrinfo(hostsName, nil, &hints, &result)
             if let result { freeaddrinfo(result) }
             peer.append((ContinuousClock.now - t0).nanoseconds)
-            guard rc == 0 else { throw ValidationError("--hosts-name: getaddrinfo(\(hostsName)) failed; pick a name in /etc/hosts") }
+            guard rc == 0 else {
+                throw ValidationError("--hosts-name: getaddrinfo(\(hostsName)) failed; pick a name in /etc/hosts")
+            }
         }
         let (o50, o99) = percentiles(ours)
         let (p50, p99) = percentiles(peer)
         print("")
         print("cached lookup (\(iterations) calls, A+AAAA)     p50 \(o50) ns   p99 \(o99) ns")
         print("getaddrinfo(\(hostsName)) (\(peerIterations) calls)   p50 \(p50) ns   p99 \(p99) ns")
-        print(String(format: "ratio getaddrinfo/ours: p50 %.1fx  p99 %.1fx   (target >= 50x, ours p50 < 1000 ns)", Double(p50) / Double(max(o50, 1)), Double(p99) / Double(max(o99, 1))))
+        print(
+            String(
+                format: "ratio getaddrinfo/ours: p50 %.1fx  p99 %.1fx   (target >= 50x, ours p50 < 1000 ns)",
+                Double(p50) / Double(max(o50, 1)),
+                Double(p99) / Double(max(o99, 1))
+            )
+        )
         await warm.shutdown()
 
         // 2. Coalescing.
@@ -115,9 +127,13 @@ struct ResolverBench: AsyncParsableCommand {
         }
         let upstream = cold.statistics.upstreamQueries
         print("")
-        print("\(concurrency) concurrent cold lookups of \(coldName) (A): \(results) succeeded, \(upstream) upstream quer\(upstream == 1 ? "y" : "ies") sent (target exactly 1)")
+        print(
+            "\(concurrency) concurrent cold lookups of \(coldName) (A): \(results) succeeded, \(upstream) upstream quer\(upstream == 1 ? "y" : "ies") sent (target exactly 1)"
+        )
         if let server {
-            print("  the upstream server received \(server.queries.udp - before) UDP quer\(server.queries.udp - before == 1 ? "y" : "ies")")
+            print(
+                "  the upstream server received \(server.queries.udp - before) UDP quer\(server.queries.udp - before == 1 ? "y" : "ies")"
+            )
             await server.stop()
         }
         await cold.shutdown()

@@ -25,13 +25,19 @@ struct DemoCommand: AsyncParsableCommand {
         let trusted = try await DNSServer.start { name, _ in
             name.hasSuffix(".test") ? .init(addresses: [right], ttl: 60) : .nxdomain
         }
-        defer { Task { await hijacker.stop(); await trusted.stop() } }
-        print("""
+        defer {
+            Task {
+                await hijacker.stop(); await trusted.stop()
+            }
+        }
+        print(
+            """
             swift-httpdns demo (resolver part; the HTTPS part arrives with the server issue)
               hijacking LocalDNS   127.0.0.1:\(hijacker.port)  answers 127.0.0.66 for *.test
               trusted resolver     127.0.0.1:\(trusted.port)  answers 127.0.0.1  for *.test
 
-            """)
+            """
+        )
         var config = ResolverConfiguration(providers: [.dns(IPAddress("127.0.0.1")!, port: trusted.port)])
         config.localDNS = .dns(IPAddress("127.0.0.1")!, port: hijacker.port)
         config.policy = .all
@@ -44,7 +50,9 @@ struct DemoCommand: AsyncParsableCommand {
             let good = (try? report.httpdns.get())?.ipv4.map(\.description).joined(separator: " ") ?? "error"
             let expected = report.hijacked && (try? report.httpdns.get())?.ipv4 == [right]
             ok = ok && expected
-            print("\(expected ? "ok  " : "FAIL") \(name): LocalDNS says \(local), HTTPDNS says \(good) -> \(report.hijacked ? "hijack detected" : "no hijack")")
+            print(
+                "\(expected ? "ok  " : "FAIL") \(name): LocalDNS says \(local), HTTPDNS says \(good) -> \(report.hijacked ? "hijack detected" : "no hijack")"
+            )
         }
         print(ok ? "\nevery step came out as expected" : "\nsome step did not come out as expected")
         if !ok { throw ExitCode(1) }

@@ -5,9 +5,9 @@
 // 26 read); 64 for a usage error.
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 import ArgumentParser
 import Foundation
@@ -35,7 +35,10 @@ struct FetchCommand: AsyncParsableCommand {
     @Option(name: .customShort("H"), help: ArgumentHelp("Extra header, repeatable.", valueName: "Name: value"))
     var headers: [String] = []
 
-    @Option(name: .customShort("d"), help: ArgumentHelp("Request body; @FILE streams the file (binary, as is).", valueName: "DATA"))
+    @Option(
+        name: .customShort("d"),
+        help: ArgumentHelp("Request body; @FILE streams the file (binary, as is).", valueName: "DATA")
+    )
     var data: String?
 
     @Option(name: .customShort("o"), help: ArgumentHelp("Write the body to FILE instead of stdout.", valueName: "FILE"))
@@ -68,7 +71,10 @@ struct FetchCommand: AsyncParsableCommand {
     @Flag(name: .customLong("trace-json"), help: "Print one JSON object of metrics on stderr at the end.")
     var traceJSON = false
 
-    @Option(name: .customLong("pin"), help: ArgumentHelp("Pin the target's public key (base64 SHA-256 of SPKI), repeatable.", valueName: "SHA256"))
+    @Option(
+        name: .customLong("pin"),
+        help: ArgumentHelp("Pin the target's public key (base64 SHA-256 of SPKI), repeatable.", valueName: "SHA256")
+    )
     var pins: [String] = []
 
     @OptionGroup var resolver: ResolverOptions
@@ -89,7 +95,9 @@ struct FetchCommand: AsyncParsableCommand {
         if let data, data.hasPrefix("@"), !FileManager.default.isReadableFile(atPath: String(data.dropFirst())) {
             throw ValidationError("-d: cannot read \(data.dropFirst())")
         }
-        if let method, method.isEmpty || method.contains(" ") { throw ValidationError("-X: \"\(method)\" is not a method") }
+        if let method, method.isEmpty || method.contains(" ") {
+            throw ValidationError("-X: \"\(method)\" is not a method")
+        }
     }
 
     func run() async throws {
@@ -107,7 +115,10 @@ struct FetchCommand: AsyncParsableCommand {
         var request = HTTPRequest(method: HTTPMethod(rawValue: method ?? (data == nil ? "GET" : "POST")), url: target)
         for h in headers {
             let colon = h.firstIndex(of: ":")!
-            request.headers.add(name: String(h[..<colon]).trimmingCharacters(in: .whitespaces), value: String(h[h.index(after: colon)...]).trimmingCharacters(in: .whitespaces))
+            request.headers.add(
+                name: String(h[..<colon]).trimmingCharacters(in: .whitespaces),
+                value: String(h[h.index(after: colon)...]).trimmingCharacters(in: .whitespaces)
+            )
         }
         if let data {
             request.body = data.hasPrefix("@") ? try .file(String(data.dropFirst())) : .bytes(Array(data.utf8))
@@ -127,19 +138,30 @@ struct FetchCommand: AsyncParsableCommand {
             throw failure(error)
         }
         let m = response.metrics
-        trace.line("* Connected to \(response.url.host) (\(m.ip ?? "?")) port \(m.port ?? 0) via \(m.dnsSource ?? "?")\(m.reused ? " (reused)" : "")")
-        if response.url.isTLS { trace.line("* TLS verified for \(response.url.host) (SNI \(response.url.hostIsIP ? "none" : response.url.host)), ALPN \(response.version.rawValue)") }
+        trace.line(
+            "* Connected to \(response.url.host) (\(m.ip ?? "?")) port \(m.port ?? 0) via \(m.dnsSource ?? "?")\(m.reused ? " (reused)" : "")"
+        )
+        if response.url.isTLS {
+            trace.line(
+                "* TLS verified for \(response.url.host) (SNI \(response.url.hostIsIP ? "none" : response.url.host)), ALPN \(response.version.rawValue)"
+            )
+        }
         if m.redirects > 0 { trace.line("* Followed \(m.redirects) redirect(s) to \(response.url)") }
-        trace.line("> \(request.method.rawValue) \(response.url.target) \(response.version == .http2 ? "HTTP/2" : "HTTP/1.1")")
+        trace.line(
+            "> \(request.method.rawValue) \(response.url.target) \(response.version == .http2 ? "HTTP/2" : "HTTP/1.1")"
+        )
         trace.line("> host: \(response.url.authority)")
         for (name, value) in request.headers { trace.line("> \(name): \(value)") }
-        let statusLine = "\(response.version == .http2 ? "HTTP/2" : "HTTP/1.1") \(response.status.code)\(response.version == .http2 ? "" : " \(response.status.reasonPhrase)")"
+        let statusLine =
+            "\(response.version == .http2 ? "HTTP/2" : "HTTP/1.1") \(response.status.code)\(response.version == .http2 ? "" : " \(response.status.reasonPhrase)")"
         trace.line("< \(statusLine)")
         for (name, value) in response.headers { trace.line("< \(name): \(value)") }
 
         let sink: FileHandle
         if let output {
-            guard FileManager.default.createFile(atPath: output, contents: nil), let h = FileHandle(forWritingAtPath: output) else {
+            guard FileManager.default.createFile(atPath: output, contents: nil),
+                let h = FileHandle(forWritingAtPath: output)
+            else {
                 throw Failure(code: 23, message: "cannot write \(output)")
             }
             sink = h
@@ -153,7 +175,10 @@ struct FetchCommand: AsyncParsableCommand {
             sink.write(Data(head.utf8))
         }
         let expected = response.headers.first(name: "content-length").flatMap(Int.init)
-        let progress = Progress(total: expected, enabled: isatty(STDERR_FILENO) == 1 && !verbose && (expected ?? Int.max) > 1 << 20)
+        let progress = Progress(
+            total: expected,
+            enabled: isatty(STDERR_FILENO) == 1 && !verbose && (expected ?? Int.max) > 1 << 20
+        )
         do {
             for try await chunk in response.body {
                 sink.write(Data(chunk.readableBytesView))
@@ -167,7 +192,17 @@ struct FetchCommand: AsyncParsableCommand {
         progress.finish()
         if output != nil { try? sink.close() }
         let final = response.metrics
-        trace.line(String(format: "* dns %.1f ms, connect %.1f ms, tls %.1f ms, first byte %.1f ms, total %.1f ms, %d bytes", final.dnsMs ?? 0, final.connectMs ?? 0, final.tlsMs ?? 0, final.ttfbMs ?? 0, final.totalMs ?? 0, final.bytesReceived))
+        trace.line(
+            String(
+                format: "* dns %.1f ms, connect %.1f ms, tls %.1f ms, first byte %.1f ms, total %.1f ms, %d bytes",
+                final.dnsMs ?? 0,
+                final.connectMs ?? 0,
+                final.tlsMs ?? 0,
+                final.ttfbMs ?? 0,
+                final.totalMs ?? 0,
+                final.bytesReceived
+            )
+        )
         if traceJSON {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]

@@ -73,7 +73,10 @@ struct ResolveCommand: AsyncParsableCommand {
                         trusted = report.httpdns
                         switch report.localDNS {
                         case .success(let r):
-                            out.localDNS = .init(addresses: (r.ipv4 + r.ipv6).map(\.description), source: r.source.description)
+                            out.localDNS = .init(
+                                addresses: (r.ipv4 + r.ipv6).map(\.description),
+                                source: r.source.description
+                            )
                         case .failure(let e):
                             out.localDNS = .init(addresses: [], error: e.description)
                         }
@@ -116,11 +119,14 @@ struct ResolveCommand: AsyncParsableCommand {
             for out in outputs {
                 if out.error == nil {
                     let ttl = out.ttl.map { "\($0)s" } ?? "unknown"
-                    print(";; \(out.name) ttl=\(ttl) source=\(out.source ?? "") \(String(format: "%.2f", out.elapsedMs ?? 0))ms")
+                    print(
+                        ";; \(out.name) ttl=\(ttl) source=\(out.source ?? "") \(String(format: "%.2f", out.elapsedMs ?? 0))ms"
+                    )
                     for a in out.addresses { print(a) }
                 }
                 if let local = out.localDNS {
-                    let answer = local.error ?? (local.addresses.isEmpty ? "no address" : local.addresses.joined(separator: " "))
+                    let answer =
+                        local.error ?? (local.addresses.isEmpty ? "no address" : local.addresses.joined(separator: " "))
                     let verdict = out.hijacked == true ? "HIJACKED" : "consistent"
                     print(";; \(out.name) localdns(\(self.resolver.localDNS)): \(answer) -> \(verdict)")
                 }
@@ -131,4 +137,3 @@ struct ResolveCommand: AsyncParsableCommand {
 }
 
 extension AddressQuery: ExpressibleByArgument {}
-

@@ -6,16 +6,34 @@ import Logging
 
 /// The resolver options shared by every subcommand that resolves names (resolve, fetch, proxy, bench).
 struct ResolverOptions: ParsableArguments {
-    @Option(name: .customLong("resolver"), help: ArgumentHelp("HTTPDNS resolver, repeatable, in order of preference: \(ResolverSpec.kinds).", valueName: "SPEC"))
+    @Option(
+        name: .customLong("resolver"),
+        help: ArgumentHelp(
+            "HTTPDNS resolver, repeatable, in order of preference: \(ResolverSpec.kinds).",
+            valueName: "SPEC"
+        )
+    )
     var resolvers: [String] = []
 
-    @Option(name: .customLong("bootstrap"), help: ArgumentHelp("IP of a resolver named by hostname, repeatable (no DNS is used to reach a resolver).", valueName: "NAME=IP"))
+    @Option(
+        name: .customLong("bootstrap"),
+        help: ArgumentHelp(
+            "IP of a resolver named by hostname, repeatable (no DNS is used to reach a resolver).",
+            valueName: "NAME=IP"
+        )
+    )
     var bootstrap: [String] = []
 
     @Option(help: ArgumentHelp("PEM file of extra trusted CA certificates for TLS to resolvers.", valueName: "FILE"))
     var cacert: String?
 
-    @Option(name: .customLong("local-dns"), help: ArgumentHelp("The network's own resolver, for names outside --only and as the fallback.", valueName: "SPEC"))
+    @Option(
+        name: .customLong("local-dns"),
+        help: ArgumentHelp(
+            "The network's own resolver, for names outside --only and as the fallback.",
+            valueName: "SPEC"
+        )
+    )
     var localDNS: String = "system"
 
     @Flag(name: .customLong("no-fallback"), help: "Never fall back to --local-dns when every resolver fails.")
@@ -24,22 +42,46 @@ struct ResolverOptions: ParsableArguments {
     @Option(help: ArgumentHelp("Bound on each lookup, every resolver and the fallback included.", valueName: "SECONDS"))
     var timeout: Double = 5
 
-    @Option(name: .customLong("only"), help: ArgumentHelp("Use HTTPDNS only for names matching PATTERN (repeatable; wildcards like *.example.com). Default: every name.", valueName: "PATTERN"))
+    @Option(
+        name: .customLong("only"),
+        help: ArgumentHelp(
+            "Use HTTPDNS only for names matching PATTERN (repeatable; wildcards like *.example.com). Default: every name.",
+            valueName: "PATTERN"
+        )
+    )
     var only: [String] = []
 
-    @Option(name: .customLong("except"), help: ArgumentHelp("Never use HTTPDNS for names matching PATTERN (repeatable).", valueName: "PATTERN"))
+    @Option(
+        name: .customLong("except"),
+        help: ArgumentHelp("Never use HTTPDNS for names matching PATTERN (repeatable).", valueName: "PATTERN")
+    )
     var except: [String] = []
 
-    @Option(name: .customLong("strict"), help: ArgumentHelp("Names matching PATTERN never fall back to --local-dns (repeatable).", valueName: "PATTERN"))
+    @Option(
+        name: .customLong("strict"),
+        help: ArgumentHelp("Names matching PATTERN never fall back to --local-dns (repeatable).", valueName: "PATTERN")
+    )
     var strict: [String] = []
 
-    @Option(name: .customLong("allow-private"), help: ArgumentHelp("Public names matching PATTERN may resolve to private/loopback addresses (repeatable).", valueName: "PATTERN"))
+    @Option(
+        name: .customLong("allow-private"),
+        help: ArgumentHelp(
+            "Public names matching PATTERN may resolve to private/loopback addresses (repeatable).",
+            valueName: "PATTERN"
+        )
+    )
     var allowPrivate: [String] = []
 
-    @Option(name: .customLong("cache-file"), help: ArgumentHelp("Keep the DNS cache in FILE across runs.", valueName: "FILE"))
+    @Option(
+        name: .customLong("cache-file"),
+        help: ArgumentHelp("Keep the DNS cache in FILE across runs.", valueName: "FILE")
+    )
     var cacheFile: String?
 
-    @Option(name: .customLong("network-id"), help: ArgumentHelp("Identifier of the current network; cached answers are kept per network.", valueName: "ID"))
+    @Option(
+        name: .customLong("network-id"),
+        help: ArgumentHelp("Identifier of the current network; cached answers are kept per network.", valueName: "ID")
+    )
     var networkID: String = "default"
 
     @Flag(name: .customLong("debug"), help: "Log the resolver's decisions on stderr.")
@@ -91,7 +133,9 @@ struct ResolverOptions: ParsableArguments {
         )
         for r in resolvers {
             if let e = r.endpoint, IPAddress(e.host) == nil, bootstrap[e.host] == nil {
-                throw ValidationError("--resolver: \(e.host) has no address; add --bootstrap \(e.host)=IP (resolvers are reached without DNS)")
+                throw ValidationError(
+                    "--resolver: \(e.host) has no address; add --bootstrap \(e.host)=IP (resolvers are reached without DNS)"
+                )
             }
         }
         return Parsed(resolvers: resolvers, localDNS: local, bootstrap: bootstrap, policy: policy)

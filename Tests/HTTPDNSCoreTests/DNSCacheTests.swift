@@ -17,20 +17,32 @@ import Testing
     @Test func freshThenPrefetchAt75PercentOnce() {
         var c = cache()
         c.store(key, addresses: ips, ttl: 100, source: "p", now: t0)
-        guard case .fresh(_, _, false) = c.lookup(key, now: t0 + .seconds(74)) else { Issue.record("expected plain hit"); return }
-        guard case .fresh(_, let left, true) = c.lookup(key, now: t0 + .seconds(75)) else { Issue.record("expected prefetch"); return }
+        guard case .fresh(_, _, false) = c.lookup(key, now: t0 + .seconds(74)) else {
+            Issue.record("expected plain hit"); return
+        }
+        guard case .fresh(_, let left, true) = c.lookup(key, now: t0 + .seconds(75)) else {
+            Issue.record("expected prefetch"); return
+        }
         #expect(left == .seconds(25))
         // The refresh is running: nobody else is told to start one.
-        guard case .fresh(_, _, false) = c.lookup(key, now: t0 + .seconds(80)) else { Issue.record("expected no second prefetch"); return }
+        guard case .fresh(_, _, false) = c.lookup(key, now: t0 + .seconds(80)) else {
+            Issue.record("expected no second prefetch"); return
+        }
     }
 
     @Test func staleWithinMaxStaleStartsExactlyOneRefresh() {
         var c = cache()
         c.store(key, addresses: ips, ttl: 10, source: "p", now: t0)
-        guard case .stale(_, true) = c.lookup(key, now: t0 + .seconds(11)) else { Issue.record("expected stale + refresh"); return }
-        guard case .stale(_, false) = c.lookup(key, now: t0 + .seconds(12)) else { Issue.record("expected stale only"); return }
+        guard case .stale(_, true) = c.lookup(key, now: t0 + .seconds(11)) else {
+            Issue.record("expected stale + refresh"); return
+        }
+        guard case .stale(_, false) = c.lookup(key, now: t0 + .seconds(12)) else {
+            Issue.record("expected stale only"); return
+        }
         c.refreshFailed(key)
-        guard case .stale(_, true) = c.lookup(key, now: t0 + .seconds(13)) else { Issue.record("a failed refresh may be retried"); return }
+        guard case .stale(_, true) = c.lookup(key, now: t0 + .seconds(13)) else {
+            Issue.record("a failed refresh may be retried"); return
+        }
     }
 
     @Test func staleIsBoundedByMaxStale() {
@@ -54,7 +66,9 @@ import Testing
         var c = cache { $0.negativeTTL = 5 }
         let e = c.store(key, addresses: [], ttl: 3600, source: "p", now: t0)
         #expect(e.ttl == 5)
-        guard case .fresh(let hit, _, false) = c.lookup(key, now: t0 + .seconds(4)) else { Issue.record("expected negative hit"); return }
+        guard case .fresh(let hit, _, false) = c.lookup(key, now: t0 + .seconds(4)) else {
+            Issue.record("expected negative hit"); return
+        }
         #expect(hit.isNegative)
         #expect(c.lookup(key, now: t0 + .seconds(6)) == .miss)
     }
@@ -89,7 +103,9 @@ import Testing
         var restored = cache()
         restored.restore(snap, now: t0 + .seconds(50))  // k2 is past expiry + maxStale (10 + 30)
         #expect(restored.count == 1)
-        guard case .fresh(let e, let left, _) = restored.lookup(key, now: t0 + .seconds(50)) else { Issue.record("expected restored entry"); return }
+        guard case .fresh(let e, let left, _) = restored.lookup(key, now: t0 + .seconds(50)) else {
+            Issue.record("expected restored entry"); return
+        }
         #expect(e.addresses == ips)
         #expect(left == .seconds(50))
     }

@@ -15,8 +15,12 @@ func hex(_ s: String) -> [UInt8] {
 /// Responses captured from knot-resolver 5.6 (the test peer) with a query id of 0x1234.
 enum Captured {
     static let aTestA = hex("123481800001000100000000016104746573740000010001c00c000100010000000500047f000001")
-    static let aTestAAAA = hex("1234818000010001000000000161047465737400001c0001c00c001c000100000005001000000000000000000000000000000001")
-    static let nxTest = hex("123485830001000000010000026e7804746573740000010001c00c0006000100002a300026c00c066e6f626f647907696e76616c6964000000000100000e10000004b000093a8000002a30")
+    static let aTestAAAA = hex(
+        "1234818000010001000000000161047465737400001c0001c00c001c000100000005001000000000000000000000000000000001"
+    )
+    static let nxTest = hex(
+        "123485830001000000010000026e7804746573740000010001c00c0006000100002a300026c00c066e6f626f647907696e76616c6964000000000100000e10000004b000093a8000002a30"
+    )
     static let v6onlyA = hex("1234818000010000000000000676366f6e6c7904746573740000010001")
 }
 
@@ -77,7 +81,11 @@ enum Captured {
 
     @Test func buildsAResponseThatParsesBack() throws {
         let query = try DNSMessage(parsing: try DNSMessage.query(name: "x.test", type: .a, id: 9))
-        let bytes = try DNSMessage.response(to: query, addresses: [IPAddress("10.1.2.3")!, IPAddress("10.1.2.4")!], ttl: 42)
+        let bytes = try DNSMessage.response(
+            to: query,
+            addresses: [IPAddress("10.1.2.3")!, IPAddress("10.1.2.4")!],
+            ttl: 42
+        )
         let m = try DNSMessage(parsing: bytes)
         #expect(m.id == 9)
         #expect(m.addresses(for: .a).addresses.count == 2)
@@ -150,7 +158,9 @@ enum Captured {
     }
 
     @Test func refusesToEncodeBadNames() {
-        #expect(throws: DNSWireError.self) { try DNSMessage.query(name: String(repeating: "a", count: 64) + ".com", type: .a) }
+        #expect(throws: DNSWireError.self) {
+            try DNSMessage.query(name: String(repeating: "a", count: 64) + ".com", type: .a)
+        }
         #expect(throws: DNSWireError.self) { try DNSMessage.query(name: "a..com", type: .a) }
     }
 
@@ -176,7 +186,10 @@ enum Captured {
     }
 
     @Test func classifiesNonGlobalRanges() {
-        for s in ["127.0.0.1", "10.1.1.1", "172.16.0.1", "192.168.1.1", "169.254.1.1", "100.64.0.1", "::1", "fd00::1", "fe80::1", "100::66", "::ffff:10.0.0.1"] {
+        for s in [
+            "127.0.0.1", "10.1.1.1", "172.16.0.1", "192.168.1.1", "169.254.1.1", "100.64.0.1", "::1", "fd00::1",
+            "fe80::1", "100::66", "::ffff:10.0.0.1",
+        ] {
             #expect(IPAddress(s)!.isNonGlobal, "\(s)")
         }
         for s in ["8.8.8.8", "1.1.1.1", "2606:4700::1111", "172.32.0.1"] {

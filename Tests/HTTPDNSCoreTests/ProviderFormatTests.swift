@@ -62,7 +62,10 @@ import Testing
     }
 
     @Test func formatParsesBack() throws {
-        let answer = HostAnswer(ipv4: FamilyAnswer(addresses: [IPAddress("1.2.3.4")!], ttl: 30), ipv6: FamilyAnswer(addresses: [IPAddress("::2")!], ttl: 30))
+        let answer = HostAnswer(
+            ipv4: FamilyAnswer(addresses: [IPAddress("1.2.3.4")!], ttl: 30),
+            ipv6: FamilyAnswer(addresses: [IPAddress("::2")!], ttl: 30)
+        )
         let text = DNSPodFormat.format(answer, query: .both, withTTL: true)
         #expect(text == "1.2.3.4,30-::2,30")
         #expect(try DNSPodFormat.parse(text, names: ["x"], query: .both)["x"] == answer)
@@ -71,7 +74,9 @@ import Testing
 
 @Suite struct JSONFormatTests {
     @Test func alibaba() throws {
-        let body = Array(#"{"host":"a.com","ips":["1.2.3.4","1.2.3.5"],"ipsv6":["2001:db8::1"],"ttl":60,"origin_ttl":600}"#.utf8)
+        let body = Array(
+            #"{"host":"a.com","ips":["1.2.3.4","1.2.3.5"],"ipsv6":["2001:db8::1"],"ttl":60,"origin_ttl":600}"#.utf8
+        )
         let r = try AlibabaJSONFormat.parse(body, query: .both)
         #expect(r.ipv4?.addresses.count == 2)
         #expect(r.ipv4?.ttl == 60)
@@ -90,12 +95,14 @@ import Testing
     }
 
     @Test func dohJSONFollowsCNAMEs() throws {
-        let body = Array(#"""
+        let body = Array(
+            #"""
             {"Status":0,"TC":false,"RD":true,"RA":true,"Question":[{"name":"www.a.com.","type":1}],
              "Answer":[{"name":"www.a.com.","type":5,"TTL":300,"data":"edge.cdn.net."},
                        {"name":"edge.cdn.net.","type":1,"TTL":20,"data":"203.0.113.9"},
                        {"name":"other.net.","type":1,"TTL":20,"data":"203.0.113.10"}]}
-            """#.utf8)
+            """#.utf8
+        )
         let r = try DoHJSONFormat.parse(body, name: "www.a.com", type: .a)
         #expect(r.addresses == [IPAddress("203.0.113.9")!])
         #expect(r.ttl == 20)
@@ -103,9 +110,15 @@ import Testing
 
     @Test func dohJSONStatuses() throws {
         #expect(try DoHJSONFormat.parse(Array(#"{"Status":3}"#.utf8), name: "x.com", type: .a) == .empty)
-        #expect(throws: AnswerFormatError.self) { try DoHJSONFormat.parse(Array(#"{"Status":2}"#.utf8), name: "x.com", type: .a) }
         #expect(throws: AnswerFormatError.self) {
-            try DoHJSONFormat.parse(Array(#"{"Status":0,"Answer":[{"name":"x.com.","type":1,"TTL":1,"data":"::1"}]}"#.utf8), name: "x.com", type: .a)
+            try DoHJSONFormat.parse(Array(#"{"Status":2}"#.utf8), name: "x.com", type: .a)
+        }
+        #expect(throws: AnswerFormatError.self) {
+            try DoHJSONFormat.parse(
+                Array(#"{"Status":0,"Answer":[{"name":"x.com.","type":1,"TTL":1,"data":"::1"}]}"#.utf8),
+                name: "x.com",
+                type: .a
+            )
         }
     }
 
@@ -149,7 +162,10 @@ import Testing
         }
     }
 
-    @Test(arguments: ["foo:bar", "nokind", "doh:ftp://x/y", "doh:https://", "doh:not a url", "dns:a.test", "dns:1.2.3.4:0", "dns:1.2.3.4:99999", "doh:https://u:p@1.2.3.4/q"])
+    @Test(arguments: [
+        "foo:bar", "nokind", "doh:ftp://x/y", "doh:https://", "doh:not a url", "dns:a.test", "dns:1.2.3.4:0",
+        "dns:1.2.3.4:99999", "doh:https://u:p@1.2.3.4/q",
+    ])
     func rejectsBadSpecs(_ text: String) {
         #expect(throws: ResolverSpecError.self) { try ResolverSpec(parsing: text) }
     }
@@ -173,7 +189,11 @@ import Testing
     }
 
     @Test func exceptWinsAndStrictIsPerName() throws {
-        let p = HostPolicy(only: [try HostPattern("*.app.com")], except: [try HostPattern("cdn.app.com")], strict: [try HostPattern("pay.app.com")])
+        let p = HostPolicy(
+            only: [try HostPattern("*.app.com")],
+            except: [try HostPattern("cdn.app.com")],
+            strict: [try HostPattern("pay.app.com")]
+        )
         #expect(p.route(for: "api.app.com") == .httpdns(strict: false))
         #expect(p.route(for: "pay.app.com") == .httpdns(strict: true))
         #expect(p.route(for: "cdn.app.com") == .localDNS)

@@ -17,9 +17,13 @@ func runCLI(_ arguments: [String], namespace: String? = nil) async throws -> CLI
 }
 
 func runCLIBlocking(_ arguments: [String], namespace: String?) throws -> CLIResult {
-    let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent()
     let binary = root.appendingPathComponent(".build/debug/httpdns")
-    try #require(FileManager.default.isExecutableFile(atPath: binary.path), "build the CLI first: swift build --build-tests")
+    try #require(
+        FileManager.default.isExecutableFile(atPath: binary.path),
+        "build the CLI first: swift build --build-tests"
+    )
     let process = Process()
     if let namespace {
         process.executableURL = URL(fileURLWithPath: "/usr/sbin/ip")
@@ -36,7 +40,11 @@ func runCLIBlocking(_ arguments: [String], namespace: String?) throws -> CLIResu
     let stdout = out.fileHandleForReading.readDataToEndOfFile()
     let stderr = err.fileHandleForReading.readDataToEndOfFile()
     process.waitUntilExit()
-    return CLIResult(status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self), stderr: String(decoding: stderr, as: UTF8.self))
+    return CLIResult(
+        status: process.terminationStatus,
+        stdout: String(decoding: stdout, as: UTF8.self),
+        stderr: String(decoding: stderr, as: UTF8.self)
+    )
 }
 
 @Suite struct CLIUsageTests {
@@ -66,7 +74,10 @@ func runCLIBlocking(_ arguments: [String], namespace: String?) throws -> CLIResu
 struct CLIPeerTests {
     @Test func resolveJSONThroughKresdDoH() async throws {
         let peers = try Peers.require()
-        let r = try await runCLI(["resolve", "a.test", "b.test", "--json", "--cacert", peers.ca, "--resolver", "doh:https://127.0.0.1:\(peers.doh2Port)/dns-query"])
+        let r = try await runCLI([
+            "resolve", "a.test", "b.test", "--json", "--cacert", peers.ca, "--resolver",
+            "doh:https://127.0.0.1:\(peers.doh2Port)/dns-query",
+        ])
         #expect(r.status == 0, "\(r.stderr)")
         let array = try #require(try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [[String: Any]])
         #expect(array.count == 2)
@@ -79,7 +90,9 @@ struct CLIPeerTests {
 
     @Test func plainOutputIsLikeDigShortWithSourceAndTTL() async throws {
         let peers = try Peers.require()
-        let r = try await runCLI(["resolve", "c.test", "--type", "a", "--resolver", "dns:127.0.0.1:\(peers.kresdDNS.1)"])
+        let r = try await runCLI([
+            "resolve", "c.test", "--type", "a", "--resolver", "dns:127.0.0.1:\(peers.kresdDNS.1)",
+        ])
         #expect(r.status == 0)
         let lines = r.stdout.split(separator: "\n")
         #expect(lines.first?.hasPrefix(";; c.test ttl=5s source=dns:127.0.0.1:") == true)
@@ -94,7 +107,9 @@ struct CLIPeerTests {
             "--local-dns", "dns:127.0.0.2:\(peers.hijacker.1)",
         ])
         #expect(r.status == 0, "\(r.stderr)")
-        let first = try #require((try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [[String: Any]])?.first)
+        let first = try #require(
+            (try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [[String: Any]])?.first
+        )
         #expect(first["hijacked"] as? Bool == true)
         #expect((first["localDNS"] as? [String: Any])?["addresses"] as? [String] == ["127.0.0.66"])
         #expect(first["addresses"] as? [String] == ["127.0.0.1"])
@@ -102,7 +117,9 @@ struct CLIPeerTests {
 
     @Test func failedNameExitsOneWithAnErrorPerName() async throws {
         let peers = try Peers.require()
-        let r = try await runCLI(["resolve", "a.test", "www.nx.test", "--no-fallback", "--resolver", "dns:127.0.0.1:\(peers.kresdDNS.1)"])
+        let r = try await runCLI([
+            "resolve", "a.test", "www.nx.test", "--no-fallback", "--resolver", "dns:127.0.0.1:\(peers.kresdDNS.1)",
+        ])
         #expect(r.status == 1)
         #expect(r.stdout.contains("127.0.0.1"))
         #expect(r.stderr.contains("www.nx.test: no A or AAAA record"))
@@ -111,7 +128,10 @@ struct CLIPeerTests {
 
     @Test func deadFirstResolverStillResolvesWithinTheTimeout() async throws {
         let peers = try Peers.require()
-        let r = try await runCLI(["resolve", "a.test", "--timeout", "3", "--no-fallback", "--resolver", "dns:127.0.0.1:1", "--resolver", "dns:127.0.0.1:\(peers.kresdDNS.1)"])
+        let r = try await runCLI([
+            "resolve", "a.test", "--timeout", "3", "--no-fallback", "--resolver", "dns:127.0.0.1:1", "--resolver",
+            "dns:127.0.0.1:\(peers.kresdDNS.1)",
+        ])
         #expect(r.status == 0, "\(r.stderr)")
         #expect(r.stdout.contains("127.0.0.1"))
     }

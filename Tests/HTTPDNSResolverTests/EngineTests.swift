@@ -166,7 +166,11 @@ struct EngineTests {
         let peers = try Peers.require()
         let engine = try peers.appEngine()
         defer { engine.shutdown() }
-        let request = try HTTPRequest(method: .POST, url: peers.url("a.test", "/r/start"), body: .bytes(Array("hello".utf8)))
+        let request = try HTTPRequest(
+            method: .POST,
+            url: peers.url("a.test", "/r/start"),
+            body: .bytes(Array("hello".utf8))
+        )
         let response = try await engine.send(request, followRedirects: 5)
         let echo = try JSONDecoder().decode(Echo.self, from: Data(try await text(response).utf8))
         #expect(echo.method == "GET")  // 301 turned POST into GET, 302 and 307 kept GET
@@ -181,7 +185,10 @@ struct EngineTests {
         let engine = try peers.appEngine()
         defer { engine.shutdown() }
         let body = Array("keep me".utf8)
-        let response = try await engine.send(try HTTPRequest(method: .POST, url: peers.url("a.test", path), body: .bytes(body)), followRedirects: 5)
+        let response = try await engine.send(
+            try HTTPRequest(method: .POST, url: peers.url("a.test", path), body: .bytes(body)),
+            followRedirects: 5
+        )
         let echo = try JSONDecoder().decode(Echo.self, from: Data(try await text(response).utf8))
         #expect(echo.method == "POST")
         #expect(echo.sha256 == SHA256.hash(data: body).map { String(format: "%02x", $0) }.joined())

@@ -38,7 +38,10 @@ import Testing
                 let q = query["query"] ?? "4"
                 let body = AlibabaJSONFormat.format(
                     host: host,
-                    answer: HostAnswer(ipv4: q.contains("4") ? answer(host, v6: false) : nil, ipv6: q.contains("6") ? answer(host, v6: true) : nil)
+                    answer: HostAnswer(
+                        ipv4: q.contains("4") ? answer(host, v6: false) : nil,
+                        ipv6: q.contains("6") ? answer(host, v6: true) : nil
+                    )
                 )
                 return (.ok, "application/json", body)
             case "/dns-query":
@@ -47,7 +50,15 @@ import Testing
                 }
                 let type: DNSRecordType = query["type"] == "AAAA" ? .aaaa : .a
                 let exists = table[name] != nil
-                return (.ok, "application/dns-json", DoHJSONFormat.format(name: name, type: type, rcode: exists ? .noError : .nameError, answer: answer(name, v6: type == .aaaa)))
+                return (
+                    .ok, "application/dns-json",
+                    DoHJSONFormat.format(
+                        name: name,
+                        type: type,
+                        rcode: exists ? .noError : .nameError,
+                        answer: answer(name, v6: type == .aaaa)
+                    )
+                )
             case "/broken":
                 return (.ok, "text/html", Array("<html>captive portal</html>".utf8))
             default:
@@ -105,7 +116,10 @@ import Testing
     @Test func hostileAnswersAreRejectedWithAClearError() async throws {
         let server = try await Self.startServer()
         defer { Task { await server.stop() } }
-        for spec in ["dnspod:http://127.0.0.1:\(server.port)/broken", "json:http://127.0.0.1:\(server.port)/broken", "dnspod:http://127.0.0.1:\(server.port)/nowhere"] {
+        for spec in [
+            "dnspod:http://127.0.0.1:\(server.port)/broken", "json:http://127.0.0.1:\(server.port)/broken",
+            "dnspod:http://127.0.0.1:\(server.port)/nowhere",
+        ] {
             do {
                 _ = try await resolver(spec).resolve("a.example.com", .ipv4)
                 Issue.record("accepted a hostile answer from \(spec)")

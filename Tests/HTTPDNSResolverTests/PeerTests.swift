@@ -11,7 +11,9 @@ import Testing
 
 @Suite(.enabled(if: Peers.shouldRun, "real peers not running (scripts/test.sh starts them)"))
 struct PeerTests {
-    func resolver(_ specs: [String], peers: Peers, _ tweak: (inout ResolverConfiguration) -> Void = { _ in }) throws -> HTTPDNSResolver {
+    func resolver(_ specs: [String], peers: Peers, _ tweak: (inout ResolverConfiguration) -> Void = { _ in }) throws
+        -> HTTPDNSResolver
+    {
         var config = ResolverConfiguration(providers: try specs.map { try ResolverSpec(parsing: $0) })
         config.policy = .all
         config.fallbackToLocalDNS = false
@@ -24,7 +26,9 @@ struct PeerTests {
     @Test(arguments: ["doh", "doh-post"])
     func dohOverHTTP2AgainstKresd(_ kind: String) async throws {
         let peers = try Peers.require()
-        let r = try await resolver(["\(kind):https://127.0.0.1:\(peers.doh2Port)/dns-query"], peers: peers).resolve("a.test")
+        let r = try await resolver(["\(kind):https://127.0.0.1:\(peers.doh2Port)/dns-query"], peers: peers).resolve(
+            "a.test"
+        )
         #expect(r.ipv4 == [IPAddress("127.0.0.1")!])
         #expect(r.ipv6 == [IPAddress("::1")!])
         #expect(r.ttl == 5)  // kresd hints TTL
@@ -36,7 +40,12 @@ struct PeerTests {
         let query = try DNSMessage.query(name: "b.test", type: .a, id: 0)
         let headers = HTTPHeaders([("accept", "application/dns-message"), ("content-type", "application/dns-message")])
         func post(_ port: Int, _ versions: HTTPVersionPolicy) async throws -> HTTPResponse {
-            var request = HTTPRequest(method: .POST, url: HTTPURL(scheme: "https", host: "127.0.0.1", port: port, target: "/dns-query"), headers: headers, body: .bytes(query))
+            var request = HTTPRequest(
+                method: .POST,
+                url: HTTPURL(scheme: "https", host: "127.0.0.1", port: port, target: "/dns-query"),
+                headers: headers,
+                body: .bytes(query)
+            )
             request.versions = versions
             request.timeout = .seconds(4)
             return try await engine.execute(request)
@@ -60,7 +69,10 @@ struct PeerTests {
     @Test(arguments: ["doh", "doh-post"])
     func dohOverHTTP1LegacyEndpoint(_ kind: String) async throws {
         let peers = try Peers.require()
-        let r = try await resolver(["\(kind):https://127.0.0.1:\(peers.dohLegacyPort)/doh"], peers: peers).resolve("c.test", .ipv4)
+        let r = try await resolver(["\(kind):https://127.0.0.1:\(peers.dohLegacyPort)/doh"], peers: peers).resolve(
+            "c.test",
+            .ipv4
+        )
         #expect(r.ipv4 == [IPAddress("127.0.0.1")!])
     }
 
@@ -80,14 +92,18 @@ struct PeerTests {
 
     @Test func ipv6OnlyPathToTheResolver() async throws {
         let peers = try Peers.require()
-        let r = try await resolver(["doh:https://[::1]:\(peers.doh2Port)/dns-query"], peers: peers).resolve("v6only.test")
+        let r = try await resolver(["doh:https://[::1]:\(peers.doh2Port)/dns-query"], peers: peers).resolve(
+            "v6only.test"
+        )
         #expect(r.ipv6 == [IPAddress("::1")!])
         #expect(r.ipv4.isEmpty)
     }
 
     @Test func untrustedCertificateIsRefusedWithAClearError() async throws {
         let peers = try Peers.require()
-        var config = ResolverConfiguration(providers: [try ResolverSpec(parsing: "doh:https://127.0.0.1:\(peers.doh2Port)/dns-query")])
+        var config = ResolverConfiguration(providers: [
+            try ResolverSpec(parsing: "doh:https://127.0.0.1:\(peers.doh2Port)/dns-query")
+        ])
         config.policy = .all
         config.fallbackToLocalDNS = false
         let noCA = try HTTPDNSResolver(configuration: config, engine: try HTTPEngine(), logger: testLogger)
@@ -135,7 +151,9 @@ struct PeerTests {
     @Test func nxdomainFromKresdIsNoAddress() async throws {
         let peers = try Peers.require()
         do {
-            _ = try await resolver(["doh:https://127.0.0.1:\(peers.doh2Port)/dns-query"], peers: peers).resolve("www.nx.test")
+            _ = try await resolver(["doh:https://127.0.0.1:\(peers.doh2Port)/dns-query"], peers: peers).resolve(
+                "www.nx.test"
+            )
             Issue.record("resolved an NXDOMAIN name")
         } catch let e as ResolverError {
             #expect(e.code == .noAddress)

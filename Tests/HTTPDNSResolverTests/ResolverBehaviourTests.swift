@@ -15,7 +15,11 @@ import Testing
         defer { Task { await server.stop() } }
         let resolver = makeResolver([try do53(server)])
         let ok = await withTaskGroup(of: Bool.self) { group in
-            for _ in 0..<1000 { group.addTask { (try? await resolver.resolve("cold.example.com", .ipv4))?.ipv4 == [IPAddress("93.184.216.10")!] } }
+            for _ in 0..<1000 {
+                group.addTask {
+                    (try? await resolver.resolve("cold.example.com", .ipv4))?.ipv4 == [IPAddress("93.184.216.10")!]
+                }
+            }
             return await group.reduce(0) { $0 + ($1 ? 1 : 0) }
         }
         #expect(ok == 1000)
@@ -85,7 +89,8 @@ import Testing
         defer { hole.close(promise: nil) }
         let good = try await startDNS(["93.184.216.40"])
         defer { Task { await good.stop() } }
-        let resolver = makeResolver([try Do53Provider(server: IPAddress("127.0.0.1")!, port: holePort), try do53(good)]) {
+        let resolver = makeResolver([try Do53Provider(server: IPAddress("127.0.0.1")!, port: holePort), try do53(good)])
+        {
             $0.timeout = .seconds(2)
             $0.fallbackToLocalDNS = false
         }
@@ -135,18 +140,28 @@ import Testing
     @Test func privateAnswerForAPublicNameIsRejectedAndTheNextProviderUsed() async throws {
         let poisoned = try await startDNS(["10.0.0.1"])
         let honest = try await startDNS(["93.184.216.34"])
-        defer { Task { await poisoned.stop(); await honest.stop() } }
+        defer {
+            Task {
+                await poisoned.stop(); await honest.stop()
+            }
+        }
         let resolver = makeResolver([try do53(poisoned), try do53(honest)]) { $0.fallbackToLocalDNS = false }
         #expect(try await resolver.resolve("www.example.com", .ipv4).ipv4 == [IPAddress("93.184.216.34")!])
         // The same answer is fine for a name the policy allows to be private.
-        let allowed = makeResolver([try do53(poisoned)]) { $0.policy.allowNonGlobal = [try! HostPattern("*.corp.example.com")] }
+        let allowed = makeResolver([try do53(poisoned)]) {
+            $0.policy.allowNonGlobal = [try! HostPattern("*.corp.example.com")]
+        }
         #expect(try await allowed.resolve("git.corp.example.com", .ipv4).ipv4 == [IPAddress("10.0.0.1")!])
     }
 
     @Test func hijackIsDetectedWhenLocalDNSDisagrees() async throws {
         let trusted = try await startDNS(["127.0.0.1"])
         let hijacker = try await startDNS(["127.0.0.66"])
-        defer { Task { await trusted.stop(); await hijacker.stop() } }
+        defer {
+            Task {
+                await trusted.stop(); await hijacker.stop()
+            }
+        }
         let resolver = makeResolver([try do53(trusted)], local: try do53(hijacker))
         let report = await resolver.compare("a.test", .ipv4)
         #expect(report.hijacked)
@@ -158,7 +173,11 @@ import Testing
     @Test func namesOutsideThePolicyAndLiteralsNeverReachHTTPDNS() async throws {
         let trusted = try await startDNS(["93.184.216.70"])
         let local = try await startDNS(["93.184.216.71"])
-        defer { Task { await trusted.stop(); await local.stop() } }
+        defer {
+            Task {
+                await trusted.stop(); await local.stop()
+            }
+        }
         let resolver = makeResolver([try do53(trusted)], local: try do53(local)) {
             $0.policy = HostPolicy(only: [try! HostPattern("*.app.example.com")])
         }
@@ -177,7 +196,9 @@ import Testing
             type == .aaaa ? .init(addresses: [IPAddress("2606:4700::5")!]) : .init(addresses: [])
         }
         defer { Task { await server.stop() } }
-        let r = try await makeResolver([try Do53Provider(server: IPAddress("::1")!, port: server.port)]).resolve("v6.example.com")
+        let r = try await makeResolver([try Do53Provider(server: IPAddress("::1")!, port: server.port)]).resolve(
+            "v6.example.com"
+        )
         #expect(r.ipv6 == [IPAddress("2606:4700::5")!])
         #expect(r.ipv4.isEmpty)
         #expect(r.addresses == [IPAddress("2606:4700::5")!])
@@ -226,7 +247,9 @@ import Testing
         #expect(server.queries.udp == 3)
     }
 
-    @Test(arguments: ["", "{\"version\":1,\"entries\":[{\"key\":", "not json at all", "{\"version\":99,\"entries\":[]}"])
+    @Test(arguments: [
+        "", "{\"version\":1,\"entries\":[{\"key\":", "not json at all", "{\"version\":99,\"entries\":[]}",
+    ])
     func tornOrCorruptCacheFileIsIgnored(_ content: String) async throws {
         let server = try await startDNS(["93.184.216.91"])
         defer { Task { await server.stop() } }

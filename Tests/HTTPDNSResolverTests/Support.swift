@@ -43,7 +43,18 @@ struct Peers {
             let h2c = env["HTTPDNS_NGINX_H2C_PORT"].flatMap(Int.init),
             let www = env["HTTPDNS_WWW"], let netns = env["HTTPDNS_NETNS"]
         else { return nil }
-        return Peers(ca: ca, kresdDNS: dns, doh2Port: doh2, dohLegacyPort: legacy, hijacker: hj, nginxTLS: tls, nginxHTTP: http, nginxH2C: h2c, www: www, netns: netns)
+        return Peers(
+            ca: ca,
+            kresdDNS: dns,
+            doh2Port: doh2,
+            dohLegacyPort: legacy,
+            hijacker: hj,
+            nginxTLS: tls,
+            nginxHTTP: http,
+            nginxH2C: h2c,
+            www: www,
+            netns: netns
+        )
     }()
 
     /// Run peer tests when the peers are there, and always under CI (where their absence must fail).
@@ -59,7 +70,9 @@ struct Peers {
 
     /// The HTTPDNS resolver over kresd DoH, with the dnsmasq hijacker as LocalDNS.
     func resolver() throws -> HTTPDNSResolver {
-        var config = ResolverConfiguration(providers: [.doh(try ResolverEndpoint(url: "https://127.0.0.1:\(doh2Port)/dns-query"), usePOST: false)])
+        var config = ResolverConfiguration(providers: [
+            .doh(try ResolverEndpoint(url: "https://127.0.0.1:\(doh2Port)/dns-query"), usePOST: false)
+        ])
         config.policy = .all
         config.fallbackToLocalDNS = false
         config.localDNS = .dns(hijacker.0, port: hijacker.1)
@@ -95,11 +108,19 @@ func makeResolver(
     config.timeout = .seconds(3)
     config.cache.minTTL = 1
     tweak(&config)
-    return HTTPDNSResolver(configuration: config, providers: providers, localDNS: local ?? SystemProvider(), clock: clock, logger: testLogger)
+    return HTTPDNSResolver(
+        configuration: config,
+        providers: providers,
+        localDNS: local ?? SystemProvider(),
+        clock: clock,
+        logger: testLogger
+    )
 }
 
 /// A UDP DNS server answering `answer` for every name (A and AAAA by family).
-func startDNS(_ addresses: [String], ttl: UInt32 = 60, host: String = "127.0.0.1", options: DNSServer.Options = .init()) async throws -> DNSServer {
+func startDNS(_ addresses: [String], ttl: UInt32 = 60, host: String = "127.0.0.1", options: DNSServer.Options = .init())
+    async throws -> DNSServer
+{
     let ips = addresses.map { IPAddress($0)! }
     return try await DNSServer.start(host: host, options: options) { name, _ in
         name.hasPrefix("nx.") ? .nxdomain : DNSServer.Answer(addresses: ips, ttl: ttl)
@@ -112,14 +133,20 @@ func do53(_ server: DNSServer) throws -> Do53Provider {
 
 /// A UDP socket that reads and never answers: a blackholed resolver.
 func startBlackhole() async throws -> (any Channel, Int) {
-    let channel = try await DatagramBootstrap(group: MultiThreadedEventLoopGroup.singleton).bind(host: "127.0.0.1", port: 0).get()
+    let channel = try await DatagramBootstrap(group: MultiThreadedEventLoopGroup.singleton).bind(
+        host: "127.0.0.1",
+        port: 0
+    ).get()
     return (channel, channel.localAddress!.port!)
 }
 
 /// A tiny loopback HTTP/1.1 server for the providers no real peer speaks here (DNSPod text, Alibaba
 /// JSON, JSON DoH). It answers from a closure and counts requests.
 final class HTTPFixtureServer: Sendable {
-    typealias Handler = @Sendable (_ path: String, _ query: [String: String], _ headers: HTTPHeaders) -> (HTTPResponseStatus, String, [UInt8])
+    typealias Handler =
+        @Sendable (_ path: String, _ query: [String: String], _ headers: HTTPHeaders) -> (
+            HTTPResponseStatus, String, [UInt8]
+        )
     let channel: any Channel
     private let log: NIOLockedValueBox<[String]>
     var port: Int { channel.localAddress!.port! }
@@ -172,7 +199,10 @@ private final class FixtureHandler: ChannelInboundHandler {
             let (status, type, body) = handler(components?.path ?? head.uri, query, head.headers)
             var headers = HTTPHeaders([("content-type", type), ("content-length", "\(body.count)")])
             headers.add(name: "connection", value: "close")
-            context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers))), promise: nil)
+            context.write(
+                wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers))),
+                promise: nil
+            )
             context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: body)))), promise: nil)
             context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
         }

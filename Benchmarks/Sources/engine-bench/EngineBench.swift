@@ -1,0 +1,178 @@
+// Our engine and AsyncHTTPClient against the same nginx, in one run, with the ratio:
+//   h1     HTTP/1.1 keep-alive small GETs, req/s
+//   h2     HTTP/2 with 100 concurrent streams, req/s
+//   blackhole  time to success when the first address drops SYNs (run inside the test namespace:
+//              ip netns exec NS engine-bench blackhole ...). AHC's dnsOverride maps a host to one
+//              address, so it can only be pointed at the dead one.
+// Both clients get the same trust root and connect to the same IP for the same hostname.
+
+import ArgumentParser
+import AsyncHTTPClient
+import Foundation
+import HTTPDNSCore
+import HTTPDNSEngine
+import NIOCore
+import NIOSSL
+
+@main
+struct EngineBench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "engine-bench",
+        abstract: "swift-httpdns's engine vs AsyncHTTPClient (dnsOverride), same server, same run."
+    )
+
+    @Argument(help: "h1, h2 or blackhole")
+    var scenario: String
+
+    @Option(help: "https URL on the test nginx, e.g. https://a.test:8443/whoami")
+    var url: String
+
+    @Option(help: "IP the URL's host is served at (the dead one first for blackhole).")
+    var ip: [String] = ["127.0.0.1"]
+
+    @Option(help: "PEM CA that signed the server's certificate.")
+    var cacert: String
+
+    @Option(help: "Requests per client (h1, h2).")
+    var requests = 20_000
+
+    @Option(help: "Requests in flight (h1: connections; h2: streams on one connection).")
+    var concurrency: Int?
+
+    func run() async throws {
+        let target = try HTTPURL(url)
+        let ips = ip.compactMap { IPAddress($0) }
+        guard ips.count == ip.count, !ips.isEmpty else { throw ValidationError("--ip: give IP addresses") }
+        let roots = try HTTPEngineTLS.loadPEM(file: cacert)
+
+        var ours = HTTPEngine.Configuration()
+        ours.tls = HTTPEngineTLS(additionalTrustRoots: roots)
+        var tls = TLSConfiguration.makeClientConfiguration()
+        tls.additionalTrustRoots = [.file(cacert)]
+        var theirs = HTTPClient.Configuration(tlsConfiguration: tls)
+        theirs.dnsOverride = [target.host: ips[0].description]
+
+        switch scenario {
+        case "h1", "h2":
+            let inFlight = concurrency ?? (scenario == "h1" ? 1 : 100)
+            ours.versions = scenario == "h1" ? .http1Only : .http2Only
+            ours.maxConnectionsPerHost = inFlight
+            theirs.httpVersion = scenario == "h1" ? .http1Only : .automatic
+            theirs.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = inFlight
+            let engine = try HTTPEngine(configuration: ours, addressSource: StaticAddressSource([target.host: ips]))
+            let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: theirs)
+            let rounds = 5
+            print(
+                "\(scenario): \(requests) GETs of \(url) per client, \(inFlight) in flight, \(rounds) alternating rounds, median"
+            )
+            let ours: @Sendable () async throws -> Void = {
+                let response = try await engine.execute(HTTPRequest(url: target))
+                for try await _ in response.body {}
+                guard response.status == .ok else { throw ValidationError("ours: HTTP \(response.status.code)") }
+            }
+            let theirs: @Sendable () async throws -> Void = {
+                let response = try await client.execute(HTTPClientRequest(url: url), timeout: .seconds(30))
+                for try await _ in response.body {}
+                guard response.status == .ok else { throw ValidationError("AHC: HTTP \(response.status.code)") }
+            }
+            var oursRates: [Double] = []
+            var theirsRates: [Double] = []
+            // Alternate so that drift on a shared machine hits both alike.
+            for round in 0..<rounds {
+                if round % 2 == 0 {
+                    oursRates.append(try await measure(requests: requests / rounds, inFlight: inFlight, ours))
+                    theirsRates.append(try await measure(requests: requests / rounds, inFlight: inFlight, theirs))
+                } else {
+                    theirsRates.append(try await measure(requests: requests / rounds, inFlight: inFlight, theirs))
+                    oursRates.append(try await measure(requests: requests / rounds, inFlight: inFlight, ours))
+                }
+            }
+            let oursRate = oursRates.sorted()[rounds / 2]
+            let theirsRate = theirsRates.sorted()[rounds / 2]
+            engine.shutdown()
+            try await client.shutdown()
+            print(String(format: "  swift-httpdns    %9.0f req/s", oursRate))
+            print(String(format: "  AsyncHTTPClient  %9.0f req/s", theirsRate))
+            print(
+                String(
+                    format: "  ratio ours/AHC   %9.2fx (target %@)",
+                    oursRate / theirsRate,
+                    scenario == "h1" ? ">= 1.1x" : ">= 1.0x"
+                )
+            )
+        case "blackhole":
+            guard ips.count >= 2 else {
+                throw ValidationError("--ip: give the blackholed address first, then a live one")
+            }
+            let engine = try HTTPEngine(configuration: ours, addressSource: StaticAddressSource([target.host: ips]))
+            let t0 = ContinuousClock.now
+            let response = try await engine.execute(HTTPRequest(url: target))
+            for try await _ in response.body {}
+            let oursTime = ContinuousClock.now - t0
+            engine.shutdown()
+            theirs.timeout.connect = .seconds(10)
+            let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: theirs)
+            let t1 = ContinuousClock.now
+            var theirsOutcome = "succeeded"
+            do {
+                let r = try await client.execute(HTTPClientRequest(url: url), timeout: .seconds(15))
+                for try await _ in r.body {}
+            } catch {
+                theirsOutcome = "failed (\(error))"
+            }
+            let theirsTime = ContinuousClock.now - t1
+            try await client.shutdown()
+            print("blackhole: \(url) at \(ip.joined(separator: ", ")) (the first drops SYNs)")
+            print(
+                String(
+                    format: "  swift-httpdns    %8.0f ms to success (happy eyeballs over both addresses)",
+                    oursTime.milliseconds
+                )
+            )
+            print(
+                String(
+                    format: "  AsyncHTTPClient  %8.0f ms, %@ (dnsOverride gives it only %@)",
+                    theirsTime.milliseconds,
+                    theirsOutcome,
+                    ips[0].description
+                )
+            )
+            print(String(format: "  ratio AHC/ours   %8.1fx", theirsTime.milliseconds / oursTime.milliseconds))
+        default:
+            throw ValidationError("scenario: h1, h2 or blackhole")
+        }
+    }
+
+    /// Requests per second for `requests` calls of `body`, `inFlight` at a time, after a warm-up.
+    func measure(requests: Int, inFlight: Int, _ body: @escaping @Sendable () async throws -> Void) async throws
+        -> Double
+    {
+        for _ in 0..<min(inFlight, 100) { try await body() }
+        let counter = Counter(total: requests)
+        let t0 = ContinuousClock.now
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0..<inFlight {
+                group.addTask {
+                    while counter.take() { try await body() }
+                }
+            }
+            try await group.waitForAll()
+        }
+        return Double(requests) / (ContinuousClock.now - t0).seconds
+    }
+}
+
+/// Hands out request slots to the workers.
+final class Counter: @unchecked Sendable {
+    // Guarded by `lock`.
+    private var left: Int
+    private let lock = NSLock()
+    init(total: Int) { left = total }
+    func take() -> Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        guard left > 0 else { return false }
+        left -= 1
+        return true
+    }
+}

@@ -1,0 +1,199 @@
+// `httpdns fetch` as a user runs it, including the seeds' story in a network namespace whose system
+// resolver is hijacked, and a blackholed first address.
+
+import Crypto
+import Foundation
+import NIOPosix
+import Testing
+
+struct Trace: Decodable {
+    var url: String
+    var ip: String?
+    var port: Int?
+    var `protocol`: String?
+    var dnsSource: String?
+    var dnsMs: Double?
+    var connectMs: Double?
+    var tlsMs: Double?
+    var ttfbMs: Double?
+    var totalMs: Double?
+    var reused: Bool
+    var status: Int?
+    var bytesSent: Int
+    var bytesReceived: Int
+    var redirects: Int
+}
+
+func lastJSONLine<T: Decodable>(_ text: String, as type: T.Type) throws -> T {
+    let line = try #require(text.split(separator: "\n").last(where: { $0.hasPrefix("{") }), "no JSON line in: \(text)")
+    return try JSONDecoder().decode(T.self, from: Data(line.utf8))
+}
+
+@Suite(.enabled(if: Peers.shouldRun, "real peers not running (scripts/test.sh starts them)"))
+struct FetchCLITests {
+    func common(_ peers: Peers) -> [String] {
+        [
+            "--cacert", peers.ca, "--resolver", "doh:https://127.0.0.1:\(peers.doh2Port)/dns-query", "--local-dns",
+            "dns:127.0.0.2:\(peers.hijacker.1)",
+        ]
+    }
+
+    @Test func seedsStoryCurlFailsInTheHijackedNamespaceAndFetchSucceeds() async throws {
+        let peers = try Peers.require()
+        // The namespace's resolv.conf points at a hijacking dnsmasq: curl goes to 127.0.0.66 and fails.
+        let curl = try await runProcess(
+            "/usr/sbin/ip",
+            [
+                "netns", "exec", peers.netns, "curl", "-sS", "--max-time", "5", "--cacert", peers.ca,
+                "https://a.test:8443/",
+            ]
+        )
+        #expect(curl.status != 0)
+        // The same URL through HTTPDNS (kresd DoH inside the namespace) reaches the real a.test.
+        let r = try await runCLI(
+            [
+                "fetch", "https://a.test:8443/", "--cacert", peers.ca, "--resolver",
+                "doh:https://127.0.0.1:8473/dns-query", "--trace-json",
+            ],
+            namespace: peers.netns
+        )
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout.contains("server=a.test host=a.test sni=a.test"))
+        let trace = try lastJSONLine(r.stderr, as: Trace.self)
+        #expect(trace.ip == "127.0.0.1")
+        #expect(trace.dnsSource == "doh:https://127.0.0.1:8473/dns-query")
+    }
+
+    @Test func blackholedFirstAddressSucceedsOnTheSecondWithin350ms() async throws {
+        let peers = try Peers.require()
+        // nginx's static /d answer lists 127.0.0.2 (SYNs dropped in the namespace) before 127.0.0.1.
+        let r = try await runCLI(
+            [
+                "fetch", "https://a.test:8443/whoami", "--cacert", peers.ca, "--resolver",
+                "dnspod:http://127.0.0.1:8080/d", "--no-fallback", "--trace-json",
+            ],
+            namespace: peers.netns
+        )
+        #expect(r.status == 0, "\(r.stderr)")
+        let trace = try lastJSONLine(r.stderr, as: Trace.self)
+        #expect(trace.ip == "127.0.0.1")
+        #expect(trace.status == 200)
+        #expect((trace.connectMs ?? 999) < 350, "connect took \(trace.connectMs ?? -1) ms")
+        #expect((trace.connectMs ?? 0) >= 240, "the first attempt was not given its 250 ms")
+    }
+
+    @Test func traceJSONHasEveryField() async throws {
+        let peers = try Peers.require()
+        let r = try await runCLI(
+            ["fetch", peers.url("b.test", "/whoami"), "--trace-json", "--http1.1"] + common(peers)
+        )
+        #expect(r.status == 0, "\(r.stderr)")
+        let object = try #require(
+            try JSONSerialization.jsonObject(with: Data(r.stderr.split(separator: "\n").last!.utf8)) as? [String: Any]
+        )
+        for key in [
+            "url", "ip", "port", "protocol", "dnsSource", "dnsMs", "connectMs", "tlsMs", "ttfbMs", "totalMs", "reused",
+            "status", "bytesSent", "bytesReceived", "redirects",
+        ] {
+            #expect(object[key] != nil, "missing \(key)")
+        }
+        #expect(object["protocol"] as? String == "http/1.1")
+        #expect(r.stdout.contains("sni=b.test"))
+    }
+
+    @Test func postFileWithIncludeAndOutput() async throws {
+        let peers = try Peers.require()
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("httpdns-fetch-\(UUID())")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let payload = try #require(try FileHandle(forReadingAtPath: "/dev/urandom")?.read(upToCount: 3 << 20))
+        try payload.write(to: dir.appendingPathComponent("in.bin"))
+        let out = dir.appendingPathComponent("out.json").path
+        let r = try await runCLI(
+            [
+                "fetch", peers.url("a.test", "/echo"), "-d", "@" + dir.appendingPathComponent("in.bin").path, "-i",
+                "-o", out, "-H", "Content-Type: application/octet-stream", "--http2",
+            ] + common(peers)
+        )
+        #expect(r.status == 0, "\(r.stderr)")
+        let written = try String(contentsOfFile: out, encoding: .utf8)
+        #expect(written.hasPrefix("HTTP/2 200\r\n"))
+        let echo = try JSONDecoder().decode(
+            Echo.self,
+            from: Data(written.components(separatedBy: "\r\n\r\n").last!.utf8)
+        )
+        #expect(echo.method == "POST")
+        #expect(echo.length == payload.count)
+        #expect(echo.sha256 == SHA256.hash(data: payload).map { String(format: "%02x", $0) }.joined())
+    }
+
+    @Test func followRedirectsAcrossHostsWithVerboseTrace() async throws {
+        let peers = try Peers.require()
+        let r = try await runCLI(["fetch", peers.url("a.test", "/r/to-b"), "-L", "-v", "--trace-json"] + common(peers))
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout.contains("host=b.test sni=b.test"))
+        #expect(r.stderr.contains("* Followed 1 redirect(s)"))
+        #expect(try lastJSONLine(r.stderr, as: Trace.self).redirects == 1)
+    }
+
+    @Test(arguments: [
+        (["fetch", "ftp://x/"], Int32(64), "URL"),
+        (["fetch", "https://a.test/", "-H", "nocolon"], 64, "-H"),
+        (["fetch", "https://a.test/", "--http1.1", "--http2"], 64, "--http2"),
+        (["fetch", "https://a.test/", "-d", "@/nonexistent/file"], 64, "-d"),
+    ])
+    func usageErrors(_ arguments: [String], _ code: Int32, _ mention: String) async throws {
+        let r = try await runCLI(arguments + ["--resolver", "system"])
+        #expect(r.status == code)
+        #expect(r.stderr.contains(mention), "\(r.stderr)")
+    }
+
+    @Test func failuresHaveCurlsExitCodesAndSayWhatHappened() async throws {
+        let peers = try Peers.require()
+        // www.nx.test does not exist anywhere.
+        let nx = try await runCLI(["fetch", "https://www.nx.test:\(peers.nginxTLS)/", "--no-fallback"] + common(peers))
+        #expect(nx.status == 6)
+        #expect(nx.stderr.contains("www.nx.test"))
+        // c.test resolves, but nginx has no c.test certificate.
+        let cert = try await runCLI(["fetch", peers.url("c.test", "/")] + common(peers))
+        #expect(cert.status == 35)
+        #expect(cert.stderr.contains("not valid for c.test"))
+        #expect(cert.stderr.contains("127.0.0.1:\(peers.nginxTLS)"))
+        // No CA: not trusted.
+        let untrusted = try await runCLI([
+            "fetch", peers.url("a.test", "/"), "--resolver", "dns:127.0.0.1:\(peers.kresdDNS.1)",
+        ])
+        #expect(untrusted.status == 60)
+        #expect(untrusted.stderr.contains("--cacert"))
+        // Closed port.
+        let refused = try await runCLI(["fetch", "https://a.test:1/"] + common(peers))
+        #expect(refused.status == 7)
+        #expect(refused.stderr.contains("a.test"))
+        // HTTP errors are responses: exit 0, like curl without -f.
+        let notFound = try await runCLI(["fetch", peers.url("a.test", "/status/404")] + common(peers))
+        #expect(notFound.status == 0)
+        #expect(notFound.stdout.contains("status 404"))
+    }
+}
+
+/// Runs any program with the blocking wait on NIO's thread pool.
+func runProcess(_ path: String, _ arguments: [String]) async throws -> CLIResult {
+    try await NIOThreadPool.singleton.runIfActive {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: path)
+        process.arguments = arguments
+        let out = Pipe()
+        let err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        try process.run()
+        let stdout = out.fileHandleForReading.readDataToEndOfFile()
+        let stderr = err.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return CLIResult(
+            status: process.terminationStatus,
+            stdout: String(decoding: stdout, as: UTF8.self),
+            stderr: String(decoding: stderr, as: UTF8.self)
+        )
+    }
+}
