@@ -10,8 +10,8 @@
 //                    HTTP/2 by ALPN, connecting to addresses given by a resolver.
 //   HTTPDNSResolver  the resolver (SwiftNIO): providers (DoH, JSON, DNSPod, Do53, system), cache,
 //                    coalescing, prefetch, persistence, fallback, hijack detection.
-//   HTTPDNSServer    serving DNS answers: so far a classic DNS (UDP/TCP) server on any address, used by
-//                    the benchmarks and tests; the HTTPDNS endpoints arrive with the server issue.
+//   HTTPDNSServer    the self-hostable HTTPDNS server (DNSPod, JSON, DoH wire and JSON on one port) and a
+//                    classic DNS (UDP/TCP) server, used by `httpdns serve`, the demo, tests and benches.
 //   httpdns          the command-line tool.
 // Later: HTTPDNSURLSession and HTTPDNSProxy as their own modules.
 import PackageDescription
@@ -37,6 +37,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-extras.git", from: "1.35.2"),
         .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
         .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"5.0.0"),
+        .package(url: "https://github.com/apple/swift-asn1.git", from: "1.7.4"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
     ],
@@ -59,6 +60,7 @@ let package = Package(
                 .product(name: "NIOHTTP2", package: "swift-nio-http2"),
                 .product(name: "NIOHTTPCompression", package: "swift-nio-extras"),
                 .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -80,9 +82,16 @@ let package = Package(
             name: "HTTPDNSServer",
             dependencies: [
                 "HTTPDNSCore",
+                "HTTPDNSEngine",
+                "HTTPDNSResolver",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOTLS", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -97,6 +106,11 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -155,6 +155,7 @@ stop_netns() { # dir
 start() {
     local dir="$1"
     mkdir -p "$dir"
+    chmod 755 "$dir"  # nginx's workers (www-data) serve files from it; mktemp -d makes it 0700
     ensure_packages
     gen_certs "$dir"
     local dns_port doh2_port legacy_port hj_port

@@ -16,6 +16,7 @@ import NIOHTTP2
 import NIOPosix
 import NIOSSL
 import NIOTLS
+import SwiftASN1
 import X509
 
 final class Connection: Sendable {
@@ -61,6 +62,9 @@ final class Connection: Sendable {
     ) async throws -> Connection {
         let eventLoop = group.next()
         let readyPromise = eventLoop.makePromise(of: Ready.self)
+        // The peer's address as seen when each attempt connected: a server that closes at once (after a
+        // failed handshake) leaves a channel with no remote address by the time we look.
+        let remotes = NIOLockedValueBox<[ObjectIdentifier: SocketAddress]>([:])
         // Never an IP as SNI: for an IP-literal host no SNI is sent and the certificate is checked
         // against the IP, as NIOSSL does by itself.
         let sni: String? = url.hostIsIP ? nil : url.host
@@ -73,6 +77,7 @@ final class Connection: Sendable {
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
+                    try sync.addHandler(RemoteAddressRecorder(remotes: remotes))
                     guard let sslContext else {
                         readyPromise.succeed(try configure(channel, version: h2c ? .http2 : .http1))
                         return
@@ -126,7 +131,7 @@ final class Connection: Sendable {
         }
         let connected = ContinuousClock.now
         // Read now: a channel the server closed at once (a failed handshake) has no remote address later.
-        let remote = channel.remoteAddress
+        let remote = channel.remoteAddress ?? remotes.withLockedValue { $0[ObjectIdentifier(channel)] }
         let remoteText = remote.map(describe) ?? "\(url.host):\(url.port)"
         let timeout = eventLoop.scheduleTask(in: .nanoseconds(settings.tlsTimeout.nanoseconds)) {
             readyPromise.fail(
@@ -192,6 +197,23 @@ final class Connection: Sendable {
     func close() { channel.close(promise: nil) }
 }
 
+/// Notes the remote address of a channel as soon as it is connected.
+final class RemoteAddressRecorder: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = NIOAny
+    let remotes: NIOLockedValueBox<[ObjectIdentifier: SocketAddress]>
+
+    init(remotes: NIOLockedValueBox<[ObjectIdentifier: SocketAddress]>) { self.remotes = remotes }
+
+    func channelActive(context: ChannelHandlerContext) {
+        if let remote = context.channel.remoteAddress {
+            let id = ObjectIdentifier(context.channel)
+            remotes.withLockedValue { $0[id] = remote }
+        }
+        context.fireChannelActive()
+        context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
+    }
+}
+
 /// Hands NIO's happy-eyeballs connector the addresses we already have, in our order.
 final class RankedResolver: Resolver, Sendable {
     let ipv4: [SocketAddress]
@@ -252,6 +274,7 @@ func verifyIdentity(hostname: String?, peer: NIOSSLCertificate?, pins: Set<Strin
         let leaf = try Certificate(derEncoded: try peer.toDERBytes())
         var verifier = Verifier(rootCertificates: CertificateStore([leaf])) {
             ServerIdentityPolicy(serverHostname: hostname, serverIP: nil)
+            AlreadyVerifiedExtensions(leaf)
         }
         if case .couldNotValidate = await verifier.validate(leaf: leaf, intermediates: CertificateStore()) {
             throw IdentityFailure(reason: "no DNS name in the certificate matches")
@@ -263,6 +286,22 @@ func verifyIdentity(hostname: String?, peer: NIOSSLCertificate?, pins: Set<Strin
         guard pins.contains(digest) else {
             throw IdentityFailure(reason: "public key pin mismatch (server key sha256/\(digest) is not pinned)")
         }
+    }
+}
+
+/// The Verifier refuses a chain with a critical extension that no policy claims. BoringSSL has already
+/// verified this chain, and it rejects critical extensions it does not understand, so this policy claims
+/// the leaf's own critical extensions (BasicConstraints and KeyUsage are usually critical) and leaves
+/// the judgement to ServerIdentityPolicy.
+struct AlreadyVerifiedExtensions: VerifierPolicy {
+    let verifyingCriticalExtensions: [ASN1ObjectIdentifier]
+
+    init(_ leaf: Certificate) {
+        verifyingCriticalExtensions = leaf.extensions.filter(\.critical).map(\.oid)
+    }
+
+    mutating func chainMeetsPolicyRequirements(chain: UnverifiedCertificateChain) -> PolicyEvaluationResult {
+        .meetsPolicy
     }
 }
 

@@ -63,10 +63,12 @@ func runCLIBlocking(_ arguments: [String], namespace: String?) throws -> CLIResu
         #expect(r.stderr.contains(mention), "\(r.stderr)")
     }
 
-    @Test func demoShowsTheHijackAndExitsZero() async throws {
+    @Test func demoRunsEveryStepAndExitsZero() async throws {
         let r = try await runCLI(["demo"])
         #expect(r.status == 0, "\(r.stdout)\(r.stderr)")
-        #expect(r.stdout.contains("hijack detected"))
+        #expect(r.stdout.contains("Every step came out as expected"))
+        #expect(r.stdout.components(separatedBy: "   ok  ").count - 1 == 6)
+        #expect(!r.stdout.contains("FAIL"))
     }
 }
 

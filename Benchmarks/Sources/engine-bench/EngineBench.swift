@@ -1,6 +1,8 @@
 // Our engine and AsyncHTTPClient against the same nginx, in one run, with the ratio:
 //   h1     HTTP/1.1 keep-alive small GETs, req/s
 //   h2     HTTP/2 with 100 concurrent streams, req/s
+//   qps    a DNS server's queries/s: --url (ours) against --peer-url (e.g. kresd DoH), both asked by our
+//          engine over h2 with 100 streams, alternating rounds, median
 //   blackhole  time to success when the first address drops SYNs (run inside the test namespace:
 //              ip netns exec NS engine-bench blackhole ...). AHC's dnsOverride maps a host to one
 //              address, so it can only be pointed at the dead one.
@@ -21,11 +23,14 @@ struct EngineBench: AsyncParsableCommand {
         abstract: "swift-httpdns's engine vs AsyncHTTPClient (dnsOverride), same server, same run."
     )
 
-    @Argument(help: "h1, h2 or blackhole")
+    @Argument(help: "h1, h2, qps or blackhole")
     var scenario: String
 
     @Option(help: "https URL on the test nginx, e.g. https://a.test:8443/whoami")
     var url: String
+
+    @Option(help: "qps: the peer server's URL, asked the same way.")
+    var peerURL: String?
 
     @Option(help: "IP the URL's host is served at (the dead one first for blackhole).")
     var ip: [String] = ["127.0.0.1"]
@@ -100,6 +105,43 @@ struct EngineBench: AsyncParsableCommand {
                     scenario == "h1" ? ">= 1.1x" : ">= 1.0x"
                 )
             )
+        case "qps":
+            guard let peerURL else { throw ValidationError("--peer-url: give the peer's URL") }
+            let peer = try HTTPURL(peerURL)
+            ours.versions = .automatic
+            let engine = try HTTPEngine(
+                configuration: ours,
+                addressSource: StaticAddressSource([target.host: ips, peer.host: ips])
+            )
+            let inFlight = concurrency ?? 100
+            let rounds = 5
+            func asker(_ u: HTTPURL) -> @Sendable () async throws -> Void {
+                {
+                    let response = try await engine.execute(HTTPRequest(url: u))
+                    for try await _ in response.body {}
+                    guard response.status == .ok else {
+                        throw ValidationError("\(u.host): HTTP \(response.status.code)")
+                    }
+                }
+            }
+            var a: [Double] = []
+            var b: [Double] = []
+            for round in 0..<rounds {
+                if round % 2 == 0 {
+                    a.append(try await measure(requests: requests / rounds, inFlight: inFlight, asker(target)))
+                    b.append(try await measure(requests: requests / rounds, inFlight: inFlight, asker(peer)))
+                } else {
+                    b.append(try await measure(requests: requests / rounds, inFlight: inFlight, asker(peer)))
+                    a.append(try await measure(requests: requests / rounds, inFlight: inFlight, asker(target)))
+                }
+            }
+            engine.shutdown()
+            let oursRate = a.sorted()[rounds / 2]
+            let peerRate = b.sorted()[rounds / 2]
+            print("qps: \(requests) queries each, \(inFlight) in flight, \(rounds) alternating rounds, median")
+            print(String(format: "  ours  %9.0f q/s  %@", oursRate, url))
+            print(String(format: "  peer  %9.0f q/s  %@", peerRate, peerURL))
+            print(String(format: "  ratio ours/peer %6.2fx", oursRate / peerRate))
         case "blackhole":
             guard ips.count >= 2 else {
                 throw ValidationError("--ip: give the blackholed address first, then a live one")
@@ -139,7 +181,7 @@ struct EngineBench: AsyncParsableCommand {
             )
             print(String(format: "  ratio AHC/ours   %8.1fx", theirsTime.milliseconds / oursTime.milliseconds))
         default:
-            throw ValidationError("scenario: h1, h2 or blackhole")
+            throw ValidationError("scenario: h1, h2, qps or blackhole")
         }
     }
 

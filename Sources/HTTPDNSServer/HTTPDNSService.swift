@@ -1,0 +1,447 @@
+// The self-hostable HTTPDNS server: one process speaking every format our clients speak.
+//
+//   GET  /d?dn=NAME[,NAME…][&type=aaaa|addrs][&ttl=1][&ip=CLIENT]   DNSPod text (single or batch)
+//   GET  /resolve?host=NAME[&query=4|6|4,6]                          Alibaba-style JSON
+//   GET  /dns-query?dns=BASE64URL, POST /dns-query                   RFC 8484 wire format
+//   GET  /dns-query?name=NAME&type=A|AAAA (or Accept: dns-json)      JSON DoH
+//   GET  /healthz
+//
+// Answers come from a hosts(5) file (re-read when it changes) and, for other names, from an upstream
+// DNS server through the project's resolver (its TTL cache makes TTLs count down). A name found nowhere
+// is NXDOMAIN / the format's "no answer"; a name with addresses of the other family only is NODATA.
+// `ip=` (client subnet) is accepted and ignored: the upstream is asked without ECS.
+
+import Foundation
+import HTTPDNSCore
+import HTTPDNSEngine
+import HTTPDNSResolver
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import NIOSSL
+
+public final class HTTPDNSService: Sendable {
+    public struct Configuration: Sendable {
+        /// Addresses to listen on (`port` 0: any free port).
+        public var listen: [(host: String, port: Int)] = [("127.0.0.1", 0)]
+        /// Serve HTTPS (ALPN h2 and http/1.1) with this certificate; plain HTTP/1.1 and h2c otherwise.
+        public var tls: TLSIdentity?
+        /// hosts(5) file answered first, re-read within a second of changing.
+        public var hostsFile: String?
+        /// Static names (for embedding, e.g. the demo), answered like the hosts file.
+        public var staticHosts: [String: [IPAddress]] = [:]
+        /// Upstream DNS server for everything else (nil: names outside the hosts are NXDOMAIN).
+        public var upstream: ResolverSpec?
+        /// TTL of hosts-file answers, seconds.
+        public var ttl: UInt32 = 60
+        /// Names in one `/d` batch at most.
+        public var maxBatch = 50
+        public var limits = HTTPListener.Limits()
+
+        public init() {}
+    }
+
+    /// A certificate chain and its key, PEM.
+    public struct TLSIdentity: Sendable {
+        public var chain: [NIOSSLCertificate]
+        public var key: NIOSSLPrivateKey
+
+        public init(chain: [NIOSSLCertificate], key: NIOSSLPrivateKey) {
+            self.chain = chain
+            self.key = key
+        }
+
+        public static func load(certificate: String, key: String) throws -> TLSIdentity {
+            TLSIdentity(
+                chain: try NIOSSLCertificate.fromPEMFile(certificate),
+                key: try NIOSSLPrivateKey(file: key, format: .pem)
+            )
+        }
+    }
+
+    public let listeners: [HTTPListener]
+    let hosts: NIOLockedValueBox<Hosts>
+    let resolver: HTTPDNSResolver?
+    let configuration: Configuration
+    let logger: Logger
+    let reloader: Task<Void, Never>?
+
+    struct Hosts {
+        var table: [String: [IPAddress]]
+        var stamp: String?
+    }
+
+    /// Ports actually bound, in `listen` order.
+    public var ports: [Int] { listeners.map(\.port) }
+
+    public static func start(_ configuration: Configuration, logger: Logger = Logger(label: "httpdns.server"))
+        async throws -> HTTPDNSService
+    {
+        var table = configuration.staticHosts
+        var stamp: String?
+        if let path = configuration.hostsFile {
+            let (parsed, s) = try Self.readHosts(path)
+            table.merge(parsed) { $1 }
+            stamp = s
+        }
+        var resolver: HTTPDNSResolver?
+        if let upstream = configuration.upstream {
+            var rc = ResolverConfiguration(providers: [upstream])
+            rc.policy = .all
+            rc.fallbackToLocalDNS = false
+            rc.cache.minTTL = 1
+            rc.timeout = .seconds(3)
+            resolver = try HTTPDNSResolver(configuration: rc, engine: try HTTPEngine(), logger: logger)
+        }
+        let tlsContext: NIOSSLContext? = try configuration.tls.map { identity in
+            var tls = TLSConfiguration.makeServerConfiguration(
+                certificateChain: identity.chain.map { .certificate($0) },
+                privateKey: .privateKey(identity.key)
+            )
+            tls.applicationProtocols = ["h2", "http/1.1"]
+            return try NIOSSLContext(configuration: tls)
+        }
+        let hosts = NIOLockedValueBox(Hosts(table: table, stamp: stamp))
+        let service = ServiceCore(hosts: hosts, resolver: resolver, configuration: configuration)
+        var listeners: [HTTPListener] = []
+        do {
+            for (host, port) in configuration.listen {
+                listeners.append(
+                    try await HTTPListener.start(
+                        host: host,
+                        port: port,
+                        tls: tlsContext,
+                        limits: configuration.limits,
+                        logger: logger
+                    ) { request in
+                        await service.handle(request)
+                    }
+                )
+            }
+        } catch {
+            for l in listeners { await l.stop() }
+            throw error
+        }
+        let reloader = configuration.hostsFile.map { path in
+            Task {
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: .seconds(1))
+                    Self.reloadIfChanged(path, hosts: hosts, statics: configuration.staticHosts, logger: logger)
+                }
+            }
+        }
+        return HTTPDNSService(
+            listeners: listeners,
+            hosts: hosts,
+            resolver: resolver,
+            configuration: configuration,
+            logger: logger,
+            reloader: reloader
+        )
+    }
+
+    private init(
+        listeners: [HTTPListener],
+        hosts: NIOLockedValueBox<Hosts>,
+        resolver: HTTPDNSResolver?,
+        configuration: Configuration,
+        logger: Logger,
+        reloader: Task<Void, Never>?
+    ) {
+        self.listeners = listeners
+        self.hosts = hosts
+        self.resolver = resolver
+        self.configuration = configuration
+        self.logger = logger
+        self.reloader = reloader
+    }
+
+    public func stop() async {
+        reloader?.cancel()
+        for l in listeners { await l.stop() }
+    }
+
+    static func readHosts(_ path: String) throws -> ([String: [IPAddress]], String) {
+        let attributes = try FileManager.default.attributesOfItem(atPath: path)
+        let stamp = "\(attributes[.modificationDate] ?? "")/\(attributes[.size] ?? "")"
+        let text = try String(contentsOfFile: path, encoding: .utf8)
+        do {
+            return (try HostsFile.parse(text), stamp)
+        } catch {
+            throw HostsFile.ParseError(line: (error as? HostsFile.ParseError)?.line ?? 0, reason: "\(path): \(error)")
+        }
+    }
+
+    static func reloadIfChanged(
+        _ path: String,
+        hosts: NIOLockedValueBox<Hosts>,
+        statics: [String: [IPAddress]],
+        logger: Logger
+    ) {
+        let attributes = try? FileManager.default.attributesOfItem(atPath: path)
+        let stamp = attributes.map { "\($0[.modificationDate] ?? "")/\($0[.size] ?? "")" }
+        guard stamp != hosts.withLockedValue({ $0.stamp }) else { return }
+        do {
+            let (table, newStamp) = try readHosts(path)
+            hosts.withLockedValue { $0 = Hosts(table: statics.merging(table) { $1 }, stamp: newStamp) }
+            logger.info("hosts file reloaded", metadata: ["path": "\(path)", "names": "\(table.count)"])
+        } catch {
+            hosts.withLockedValue { $0.stamp = stamp }  // do not retry a broken file every second
+            logger.warning("hosts file not reloaded, keeping the previous one", metadata: ["error": "\(error)"])
+        }
+    }
+}
+
+/// The request handling, shared by every listener.
+struct ServiceCore: Sendable {
+    let hosts: NIOLockedValueBox<HTTPDNSService.Hosts>
+    let resolver: HTTPDNSResolver?
+    let configuration: HTTPDNSService.Configuration
+
+    struct BadRequest: Error {
+        var reason: String
+    }
+
+    /// What we know about one name: NXDOMAIN, or per-family answers (an empty family is NODATA).
+    enum Lookup {
+        case nxdomain
+        case failure(String)
+        case found(ipv4: FamilyAnswer, ipv6: FamilyAnswer)
+    }
+
+    func lookup(_ name: String) async -> Lookup {
+        if let ips = hosts.withLockedValue({ $0.table[name] }) {
+            let v4 = ips.filter { !$0.isIPv6 }
+            let v6 = ips.filter(\.isIPv6)
+            return .found(
+                ipv4: FamilyAnswer(addresses: v4, ttl: configuration.ttl),
+                ipv6: FamilyAnswer(addresses: v6, ttl: configuration.ttl)
+            )
+        }
+        guard let resolver else { return .nxdomain }
+        do {
+            let r = try await resolver.resolve(name, .both)
+            return .found(
+                ipv4: FamilyAnswer(addresses: r.ipv4, ttl: r.ttl),
+                ipv6: FamilyAnswer(addresses: r.ipv6, ttl: r.ttl)
+            )
+        } catch let e as ResolverError where e.code == .noAddress {
+            return .nxdomain
+        } catch {
+            return .failure("\(error)")
+        }
+    }
+
+    func handle(_ request: ListenerRequest) async -> ListenerResponse {
+        let (path, query) = split(request.uri)
+        do {
+            switch path {
+            case "/healthz":
+                return ListenerResponse(status: .ok, text: "ok")
+            case "/d":
+                try require(request, .GET)
+                return try await dnspod(query)
+            case "/resolve":
+                try require(request, .GET)
+                return try await alibaba(query)
+            case "/dns-query":
+                return try await doh(request, query)
+            default:
+                return ListenerResponse(status: .notFound, text: "not found: use /d, /resolve, /dns-query or /healthz")
+            }
+        } catch let e as BadRequest {
+            return ListenerResponse(status: .badRequest, text: e.reason)
+        } catch let e as MethodNotAllowed {
+            return ListenerResponse(
+                status: .methodNotAllowed,
+                text: "\(e.method) is not allowed here",
+                headers: ["allow": e.allowed]
+            )
+        } catch {
+            return ListenerResponse(status: .badRequest, text: "\(error)")
+        }
+    }
+
+    struct MethodNotAllowed: Error {
+        var method: HTTPMethod
+        var allowed: String
+    }
+
+    func require(_ request: ListenerRequest, _ method: HTTPMethod) throws {
+        guard request.method == method || (method == .GET && request.method == .HEAD) else {
+            throw MethodNotAllowed(method: request.method, allowed: "GET")
+        }
+    }
+
+    func split(_ uri: String) -> (String, [String: String]) {
+        guard let q = uri.firstIndex(of: "?") else { return (uri, [:]) }
+        var query: [String: String] = [:]
+        for pair in uri[uri.index(after: q)...].split(separator: "&") {
+            let kv = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            let key = String(kv[0]).removingPercentEncoding ?? String(kv[0])
+            let value =
+                kv.count > 1
+                ? (String(kv[1]).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? String(kv[1])) : ""
+            query[key] = value
+        }
+        return (String(uri[..<q]), query)
+    }
+
+    func name(_ text: String?, parameter: String) throws -> String {
+        guard let text, !text.isEmpty else { throw BadRequest(reason: "missing \(parameter)=NAME") }
+        do {
+            return try validatedHostname(text)
+        } catch {
+            throw BadRequest(reason: "\(parameter): \(error)")
+        }
+    }
+
+    // MARK: formats
+
+    func dnspod(_ query: [String: String]) async throws -> ListenerResponse {
+        guard let dn = query["dn"], !dn.isEmpty else { throw BadRequest(reason: "missing dn=NAME[,NAME...]") }
+        let names = try dn.split(separator: ",", omittingEmptySubsequences: false).map {
+            try name(String($0), parameter: "dn")
+        }
+        guard names.count <= configuration.maxBatch else {
+            throw BadRequest(reason: "\(names.count) names in one request; at most \(configuration.maxBatch)")
+        }
+        let family: AddressQuery
+        switch query["type"] {
+        case nil, "", "a": family = .ipv4
+        case "aaaa": family = .ipv6
+        case "addrs": family = .both
+        case let other?: throw BadRequest(reason: "type=\(other) is not supported; use aaaa or addrs")
+        }
+        let withTTL = query["ttl"] == "1"
+        var lines: [String] = []
+        for n in names {
+            let text: String
+            switch await lookup(n) {
+            case .found(let v4, let v6):
+                text = DNSPodFormat.format(HostAnswer(ipv4: v4, ipv6: v6), query: family, withTTL: withTTL)
+            case .nxdomain, .failure:
+                text = family == .both ? "0-0" : "0"
+            }
+            lines.append(names.count > 1 ? "\(n).:\(text)" : text)
+        }
+        return ListenerResponse(body: Array(lines.joined(separator: "\n").utf8))
+    }
+
+    func alibaba(_ query: [String: String]) async throws -> ListenerResponse {
+        let host = try name(query["host"], parameter: "host")
+        let wants: AddressQuery
+        switch query["query"] {
+        case nil, "", "4": wants = .ipv4
+        case "6": wants = .ipv6
+        case "4,6", "6,4": wants = .both
+        case let other?: throw BadRequest(reason: "query=\(other) is not supported; use 4, 6 or 4,6")
+        }
+        switch await lookup(host) {
+        case .found(let v4, let v6):
+            let answer = HostAnswer(ipv4: wants.wantsIPv4 ? v4 : nil, ipv6: wants.wantsIPv6 ? v6 : nil)
+            return ListenerResponse(
+                contentType: "application/json",
+                body: AlibabaJSONFormat.format(host: host, answer: answer)
+            )
+        case .nxdomain:
+            return ListenerResponse(
+                contentType: "application/json",
+                body: AlibabaJSONFormat.format(host: host, answer: HostAnswer(ipv4: .empty, ipv6: .empty))
+            )
+        case .failure(let why):
+            return ListenerResponse(status: .badGateway, text: "upstream failed: \(why)")
+        }
+    }
+
+    func doh(_ request: ListenerRequest, _ query: [String: String]) async throws -> ListenerResponse {
+        let wantsJSON =
+            query["name"] != nil || request.headers["accept"].contains { $0.contains("application/dns-json") }
+        if wantsJSON && request.method == .GET {
+            return try await dohJSON(query)
+        }
+        let wire: [UInt8]
+        switch request.method {
+        case .GET, .HEAD:
+            guard let dns = query["dns"], !dns.isEmpty else {
+                throw BadRequest(reason: "missing dns=BASE64URL (or name= for JSON)")
+            }
+            guard let bytes = decodeBase64URL(dns) else { throw BadRequest(reason: "dns= is not base64url") }
+            wire = bytes
+        case .POST:
+            guard request.headers["content-type"].first?.lowercased().hasPrefix("application/dns-message") == true
+            else {
+                throw BadRequest(reason: "POST /dns-query needs content-type: application/dns-message")
+            }
+            wire = Array(request.body.readableBytesView)
+        default:
+            throw MethodNotAllowed(method: request.method, allowed: "GET, POST")
+        }
+        let message: DNSMessage
+        do {
+            message = try DNSMessage(parsing: wire)
+        } catch {
+            throw BadRequest(reason: "\(error)")
+        }
+        guard !message.isResponse, !message.questionName.isEmpty, message.questionName != "." else {
+            throw BadRequest(reason: "the message is not a query with one question")
+        }
+        let qname = normalizeHostname(message.questionName)
+        var rcode = DNSResponseCode.noError
+        var addresses: [IPAddress] = []
+        var ttl: UInt32 = configuration.ttl
+        switch await lookup(qname) {
+        case .found(let v4, let v6):
+            let family = message.questionType == .aaaa ? v6 : message.questionType == .a ? v4 : .empty
+            addresses = family.addresses
+            ttl = family.ttl ?? configuration.ttl
+        case .nxdomain:
+            rcode = .nameError
+        case .failure:
+            rcode = .serverFailure
+        }
+        let body = try DNSMessage.response(
+            to: message,
+            rcode: rcode,
+            addresses: addresses,
+            ttl: ttl,
+            negativeTTL: addresses.isEmpty && rcode != .serverFailure ? min(ttl, 30) : nil
+        )
+        return ListenerResponse(
+            contentType: "application/dns-message",
+            body: body,
+            headers: ["cache-control": "max-age=\(addresses.isEmpty ? min(ttl, 30) : ttl)"]
+        )
+    }
+
+    func dohJSON(_ query: [String: String]) async throws -> ListenerResponse {
+        let qname = try name(query["name"], parameter: "name")
+        let type: DNSRecordType
+        switch query["type"]?.uppercased() {
+        case nil, "", "A", "1": type = .a
+        case "AAAA", "28": type = .aaaa
+        case let other?: throw BadRequest(reason: "type=\(other) is not supported; use A or AAAA")
+        }
+        let body: [UInt8]
+        switch await lookup(qname) {
+        case .found(let v4, let v6):
+            body = DoHJSONFormat.format(name: qname, type: type, rcode: .noError, answer: type == .a ? v4 : v6)
+        case .nxdomain:
+            body = DoHJSONFormat.format(name: qname, type: type, rcode: .nameError, answer: .empty)
+        case .failure:
+            body = DoHJSONFormat.format(name: qname, type: type, rcode: .serverFailure, answer: .empty)
+        }
+        return ListenerResponse(contentType: "application/dns-json", body: body)
+    }
+}
+
+func decodeBase64URL(_ text: String) -> [UInt8]? {
+    guard text.utf8.count <= 4096, text.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" }) else {
+        return nil
+    }
+    var s = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+    while s.count % 4 != 0 { s += "=" }
+    return Data(base64Encoded: s).map { Array($0) }
+}

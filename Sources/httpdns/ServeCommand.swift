@@ -1,0 +1,155 @@
+// `httpdns serve`: the self-hostable HTTPDNS server on one or more addresses, until SIGINT/SIGTERM.
+
+import ArgumentParser
+import Dispatch
+import Foundation
+import HTTPDNSCore
+import HTTPDNSServer
+import Logging
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+struct ServeCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "serve",
+        abstract: "Serve HTTPDNS: DNSPod text (/d), Alibaba-style JSON (/resolve), DoH wire and JSON (/dns-query).",
+        discussion: """
+            Answers from --hosts first (re-read when it changes), then from --upstream; other names are \
+            NXDOMAIN. HTTPS with h2 and http/1.1 when given --tls-cert and --tls-key, plain HTTP/1.1 and h2c \
+            otherwise.
+            Example: httpdns serve --listen 127.0.0.1:8053 --hosts hosts.txt --upstream dns:127.0.0.1:5302
+            """
+    )
+
+    @Option(name: .customLong("listen"), help: ArgumentHelp("Address to listen on, repeatable.", valueName: "IP:PORT"))
+    var listen: [String] = []
+
+    @Option(name: .customLong("tls-cert"), help: ArgumentHelp("PEM certificate chain for HTTPS.", valueName: "FILE"))
+    var tlsCert: String?
+
+    @Option(name: .customLong("tls-key"), help: ArgumentHelp("PEM private key for HTTPS.", valueName: "FILE"))
+    var tlsKey: String?
+
+    @Option(help: ArgumentHelp("hosts(5) file answered first.", valueName: "FILE"))
+    var hosts: String?
+
+    @Option(help: ArgumentHelp("Upstream DNS server for other names.", valueName: "dns:IP[:PORT]"))
+    var upstream: String?
+
+    @Option(help: ArgumentHelp("TTL of hosts-file answers.", valueName: "SECONDS"))
+    var ttl: UInt32 = 60
+
+    @Option(name: .customLong("max-connections"), help: "Connections at most; more are closed at once.")
+    var maxConnections = 1024
+
+    @Flag(name: .customLong("debug"), help: "Log every request on stderr.")
+    var debug = false
+
+    func validate() throws {
+        guard !listen.isEmpty else {
+            throw ValidationError("--listen: give at least one, e.g. --listen 127.0.0.1:8053")
+        }
+        for l in listen {
+            do {
+                _ = try ResolverSpec.parseHostPort(l, defaultPort: 0)
+            } catch {
+                throw ValidationError("--listen: \(error)")
+            }
+        }
+        guard (tlsCert == nil) == (tlsKey == nil) else {
+            throw ValidationError("--tls-cert and --tls-key: give both or neither")
+        }
+        if let upstream {
+            do {
+                guard case .dns = try ResolverSpec(parsing: upstream) else {
+                    throw ValidationError("--upstream: \"\(upstream)\" is not dns:IP[:PORT]")
+                }
+            } catch let e as ValidationError {
+                throw e
+            } catch {
+                throw ValidationError("--upstream: \(error)")
+            }
+        }
+        if let hosts, !FileManager.default.isReadableFile(atPath: hosts) {
+            throw ValidationError("--hosts: cannot read \(hosts)")
+        }
+        guard maxConnections > 0 else { throw ValidationError("--max-connections: give a positive number") }
+    }
+
+    func run() async throws {
+        var logger = Logger(label: "httpdns.serve")
+        logger.logLevel = debug ? .debug : .info
+        var config = HTTPDNSService.Configuration()
+        config.listen = try listen.map {
+            let (ip, port) = try ResolverSpec.parseHostPort($0, defaultPort: 0)
+            return (ip.description, port)
+        }
+        do {
+            if let tlsCert, let tlsKey { config.tls = try .load(certificate: tlsCert, key: tlsKey) }
+        } catch {
+            throw ValidationError("--tls-cert/--tls-key: \(error)")
+        }
+        config.hostsFile = hosts
+        config.upstream = try upstream.map { try ResolverSpec(parsing: $0) }
+        config.ttl = ttl
+        config.limits.maxConnections = maxConnections
+        let service: HTTPDNSService
+        do {
+            service = try await HTTPDNSService.start(config, logger: logger)
+        } catch {
+            FileHandle.standardError.write(Data("httpdns serve: \(error)\n".utf8))
+            throw ExitCode(1)
+        }
+        let scheme = config.tls == nil ? "http" : "https"
+        for (listener, (host, _)) in zip(service.listeners, config.listen) {
+            let h = host.contains(":") ? "[\(host)]" : host
+            print("httpdns serve: listening on \(scheme)://\(h):\(listener.port) (/d, /resolve, /dns-query, /healthz)")
+        }
+        await waitForSignal()
+        print("httpdns serve: stopping")
+        await service.stop()
+    }
+
+    /// Returns on SIGINT or SIGTERM.
+    func waitForSignal() async {
+        signal(SIGINT, SIG_IGN)
+        signal(SIGTERM, SIG_IGN)
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let once = SignalOnce(continuation)
+            for sig in [SIGINT, SIGTERM] {
+                let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
+                source.setEventHandler { once.fire() }
+                source.resume()
+                once.keep(source)
+            }
+        }
+    }
+}
+
+/// Resumes the continuation once, whichever signal comes first; keeps the sources alive.
+final class SignalOnce: @unchecked Sendable {
+    // Guarded by `lock`.
+    private var continuation: CheckedContinuation<Void, Never>?
+    private var sources: [any DispatchSourceSignal] = []
+    private let lock = NSLock()
+
+    init(_ continuation: CheckedContinuation<Void, Never>) { self.continuation = continuation }
+
+    func keep(_ source: any DispatchSourceSignal) {
+        lock.lock()
+        sources.append(source)
+        lock.unlock()
+    }
+
+    func fire() {
+        lock.lock()
+        let c = continuation
+        continuation = nil
+        lock.unlock()
+        c?.resume()
+    }
+}

@@ -1,0 +1,300 @@
+// The HTTPDNS server: every format, answered to our own resolver (every provider kind), to real DoH
+// clients (curl --doh-url, dig +https), forwarding to a real upstream (kresd), and hostile input.
+
+import Foundation
+import HTTPDNSCore
+import HTTPDNSEngine
+import HTTPDNSResolver
+import HTTPDNSServer
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import NIOSSL
+import Testing
+
+func startService(_ tweak: (inout HTTPDNSService.Configuration) -> Void = { _ in }) async throws -> HTTPDNSService {
+    var config = HTTPDNSService.Configuration()
+    config.staticHosts = [
+        "a.example.com": [IPAddress("198.51.0.1")!, IPAddress("2606:4700::1")!],
+        "v4.example.com": [IPAddress("198.51.0.2")!],
+    ]
+    config.ttl = 90
+    tweak(&config)
+    return try await HTTPDNSService.start(config, logger: testLogger)
+}
+
+func rawGet(
+    _ engine: HTTPEngine,
+    _ url: String,
+    method: HTTPMethod = .GET,
+    headers: HTTPHeaders = [:],
+    body: [UInt8]? = nil
+) async throws -> (Int, String) {
+    let response = try await engine.execute(
+        try HTTPRequest(method: method, url: url, headers: headers, body: body.map { .bytes($0) })
+    )
+    return (Int(response.status.code), String(buffer: try await response.body.collect(upTo: 1 << 20)))
+}
+
+@Suite struct ServerFormatTests {
+    @Test(arguments: ["doh", "doh-post", "doh-json", "dnspod", "json"])
+    func everyProviderKindResolvesAgainstOurServer(_ kind: String) async throws {
+        let service = try await startService()
+        defer { Task { await service.stop() } }
+        let path = [
+            "doh": "/dns-query", "doh-post": "/dns-query", "doh-json": "/dns-query", "dnspod": "/d", "json": "/resolve",
+        ][kind]!
+        var config = ResolverConfiguration(providers: [
+            try ResolverSpec(parsing: "\(kind):http://127.0.0.1:\(service.ports[0])\(path)")
+        ])
+        config.policy = .all
+        config.fallbackToLocalDNS = false
+        let resolver = try HTTPDNSResolver(configuration: config, engine: try HTTPEngine(), logger: testLogger)
+        let r = try await resolver.resolve("a.example.com")
+        #expect(r.ipv4 == [IPAddress("198.51.0.1")!])
+        #expect(r.ipv6 == [IPAddress("2606:4700::1")!])
+        #expect(r.ttl == 90)
+        // NODATA for the missing family, NXDOMAIN for unknown names.
+        let v4only = try await resolver.resolve("v4.example.com")
+        #expect(v4only.ipv6.isEmpty)
+        do {
+            _ = try await resolver.resolve("unknown.example.com")
+            Issue.record("an unknown name resolved")
+        } catch let e as ResolverError {
+            #expect(e.code == .noAddress)
+        }
+    }
+
+    @Test func dnspodBatchAndDualStackLines() async throws {
+        let service = try await startService()
+        defer { Task { await service.stop() } }
+        let engine = try HTTPEngine()
+        defer { engine.shutdown() }
+        let base = "http://127.0.0.1:\(service.ports[0])"
+        let (s1, single) = try await rawGet(engine, base + "/d?dn=a.example.com&ttl=1")
+        #expect(s1 == 200)
+        #expect(single == "198.51.0.1,90")
+        let (_, dual) = try await rawGet(engine, base + "/d?dn=a.example.com&type=addrs&ttl=1&ip=203.0.113.9")
+        #expect(dual == "198.51.0.1,90-2606:4700::1,90")
+        let (_, batch) = try await rawGet(engine, base + "/d?dn=a.example.com,nope.example.com,v4.example.com")
+        #expect(batch == "a.example.com.:198.51.0.1\nnope.example.com.:0\nv4.example.com.:198.51.0.2")
+        let (_, health) = try await rawGet(engine, base + "/healthz")
+        #expect(health == "ok\n")
+    }
+
+    @Test func h2cPriorKnowledgeIsServedOnPlainListeners() async throws {
+        let service = try await startService()
+        defer { Task { await service.stop() } }
+        var config = HTTPEngine.Configuration()
+        config.http2PriorKnowledge = true
+        let engine = try HTTPEngine(configuration: config)
+        defer { engine.shutdown() }
+        let response = try await engine.execute(
+            try HTTPRequest(url: "http://127.0.0.1:\(service.ports[0])/resolve?host=a.example.com&query=4,6")
+        )
+        #expect(response.version == .http2)
+        let body = String(buffer: try await response.body.collect(upTo: 1 << 16))
+        #expect(body.contains("\"ips\":[\"198.51.0.1\"]"))
+    }
+
+    @Test(arguments: [
+        ("/d", "missing dn"),
+        ("/d?dn=a..b", "dn:"),
+        ("/d?dn=" + (0..<51).map { "n\($0).example.com" }.joined(separator: ","), "at most 50"),
+        ("/d?dn=a.example.com&type=mx", "type=mx"),
+        ("/resolve?host=", "missing host"),
+        ("/resolve?host=a.example.com&query=5", "query=5"),
+        ("/dns-query?dns=***", "base64url"),
+        ("/dns-query?dns=AAAB", "malformed DNS message"),
+        ("/dns-query", "missing dns="),
+        ("/dns-query?name=a.example.com&type=TXT", "type=TXT"),
+    ])
+    func malformedRequestsGet400WithAReasonAndTheServerLivesOn(_ path: String, _ reason: String) async throws {
+        let service = try await startService()
+        defer { Task { await service.stop() } }
+        let engine = try HTTPEngine()
+        defer { engine.shutdown() }
+        let base = "http://127.0.0.1:\(service.ports[0])"
+        let (status, body) = try await rawGet(engine, base + path)
+        #expect(status == 400)
+        #expect(body.contains(reason), "\(body)")
+        #expect(body.split(separator: "\n").count == 1)
+        #expect(try await rawGet(engine, base + "/healthz").0 == 200)
+    }
+
+    @Test func hostileBodiesAndMethods() async throws {
+        let service = try await startService { $0.limits.maxRequestBytes = 4096 }
+        defer { Task { await service.stop() } }
+        let engine = try HTTPEngine()
+        defer { engine.shutdown() }
+        let base = "http://127.0.0.1:\(service.ports[0])"
+        #expect(
+            try await rawGet(
+                engine,
+                base + "/dns-query",
+                method: .POST,
+                headers: ["content-type": "application/dns-message"],
+                body: [1, 2, 3]
+            ).0 == 400
+        )
+        #expect(
+            try await rawGet(
+                engine,
+                base + "/dns-query",
+                method: .POST,
+                body: try DNSMessage.query(name: "a.example.com", type: .a)
+            ).0 == 400
+        )
+        #expect(
+            try await rawGet(
+                engine,
+                base + "/dns-query",
+                method: .POST,
+                headers: ["content-type": "application/dns-message"],
+                body: [UInt8](repeating: 0, count: 10_000)
+            ).0 == 413
+        )
+        #expect(try await rawGet(engine, base + "/d?dn=a.example.com", method: .DELETE).0 == 405)
+        #expect(try await rawGet(engine, base + "/nowhere").0 == 404)
+        // A wire query whose pointer loops: 400, and the server still answers.
+        var looped = try DNSMessage.query(name: "a.example.com", type: .a, edns: false)
+        looped.replaceSubrange(12..<(looped.count - 4), with: [0xC0, 12])
+        #expect(try await rawGet(engine, base + "/dns-query?dns=" + base64url(looped)).0 == 400)
+        let (ok, _) = try await rawGet(
+            engine,
+            base + "/dns-query?dns=" + base64url(try DNSMessage.query(name: "a.example.com", type: .a))
+        )
+        #expect(ok == 200)
+    }
+
+    @Test func hostsFileIsReloadedWhenItChanges() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("httpdns-hosts-\(UUID())").path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        try "198.51.0.10 live.example.com\n".write(toFile: path, atomically: true, encoding: .utf8)
+        let service = try await startService { $0.hostsFile = path }
+        defer { Task { await service.stop() } }
+        let engine = try HTTPEngine()
+        defer { engine.shutdown() }
+        let url = "http://127.0.0.1:\(service.ports[0])/d?dn=live.example.com"
+        #expect(try await rawGet(engine, url).1 == "198.51.0.10")
+        try "198.51.0.11 live.example.com   # moved\n".write(toFile: path, atomically: true, encoding: .utf8)
+        let deadline = ContinuousClock.now + .seconds(5)
+        var answer = ""
+        while ContinuousClock.now < deadline {
+            answer = try await rawGet(engine, url).1
+            if answer == "198.51.0.11" { break }
+            try await Task.sleep(for: .milliseconds(100))  // polling the condition, bounded
+        }
+        #expect(answer == "198.51.0.11")
+        // A broken file keeps the previous table.
+        try "not-an-ip live.example.com\n".write(toFile: path, atomically: true, encoding: .utf8)
+        try await Task.sleep(for: .milliseconds(1500))
+        #expect(try await rawGet(engine, url).1 == "198.51.0.11")
+    }
+
+    @Test func connectionsBeyondTheLimitAreClosed() async throws {
+        let service = try await startService { $0.limits.maxConnections = 2 }
+        defer { Task { await service.stop() } }
+        var channels: [any Channel] = []
+        for _ in 0..<3 {
+            channels.append(
+                try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton).connect(
+                    host: "127.0.0.1",
+                    port: service.ports[0]
+                ).get()
+            )
+        }
+        try await channels[2].closeFuture.get()  // closed by the server at once
+        #expect(channels[0].isActive && channels[1].isActive)
+        for c in channels { try? await c.close() }
+    }
+}
+
+func base64url(_ bytes: [UInt8]) -> String {
+    Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+        .replacingOccurrences(of: "=", with: "")
+}
+
+@Suite(.enabled(if: Peers.shouldRun, "real peers not running (scripts/test.sh starts them)"))
+struct ServerPeerTests {
+    func tlsService(_ peers: Peers, upstream: Bool = false) async throws -> HTTPDNSService {
+        let dir = URL(fileURLWithPath: peers.ca).deletingLastPathComponent().path
+        return try await startService {
+            $0.tls = try! .load(certificate: dir + "/doh.pem", key: dir + "/doh.key")
+            $0.staticHosts["a.test"] = [IPAddress("127.0.0.1")!]
+            if upstream { $0.upstream = .dns(peers.kresdDNS.0, port: peers.kresdDNS.1) }
+        }
+    }
+
+    @Test func curlDohURLResolvesThroughOurServer() async throws {
+        let peers = try Peers.require()
+        let service = try await tlsService(peers)
+        defer { Task { await service.stop() } }
+        let r = try await runProcess(
+            "/usr/bin/curl",
+            [
+                "-sS", "--max-time", "5", "--cacert", peers.ca, "--doh-url",
+                "https://127.0.0.1:\(service.ports[0])/dns-query", "https://a.test:\(peers.nginxTLS)/whoami",
+            ]
+        )
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout.contains("host=a.test sni=a.test"))
+    }
+
+    @Test func digHTTPSGetsTheRightBytes() async throws {
+        let peers = try Peers.require()
+        let service = try await tlsService(peers)
+        defer { Task { await service.stop() } }
+        let r = try await runProcess(
+            "/usr/bin/dig",
+            ["@127.0.0.1", "-p", "\(service.ports[0])", "+https", "+tries=1", "+time=3", "a.example.com", "AAAA"]
+        )
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout.contains("status: NOERROR"))
+        #expect(r.stdout.contains("a.example.com.\t\t90\tIN\tAAAA\t2606:4700::1"), "\(r.stdout)")
+        let nx = try await runProcess(
+            "/usr/bin/dig",
+            ["@127.0.0.1", "-p", "\(service.ports[0])", "+https", "+tries=1", "+time=3", "nope.example.com"]
+        )
+        #expect(nx.stdout.contains("status: NXDOMAIN"))
+    }
+
+    @Test func ourResolverOverH2ToOurTLSServer() async throws {
+        let peers = try Peers.require()
+        let service = try await tlsService(peers)
+        defer { Task { await service.stop() } }
+        var config = ResolverConfiguration(providers: [
+            try ResolverSpec(parsing: "doh:https://doh.test:\(service.ports[0])/dns-query")
+        ])
+        config.policy = .all
+        config.fallbackToLocalDNS = false
+        config.bootstrap = ["doh.test": [IPAddress("127.0.0.1")!]]
+        let resolver = try HTTPDNSResolver(configuration: config, engine: try peers.engine(), logger: testLogger)
+        #expect(try await resolver.resolve("a.example.com").ipv6 == [IPAddress("2606:4700::1")!])
+    }
+
+    @Test func forwardsToKresdWithTTLsCountingDown() async throws {
+        let peers = try Peers.require()
+        let service = try await tlsService(peers, upstream: true)
+        defer { Task { await service.stop() } }
+        let engine = try peers.engine()
+        defer { engine.shutdown() }
+        let url = "https://127.0.0.1:\(service.ports[0])/resolve?host=b.test&query=4,6"
+        let first = try await rawGet(engine, url).1
+        #expect(first.contains("\"ips\":[\"127.0.0.1\"]"), "\(first)")
+        #expect(first.contains("\"ipsv6\":[\"::1\"]"))
+        #expect(first.contains("\"ttl\":5"))  // kresd's hints TTL
+        try await Task.sleep(for: .milliseconds(2100))  // the thing under test is time passing
+        let second = try await rawGet(engine, url).1
+        let ttl = Int(second.split(separator: "\"ttl\":").last!.prefix { $0.isNumber })!
+        #expect(ttl < 5 && ttl >= 1, "\(second)")
+        // Names kresd does not know are NXDOMAIN on the wire.
+        let nx = try await engine.execute(
+            try HTTPRequest(
+                url: "https://127.0.0.1:\(service.ports[0])/dns-query?dns="
+                    + base64url(try DNSMessage.query(name: "x.nx.test", type: .a))
+            )
+        )
+        #expect(try DNSMessage(parsing: try await nx.body.collect(upTo: 4096).readableBytesView).rcode == .nameError)
+    }
+}
