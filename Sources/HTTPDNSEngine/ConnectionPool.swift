@@ -25,7 +25,15 @@ final class ConnectionPool: Sendable {
         var streams = 0
         var total = 0
         var connecting = 0
-        var waiters: [Int: CheckedContinuation<Void, Never>] = [:]
+        var waiters: [Int: Waiter] = [:]
+    }
+
+    /// A waiter is registered when the decision to wait is taken (under the lock), before its task
+    /// suspends; a wake-up that comes in between is remembered, so none is lost.
+    enum Waiter {
+        case pending
+        case signalled
+        case waiting(CheckedContinuation<Void, Never>)
     }
 
     struct State {
@@ -86,6 +94,7 @@ final class ConnectionPool: Sendable {
                     return .connect
                 }
                 state.nextWaiter += 1
+                entry.waiters[state.nextWaiter] = .pending
                 return .wait(state.nextWaiter)
             }
             switch decision {
@@ -96,24 +105,24 @@ final class ConnectionPool: Sendable {
             case .wait(let id):
                 // Woken by a connection coming free, by cancellation, or by the deadline.
                 let timer = deadline.map { deadline in
-                    eventLoop.scheduleTask(deadline: deadline) {
-                        let c = self.state.withLockedValue { $0.entries[key]?.waiters.removeValue(forKey: id) }
-                        c?.resume()
-                    }
+                    eventLoop.scheduleTask(deadline: deadline) { self.abandon(key, id) }
                 }
                 defer { timer?.cancel() }
                 await withTaskCancellationHandler {
                     await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                         let resumeNow = state.withLockedValue { state -> Bool in
-                            if Task.isCancelled || state.closed { return true }
-                            state.entries[key, default: Entry()].waiters[id] = continuation
+                            guard case .pending = state.entries[key]?.waiters[id], !state.closed, !Task.isCancelled
+                            else {
+                                state.entries[key]?.waiters[id] = nil
+                                return true  // signalled (or gone) before we got here
+                            }
+                            state.entries[key]!.waiters[id] = .waiting(continuation)
                             return false
                         }
                         if resumeNow { continuation.resume() }
                     }
                 } onCancel: {
-                    let c = state.withLockedValue { $0.entries[key]?.waiters.removeValue(forKey: id) }
-                    c?.resume()
+                    self.abandon(key, id)
                 }
             case .connect:
                 let conn: Connection
@@ -186,20 +195,36 @@ final class ConnectionPool: Sendable {
         wake.forEach { $0.resume() }
     }
 
+    /// Wakes the waiters of `key` (all, or the oldest): suspended ones are returned to be resumed
+    /// outside the lock, ones not yet suspended are marked so they do not suspend.
     private static func takeWaiters(_ state: inout State, _ key: PoolKey, all: Bool) -> [CheckedContinuation<
         Void, Never
     >] {
         guard var entry = state.entries[key], !entry.waiters.isEmpty else { return [] }
-        let taken: [CheckedContinuation<Void, Never>]
-        if all {
-            taken = Array(entry.waiters.values)
-            entry.waiters.removeAll()
-        } else {
-            let first = entry.waiters.keys.min()!
-            taken = [entry.waiters.removeValue(forKey: first)!]
+        var taken: [CheckedContinuation<Void, Never>] = []
+        for id in all ? Array(entry.waiters.keys) : [entry.waiters.keys.min()!] {
+            switch entry.waiters[id]! {
+            case .waiting(let c):
+                taken.append(c)
+                entry.waiters[id] = nil
+            case .pending:
+                entry.waiters[id] = .signalled
+            case .signalled:
+                break
+            }
         }
         state.entries[key] = entry
         return taken
+    }
+
+    /// A waiter gives up (deadline or cancellation): resume it if it is suspended, forget it either way.
+    private func abandon(_ key: PoolKey, _ id: Int) {
+        let c = state.withLockedValue { state -> CheckedContinuation<Void, Never>? in
+            guard let waiter = state.entries[key]?.waiters.removeValue(forKey: id) else { return nil }
+            if case .waiting(let c) = waiter { return c }
+            return nil
+        }
+        c?.resume()
     }
 
     /// Closes every connection; later leases fail.
@@ -211,7 +236,9 @@ final class ConnectionPool: Sendable {
             for (_, entry) in state.entries {
                 conns += entry.idle
                 if let h2 = entry.http2 { conns.append(h2) }
-                wake += entry.waiters.values
+                for waiter in entry.waiters.values {
+                    if case .waiting(let c) = waiter { wake.append(c) }
+                }
             }
             state.entries.removeAll()
             return (conns, wake)

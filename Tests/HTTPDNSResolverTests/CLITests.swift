@@ -47,7 +47,7 @@ func runCLIBlocking(_ arguments: [String], namespace: String?) throws -> CLIResu
     )
 }
 
-@Suite struct CLIUsageTests {
+@Suite(.serialized) struct CLIUsageTests {
     @Test(arguments: [
         (["resolve", "a.test", "--resolver", "foo:bar"], "--resolver"),
         (["resolve", "a.test", "--resolver", "doh:ftp://x/"], "--resolver"),
@@ -72,7 +72,7 @@ func runCLIBlocking(_ arguments: [String], namespace: String?) throws -> CLIResu
     }
 }
 
-@Suite(.enabled(if: Peers.shouldRun, "real peers not running (scripts/test.sh starts them)"))
+@Suite(.serialized, .enabled(if: Peers.shouldRun, "real peers not running (scripts/test.sh starts them)"))
 struct CLIPeerTests {
     @Test func resolveJSONThroughKresdDoH() async throws {
         let peers = try Peers.require()

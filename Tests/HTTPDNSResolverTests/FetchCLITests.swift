@@ -29,7 +29,7 @@ func lastJSONLine<T: Decodable>(_ text: String, as type: T.Type) throws -> T {
     return try JSONDecoder().decode(T.self, from: Data(line.utf8))
 }
 
-@Suite(.enabled(if: Peers.shouldRun, "real peers not running (scripts/test.sh starts them)"))
+@Suite(.serialized, .enabled(if: Peers.shouldRun, "real peers not running (scripts/test.sh starts them)"))
 struct FetchCLITests {
     func common(_ peers: Peers) -> [String] {
         [
