@@ -234,7 +234,62 @@ struct ServiceCore: Sendable {
         }
     }
 
+    /// Raised by the synchronous lookup for a name only the upstream can answer.
+    struct NeedsUpstream: Error {
+        var name: String
+    }
+
+    /// What is known without waiting: the hosts table, or the resolver's cache (positive answers).
+    func immediateLookup(_ name: String) -> Lookup? {
+        if let ips = hosts.withLockedValue({ $0.table[name] }) {
+            let v4 = ips.filter { !$0.isIPv6 }
+            let v6 = ips.filter(\.isIPv6)
+            return .found(
+                ipv4: FamilyAnswer(addresses: v4, ttl: configuration.ttl),
+                ipv6: FamilyAnswer(addresses: v6, ttl: configuration.ttl)
+            )
+        }
+        guard let resolver else { return .nxdomain }
+        guard let r = resolver.cached(name, .both) else { return nil }
+        return .found(
+            ipv4: FamilyAnswer(addresses: r.ipv4, ttl: r.ttl),
+            ipv6: FamilyAnswer(addresses: r.ipv6, ttl: r.ttl)
+        )
+    }
+
+    /// Answers on the event loop when every name is known already (nil: the async path is needed).
+    func handleImmediately(_ request: ListenerRequest) -> ListenerResponse? {
+        do {
+            return try route(request) { name in
+                guard let known = immediateLookup(name) else { throw NeedsUpstream(name: name) }
+                return known
+            }
+        } catch is NeedsUpstream {
+            return nil
+        } catch {
+            return ListenerResponse(status: .badRequest, text: "\(error)")
+        }
+    }
+
+    /// Answers a request, asking the upstream for the names that need it, then routing again with
+    /// those answers at hand. Bounded by the number of names in the request.
     func handle(_ request: ListenerRequest) async -> ListenerResponse {
+        var known: [String: Lookup] = [:]
+        while true {
+            do {
+                return try route(request) { name in
+                    if let k = known[name] ?? immediateLookup(name) { return k }
+                    throw NeedsUpstream(name: name)
+                }
+            } catch let need as NeedsUpstream {
+                known[need.name] = await lookup(need.name)
+            } catch {
+                return ListenerResponse(status: .badRequest, text: "\(error)")
+            }
+        }
+    }
+
+    func route(_ request: ListenerRequest, lookup: (String) throws -> Lookup) throws -> ListenerResponse {
         let (path, query) = split(request.uri)
         do {
             switch path {
@@ -242,12 +297,12 @@ struct ServiceCore: Sendable {
                 return ListenerResponse(status: .ok, text: "ok")
             case "/d":
                 try require(request, .GET)
-                return try await dnspod(query)
+                return try dnspod(query, lookup)
             case "/resolve":
                 try require(request, .GET)
-                return try await alibaba(query)
+                return try alibaba(query, lookup)
             case "/dns-query":
-                return try await doh(request, query)
+                return try doh(request, query, lookup)
             default:
                 return ListenerResponse(status: .notFound, text: "not found: use /d, /resolve, /dns-query or /healthz")
             }
@@ -259,8 +314,6 @@ struct ServiceCore: Sendable {
                 text: "\(e.method) is not allowed here",
                 headers: ["allow": e.allowed]
             )
-        } catch {
-            return ListenerResponse(status: .badRequest, text: "\(error)")
         }
     }
 
@@ -300,7 +353,7 @@ struct ServiceCore: Sendable {
 
     // MARK: formats
 
-    func dnspod(_ query: [String: String]) async throws -> ListenerResponse {
+    func dnspod(_ query: [String: String], _ lookup: (String) throws -> Lookup) throws -> ListenerResponse {
         guard let dn = query["dn"], !dn.isEmpty else { throw BadRequest(reason: "missing dn=NAME[,NAME...]") }
         let names = try dn.split(separator: ",", omittingEmptySubsequences: false).map {
             try name(String($0), parameter: "dn")
@@ -319,7 +372,7 @@ struct ServiceCore: Sendable {
         var lines: [String] = []
         for n in names {
             let text: String
-            switch await lookup(n) {
+            switch try lookup(n) {
             case .found(let v4, let v6):
                 text = DNSPodFormat.format(HostAnswer(ipv4: v4, ipv6: v6), query: family, withTTL: withTTL)
             case .nxdomain, .failure:
@@ -330,7 +383,7 @@ struct ServiceCore: Sendable {
         return ListenerResponse(body: Array(lines.joined(separator: "\n").utf8))
     }
 
-    func alibaba(_ query: [String: String]) async throws -> ListenerResponse {
+    func alibaba(_ query: [String: String], _ lookup: (String) throws -> Lookup) throws -> ListenerResponse {
         let host = try name(query["host"], parameter: "host")
         let wants: AddressQuery
         switch query["query"] {
@@ -339,7 +392,7 @@ struct ServiceCore: Sendable {
         case "4,6", "6,4": wants = .both
         case let other?: throw BadRequest(reason: "query=\(other) is not supported; use 4, 6 or 4,6")
         }
-        switch await lookup(host) {
+        switch try lookup(host) {
         case .found(let v4, let v6):
             let answer = HostAnswer(ipv4: wants.wantsIPv4 ? v4 : nil, ipv6: wants.wantsIPv6 ? v6 : nil)
             return ListenerResponse(
@@ -356,11 +409,13 @@ struct ServiceCore: Sendable {
         }
     }
 
-    func doh(_ request: ListenerRequest, _ query: [String: String]) async throws -> ListenerResponse {
+    func doh(_ request: ListenerRequest, _ query: [String: String], _ lookup: (String) throws -> Lookup) throws
+        -> ListenerResponse
+    {
         let wantsJSON =
             query["name"] != nil || request.headers["accept"].contains { $0.contains("application/dns-json") }
         if wantsJSON && request.method == .GET {
-            return try await dohJSON(query)
+            return try dohJSON(query, lookup)
         }
         let wire: [UInt8]
         switch request.method {
@@ -392,7 +447,7 @@ struct ServiceCore: Sendable {
         var rcode = DNSResponseCode.noError
         var addresses: [IPAddress] = []
         var ttl: UInt32 = configuration.ttl
-        switch await lookup(qname) {
+        switch try lookup(qname) {
         case .found(let v4, let v6):
             let family = message.questionType == .aaaa ? v6 : message.questionType == .a ? v4 : .empty
             addresses = family.addresses
@@ -416,7 +471,7 @@ struct ServiceCore: Sendable {
         )
     }
 
-    func dohJSON(_ query: [String: String]) async throws -> ListenerResponse {
+    func dohJSON(_ query: [String: String], _ lookup: (String) throws -> Lookup) throws -> ListenerResponse {
         let qname = try name(query["name"], parameter: "name")
         let type: DNSRecordType
         switch query["type"]?.uppercased() {
@@ -425,7 +480,7 @@ struct ServiceCore: Sendable {
         case let other?: throw BadRequest(reason: "type=\(other) is not supported; use A or AAAA")
         }
         let body: [UInt8]
-        switch await lookup(qname) {
+        switch try lookup(qname) {
         case .found(let v4, let v6):
             body = DoHJSONFormat.format(name: qname, type: type, rcode: .noError, answer: type == .a ? v4 : v6)
         case .nxdomain:

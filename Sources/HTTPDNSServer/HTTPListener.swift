@@ -53,6 +53,8 @@ public struct ListenerResponse: Sendable {
 /// Listens on one address; `stop()` closes it and its connections.
 public final class HTTPListener: Sendable {
     public typealias Handler = @Sendable (ListenerRequest) async -> ListenerResponse
+    /// Answers on the event loop without waiting, or returns nil to hand the request to `Handler`.
+    public typealias ImmediateHandler = @Sendable (ListenerRequest) -> ListenerResponse?
 
     public struct Limits: Sendable {
         public var maxConnections = 1024
@@ -85,6 +87,7 @@ public final class HTTPListener: Sendable {
         limits: Limits = Limits(),
         group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         logger: Logger,
+        immediate: ImmediateHandler? = nil,
         handler: @escaping Handler
     ) async throws -> HTTPListener {
         let connections = NIOLockedValueBox<[ObjectIdentifier: any Channel]>([:])
@@ -110,6 +113,7 @@ public final class HTTPListener: Sendable {
                         remote: channel.remoteAddress.map { "\($0)" } ?? "?",
                         limits: limits,
                         logger: logger,
+                        immediate: immediate,
                         handler: handler
                     )
                     if let tls {
@@ -169,6 +173,7 @@ struct ConnectionContext: Sendable {
     var remote: String
     var limits: HTTPListener.Limits
     var logger: Logger
+    var immediate: HTTPListener.ImmediateHandler?
     var handler: HTTPListener.Handler
 }
 
@@ -255,6 +260,17 @@ final class RequestHandler: ChannelInboundHandler {
                 isTLS: self.context.isTLS,
                 remote: self.context.remote
             )
+            if let immediate = self.context.immediate, let response = immediate(request) {
+                self.context.logger.debug(
+                    "request",
+                    metadata: [
+                        "method": "\(head.method)", "uri": "\(head.uri)", "status": "\(response.status.code)",
+                        "version": "\(version)",
+                    ]
+                )
+                write(response, keepAlive: keepAlive, context: context)
+                return
+            }
             let handler = self.context.handler
             let logger = self.context.logger
             let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)

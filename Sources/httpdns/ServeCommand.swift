@@ -55,7 +55,7 @@ struct ServeCommand: AsyncParsableCommand {
         }
         for l in listen {
             do {
-                _ = try ResolverSpec.parseHostPort(l, defaultPort: 0)
+                _ = try Self.listenAddress(l)
             } catch {
                 throw ValidationError("--listen: \(error)")
             }
@@ -85,7 +85,7 @@ struct ServeCommand: AsyncParsableCommand {
         logger.logLevel = debug ? .debug : .info
         var config = HTTPDNSService.Configuration()
         config.listen = try listen.map {
-            let (ip, port) = try ResolverSpec.parseHostPort($0, defaultPort: 0)
+            let (ip, port) = try Self.listenAddress($0)
             return (ip.description, port)
         }
         do {
@@ -109,9 +109,18 @@ struct ServeCommand: AsyncParsableCommand {
             let h = host.contains(":") ? "[\(host)]" : host
             print("httpdns serve: listening on \(scheme)://\(h):\(listener.port) (/d, /resolve, /dns-query, /healthz)")
         }
+        fflush(nil)  // scripts wait for these lines; stdout to a file or pipe is block-buffered
         await waitForSignal()
         print("httpdns serve: stopping")
         await service.stop()
+    }
+
+    /// `IP:PORT`, `[V6]:PORT`; port 0 lets the system choose (printed at start); no port means 8053.
+    static func listenAddress(_ text: String) throws -> (IPAddress, Int) {
+        if text.hasSuffix(":0") {
+            return (try ResolverSpec.parseHostPort(String(text.dropLast(2)), defaultPort: 8053).0, 0)
+        }
+        return try ResolverSpec.parseHostPort(text, defaultPort: 8053)
     }
 
     /// Returns on SIGINT or SIGTERM.

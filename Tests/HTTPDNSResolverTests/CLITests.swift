@@ -1,6 +1,7 @@
 // The `httpdns resolve` contract, run as a user would: the built binary, its stdout, stderr and exit code.
 
 import Foundation
+import HTTPDNSEngine
 import NIOPosix
 import Testing
 
@@ -136,5 +137,46 @@ struct CLIPeerTests {
         ])
         #expect(r.status == 0, "\(r.stderr)")
         #expect(r.stdout.contains("127.0.0.1"))
+    }
+}
+
+@Suite struct ServeCLITests {
+    @Test func serveAnswersFromItsHostsFileAndStopsOnSIGTERM() async throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
+        let hosts = FileManager.default.temporaryDirectory.appendingPathComponent("httpdns-serve-\(UUID())").path
+        defer { try? FileManager.default.removeItem(atPath: hosts) }
+        try "198.51.0.7 served.example.com\n".write(toFile: hosts, atomically: true, encoding: .utf8)
+        let process = Process()
+        process.executableURL = root.appendingPathComponent(".build/debug/httpdns")
+        process.arguments = ["serve", "--listen", "127.0.0.1:0", "--hosts", hosts]
+        let out = Pipe()
+        process.standardOutput = out
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        // The first line says where it listens; read it off the concurrency pool.
+        let line = try await NIOThreadPool.singleton.runIfActive { () -> String in
+            var data = Data()
+            while !data.contains(UInt8(ascii: "\n")) {
+                let chunk = out.fileHandleForReading.availableData
+                if chunk.isEmpty { break }
+                data.append(chunk)
+            }
+            return String(decoding: data, as: UTF8.self)
+        }
+        let afterHost = try #require(line.range(of: "127.0.0.1:"), "\(line)")
+        let port = try #require(Int(line[afterHost.upperBound...].prefix { $0.isNumber }), "\(line)")
+        let engine = try HTTPEngine()
+        defer { engine.shutdown() }
+        let response = try await engine.execute(
+            try HTTPRequest(url: "http://127.0.0.1:\(port)/d?dn=served.example.com&ttl=1")
+        )
+        #expect(String(buffer: try await response.body.collect(upTo: 4096)) == "198.51.0.7,60")
+        process.terminate()
+        let status = try await NIOThreadPool.singleton.runIfActive {
+            process.waitUntilExit()
+            return process.terminationStatus
+        }
+        #expect(status == 0)
     }
 }

@@ -111,7 +111,9 @@ struct EngineBench: AsyncParsableCommand {
             ours.versions = .automatic
             let engine = try HTTPEngine(
                 configuration: ours,
-                addressSource: StaticAddressSource([target.host: ips, peer.host: ips])
+                addressSource: StaticAddressSource(
+                    Dictionary([(target.host, ips), (peer.host, ips)], uniquingKeysWith: { a, _ in a })
+                )
             )
             let inFlight = concurrency ?? 100
             let rounds = 5
