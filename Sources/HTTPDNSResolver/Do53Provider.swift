@@ -62,6 +62,11 @@ public struct Do53Provider: DNSProvider {
             resend.cancel()
             timeout.cancel()
         }
+        return try await answer(promise)
+    }
+
+    /// The answer the handler delivers; any failure becomes a ProviderError.
+    private func answer(_ promise: EventLoopPromise<[UInt8]>) async throws -> [UInt8] {
         do {
             return try await promise.futureResult.get()
         } catch let error as ProviderError {
@@ -95,13 +100,7 @@ public struct Do53Provider: DNSProvider {
             promise.fail(ProviderError("no answer (TCP) before the timeout"))
         }
         defer { timeout.cancel() }
-        do {
-            return try await promise.futureResult.get()
-        } catch let error as ProviderError {
-            throw error
-        } catch {
-            throw ProviderError("\(error)")
-        }
+        return try await answer(promise)
     }
 }
 

@@ -110,14 +110,7 @@ public final class HTTPDNSResolver: Sendable {
             return cached
         }
         if let ip = IPAddress(host) {
-            return Resolution(
-                name: host,
-                ipv4: ip.isIPv6 ? [] : [ip],
-                ipv6: ip.isIPv6 ? [ip] : [],
-                ttl: nil,
-                source: .literal,
-                elapsed: .zero
-            )
+            return .literal(host, ip)
         }
         let name: String
         do {
@@ -127,14 +120,7 @@ public final class HTTPDNSResolver: Sendable {
         }
         switch configuration.policy.route(for: name) {
         case .literal(let ip):
-            return Resolution(
-                name: host,
-                ipv4: ip.isIPv6 ? [] : [ip],
-                ipv6: ip.isIPv6 ? [ip] : [],
-                ttl: nil,
-                source: .literal,
-                elapsed: .zero
-            )
+            return .literal(host, ip)
         case .localDNS:
             return try await resolveLocally(name, query, started: started, fallback: false, reason: nil)
         case .httpdns(let strict):

@@ -45,6 +45,18 @@ public struct Resolution: Hashable, Sendable {
     public var source: ResolutionSource
     public var elapsed: Duration
 
+    /// The answer for an IP-literal host: the address itself, no lookup.
+    static func literal(_ host: String, _ ip: IPAddress) -> Resolution {
+        Resolution(
+            name: host,
+            ipv4: ip.isIPv6 ? [] : [ip],
+            ipv6: ip.isIPv6 ? [ip] : [],
+            ttl: nil,
+            source: .literal,
+            elapsed: .zero
+        )
+    }
+
     /// All addresses, IPv6 and IPv4 interleaved with IPv6 first (RFC 8305 §4), the order to try them in.
     public var addresses: [IPAddress] {
         var out: [IPAddress] = []

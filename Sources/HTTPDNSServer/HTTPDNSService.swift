@@ -211,15 +211,17 @@ struct ServiceCore: Sendable {
         case found(ipv4: FamilyAnswer, ipv6: FamilyAnswer)
     }
 
+    /// The hosts table's answer, if the name is in it.
+    func hostsLookup(_ name: String) -> Lookup? {
+        guard let ips = hosts.withLockedValue({ $0.table[name] }) else { return nil }
+        return .found(
+            ipv4: FamilyAnswer(addresses: ips.filter { !$0.isIPv6 }, ttl: configuration.ttl),
+            ipv6: FamilyAnswer(addresses: ips.filter(\.isIPv6), ttl: configuration.ttl)
+        )
+    }
+
     func lookup(_ name: String) async -> Lookup {
-        if let ips = hosts.withLockedValue({ $0.table[name] }) {
-            let v4 = ips.filter { !$0.isIPv6 }
-            let v6 = ips.filter(\.isIPv6)
-            return .found(
-                ipv4: FamilyAnswer(addresses: v4, ttl: configuration.ttl),
-                ipv6: FamilyAnswer(addresses: v6, ttl: configuration.ttl)
-            )
-        }
+        if let known = hostsLookup(name) { return known }
         guard let resolver else { return .nxdomain }
         do {
             let r = try await resolver.resolve(name, .both)
@@ -241,14 +243,7 @@ struct ServiceCore: Sendable {
 
     /// What is known without waiting: the hosts table, or the resolver's cache (positive answers).
     func immediateLookup(_ name: String) -> Lookup? {
-        if let ips = hosts.withLockedValue({ $0.table[name] }) {
-            let v4 = ips.filter { !$0.isIPv6 }
-            let v6 = ips.filter(\.isIPv6)
-            return .found(
-                ipv4: FamilyAnswer(addresses: v4, ttl: configuration.ttl),
-                ipv6: FamilyAnswer(addresses: v6, ttl: configuration.ttl)
-            )
-        }
+        if let known = hostsLookup(name) { return known }
         guard let resolver else { return .nxdomain }
         guard let r = resolver.cached(name, .both) else { return nil }
         return .found(

@@ -25,14 +25,17 @@ func runCLIBlocking(_ arguments: [String], namespace: String?) throws -> CLIResu
         FileManager.default.isExecutableFile(atPath: binary.path),
         "build the CLI first: swift build --build-tests"
     )
-    let process = Process()
     if let namespace {
-        process.executableURL = URL(fileURLWithPath: "/usr/sbin/ip")
-        process.arguments = ["netns", "exec", namespace, binary.path] + arguments
-    } else {
-        process.executableURL = binary
-        process.arguments = arguments
+        return try runProcessBlocking("/usr/sbin/ip", ["netns", "exec", namespace, binary.path] + arguments)
     }
+    return try runProcessBlocking(binary.path, arguments)
+}
+
+/// Runs a program to its end and collects its output. Blocking: call it on NIO's thread pool.
+func runProcessBlocking(_ path: String, _ arguments: [String]) throws -> CLIResult {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: path)
+    process.arguments = arguments
     let out = Pipe()
     let err = Pipe()
     process.standardOutput = out

@@ -178,22 +178,5 @@ struct FetchCLITests {
 
 /// Runs any program with the blocking wait on NIO's thread pool.
 func runProcess(_ path: String, _ arguments: [String]) async throws -> CLIResult {
-    try await NIOThreadPool.singleton.runIfActive {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: path)
-        process.arguments = arguments
-        let out = Pipe()
-        let err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        try process.run()
-        let stdout = out.fileHandleForReading.readDataToEndOfFile()
-        let stderr = err.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return CLIResult(
-            status: process.terminationStatus,
-            stdout: String(decoding: stdout, as: UTF8.self),
-            stderr: String(decoding: stderr, as: UTF8.self)
-        )
-    }
+    try await NIOThreadPool.singleton.runIfActive { try runProcessBlocking(path, arguments) }
 }
