@@ -13,7 +13,8 @@
 //   HTTPDNSServer    the self-hostable HTTPDNS server (DNSPod, JSON, DoH wire and JSON on one port) and a
 //                    classic DNS (UDP/TCP) server, used by `httpdns serve`, the demo, tests and benches.
 //   httpdns          the command-line tool.
-// Later: HTTPDNSURLSession and HTTPDNSProxy as their own modules.
+//   HTTPDNSProxy     the loopback forward proxy (CONNECT tunnels, http:// forwarding, PAC).
+// Later: HTTPDNSURLSession as its own module.
 import PackageDescription
 
 let swiftSettings: [SwiftSetting] = [
@@ -28,6 +29,7 @@ let package = Package(
         .library(name: "HTTPDNSEngine", targets: ["HTTPDNSEngine"]),
         .library(name: "HTTPDNSResolver", targets: ["HTTPDNSResolver"]),
         .library(name: "HTTPDNSServer", targets: ["HTTPDNSServer"]),
+        .library(name: "HTTPDNSProxy", targets: ["HTTPDNSProxy"]),
         .executable(name: "httpdns", targets: ["httpdns"]),
     ],
     dependencies: [
@@ -95,9 +97,24 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        .target(
+            name: "HTTPDNSProxy",
+            dependencies: [
+                "HTTPDNSCore",
+                "HTTPDNSEngine",
+                "HTTPDNSResolver",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(
             name: "httpdns",
             dependencies: [
+                "HTTPDNSProxy",
                 "HTTPDNSServer",
                 "HTTPDNSCore",
                 "HTTPDNSEngine",
@@ -126,6 +143,7 @@ let package = Package(
                 "HTTPDNSEngine",
                 "HTTPDNSResolver",
                 "HTTPDNSServer",
+                "HTTPDNSProxy",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

@@ -12,7 +12,6 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 fixtures="$here/../Tests/Fixtures/peers"
 
-packages=(knot-resolver knot-resolver-module-http dnsmasq-base dnsutils openssl)
 
 ensure_packages() {
     local missing=()
@@ -26,6 +25,8 @@ ensure_packages() {
     command -v curl >/dev/null || missing+=(curl)
     command -v ip >/dev/null || missing+=(iproute2)
     command -v iptables >/dev/null || missing+=(iptables)
+    command -v chromium >/dev/null || missing+=(chromium)
+    command -v certutil >/dev/null || missing+=(libnss3-tools)
     [ ${#missing[@]} -eq 0 ] && return 0
     echo "peers: installing ${missing[*]}" >&2
     # Keep package scripts from starting services on hosts with an init system.

@@ -9,6 +9,9 @@ struct HTTPDNSCommand: AsyncParsableCommand {
             Every name goes through the --resolver list, then --local-dns as the fallback unless \
             --no-fallback; --only / --except narrow which names use HTTPDNS at all.
             """,
-        subcommands: [ResolveCommand.self, FetchCommand.self, ServeCommand.self, BenchCommand.self, DemoCommand.self]
+        subcommands: [
+            ResolveCommand.self, FetchCommand.self, ServeCommand.self, ProxyCommand.self, BenchCommand.self,
+            DemoCommand.self,
+        ]
     )
 }

@@ -123,18 +123,19 @@ struct ServeCommand: AsyncParsableCommand {
         return try ResolverSpec.parseHostPort(text, defaultPort: 8053)
     }
 
-    /// Returns on SIGINT or SIGTERM.
-    func waitForSignal() async {
-        signal(SIGINT, SIG_IGN)
-        signal(SIGTERM, SIG_IGN)
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let once = SignalOnce(continuation)
-            for sig in [SIGINT, SIGTERM] {
-                let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
-                source.setEventHandler { once.fire() }
-                source.resume()
-                once.keep(source)
-            }
+}
+
+/// Returns on SIGINT or SIGTERM.
+func waitForSignal() async {
+    signal(SIGINT, SIG_IGN)
+    signal(SIGTERM, SIG_IGN)
+    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+        let once = SignalOnce(continuation)
+        for sig in [SIGINT, SIGTERM] {
+            let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
+            source.setEventHandler { once.fire() }
+            source.resume()
+            once.keep(source)
         }
     }
 }

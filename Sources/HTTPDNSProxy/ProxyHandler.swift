@@ -1,0 +1,413 @@
+// One client connection of the proxy: reads a request head, then either opens a tunnel (CONNECT),
+// forwards an absolute-form http:// request through the engine, serves the PAC file, or refuses.
+
+import Foundation
+import HTTPDNSCore
+import HTTPDNSEngine
+import HTTPDNSResolver
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+
+final class ProxyHandler: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    enum State {
+        case idle
+        case forwarding(HTTPRequestHead, ByteBuffer)
+        case busy  // a forward or a tunnel setup is running; further parts are dropped
+    }
+
+    let shared: ProxyShared
+    let limiter: HeadLimiter
+    var state = State.idle
+    var headTimer: Scheduled<Void>?
+    var tooLarge = false
+
+    init(shared: ProxyShared, limiter: HeadLimiter) {
+        self.shared = shared
+        self.limiter = limiter
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        let limiter = NIOLoopBound(self.limiter, eventLoop: context.eventLoop)
+        headTimer = context.eventLoop.scheduleTask(
+            in: .nanoseconds(shared.configuration.requestHeadTimeout.nanoseconds)
+        ) {
+            limiter.value.replyRawAndClose(
+                "HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            )
+        }
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) { headTimer?.cancel() }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch (unwrapInboundIn(data), state) {
+        case (.head(let head), .idle):
+            headTimer?.cancel()
+            limiter.done = true
+            handleHead(head, context: context)
+        case (.body(var chunk), .forwarding(let head, var body)):
+            if body.readableBytes + chunk.readableBytes > shared.configuration.maxForwardBodyBytes {
+                tooLarge = true
+            } else {
+                body.writeBuffer(&chunk)
+            }
+            state = .forwarding(head, body)
+        case (.end, .forwarding(let head, let body)):
+            state = .busy
+            if tooLarge {
+                reply(
+                    .payloadTooLarge,
+                    "request body larger than \(shared.configuration.maxForwardBodyBytes) bytes",
+                    close: true,
+                    context: context
+                )
+            } else {
+                forward(head, body: body, context: context)
+            }
+        default:
+            break
+        }
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        if error is HTTPParserError {
+            reply(.badRequest, "malformed request: \(error)", close: true, context: context)
+        } else {
+            context.close(promise: nil)
+        }
+    }
+
+    // MARK: routing
+
+    private func handleHead(_ head: HTTPRequestHead, context: ChannelHandlerContext) {
+        if let credentials = shared.configuration.credentials {
+            let expected = "Basic " + Data("\(credentials.user):\(credentials.password)".utf8).base64EncodedString()
+            guard head.headers["proxy-authorization"].first == expected else {
+                state = .busy
+                reply(
+                    .proxyAuthenticationRequired,
+                    "proxy authentication required",
+                    close: true,
+                    context: context,
+                    headers: ["proxy-authenticate": "Basic realm=\"httpdns\""]
+                )
+                return
+            }
+        }
+        if head.method == .CONNECT {
+            state = .busy
+            connect(head, context: context)
+        } else if head.uri.hasPrefix("http://") || head.uri.hasPrefix("https://") {
+            state = .forwarding(head, context.channel.allocator.buffer(capacity: 0))
+        } else if head.uri == "/proxy.pac" && head.method == .GET {
+            let pac = shared.pac((context.channel.localAddress?.port) ?? shared.configuration.port)
+            reply(
+                .ok,
+                pac,
+                close: !head.isKeepAlive,
+                context: context,
+                contentType: "application/x-ns-proxy-autoconfig",
+                newline: false
+            )
+        } else {
+            state = .busy
+            reply(
+                .badRequest,
+                "this is a proxy: send CONNECT host:port or an absolute http:// URL (or GET /proxy.pac)",
+                close: true,
+                context: context
+            )
+        }
+    }
+
+    private func reply(
+        _ status: HTTPResponseStatus,
+        _ text: String,
+        close: Bool,
+        context: ChannelHandlerContext,
+        headers extra: HTTPHeaders = [:],
+        contentType: String = "text/plain",
+        newline: Bool = true
+    ) {
+        let body = ByteBuffer(string: newline ? text + "\n" : text)
+        var headers = extra
+        headers.add(name: "content-type", value: contentType)
+        headers.add(name: "content-length", value: "\(body.readableBytes)")
+        if close { headers.add(name: "connection", value: "close") }
+        context.write(
+            wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers))),
+            promise: nil
+        )
+        context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
+        let done = context.writeAndFlush(wrapOutboundOut(.end(nil)))
+        if close {
+            let channel = context.channel
+            done.whenComplete { _ in channel.close(promise: nil) }
+        } else {
+            state = .idle
+        }
+    }
+
+    // MARK: CONNECT
+
+    private func connect(_ head: HTTPRequestHead, context: ChannelHandlerContext) {
+        guard let (host, port) = Self.authority(head.uri) else {
+            reply(
+                .badRequest,
+                "CONNECT needs host:port, got \"\(head.uri.prefix(100))\"",
+                close: true,
+                context: context
+            )
+            return
+        }
+        guard shared.configuration.allowedPorts.contains(port) else {
+            let allowed = shared.configuration.allowedPorts.sorted().map(String.init).joined(separator: ", ")
+            reply(
+                .forbidden,
+                "CONNECT to port \(port) is not allowed (allowed: \(allowed))",
+                close: true,
+                context: context
+            )
+            shared.record(
+                .init(
+                    host: host,
+                    port: port,
+                    address: nil,
+                    bytesUp: 0,
+                    bytesDown: 0,
+                    duration: .zero,
+                    error: "port not allowed"
+                )
+            )
+            return
+        }
+        let started = ContinuousClock.now
+        let loop = context.eventLoop
+        let bound = NIOLoopBound((self, context), eventLoop: loop)
+        let shared = self.shared
+        var bootstrap = ClientBootstrap(group: loop)
+            .connectTimeout(.nanoseconds(shared.configuration.connectTimeout.nanoseconds))
+            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .channelOption(.allowRemoteHalfClosure, value: true)
+        let future: EventLoopFuture<any Channel>
+        if let ip = IPAddress(host) {
+            do {
+                future = bootstrap.connect(to: try SocketAddress(ipAddress: ip.description, port: port))
+            } catch {
+                future = loop.makeFailedFuture(error)
+            }
+        } else {
+            bootstrap = bootstrap.resolver(HTTPDNSNIOResolver(shared.resolver, eventLoop: loop))
+            future = bootstrap.connect(host: host, port: port)
+        }
+        future.hop(to: loop).whenComplete { result in
+            let (me, context) = bound.value
+            switch result {
+            case .success(let upstream):
+                me.splice(context: context, upstream: upstream, host: host, port: port, started: started)
+            case .failure(let error):
+                let why = Self.describe(error)
+                shared.record(
+                    .init(
+                        host: host,
+                        port: port,
+                        address: nil,
+                        bytesUp: 0,
+                        bytesDown: 0,
+                        duration: ContinuousClock.now - started,
+                        error: why
+                    )
+                )
+                me.reply(.badGateway, "could not connect to \(host):\(port): \(why)", close: true, context: context)
+            }
+        }
+    }
+
+    /// Answers 200, then turns both channels into a byte pipe.
+    private func splice(
+        context: ChannelHandlerContext,
+        upstream: any Channel,
+        host: String,
+        port: Int,
+        started: ContinuousClock.Instant
+    ) {
+        let client = context.channel
+        let counters = TunnelCounters()
+        let (clientGlue, upstreamGlue) = GlueHandler.matchedPair(counters: counters)
+        let address = upstream.remoteAddress.map { "\($0.ipAddress ?? "?"):\($0.port ?? 0)" }
+        let shared = self.shared
+        let idle = TimeAmount.nanoseconds(shared.configuration.tunnelIdleTimeout.nanoseconds)
+        do {
+            let sync = context.pipeline.syncOperations
+            try sync.removeHandler(try sync.handler(type: HTTPResponseEncoder.self))
+            var established = client.allocator.buffer(capacity: 64)
+            established.writeString("HTTP/1.1 200 Connection Established\r\n\r\n")
+            client.writeAndFlush(established, promise: nil)
+            try sync.addHandler(IdleStateHandler(allTimeout: idle))
+            try sync.addHandler(IdleCloser())
+            try sync.addHandler(clientGlue)
+            try upstream.pipeline.syncOperations.addHandler(IdleStateHandler(allTimeout: idle))
+            try upstream.pipeline.syncOperations.addHandler(IdleCloser())
+            try upstream.pipeline.syncOperations.addHandler(upstreamGlue)
+            // Leave the HTTP handlers; the decoder hands on any bytes already read (e.g. a ClientHello).
+            try sync.removeHandler(limiter)
+            context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
+            try sync.removeHandler(try sync.handler(type: ByteToMessageHandler<HTTPRequestDecoder>.self))
+        } catch {
+            upstream.close(promise: nil)
+            client.close(promise: nil)
+            return
+        }
+        let recorded = NIOLockedValueBox(false)
+        let finish: @Sendable () -> Void = {
+            guard
+                recorded.withLockedValue({
+                    let first = !$0; $0 = true; return first
+                })
+            else { return }
+            let (up, down) = counters.value
+            shared.record(
+                .init(
+                    host: host,
+                    port: port,
+                    address: address,
+                    bytesUp: up,
+                    bytesDown: down,
+                    duration: ContinuousClock.now - started,
+                    error: nil
+                )
+            )
+        }
+        client.closeFuture.and(upstream.closeFuture).whenComplete { _ in finish() }
+        client.closeFuture.whenComplete { _ in upstream.close(promise: nil) }
+        upstream.closeFuture.whenComplete { _ in client.close(promise: nil) }
+    }
+
+    static func authority(_ text: String) -> (String, Int)? {
+        let host: Substring
+        let portText: Substring
+        if text.hasPrefix("[") {
+            guard let close = text.firstIndex(of: "]"), text[text.index(after: close)...].hasPrefix(":") else {
+                return nil
+            }
+            host = text[text.index(after: text.startIndex)..<close]
+            portText = text[text.index(close, offsetBy: 2)...]
+        } else {
+            guard let colon = text.lastIndex(of: ":") else { return nil }
+            host = text[..<colon]
+            portText = text[text.index(after: colon)...]
+        }
+        guard let port = Int(portText), (1...65535).contains(port) else { return nil }
+        if let ip = IPAddress(host) { return (ip.description, port) }
+        guard let name = try? validatedHostname(host) else { return nil }
+        return (name, port)
+    }
+
+    static func describe(_ error: any Error) -> String {
+        if let e = error as? NIOConnectionError {
+            if let dns = e.dnsAError ?? e.dnsAAAAError, e.connectionErrors.isEmpty {
+                return "name not resolved: \(dns)"
+            }
+            let attempts = e.connectionErrors.map { "\($0.target.ipAddress ?? "?"): \($0.error)" }
+            return attempts.isEmpty ? "no address" : attempts.joined(separator: "; ")
+        }
+        return "\(error)"
+    }
+
+    // MARK: forwarding http://
+
+    private func forward(_ head: HTTPRequestHead, body: ByteBuffer, context: ChannelHandlerContext) {
+        let shared = self.shared
+        let loop = context.eventLoop
+        let bound = NIOLoopBound((self, context), eventLoop: loop)
+        let keepAlive = head.isKeepAlive
+        let channel = context.channel
+        loop.makeFutureWithTask { () -> Void in
+            var url: HTTPURL
+            do {
+                url = try HTTPURL(head.uri)
+                guard url.scheme == "http" else {
+                    throw HTTPEngineError(
+                        .invalidRequest,
+                        "https:// URLs go through CONNECT, not as absolute-form requests"
+                    )
+                }
+            } catch {
+                loop.execute {
+                    let (me, context) = bound.value
+                    me.reply(.badRequest, "\(error)", close: true, context: context)
+                }
+                return
+            }
+            if shared.configuration.upgradeToHTTPS.contains(where: { $0.matches(url.host) }) {
+                url = HTTPURL(
+                    scheme: "https",
+                    host: url.host,
+                    port: url.port == 80 ? 443 : url.port,
+                    target: url.target
+                )
+            }
+            var headers = head.headers
+            for name in [
+                "proxy-connection", "proxy-authorization", "connection", "keep-alive", "te", "trailer", "upgrade",
+                "host",
+            ] {
+                headers.remove(name: name)
+            }
+            let request = HTTPRequest(
+                method: head.method,
+                url: url,
+                headers: headers,
+                body: body.readableBytes > 0 ? .bytes(body) : nil
+            )
+            do {
+                let response = try await shared.engine.execute(request)
+                var out = response.headers
+                for name in ["connection", "keep-alive", "transfer-encoding", "proxy-connection"] {
+                    out.remove(name: name)
+                }
+                if !out.contains(name: "content-length") { out.add(name: "transfer-encoding", value: "chunked") }
+                if !keepAlive { out.add(name: "connection", value: "close") }
+                try await channel.writeAndFlush(
+                    HTTPServerResponsePart.head(
+                        HTTPResponseHead(version: .http1_1, status: response.status, headers: out)
+                    )
+                )
+                for try await chunk in response.body {
+                    try await channel.writeAndFlush(HTTPServerResponsePart.body(.byteBuffer(chunk)))
+                }
+                try await channel.writeAndFlush(HTTPServerResponsePart.end(nil))
+                loop.execute {
+                    let (me, _) = bound.value
+                    me.state = .idle
+                    me.tooLarge = false
+                    if !keepAlive { channel.close(promise: nil) }
+                }
+            } catch {
+                loop.execute {
+                    let (me, context) = bound.value
+                    me.reply(.badGateway, "could not fetch \(url): \(error)", close: true, context: context)
+                }
+            }
+        }.whenFailure { _ in channel.close(promise: nil) }
+    }
+}
+
+/// Closes a tunnel side that has been idle (no bytes either way) for the configured time.
+final class IdleCloser: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+    typealias InboundOut = ByteBuffer
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if event is IdleStateHandler.IdleStateEvent {
+            context.close(promise: nil)
+        } else {
+            context.fireUserInboundEventTriggered(event)
+        }
+    }
+}

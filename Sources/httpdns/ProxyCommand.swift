@@ -1,0 +1,105 @@
+// `httpdns proxy`: the loopback forward proxy, until SIGINT/SIGTERM.
+
+import ArgumentParser
+import Foundation
+import HTTPDNSCore
+import HTTPDNSEngine
+import HTTPDNSProxy
+import Logging
+
+struct ProxyCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "proxy",
+        abstract: "A forward proxy on loopback whose connections go to the addresses HTTPDNS gives.",
+        discussion: """
+            CONNECT tunnels for https (TLS stays end to end), absolute-form http:// requests through the \
+            engine, a PAC file at /proxy.pac. Example:
+              httpdns proxy --listen 127.0.0.1:8118 --resolver doh:https://127.0.0.1:8473/dns-query --cacert ca.pem
+              curl -x http://127.0.0.1:8118 https://a.test:8443/
+            """
+    )
+
+    @Option(
+        name: .customLong("listen"),
+        help: ArgumentHelp("Address to listen on (port 0: any free port).", valueName: "IP:PORT")
+    )
+    var listen = "127.0.0.1:8118"
+
+    @Option(
+        name: .customLong("allow-port"),
+        help: ArgumentHelp("Port CONNECT may reach besides 443 and 80, repeatable.", valueName: "N")
+    )
+    var allowPorts: [Int] = []
+
+    @Option(
+        name: .customLong("upgrade"),
+        help: ArgumentHelp("Send http:// requests for matching hosts as https://, repeatable.", valueName: "PATTERN")
+    )
+    var upgrade: [String] = []
+
+    @Flag(name: .customLong("public"), help: "Allow a non-loopback --listen address (needs --proxy-user).")
+    var allowPublic = false
+
+    @Option(
+        name: .customLong("proxy-user"),
+        help: ArgumentHelp("Require Basic proxy authentication.", valueName: "USER:PASSWORD")
+    )
+    var proxyUser: String?
+
+    @Option(name: .customLong("max-connections"), help: "Client connections at most.")
+    var maxConnections = 1024
+
+    @OptionGroup var resolver: ResolverOptions
+
+    func validate() throws {
+        do {
+            _ = try ServeCommand.listenAddress(listen)
+        } catch {
+            throw ValidationError("--listen: \(error)")
+        }
+        for p in allowPorts where !(1...65535).contains(p) { throw ValidationError("--allow-port: \(p) is not a port") }
+        for u in upgrade {
+            do { _ = try HostPattern(u) } catch { throw ValidationError("--upgrade: \(error)") }
+        }
+        if let proxyUser, !proxyUser.contains(":") { throw ValidationError("--proxy-user: give USER:PASSWORD") }
+        guard !resolver.resolvers.isEmpty else {
+            throw ValidationError("--resolver: give at least one, e.g. --resolver doh:https://127.0.0.1:8473/dns-query")
+        }
+    }
+
+    func run() async throws {
+        let resolver = try self.resolver.makeResolver()
+        let roots = try self.resolver.cacert.map { try HTTPEngineTLS.loadPEM(file: $0) } ?? []
+        var engineConfig = HTTPEngine.Configuration()
+        engineConfig.tls = HTTPEngineTLS(additionalTrustRoots: roots)
+        let engine = try HTTPEngine(configuration: engineConfig, addressSource: resolver)
+        var config = HTTPDNSProxy.Configuration()
+        let (ip, port) = try ServeCommand.listenAddress(listen)
+        config.host = ip.description
+        config.port = port
+        config.allowedPorts.formUnion(allowPorts)
+        config.upgradeToHTTPS = try upgrade.map { try HostPattern($0) }
+        config.pacHosts = try self.resolver.parsed().policy.only
+        config.allowNonLoopback = allowPublic
+        config.maxConnections = maxConnections
+        if let proxyUser, let colon = proxyUser.firstIndex(of: ":") {
+            config.credentials = (String(proxyUser[..<colon]), String(proxyUser[proxyUser.index(after: colon)...]))
+        }
+        var logger = Logger(label: "httpdns.proxy")
+        logger.logLevel = self.resolver.debug ? .debug : .info
+        let proxy: HTTPDNSProxy
+        do {
+            proxy = try await HTTPDNSProxy.start(config, resolver: resolver, engine: engine, logger: logger)
+        } catch {
+            FileHandle.standardError.write(Data("httpdns proxy: \(error)\n".utf8))
+            throw ExitCode(1)
+        }
+        let h = config.host.contains(":") ? "[\(config.host)]" : config.host
+        print("httpdns proxy: listening on http://\(h):\(proxy.port) (PAC: http://\(h):\(proxy.port)/proxy.pac)")
+        fflush(nil)
+        await waitForSignal()
+        await proxy.stop()
+        engine.shutdown()
+        await resolver.shutdown()
+    }
+}
