@@ -244,7 +244,7 @@ final class ProxyHandler: ChannelInboundHandler, RemovableChannelHandler {
         let idle = TimeAmount.nanoseconds(shared.configuration.tunnelIdleTimeout.nanoseconds)
         do {
             let sync = context.pipeline.syncOperations
-            try sync.removeHandler(try sync.handler(type: HTTPResponseEncoder.self))
+            sync.removeHandler(try sync.handler(type: HTTPResponseEncoder.self), promise: nil)
             var established = client.allocator.buffer(capacity: 64)
             established.writeString("HTTP/1.1 200 Connection Established\r\n\r\n")
             client.writeAndFlush(established, promise: nil)
@@ -255,9 +255,9 @@ final class ProxyHandler: ChannelInboundHandler, RemovableChannelHandler {
             try upstream.pipeline.syncOperations.addHandler(IdleCloser())
             try upstream.pipeline.syncOperations.addHandler(upstreamGlue)
             // Leave the HTTP handlers; the decoder hands on any bytes already read (e.g. a ClientHello).
-            try sync.removeHandler(limiter)
+            sync.removeHandler(limiter, promise: nil)
             context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
-            try sync.removeHandler(try sync.handler(type: ByteToMessageHandler<HTTPRequestDecoder>.self))
+            sync.removeHandler(try sync.handler(type: ByteToMessageHandler<HTTPRequestDecoder>.self), promise: nil)
         } catch {
             upstream.close(promise: nil)
             client.close(promise: nil)
@@ -365,6 +365,7 @@ final class ProxyHandler: ChannelInboundHandler, RemovableChannelHandler {
                 headers: headers,
                 body: body.readableBytes > 0 ? .bytes(body) : nil
             )
+            var headSent = false
             do {
                 let response = try await shared.engine.execute(request)
                 var out = response.headers
@@ -378,6 +379,7 @@ final class ProxyHandler: ChannelInboundHandler, RemovableChannelHandler {
                         HTTPResponseHead(version: .http1_1, status: response.status, headers: out)
                     )
                 )
+                headSent = true
                 for try await chunk in response.body {
                     try await channel.writeAndFlush(HTTPServerResponsePart.body(.byteBuffer(chunk)))
                 }
@@ -389,9 +391,15 @@ final class ProxyHandler: ChannelInboundHandler, RemovableChannelHandler {
                     if !keepAlive { channel.close(promise: nil) }
                 }
             } catch {
+                // Mid-body the only honest signal left is closing the connection.
+                if headSent {
+                    channel.close(promise: nil)
+                    return
+                }
+                let message = "could not fetch \(url): \(error)"
                 loop.execute {
                     let (me, context) = bound.value
-                    me.reply(.badGateway, "could not fetch \(url): \(error)", close: true, context: context)
+                    me.reply(.badGateway, message, close: true, context: context)
                 }
             }
         }.whenFailure { _ in channel.close(promise: nil) }

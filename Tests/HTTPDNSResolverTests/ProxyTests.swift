@@ -170,10 +170,16 @@ func startProxy(
 
     @Test func slowClientIsTimedOutWhileOthersAreServed() async throws {
         let (proxy, echo) = try await plainProxy { $0.requestHeadTimeout = .seconds(1) }
-        defer { Task { await proxy.stop(); try? await echo.close() } }
+        defer {
+            Task {
+                await proxy.stop(); try? await echo.close()
+            }
+        }
         let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .connect(host: "127.0.0.1", port: proxy.port) { ch in
-                ch.eventLoop.makeCompletedFuture { try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: ch) }
+                ch.eventLoop.makeCompletedFuture {
+                    try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: ch)
+                }
             }
         let reply = try await channel.executeThenClose { inbound, outbound in
             try? await outbound.write(ByteBuffer(string: "CONNECT 127.0.0.1:"))  // a head that never ends
@@ -184,7 +190,10 @@ func startProxy(
         #expect(reply.hasPrefix("HTTP/1.1 408"))
         // Others are served meanwhile and after.
         let target = "127.0.0.1:\(echo.localAddress!.port!)"
-        #expect(try await rawTunnel(proxyPort: proxy.port, request: "CONNECT \(target) HTTP/1.1\r\n\r\n", payload: [9]).1 == [9])
+        #expect(
+            try await rawTunnel(proxyPort: proxy.port, request: "CONNECT \(target) HTTP/1.1\r\n\r\n", payload: [9]).1
+                == [9]
+        )
     }
 
     @Test func pacFileListsTheHosts() async throws {

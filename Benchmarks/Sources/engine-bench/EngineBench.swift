@@ -3,6 +3,8 @@
 //   h2     HTTP/2 with 100 concurrent streams, req/s
 //   qps    a DNS server's queries/s: --url (ours) against --peer-url (e.g. kresd DoH), both asked by our
 //          engine over h2 with 100 streams, alternating rounds, median
+//   tunnels    short CONNECT tunnels per second through a proxy (--proxy PORT) to --url's host:port,
+//              against plain TCP connects per second to the same target
 //   blackhole  time to success when the first address drops SYNs (run inside the test namespace:
 //              ip netns exec NS engine-bench blackhole ...). AHC's dnsOverride maps a host to one
 //              address, so it can only be pointed at the dead one.
@@ -14,6 +16,7 @@ import Foundation
 import HTTPDNSCore
 import HTTPDNSEngine
 import NIOCore
+import NIOPosix
 import NIOSSL
 
 @main
@@ -28,6 +31,9 @@ struct EngineBench: AsyncParsableCommand {
 
     @Option(help: "https URL on the test nginx, e.g. https://a.test:8443/whoami")
     var url: String
+
+    @Option(help: "tunnels: the proxy's port on 127.0.0.1.")
+    var proxy: Int?
 
     @Option(help: "qps: the peer server's URL, asked the same way.")
     var peerURL: String?
@@ -144,6 +150,46 @@ struct EngineBench: AsyncParsableCommand {
             print(String(format: "  ours  %9.0f q/s  %@", oursRate, url))
             print(String(format: "  peer  %9.0f q/s  %@", peerRate, peerURL))
             print(String(format: "  ratio ours/peer %6.2fx", oursRate / peerRate))
+        case "tunnels":
+            guard let proxy else { throw ValidationError("--proxy: give the proxy's port") }
+            let inFlight = concurrency ?? 8
+            let authority = "\(target.host):\(target.port)"
+            let viaProxy: @Sendable () async throws -> Void = {
+                let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                    .connect(host: "127.0.0.1", port: proxy) { ch in
+                        ch.eventLoop.makeCompletedFuture {
+                            try NIOAsyncChannel<ByteBuffer, ByteBuffer>(wrappingChannelSynchronously: ch)
+                        }
+                    }
+                try await channel.executeThenClose { inbound, outbound in
+                    try await outbound.write(
+                        ByteBuffer(string: "CONNECT \(authority) HTTP/1.1\r\nHost: \(authority)\r\n\r\n")
+                    )
+                    var it = inbound.makeAsyncIterator()
+                    guard let reply = try await it.next(), String(buffer: reply).hasPrefix("HTTP/1.1 200") else {
+                        throw ValidationError("the proxy refused the tunnel")
+                    }
+                }
+            }
+            let direct: @Sendable () async throws -> Void = {
+                let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                    .connect(host: ips[0].description, port: target.port).get()
+                try await channel.close()
+            }
+            var a: [Double] = []
+            var b: [Double] = []
+            for _ in 0..<3 {
+                a.append(try await measure(requests: requests / 3, inFlight: inFlight, viaProxy))
+                b.append(try await measure(requests: requests / 3, inFlight: inFlight, direct))
+            }
+            let tunnels = a.sorted()[1]
+            let connects = b.sorted()[1]
+            print("tunnels: \(requests) short tunnels to \(authority), \(inFlight) at a time, median of 3 rounds")
+            print(
+                String(format: "  through the proxy  %8.0f tunnels/s (CONNECT, resolve, connect, 200, close)", tunnels)
+            )
+            print(String(format: "  direct TCP         %8.0f connects/s to the same target", connects))
+            print(String(format: "  ratio              %8.2fx", tunnels / connects))
         case "blackhole":
             guard ips.count >= 2 else {
                 throw ValidationError("--ip: give the blackholed address first, then a live one")
@@ -183,7 +229,7 @@ struct EngineBench: AsyncParsableCommand {
             )
             print(String(format: "  ratio AHC/ours   %8.1fx", theirsTime.milliseconds / oursTime.milliseconds))
         default:
-            throw ValidationError("scenario: h1, h2, qps or blackhole")
+            throw ValidationError("scenario: h1, h2, qps, tunnels or blackhole")
         }
     }
 
