@@ -80,7 +80,8 @@ struct DemoCommand: AsyncParsableCommand {
         var ok = true
         var timings: [(String, RequestMetrics)] = []
         func step(_ title: String, _ explanation: String) {
-            print("\n\(title)\n   \(explanation)")
+            print("\n\(title)")
+            if !explanation.isEmpty { print("   \(explanation)") }
         }
         func outcome(_ good: Bool, _ text: String) {
             ok = ok && good

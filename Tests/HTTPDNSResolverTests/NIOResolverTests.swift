@@ -26,7 +26,8 @@ import Testing
             .connect(host: "service.test", port: target.localAddress!.port!).get()
         #expect(channel.remoteAddress?.ipAddress == "127.0.0.1")
         try await channel.close()
-        #expect(trusted.queries.udp == 2)  // A and AAAA, through HTTPDNS
+        // Through HTTPDNS (A, and AAAA unless happy eyeballs had already connected), never LocalDNS.
+        #expect(trusted.queries.udp >= 1)
         #expect(hijacker.queries.udp == 0)
     }
 

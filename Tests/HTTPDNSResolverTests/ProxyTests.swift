@@ -322,7 +322,12 @@ struct ProxyPeerTests {
         let original = try Data(contentsOf: URL(fileURLWithPath: peers.www + "/big.bin"))
         #expect(try Data(contentsOf: URL(fileURLWithPath: out)) == original)
     }
+}
 
+/// A real browser through the proxy. Chromium is heavy for a 2-core machine, so scripts/test.sh runs
+/// this suite on its own, after the rest, where it cannot slow down timing-sensitive tests.
+@Suite(.serialized, .enabled(if: Peers.shouldRun, "real peers not running (scripts/test.sh starts them)"))
+struct ChromiumProxyTests {
     @Test func chromiumLoadsThePageThroughTheProxyWhileTheSystemResolverIsHijacked() async throws {
         let peers = try Peers.require()
         let chromium = ["/usr/bin/chromium", "/usr/bin/chromium-browser"].first {
