@@ -173,17 +173,7 @@ final class ProxyHandler: ChannelInboundHandler, RemovableChannelHandler {
                 close: true,
                 context: context
             )
-            shared.record(
-                .init(
-                    host: host,
-                    port: port,
-                    address: nil,
-                    bytesUp: 0,
-                    bytesDown: 0,
-                    duration: .zero,
-                    error: "port not allowed"
-                )
-            )
+            shared.record(.failed(host: host, port: port, after: .zero, error: "port not allowed"))
             return
         }
         let started = ContinuousClock.now
@@ -212,17 +202,7 @@ final class ProxyHandler: ChannelInboundHandler, RemovableChannelHandler {
                 me.splice(context: context, upstream: upstream, host: host, port: port, started: started)
             case .failure(let error):
                 let why = Self.describe(error)
-                shared.record(
-                    .init(
-                        host: host,
-                        port: port,
-                        address: nil,
-                        bytesUp: 0,
-                        bytesDown: 0,
-                        duration: ContinuousClock.now - started,
-                        error: why
-                    )
-                )
+                shared.record(.failed(host: host, port: port, after: ContinuousClock.now - started, error: why))
                 me.reply(.badGateway, "could not connect to \(host):\(port): \(why)", close: true, context: context)
             }
         }
@@ -417,5 +397,12 @@ final class IdleCloser: ChannelInboundHandler, RemovableChannelHandler {
         } else {
             context.fireUserInboundEventTriggered(event)
         }
+    }
+}
+
+extension HTTPDNSProxy.TunnelMetrics {
+    /// A tunnel that could not be opened.
+    static func failed(host: String, port: Int, after duration: Duration, error: String) -> Self {
+        .init(host: host, port: port, address: nil, bytesUp: 0, bytesDown: 0, duration: duration, error: error)
     }
 }

@@ -150,23 +150,10 @@ struct CLIPeerTests {
         let hosts = FileManager.default.temporaryDirectory.appendingPathComponent("httpdns-serve-\(UUID())").path
         defer { try? FileManager.default.removeItem(atPath: hosts) }
         try "198.51.0.7 served.example.com\n".write(toFile: hosts, atomically: true, encoding: .utf8)
-        let process = Process()
-        process.executableURL = root.appendingPathComponent(".build/debug/httpdns")
-        process.arguments = ["serve", "--listen", "127.0.0.1:0", "--hosts", hosts]
-        let out = Pipe()
-        process.standardOutput = out
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        // The first line says where it listens; read it off the concurrency pool.
-        let line = try await NIOThreadPool.singleton.runIfActive { () -> String in
-            var data = Data()
-            while !data.contains(UInt8(ascii: "\n")) {
-                let chunk = out.fileHandleForReading.availableData
-                if chunk.isEmpty { break }
-                data.append(chunk)
-            }
-            return String(decoding: data, as: UTF8.self)
-        }
+        let (process, line) = try await startInBackground(
+            root.appendingPathComponent(".build/debug/httpdns").path,
+            ["serve", "--listen", "127.0.0.1:0", "--hosts", hosts]
+        )
         let afterHost = try #require(line.range(of: "127.0.0.1:"), "\(line)")
         let port = try #require(Int(line[afterHost.upperBound...].prefix { $0.isNumber }), "\(line)")
         let engine = try HTTPEngine()
@@ -182,4 +169,26 @@ struct CLIPeerTests {
         }
         #expect(status == 0)
     }
+}
+
+/// Starts a long-running program and returns it with the first line it prints (its listening address).
+func startInBackground(_ path: String, _ arguments: [String]) async throws -> (Process, String) {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: path)
+    process.arguments = arguments
+    let out = Pipe()
+    process.standardOutput = out
+    process.standardError = FileHandle.nullDevice
+    try process.run()
+    // Read off the concurrency pool: availableData blocks.
+    let line = try await NIOThreadPool.singleton.runIfActive { () -> String in
+        var data = Data()
+        while !data.contains(UInt8(ascii: "\n")) {
+            let chunk = out.fileHandleForReading.availableData
+            if chunk.isEmpty { break }
+            data.append(chunk)
+        }
+        return String(decoding: data, as: UTF8.self)
+    }
+    return (process, line)
 }

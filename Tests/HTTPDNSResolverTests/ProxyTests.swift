@@ -349,53 +349,37 @@ struct ChromiumProxyTests {
         // there; the namespace's own resolver answers 127.0.0.66 for a.test.
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent()
-        let proxyProcess = Process()
-        proxyProcess.executableURL = URL(fileURLWithPath: "/usr/sbin/ip")
-        proxyProcess.arguments = [
-            "netns", "exec", peers.netns, root.appendingPathComponent(".build/debug/httpdns").path, "proxy", "--listen",
-            "127.0.0.1:0", "--resolver", "doh:https://127.0.0.1:8473/dns-query", "--cacert", peers.ca, "--only",
-            "*.test", "--allow-port", "8443",
-        ]
-        let out = Pipe()
-        proxyProcess.standardOutput = out
-        proxyProcess.standardError = FileHandle.nullDevice
-        try proxyProcess.run()
-        defer { proxyProcess.terminate() }
-        let line = try await NIOThreadPool.singleton.runIfActive { () -> String in
-            var data = Data()
-            while !data.contains(UInt8(ascii: "\n")) {
-                let chunk = out.fileHandleForReading.availableData
-                if chunk.isEmpty { break }
-                data.append(chunk)
-            }
-            return String(decoding: data, as: UTF8.self)
-        }
-        let afterHost = try #require(line.range(of: "127.0.0.1:"), "\(line)")
-        let port = try #require(Int(line[afterHost.upperBound...].prefix { $0.isNumber }), "\(line)")
-        let profile = home.appendingPathComponent("profile").path
-        let dom = try await runProcess(
-            "/usr/bin/env",
+        let (proxyProcess, line) = try await startInBackground(
+            "/usr/sbin/ip",
             [
-                "HOME=" + home.path, "/usr/sbin/ip", "netns", "exec", peers.netns, browser,
-                "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-                "--disable-component-update", "--disable-sync", "--user-data-dir=" + profile,
-                "--proxy-server=http://127.0.0.1:\(port)", "--dump-dom", "https://a.test:8443/",
+                "netns", "exec", peers.netns, root.appendingPathComponent(".build/debug/httpdns").path, "proxy",
+                "--listen", "127.0.0.1:0", "--resolver", "doh:https://127.0.0.1:8473/dns-query", "--cacert", peers.ca,
+                "--only", "*.test", "--allow-port", "8443",
             ]
         )
+        defer { proxyProcess.terminate() }
+        let afterHost = try #require(line.range(of: "127.0.0.1:"), "\(line)")
+        let port = try #require(Int(line[afterHost.upperBound...].prefix { $0.isNumber }), "\(line)")
+        // Headless Chromium inside the namespace, with the test CA trusted through HOME's NSS db.
+        func runBrowser(_ profile: String, _ extra: [String]) async throws -> CLIResult {
+            try await runProcess(
+                "/usr/bin/env",
+                [
+                    "HOME=" + home.path, "/usr/sbin/ip", "netns", "exec", peers.netns, browser,
+                    "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                    "--disable-background-networking",
+                    "--disable-component-update", "--disable-sync",
+                    "--user-data-dir=" + home.appendingPathComponent(profile).path,
+                ] + extra + ["--dump-dom", "https://a.test:8443/"]
+            )
+        }
+        let dom = try await runBrowser("proxied", ["--proxy-server=http://127.0.0.1:\(port)"])
         #expect(
             dom.stdout.contains("server=a.test host=a.test sni=a.test"),
             "stdout: \(dom.stdout.prefix(500)) stderr: \(dom.stderr.suffix(800))"
         )
         // Without the proxy the same browser in the same namespace cannot reach a.test.
-        let direct = try await runProcess(
-            "/usr/bin/env",
-            [
-                "HOME=" + home.path, "/usr/sbin/ip", "netns", "exec", peers.netns, browser,
-                "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-                "--disable-component-update", "--disable-sync", "--user-data-dir=" + profile + "-direct", "--dump-dom",
-                "https://a.test:8443/",
-            ]
-        )
+        let direct = try await runBrowser("direct", [])
         #expect(!direct.stdout.contains("server=a.test"))
     }
 }
