@@ -115,12 +115,10 @@ public final class HTTPEngine: Sendable {
         let deadline = (request.timeout ?? configuration.timeouts.total).map {
             NIODeadline.now() + .nanoseconds($0.nanoseconds)
         }
-        var resolvedSource: String?
 
         let (connection, reused) = try await pool.lease(key, deadline: deadline, eventLoop: group.next()) {
             // Resolve only when a new connection is needed: a reused one already has its address.
             let addresses = try await self.addresses(for: url, given: given, recorder: recorder)
-            resolvedSource = addresses?.source
             return try await self.connect(url, addresses: addresses, versions: versions, h2c: h2c, deadline: deadline)
         }
         recorder.update {
@@ -135,7 +133,6 @@ public final class HTTPEngine: Sendable {
                 $0.tlsMs = connection.tlsDuration?.milliseconds
             }
         }
-        _ = resolvedSource
         do {
             return try await exchange(request, on: connection, key: key, deadline: deadline, recorder: recorder)
         } catch let error as HTTPEngineError

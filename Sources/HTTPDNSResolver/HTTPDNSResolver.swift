@@ -315,31 +315,20 @@ public final class HTTPDNSResolver: Sendable {
             var origin = ""
             for family in AddressFamily.allCases where family == .ipv4 ? query.wantsIPv4 : query.wantsIPv6 {
                 let key = CacheKey(network: state.network, normalizedName: name, family: family)
-                switch state.cache.lookup(key, now: now) {
-                case .fresh(let entry, let remaining, let prefetch):
-                    state.statistics.cacheHits += 1
-                    if prefetch {
-                        state.statistics.prefetches += 1
-                        startRefresh(key, &state)
-                    }
-                    if !entry.isNegative {
-                        let left = UInt32(max(1, remaining.nanoseconds / 1_000_000_000))
-                        resolution.ttl = min(resolution.ttl ?? left, left)
-                    }
-                    if family == .ipv4 { resolution.ipv4 = entry.addresses } else { resolution.ipv6 = entry.addresses }
-                    origin = entry.source
-                case .stale(let entry, let refresh):
-                    state.statistics.staleServed += 1
-                    if refresh { startRefresh(key, &state) }
-                    if family == .ipv4 { resolution.ipv4 = entry.addresses } else { resolution.ipv6 = entry.addresses }
-                    resolution.ttl = 0
-                    stale = true
-                    origin = entry.source
-                case .miss:
-                    // The families already looked at stay claimed (LRU, refresh marks); the slow path
-                    // finds them again.
-                    return nil
+                // On a miss the families already looked at stay claimed (LRU, refresh marks); the slow
+                // path finds them again.
+                let found = state.cache.lookup(key, now: now)
+                guard let hit = serve(found, key, &state) else { return nil }
+                if family == .ipv4 {
+                    resolution.ipv4 = hit.answer.addresses
+                } else {
+                    resolution.ipv6 = hit.answer.addresses
                 }
+                if case .stale = found { stale = true }
+                if let ttl = hit.answer.ttl, !hit.answer.addresses.isEmpty {
+                    resolution.ttl = min(resolution.ttl ?? ttl, ttl)
+                }
+                origin = hit.source
             }
             guard !resolution.ipv4.isEmpty || !resolution.ipv6.isEmpty else { return nil }
             resolution.source = stale ? .stale(origin) : .cache(origin)
@@ -363,38 +352,39 @@ public final class HTTPDNSResolver: Sendable {
         let step: Step = state.withLockedValue { state in
             let key = CacheKey(network: state.network, normalizedName: name, family: family)
             let found = state.cache.lookup(key, now: now)
-            switch found {
-            case .fresh(let entry, let remaining, let prefetch):
-                state.statistics.cacheHits += 1
-                if prefetch {
-                    state.statistics.prefetches += 1
-                    startRefresh(key, &state)
-                }
-                let ttl = UInt32(max(1, remaining.nanoseconds / 1_000_000_000))
-                return .answer(
-                    FamilyResult(answer: FamilyAnswer(addresses: entry.addresses, ttl: ttl), source: entry.source),
-                    found
-                )
-            case .stale(let entry, let refresh):
-                state.statistics.staleServed += 1
-                if refresh { startRefresh(key, &state) }
-                return .answer(
-                    FamilyResult(answer: FamilyAnswer(addresses: entry.addresses, ttl: 0), source: entry.source),
-                    found
-                )
-            case .miss:
-                if let running = state.inFlight[key] {
-                    state.statistics.coalesced += 1
-                    return .wait(running)
-                }
-                let task = Task { try await self.queryAndStore(key) }
-                state.inFlight[key] = task
-                return .wait(task)
+            if let hit = serve(found, key, &state) { return .answer(hit, found) }
+            if let running = state.inFlight[key] {
+                state.statistics.coalesced += 1
+                return .wait(running)
             }
+            let task = Task { try await self.queryAndStore(key) }
+            state.inFlight[key] = task
+            return .wait(task)
         }
         switch step {
         case .answer(let r, let lookup): return (r, lookup)
         case .wait(let task): return (try await task.value, nil)
+        }
+    }
+
+    /// What a cache hit answers (nil on a miss), counting it and starting the one background refresh
+    /// the cache asked for (prefetch or stale). Called with the lock held. TTL: seconds left, 0 if stale.
+    private func serve(_ found: CacheLookup, _ key: CacheKey, _ state: inout State) -> FamilyResult? {
+        switch found {
+        case .fresh(let entry, let remaining, let prefetch):
+            state.statistics.cacheHits += 1
+            if prefetch {
+                state.statistics.prefetches += 1
+                startRefresh(key, &state)
+            }
+            let left = UInt32(max(1, remaining.nanoseconds / 1_000_000_000))
+            return FamilyResult(answer: FamilyAnswer(addresses: entry.addresses, ttl: left), source: entry.source)
+        case .stale(let entry, let refresh):
+            state.statistics.staleServed += 1
+            if refresh { startRefresh(key, &state) }
+            return FamilyResult(answer: FamilyAnswer(addresses: entry.addresses, ttl: 0), source: entry.source)
+        case .miss:
+            return nil
         }
     }
 

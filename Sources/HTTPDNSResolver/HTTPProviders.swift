@@ -35,6 +35,11 @@ struct EndpointClient: Sendable {
         }
     }
 
+    /// `KIND:scheme://host:port/path`: the query string is left out, it may carry an account token.
+    func name(_ kind: String) -> String {
+        "\(kind):\(endpoint.scheme)://\(endpoint.host):\(endpoint.port)\(endpoint.path)"
+    }
+
     func send(
         method: HTTPMethod = .GET,
         _ parameters: [(String, String)],
@@ -80,9 +85,7 @@ struct EndpointClient: Sendable {
 public struct DoHProvider: DNSProvider {
     let client: EndpointClient
     let usePOST: Bool
-    public var name: String {
-        "\(usePOST ? "doh-post" : "doh"):\(client.endpoint.scheme)://\(client.endpoint.host):\(client.endpoint.port)\(client.endpoint.path)"
-    }
+    public var name: String { client.name(usePOST ? "doh-post" : "doh") }
 
     init(client: EndpointClient, usePOST: Bool) {
         self.client = client
@@ -150,9 +153,7 @@ func base64URL(_ bytes: [UInt8]) -> String {
 /// JSON DNS-over-HTTPS (`?name=&type=`, `application/dns-json`).
 public struct DoHJSONProvider: DNSProvider {
     let client: EndpointClient
-    public var name: String {
-        "doh-json:\(client.endpoint.scheme)://\(client.endpoint.host):\(client.endpoint.port)\(client.endpoint.path)"
-    }
+    public var name: String { client.name("doh-json") }
 
     public func resolve(_ name: String, family: AddressFamily, deadline: NIODeadline) async throws -> FamilyAnswer {
         let body = try await client.send(
@@ -171,9 +172,7 @@ public struct DoHJSONProvider: DNSProvider {
 /// The DNSPod / Tencent D+ text API: `/d?dn=NAME[,NAME…]&ttl=1[&type=aaaa]`. Batches up to 20 names.
 public struct DNSPodProvider: DNSProvider {
     let client: EndpointClient
-    public var name: String {
-        "dnspod:\(client.endpoint.scheme)://\(client.endpoint.host):\(client.endpoint.port)\(client.endpoint.path)"
-    }
+    public var name: String { client.name("dnspod") }
     public var maximumBatch: Int { 20 }
 
     public func resolve(_ name: String, family: AddressFamily, deadline: NIODeadline) async throws -> FamilyAnswer {
@@ -204,9 +203,7 @@ public struct DNSPodProvider: DNSProvider {
 /// The Alibaba-style JSON API: `/resolve?host=NAME&query=4|6`.
 public struct AlibabaJSONProvider: DNSProvider {
     let client: EndpointClient
-    public var name: String {
-        "json:\(client.endpoint.scheme)://\(client.endpoint.host):\(client.endpoint.port)\(client.endpoint.path)"
-    }
+    public var name: String { client.name("json") }
 
     public func resolve(_ name: String, family: AddressFamily, deadline: NIODeadline) async throws -> FamilyAnswer {
         let query: AddressQuery = family == .ipv4 ? .ipv4 : .ipv6

@@ -102,7 +102,7 @@ struct FetchCommand: AsyncParsableCommand {
 
     func run() async throws {
         let resolver = try self.resolver.makeResolver()
-        let roots = try self.resolver.cacert.map { try HTTPEngineTLS.loadPEM(file: $0) } ?? []
+        let roots = try self.resolver.trustRoots()
         var config = HTTPEngine.Configuration()
         let target = try HTTPURL(url)
         config.tls = HTTPEngineTLS(additionalTrustRoots: roots, pins: pins.isEmpty ? [:] : [target.host: Set(pins)])

@@ -69,7 +69,7 @@ struct ProxyCommand: AsyncParsableCommand {
 
     func run() async throws {
         let resolver = try self.resolver.makeResolver()
-        let roots = try self.resolver.cacert.map { try HTTPEngineTLS.loadPEM(file: $0) } ?? []
+        let roots = try self.resolver.trustRoots()
         var engineConfig = HTTPEngine.Configuration()
         engineConfig.tls = HTTPEngineTLS(additionalTrustRoots: roots)
         let engine = try HTTPEngine(configuration: engineConfig, addressSource: resolver)

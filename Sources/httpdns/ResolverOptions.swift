@@ -3,6 +3,7 @@ import HTTPDNSCore
 import HTTPDNSEngine
 import HTTPDNSResolver
 import Logging
+import NIOSSL
 
 /// The resolver options shared by every subcommand that resolves names (resolve, fetch, proxy, bench).
 struct ResolverOptions: ParsableArguments {
@@ -141,12 +142,17 @@ struct ResolverOptions: ParsableArguments {
         return Parsed(resolvers: resolvers, localDNS: local, bootstrap: bootstrap, policy: policy)
     }
 
+    /// The --cacert certificates (none without it), for every engine the command builds.
+    func trustRoots() throws -> [NIOSSLCertificate] {
+        try cacert.map { try HTTPEngineTLS.loadPEM(file: $0) } ?? []
+    }
+
     /// Builds the engine and resolver these options describe.
     func makeResolver() throws -> HTTPDNSResolver {
         let p = try parsed()
         var logger = Logger(label: "httpdns")
         logger.logLevel = debug ? .debug : .warning
-        let roots = try cacert.map { try HTTPEngineTLS.loadPEM(file: $0) } ?? []
+        let roots = try trustRoots()
         let engine = try HTTPEngine(tls: HTTPEngineTLS(additionalTrustRoots: roots), logger: logger)
         var config = ResolverConfiguration(providers: p.resolvers)
         config.localDNS = p.localDNS

@@ -259,10 +259,11 @@ struct ProxyPeerTests {
         let peers = try Peers.require()
         let proxy = try await proxy(peers)
         defer { Task { await proxy.stop() } }
-        let https = try await runProcess(
-            "/usr/bin/curl",
+        let https = try await curl(
+            through: proxy,
+            maxTime: 10,
             [
-                "-sS", "--max-time", "10", "-x", "http://127.0.0.1:\(proxy.port)", "--cacert", peers.ca,
+                "--cacert", peers.ca,
                 peers.url("a.test", "/whoami"),
             ]
         )
@@ -277,11 +278,11 @@ struct ProxyPeerTests {
         #expect(tunnel.host == "a.test")
         #expect(tunnel.address?.hasPrefix("127.0.0.1:") == true || tunnel.address?.hasPrefix("::1:") == true)
         #expect(tunnel.bytesUp > 0 && tunnel.bytesDown > 0)
-        let http = try await runProcess(
-            "/usr/bin/curl",
+        let http = try await curl(
+            through: proxy,
+            maxTime: 10,
             [
-                "-sS", "--max-time", "10", "-x", "http://127.0.0.1:\(proxy.port)",
-                "http://b.test:\(peers.nginxHTTP)/whoami",
+                "http://b.test:\(peers.nginxHTTP)/whoami"
             ]
         )
         #expect(http.status == 0, "\(http.stderr)")
@@ -293,11 +294,11 @@ struct ProxyPeerTests {
         let peers = try Peers.require()
         let proxy = try await proxy(peers) { $0.upgradeToHTTPS = [try! HostPattern("a.test")] }
         defer { Task { await proxy.stop() } }
-        let r = try await runProcess(
-            "/usr/bin/curl",
+        let r = try await curl(
+            through: proxy,
+            maxTime: 10,
             [
-                "-sS", "--max-time", "10", "-x", "http://127.0.0.1:\(proxy.port)",
-                "http://a.test:\(peers.nginxTLS)/whoami",
+                "http://a.test:\(peers.nginxTLS)/whoami"
             ]
         )
         #expect(r.status == 0, "\(r.stderr)")
@@ -311,10 +312,11 @@ struct ProxyPeerTests {
         defer { Task { await proxy.stop() } }
         let out = FileManager.default.temporaryDirectory.appendingPathComponent("httpdns-proxy-\(UUID())").path
         defer { try? FileManager.default.removeItem(atPath: out) }
-        let r = try await runProcess(
-            "/usr/bin/curl",
+        let r = try await curl(
+            through: proxy,
+            maxTime: 60,
             [
-                "-sS", "--max-time", "60", "-x", "http://127.0.0.1:\(proxy.port)", "--cacert", peers.ca, "-o", out,
+                "--cacert", peers.ca, "-o", out,
                 peers.url("b.test", "/files/big.bin"),
             ]
         )
@@ -382,4 +384,12 @@ struct ChromiumProxyTests {
         let direct = try await runBrowser("direct", [])
         #expect(!direct.stdout.contains("server=a.test"))
     }
+}
+
+/// curl with `arguments`, through `proxy`, bounded by `maxTime` seconds.
+func curl(through proxy: HTTPDNSProxy, maxTime: Int, _ arguments: [String]) async throws -> CLIResult {
+    try await runProcess(
+        "/usr/bin/curl",
+        ["-sS", "--max-time", "\(maxTime)", "-x", "http://127.0.0.1:\(proxy.port)"] + arguments
+    )
 }
