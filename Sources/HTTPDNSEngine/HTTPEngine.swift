@@ -306,7 +306,7 @@ public final class HTTPEngine: Sendable {
                 channel.write(HTTPClientRequestPart.head(head), promise: nil)
                 if let body = inline { channel.write(HTTPClientRequestPart.body(.byteBuffer(body)), promise: nil) }
                 let written = loop.makePromise(of: Void.self)
-                written.futureResult.whenFailure { handler.abort($0) }
+                written.futureResult.whenFailure { box.value?.abort($0) }
                 channel.writeAndFlush(HTTPClientRequestPart.end(nil), promise: written)
             }
         }.get()

@@ -218,7 +218,8 @@ final class HeadLimiter: ChannelInboundHandler, RemovableChannelHandler {
         done = true
         var reply = context.channel.allocator.buffer(capacity: text.utf8.count)
         reply.writeString(text)
-        context.writeAndFlush(NIOAny(reply)).whenComplete { _ in context.close(promise: nil) }
+        let channel = context.channel
+        context.writeAndFlush(NIOAny(reply)).whenComplete { _ in channel.close(promise: nil) }
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
