@@ -14,7 +14,7 @@
 //                    classic DNS (UDP/TCP) server, used by `httpdns serve`, the demo, tests and benches.
 //   httpdns          the command-line tool.
 //   HTTPDNSProxy     the loopback forward proxy (CONNECT tunnels, http:// forwarding, PAC).
-// Later: HTTPDNSURLSession as its own module.
+//   HTTPDNSURLSession the URLProtocol for URLSession (the only module that imports FoundationNetworking).
 import PackageDescription
 
 let swiftSettings: [SwiftSetting] = [
@@ -30,6 +30,7 @@ let package = Package(
         .library(name: "HTTPDNSResolver", targets: ["HTTPDNSResolver"]),
         .library(name: "HTTPDNSServer", targets: ["HTTPDNSServer"]),
         .library(name: "HTTPDNSProxy", targets: ["HTTPDNSProxy"]),
+        .library(name: "HTTPDNSURLSession", targets: ["HTTPDNSURLSession"]),
         .executable(name: "httpdns", targets: ["httpdns"]),
     ],
     dependencies: [
@@ -111,9 +112,23 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        .target(
+            name: "HTTPDNSURLSession",
+            dependencies: [
+                "HTTPDNSCore",
+                "HTTPDNSEngine",
+                "HTTPDNSResolver",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(
             name: "httpdns",
             dependencies: [
+                "HTTPDNSURLSession",
                 "HTTPDNSProxy",
                 "HTTPDNSServer",
                 "HTTPDNSCore",
@@ -144,6 +159,7 @@ let package = Package(
                 "HTTPDNSResolver",
                 "HTTPDNSServer",
                 "HTTPDNSProxy",
+                "HTTPDNSURLSession",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

@@ -119,7 +119,14 @@ public final class HTTPEngine: Sendable {
         let (connection, reused) = try await pool.lease(key, deadline: deadline, eventLoop: group.next()) {
             // Resolve only when a new connection is needed: a reused one already has its address.
             let addresses = try await self.addresses(for: url, given: given, recorder: recorder)
-            return try await self.connect(url, addresses: addresses, versions: versions, h2c: h2c, deadline: deadline)
+            return try await self.connect(
+                url,
+                addresses: addresses,
+                versions: versions,
+                h2c: h2c,
+                deadline: deadline,
+                connectTimeout: request.idleTimeout
+            )
         }
         recorder.update {
             $0.reused = reused
@@ -195,9 +202,10 @@ public final class HTTPEngine: Sendable {
         addresses: ResolvedAddresses?,
         versions: HTTPVersionPolicy,
         h2c: Bool,
-        deadline: NIODeadline?
+        deadline: NIODeadline?,
+        connectTimeout requested: Duration?
     ) async throws -> Connection {
-        var connectTimeout = configuration.timeouts.connect
+        var connectTimeout = requested.map { min($0, configuration.timeouts.connect) } ?? configuration.timeouts.connect
         if let deadline {
             let left = Duration.nanoseconds((deadline - .now()).nanoseconds)
             guard left > .zero else { throw HTTPEngineError(.timeout, "no time left to connect to \(url.host)") }
@@ -208,7 +216,8 @@ public final class HTTPEngine: Sendable {
             pins: configuration.tls.pins[url.host],
             h2c: h2c,
             connectTimeout: connectTimeout,
-            tlsTimeout: configuration.timeouts.tlsHandshake
+            tlsTimeout: requested.map { min($0, configuration.timeouts.tlsHandshake) }
+                ?? configuration.timeouts.tlsHandshake
         )
         do {
             let connection = try await Connection.establish(
@@ -275,7 +284,7 @@ public final class HTTPEngine: Sendable {
             finishOnDeinit: false,
             delegate: BodyDelegate(handler: box)
         )
-        let idle = TimeAmount.nanoseconds(configuration.timeouts.idleRead.nanoseconds)
+        let idle = TimeAmount.nanoseconds((request.idleTimeout ?? configuration.timeouts.idleRead).nanoseconds)
         let decompress = request.decompress
         let host = request.url.host
         let source = sequence.source
@@ -288,7 +297,11 @@ public final class HTTPEngine: Sendable {
             case .bytes(let b) where b.readableBytes <= 1 << 16: .some(b)
             default: nil
             }
-        try await loop.submit {
+        // Not awaited: the task waits once, for the response head. A failure to install the handler
+        // fails the head and the exchange (the connection is then not reused). The total timeout is
+        // armed once the handler is in place (a busy loop may run a due timer before this closure).
+        let timeoutTask = NIOLoopBoundBox.makeEmptyBox(valueType: Scheduled<Void>.self, eventLoop: loop)
+        let installed = loop.submit {
             let sync = channel.pipeline.syncOperations
             if decompress { try sync.addHandler(NIOHTTPResponseDecompressor(limit: .none)) }
             let handler = ExchangeHandler(
@@ -300,6 +313,13 @@ public final class HTTPEngine: Sendable {
             )
             try sync.addHandler(handler)
             box.value = handler
+            if let deadline {
+                timeoutTask.value = loop.scheduleTask(deadline: deadline) {
+                    box.value?.abort(
+                        HTTPEngineError(.timeout, "\(host): the request did not complete before its total timeout")
+                    )
+                }
+            }
             if let inline {
                 // One flush: HEADERS(+DATA) with END_STREAM on h2. kresd 5.6's doh2 answers 400 to a
                 // POST whose HEADERS and DATA frames arrive in separate writes.
@@ -309,21 +329,18 @@ public final class HTTPEngine: Sendable {
                 written.futureResult.whenFailure { box.value?.abort($0) }
                 channel.writeAndFlush(HTTPClientRequestPart.end(nil), promise: written)
             }
-        }.get()
+        }
+        installed.whenFailure { error in
+            headPromise.fail(error)
+            endPromise.fail(error)
+        }
         if let inline { recorder.update { $0.bytesSent = inline?.readableBytes ?? 0 } }
 
         // Give the connection back once the exchange is over, whichever way it ends.
         let isStream = connection.version == .http2
         let pool = self.pool
-        let timeoutTask = deadline.map { deadline in
-            loop.scheduleTask(deadline: deadline) {
-                box.value?.abort(
-                    HTTPEngineError(.timeout, "\(host): the request did not complete before its total timeout")
-                )
-            }
-        }
         endPromise.futureResult.hop(to: loop).whenComplete { result in
-            timeoutTask?.cancel()
+            timeoutTask.value?.cancel()
             let reusable = (try? result.get()) ?? false
             if !isStream, reusable {
                 // Leave the connection clean for the next request.
@@ -464,18 +481,18 @@ public final class HTTPEngine: Sendable {
 
     /// The request a redirect response asks for, or nil when `response` is not a redirect to follow.
     public static func redirect(from request: HTTPRequest, response: HTTPResponse) throws -> HTTPRequest? {
-        let code = response.status.code
-        guard [301, 302, 303, 307, 308].contains(code), let location = response.headers.first(name: "location") else {
+        let code = Int(response.status.code)
+        guard let rule = RedirectRule.next(status: code, method: request.method.rawValue),
+            let location = response.headers.first(name: "location")
+        else {
             return nil
         }
         var next = request
         next.url = try request.url.resolving(location)
-        let toGET =
-            (code == 303 && request.method != .HEAD) || ((code == 301 || code == 302) && request.method == .POST)
-        if toGET {
-            next.method = .GET
+        if !rule.keepsBody {
+            next.method = HTTPMethod(rawValue: rule.method)
             next.body = nil
-            for name in ["content-length", "content-type", "transfer-encoding"] { next.headers.remove(name: name) }
+            for name in RedirectRule.bodyHeaders { next.headers.remove(name: name) }
         } else if let body = request.body, case .stream = body.storage {
             throw HTTPEngineError(
                 .invalidRequest,
@@ -485,7 +502,7 @@ public final class HTTPEngine: Sendable {
         if next.url.host != request.url.host || next.url.port != request.url.port
             || next.url.scheme != request.url.scheme
         {
-            for name in ["authorization", "cookie", "proxy-authorization", "host"] { next.headers.remove(name: name) }
+            for name in RedirectRule.crossOriginDroppedHeaders { next.headers.remove(name: name) }
         }
         return next
     }

@@ -117,10 +117,12 @@ public struct HTTPRequestBody: Sendable {
     func chunks() -> AsyncThrowingStream<ByteBuffer, any Error> {
         switch storage {
         case .bytes(let buffer):
-            var remaining = buffer
+            let remaining = NIOLockedValueBox(buffer)
             return AsyncThrowingStream(unfolding: {
-                guard remaining.readableBytes > 0 else { return nil }
-                return remaining.readSlice(length: min(remaining.readableBytes, 1 << 16))
+                remaining.withLockedValue { rest in
+                    guard rest.readableBytes > 0 else { return nil }
+                    return rest.readSlice(length: min(rest.readableBytes, 1 << 16))
+                }
             })
         case .file(let path):
             let reader = FileChunkReader(path: path)
@@ -169,6 +171,9 @@ public struct HTTPRequest: Sendable {
     public var decompress = false
     /// Bound on the whole request, body included (overrides `Configuration.timeouts.total`).
     public var timeout: Duration?
+    /// Longest wait for the connection and then between two received bytes (overrides
+    /// `Configuration.timeouts.connect` and `.idleRead`; URLRequest's `timeoutInterval` means this).
+    public var idleTimeout: Duration?
     /// HTTP versions for this request (overrides `Configuration.versions`).
     public var versions: HTTPVersionPolicy?
 
@@ -255,7 +260,7 @@ public struct HTTPResponseBody: AsyncSequence, Sendable {
         let recorder: MetricsRecorder?
 
         public mutating func next() async throws -> ByteBuffer? {
-            guard var it = inner else { return nil }
+            guard let it = inner else { return nil }
             do {
                 let chunk = try await it.next()
                 inner = it

@@ -77,6 +77,18 @@ struct FetchCommand: AsyncParsableCommand {
     )
     var pins: [String] = []
 
+    enum Engine: String, ExpressibleByArgument, CaseIterable {
+        case direct, urlsession
+    }
+
+    @Option(
+        help: ArgumentHelp(
+            "direct: the IP-direct engine; urlsession: URLSession with HTTPDNSURLProtocol installed (redirects through the session's delegate).",
+            valueName: "direct|urlsession"
+        )
+    )
+    var engine: Engine = .direct
+
     @OptionGroup var resolver: ResolverOptions
 
     func validate() throws {
@@ -109,17 +121,14 @@ struct FetchCommand: AsyncParsableCommand {
         config.versions = http11 ? .http1Only : http2 ? .http2Only : .automatic
         config.http2PriorKnowledge = http2
         if let maxTime { config.timeouts.total = .milliseconds(Int64(maxTime * 1000)) }
+        if self.engine == .urlsession {
+            return try await runThroughURLSession(resolver: resolver, engineConfiguration: config)
+        }
         let engine = try HTTPEngine(configuration: config, addressSource: resolver)
         defer { engine.shutdown() }
 
-        var request = HTTPRequest(method: HTTPMethod(rawValue: method ?? (data == nil ? "GET" : "POST")), url: target)
-        for h in headers {
-            let colon = h.firstIndex(of: ":")!
-            request.headers.add(
-                name: String(h[..<colon]).trimmingCharacters(in: .whitespaces),
-                value: String(h[h.index(after: colon)...]).trimmingCharacters(in: .whitespaces)
-            )
-        }
+        var request = HTTPRequest(method: HTTPMethod(rawValue: requestMethod), url: target)
+        for (name, value) in parsedHeaders { request.headers.add(name: name, value: value) }
         if let data {
             request.body = data.hasPrefix("@") ? try .file(String(data.dropFirst())) : .bytes(Array(data.utf8))
             if !request.headers.contains(name: "content-type") {
@@ -157,23 +166,8 @@ struct FetchCommand: AsyncParsableCommand {
         trace.line("< \(statusLine)")
         for (name, value) in response.headers { trace.line("< \(name): \(value)") }
 
-        let sink: FileHandle
-        if let output {
-            guard FileManager.default.createFile(atPath: output, contents: nil),
-                let h = FileHandle(forWritingAtPath: output)
-            else {
-                throw Failure(code: 23, message: "cannot write \(output)")
-            }
-            sink = h
-        } else {
-            sink = FileHandle.standardOutput
-        }
-        if include {
-            var head = statusLine + "\r\n"
-            for (name, value) in response.headers { head += "\(name): \(value)\r\n" }
-            head += "\r\n"
-            sink.write(Data(head.utf8))
-        }
+        let sink = try openSink()
+        if include { writeHead(statusLine, response.headers.map { ($0.name, $0.value) }, to: sink) }
         let expected = response.headers.first(name: "content-length").flatMap(Int.init)
         let progress = Progress(
             total: expected,
@@ -191,7 +185,30 @@ struct FetchCommand: AsyncParsableCommand {
         }
         progress.finish()
         if output != nil { try? sink.close() }
-        let final = response.metrics
+        try report(response.metrics, trace: trace)
+        await resolver.shutdown()
+    }
+
+    /// Where the body goes: -o FILE or stdout.
+    func openSink() throws -> FileHandle {
+        guard let output else { return FileHandle.standardOutput }
+        guard FileManager.default.createFile(atPath: output, contents: nil),
+            let h = FileHandle(forWritingAtPath: output)
+        else {
+            throw Failure(code: 23, message: "cannot write \(output)")
+        }
+        return h
+    }
+
+    /// The -i head: status line and header fields.
+    func writeHead(_ statusLine: String, _ fields: [(String, String)], to sink: FileHandle) {
+        var head = statusLine + "\r\n"
+        for (name, value) in fields { head += "\(name): \(value)\r\n" }
+        sink.write(Data((head + "\r\n").utf8))
+    }
+
+    /// The -v timing line and the --trace-json object (the same keys for both engines).
+    func report(_ final: RequestMetrics, trace: Trace) throws {
         trace.line(
             String(
                 format: "* dns %.1f ms, connect %.1f ms, tls %.1f ms, first byte %.1f ms, total %.1f ms, %d bytes",
@@ -208,7 +225,19 @@ struct FetchCommand: AsyncParsableCommand {
             encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
             FileHandle.standardError.write(try encoder.encode(final) + Data("\n".utf8))
         }
-        await resolver.shutdown()
+    }
+
+    var requestMethod: String { method ?? (data == nil ? "GET" : "POST") }
+
+    /// The -H values as (name, value), validated by `validate()`.
+    var parsedHeaders: [(String, String)] {
+        headers.map { h in
+            let colon = h.firstIndex(of: ":")!
+            return (
+                String(h[..<colon]).trimmingCharacters(in: .whitespaces),
+                String(h[h.index(after: colon)...]).trimmingCharacters(in: .whitespaces)
+            )
+        }
     }
 
     struct Failure: Error, CustomStringConvertible {
@@ -232,6 +261,19 @@ struct FetchCommand: AsyncParsableCommand {
             case .tooManyRedirects: code = 47
             case .protocolError, .responseTooLarge: code = 56
             case .cancelled: code = 42
+            }
+        } else if let e = error as? URLError {
+            text = e.localizedDescription
+            switch e.code {
+            case .badURL, .unsupportedURL: code = 3
+            case .cannotFindHost: code = 6
+            case .cannotConnectToHost: code = 7
+            case .timedOut: code = 28
+            case .serverCertificateUntrusted: code = 60
+            case .secureConnectionFailed: code = 35
+            case .httpTooManyRedirects: code = 47
+            case .cancelled: code = 42
+            default: code = 56
             }
         } else if let e = error as? Failure {
             text = e.message

@@ -174,6 +174,46 @@ struct FetchCLITests {
         #expect(notFound.status == 0)
         #expect(notFound.stdout.contains("status 404"))
     }
+
+    @Test func urlsessionEngineGivesTheSameAnswersAndTraceKeys() async throws {
+        let peers = try Peers.require()
+        let direct = try await runCLI(["fetch", peers.url("a.test", "/"), "--trace-json"] + common(peers))
+        let session = try await runCLI(
+            ["fetch", "--engine", "urlsession", peers.url("a.test", "/"), "--trace-json"] + common(peers)
+        )
+        #expect(session.status == 0, "\(session.stderr)")
+        #expect(session.stdout == direct.stdout)
+        #expect(session.stdout.contains("server=a.test host=a.test sni=a.test"))
+        func keys(_ text: String) throws -> Set<String> {
+            let line = try #require(text.split(separator: "\n").last(where: { $0.hasPrefix("{") }))
+            let object = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
+            return Set(try #require(object).keys)
+        }
+        #expect(try keys(session.stderr) == keys(direct.stderr))
+        let trace = try lastJSONLine(session.stderr, as: Trace.self)
+        #expect(trace.status == 200 && trace.dnsSource?.contains("\(peers.doh2Port)") == true)
+        // Without -L the session's delegate refuses the redirect: the 301 is the answer.
+        let refused = try await runCLI(
+            ["fetch", "--engine", "urlsession", "-i", peers.url("a.test", "/r/start")] + common(peers)
+        )
+        #expect(refused.status == 0 && refused.stdout.hasPrefix("HTTP 301"), "\(refused.stdout)")
+        // With -L: a cross-host 307 keeps the POST body and is resolved again.
+        let followed = try await runCLI(
+            [
+                "fetch", "--engine", "urlsession", "-L", "-d", "hello", peers.url("b.test", "/r/to-a-echo"),
+                "--trace-json",
+            ]
+                + common(peers)
+        )
+        let echo = try JSONDecoder().decode(Echo.self, from: Data(followed.stdout.utf8))
+        #expect(echo.method == "POST" && echo.length == 5 && echo.sni == "a.test")
+        #expect(try lastJSONLine(followed.stderr, as: Trace.self).redirects == 1)
+        let loop = try await runCLI(
+            ["fetch", "--engine", "urlsession", "-L", "--max-redirs", "3", peers.url("a.test", "/r/loop")]
+                + common(peers)
+        )
+        #expect(loop.status == 47)
+    }
 }
 
 /// Runs any program with the blocking wait on NIO's thread pool.

@@ -1,0 +1,368 @@
+// The URLProtocol that serves URLSession requests through the IP-direct engine.
+//
+// The URL keeps its hostname (TLS SNI, certificate check, Host); only the socket address comes from
+// HTTPDNS, at connect time. Set up once: `HTTPDNSURLProtocol.install(Setup(...))`, then enable it on a
+// session configuration with `configuration.enableHTTPDNS()`.
+//
+// What it intercepts: http(s) requests whose host the policy selects (the resolver's policy unless the
+// setup gives another; the library default selects nothing). IP literals, other schemes and requests
+// marked with `markHandled` go to URLSession's own loading.
+//
+// How a load runs: `startLoading` only starts a Swift task and returns (nothing blocks in the instance
+// methods); the task resolves, connects, streams the body up from `httpBody`, `httpBodyStream` or the
+// upload task's data or file, and calls the client back. `stopLoading` cancels the task, which resets
+// the HTTP/2 stream or closes the HTTP/1.1 connection, and no client call is made after it.
+//
+// Redirects are not followed by the engine. On Apple platforms they are reported with
+// `wasRedirectedTo` (the session asks its delegate and starts a new load, intercepted and resolved
+// again). swift-corelibs-foundation crashes on that call, so there the protocol asks the session's
+// delegate itself (`urlSession(_:task:willPerformHTTPRedirection:newRequest:completionHandler:)` on the
+// delegate queue), follows the answer with a new resolution, or delivers the redirect response when the
+// delegate refuses. Without a delegate, redirects are followed, up to `maxRedirects`.
+
+import Foundation
+import HTTPDNSCore
+import HTTPDNSEngine
+import HTTPDNSResolver
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTP1
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// Metrics of one URLSession task served by the protocol, one entry per request sent (a redirect
+/// followed inside the protocol adds one).
+public struct HTTPDNSTaskMetrics: Sendable {
+    public var taskIdentifier: Int?
+    public var url: URL?
+    public var hops: [RequestMetrics]
+    /// Why the task failed, nil on success or when the app cancelled it.
+    public var error: String?
+}
+
+public final class HTTPDNSURLProtocol: URLProtocol {
+    /// What the app configures once.
+    public struct Setup: Sendable {
+        public var resolver: HTTPDNSResolver
+        public var engine: HTTPEngine
+        /// Hosts to intercept; by default the resolver's policy (which selects nothing until configured).
+        public var intercept: HostPolicy
+        /// http:// hosts sent over https instead (HTTP/2 when the server offers it).
+        public var upgradeToHTTPS: [HostPattern] = []
+        /// Where cookies are kept when a request has `httpShouldHandleCookies`; nil: the session's
+        /// storage where it can be found (Linux), else `HTTPCookieStorage.shared`.
+        public var cookieStorage: HTTPCookieStorage?
+        /// Redirects followed inside the protocol (Linux) before failing with `.httpTooManyRedirects`.
+        public var maxRedirects = 16
+        /// Called once per task when it ends, on no particular thread.
+        public var onMetrics: (@Sendable (HTTPDNSTaskMetrics) -> Void)?
+
+        /// - Parameters:
+        ///   - engineConfiguration: TLS trust and pins, versions, timeouts of the engine built here.
+        public init(
+            resolver: HTTPDNSResolver,
+            engineConfiguration: HTTPEngine.Configuration = .init(),
+            intercept: HostPolicy? = nil
+        ) throws {
+            self.resolver = resolver
+            self.engine = try HTTPEngine(configuration: engineConfiguration, addressSource: resolver)
+            self.intercept = intercept ?? resolver.configuration.policy
+        }
+    }
+
+    private static let installed = NIOLockedValueBox<Setup?>(nil)
+
+    /// Makes `setup` the one every intercepted request uses (replacing an earlier one).
+    public static func install(_ setup: Setup) {
+        installed.withLockedValue { $0 = setup }
+    }
+
+    /// Stops intercepting: `canInit` answers false from now on. Loads already running finish.
+    public static func uninstall() {
+        installed.withLockedValue { $0 = nil }
+    }
+
+    public static var current: Setup? { installed.withLockedValue { $0 } }
+
+    /// Header marking a request the protocol must leave alone (works on every platform; corelibs
+    /// drops `URLProtocol.setProperty`). It is not sent.
+    public static let handledHeader = "X-HTTPDNS-Handled"
+    static let handledKey = "HTTPDNSURLProtocolHandled"
+    /// Key of the engine's own error in the userInfo of the URLErrors the protocol reports.
+    public static let engineErrorKey = "HTTPDNSEngineError"
+
+    /// Marks `request` as not to be intercepted.
+    public static func markHandled(_ request: inout URLRequest) {
+        request.setValue("1", forHTTPHeaderField: handledHeader)
+    }
+
+    /// Whether the protocol would serve `request` now.
+    public override class func canInit(with request: URLRequest) -> Bool {
+        guard let setup = current, let url = request.url,
+            let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https",
+            var host = url.host, !host.isEmpty,
+            request.value(forHTTPHeaderField: handledHeader) == nil,
+            URLProtocol.property(forKey: handledKey, in: request) == nil
+        else { return false }
+        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        if case .httpdns = setup.intercept.route(for: normalizeHostname(host)) { return true }
+        return false
+    }
+
+    public override class func canonicalRequest(for request: URLRequest) -> URLRequest { request }
+
+    private struct Loading {
+        var gate: ClientGate
+        var work: Task<Void, Never>
+    }
+    private let loading = NIOLockedValueBox<Loading?>(nil)
+
+    public override func startLoading() {
+        guard let client else { return }
+        guard let setup = Self.current else {
+            client.urlProtocol(self, didFailWithError: URLError(.unsupportedURL))
+            return
+        }
+        let context = LoadContext(task: task, setup: setup)
+        let gate = ClientGate(client: client, owner: self, queue: context.clientQueue)
+        let request = self.request
+        loading.withLockedValue { state in
+            state?.gate.close()
+            state?.work.cancel()
+            let work = Task { await Self.load(request, setup: setup, context: context, gate: gate) }
+            state = Loading(gate: gate, work: work)
+        }
+    }
+
+    public override func stopLoading() {
+        loading.withLockedValue { state in
+            state?.gate.close()
+            state?.work.cancel()
+            state = nil
+        }
+    }
+
+    // MARK: The load
+
+    private static func load(_ original: URLRequest, setup: Setup, context: LoadContext, gate: ClientGate) async {
+        // Metrics go to the app before the last client call, so they are there when the task completes.
+        var metrics = HTTPDNSTaskMetrics(taskIdentifier: context.taskIdentifier, url: original.url, hops: [])
+        do {
+            var current = original
+            var body = context.body(of: original)
+            var redirects = 0
+            while true {
+                let (engineRequest, url) = try makeEngineRequest(current, body: body, setup: setup, context: context)
+                let response = try await setup.engine.execute(engineRequest)
+                if current.httpShouldHandleCookies, let storage = context.cookieStorage {
+                    CookieRules.store(
+                        response.headers[canonicalForm: "set-cookie"].map(String.init),
+                        from: url,
+                        in: storage
+                    )
+                }
+                let urlResponse = Translation.urlResponse(response, url: url)
+                if let next = Translation.redirectRequest(
+                    after: current,
+                    sentTo: url,
+                    status: Int(response.status.code),
+                    headers: response.headers
+                ) {
+                    #if canImport(Darwin)
+                        // Apple's loading system asks the delegate and starts a new load for the next hop.
+                        metrics.hops.append(response.metrics)
+                        setup.onMetrics?(metrics)
+                        gate.send { $0.urlProtocol($1, wasRedirectedTo: next, redirectResponse: urlResponse) }
+                        gate.finish {
+                            $0.urlProtocol(
+                                $1,
+                                didFailWithError: NSError(domain: NSCocoaErrorDomain, code: NSUserCancelledError)
+                            )
+                        }
+                        return
+                    #else
+                        redirects += 1
+                        guard redirects <= setup.maxRedirects else {
+                            throw URLError(
+                                .httpTooManyRedirects,
+                                userInfo: [NSLocalizedDescriptionKey: "more than \(setup.maxRedirects) redirects"]
+                            )
+                        }
+                        if let decided = await context.redirectDecision(response: urlResponse, newRequest: next) {
+                            _ = try? await response.body.collect(upTo: 1 << 16)
+                            metrics.hops.append(response.metrics)
+                            let keepsBody =
+                                decided.httpMethod?.uppercased() == current.httpMethod?.uppercased()
+                                && RedirectRule.next(
+                                    status: Int(response.status.code),
+                                    method: current.httpMethod ?? "GET"
+                                )?.keepsBody == true
+                            body = decided.httpBody.map { .data($0) } ?? (keepsBody ? body : .none)
+                            current = decided
+                            continue
+                        }
+                    // Refused: the redirect response is the answer.
+                    #endif
+                }
+                try await deliver(response, as: urlResponse, request: current, context: context, gate: gate) {
+                    metrics.hops.append(response.metrics)
+                    setup.onMetrics?(metrics)
+                }
+                return
+            }
+        } catch {
+            // Stopped (cancelled by the app): the session reports the cancel itself.
+            let stopped = !gate.isOpen || Task.isCancelled
+            if !stopped { metrics.error = "\(error)" }
+            setup.onMetrics?(metrics)
+            guard !stopped else { return }
+            let urlError = Translation.urlError(error, url: original.url)
+            gate.finish { $0.urlProtocol($1, didFailWithError: urlError) }
+        }
+    }
+
+    /// Hands the response and its body to the client: every chunk as it comes where the task's
+    /// delegate receives them, else (corelibs' completion handlers keep only the last chunk) all at
+    /// the end, in one call to the client queue. `beforeFinishing` runs before the last client call.
+    private static func deliver(
+        _ response: HTTPResponse,
+        as urlResponse: HTTPURLResponse,
+        request: URLRequest,
+        context: LoadContext,
+        gate: ClientGate,
+        beforeFinishing: () -> Void
+    ) async throws {
+        let policy = context.storagePolicy(
+            Translation.cacheStoragePolicy(
+                method: request.httpMethod ?? "GET",
+                requestHeaders: request.allHTTPHeaderFields ?? [:],
+                status: Int(response.status.code),
+                headers: response.headers
+            )
+        )
+        if context.deliversEveryChunk {
+            gate.send { $0.urlProtocol($1, didReceive: urlResponse, cacheStoragePolicy: policy) }
+            // Back-pressure: past 1 MiB handed over, wait for the delegate queue to catch up, so a slow
+            // delegate slows the server down instead of piling data up in queued operations.
+            var handedOver = 0
+            for try await chunk in response.body {
+                let data = Data(chunk.readableBytesView)
+                guard gate.send({ $0.urlProtocol($1, didLoad: data) }) else { return }
+                handedOver += data.count
+                if handedOver >= 1 << 20 {
+                    await context.delegateQueueCaughtUp()
+                    handedOver = 0
+                }
+            }
+            beforeFinishing()
+            gate.finish { $0.urlProtocolDidFinishLoading($1) }
+        } else {
+            var all = Data()
+            for try await chunk in response.body {
+                all.append(contentsOf: chunk.readableBytesView)
+                guard gate.isOpen else { return }
+            }
+            beforeFinishing()
+            let body = all
+            gate.finish { client, me in
+                client.urlProtocol(me, didReceive: urlResponse, cacheStoragePolicy: policy)
+                if !body.isEmpty { client.urlProtocol(me, didLoad: body) }
+                client.urlProtocolDidFinishLoading(me)
+            }
+        }
+    }
+
+    private static func makeEngineRequest(_ request: URLRequest, body: BodySource, setup: Setup, context: LoadContext)
+        throws
+        -> (HTTPRequest, URL)
+    {
+        guard let original = request.url else { throw URLError(.badURL) }
+        let url = Translation.upgraded(original, upgrade: setup.upgradeToHTTPS)
+        let target: HTTPURL
+        do {
+            target = try HTTPURL(url.absoluteString)
+        } catch {
+            throw URLError(
+                .badURL,
+                userInfo: [NSLocalizedDescriptionKey: "\(error)", NSURLErrorFailingURLErrorKey: original]
+            )
+        }
+        var headers = HTTPHeaders()
+        for (name, value) in context.headersSetByTheApp(request)
+        where name.lowercased() != Self.handledHeader.lowercased() {
+            headers.add(name: name, value: value)
+        }
+        for (name, value) in context.additionalHeaders where !headers.contains(name: name) {
+            headers.add(name: name, value: value)
+        }
+        if request.httpShouldHandleCookies, let storage = context.cookieStorage {
+            headers.remove(name: "cookie")
+            if let cookie = CookieRules.header(for: url, in: storage) { headers.add(name: "cookie", value: cookie) }
+        }
+        var engineRequest = HTTPRequest(
+            method: HTTPMethod(rawValue: request.httpMethod ?? "GET"),
+            url: target,
+            headers: headers,
+            body: try body.engineBody(declaredLength: headers.first(name: "content-length").flatMap(Int.init))
+        )
+        // URLSession decodes gzip/deflate unless the app asked for an encoding itself.
+        engineRequest.decompress = !headers.contains(name: "accept-encoding")
+        let idle = context.requestTimeout(request)
+        if idle > 0 { engineRequest.idleTimeout = .milliseconds(Int64(idle * 1000)) }
+        if let total = context.resourceTimeout, total > 0 { engineRequest.timeout = .milliseconds(Int64(total * 1000)) }
+        return (engineRequest, url)
+    }
+}
+
+/// Serializes calls to the URL loading system's client and stops them for good once the load has
+/// finished, failed or been stopped: corelibs crashes on a client call for a finished task.
+///
+/// With a queue (corelibs: the task's serial work queue, where `stopLoading` also runs and where the
+/// session's unsynchronized task registry lives) every call is made there, in order; without one
+/// (Apple platforms) on the calling thread, under the lock, so `stopLoading` waits for a call in progress.
+final class ClientGate: @unchecked Sendable {
+    private let lock = NIOLock()
+    private var open = true
+    private let client: any URLProtocolClient
+    private let owner: URLProtocol
+    private let queue: DispatchQueue?
+
+    init(client: any URLProtocolClient, owner: URLProtocol, queue: DispatchQueue?) {
+        self.client = client
+        self.owner = owner
+        self.queue = queue
+    }
+
+    var isOpen: Bool { lock.withLock { open } }
+
+    /// Makes one client call unless the gate is closed by then; false when it already is.
+    @discardableResult
+    func send(_ call: @escaping @Sendable (any URLProtocolClient, URLProtocol) -> Void) -> Bool {
+        let attempt: @Sendable () -> Bool = {
+            self.lock.withLock {
+                guard self.open else { return false }
+                call(self.client, self.owner)
+                return true
+            }
+        }
+        guard let queue else { return attempt() }
+        queue.async { _ = attempt() }
+        return isOpen
+    }
+
+    /// The last client call (finished or failed), then closed.
+    func finish(_ call: @escaping @Sendable (any URLProtocolClient, URLProtocol) -> Void) {
+        let last: @Sendable () -> Void = {
+            self.lock.withLock {
+                guard self.open else { return }
+                self.open = false
+                call(self.client, self.owner)
+            }
+        }
+        if let queue { queue.async(execute: last) } else { last() }
+    }
+
+    func close() { lock.withLock { open = false } }
+}

@@ -1,0 +1,154 @@
+// What a load needs to know about its task and session: cookie storage, the session's extra headers
+// and timeouts, how data reaches the task, the upload body, and (where the protocol follows redirects
+// itself) the delegate's say on a redirect. On Apple platforms from public API; on corelibs partly
+// through `CorelibsTask`.
+
+import Foundation
+import HTTPDNSEngine
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+struct LoadContext: @unchecked Sendable {
+    var taskIdentifier: Int?
+    var cookieStorage: HTTPCookieStorage?
+    var additionalHeaders: [String: String] = [:]
+    var sessionRequestTimeout: TimeInterval?
+    var resourceTimeout: TimeInterval?
+    var deliversEveryChunk = true
+    /// Where client calls must be made (corelibs: the task's work queue); nil: on the caller's thread.
+    var clientQueue: DispatchQueue?
+    private var task: URLSessionTask?
+    #if !canImport(Darwin)
+        private var corelibs: CorelibsTask
+    #endif
+
+    init(task: URLSessionTask?, setup: HTTPDNSURLProtocol.Setup) {
+        self.task = task
+        taskIdentifier = task?.taskIdentifier
+        #if canImport(Darwin)
+            cookieStorage = setup.cookieStorage ?? HTTPCookieStorage.shared
+        #else
+            corelibs = CorelibsTask(task)
+            let configuration = corelibs.session?.configuration
+            cookieStorage =
+                setup.cookieStorage
+                ?? (configuration.map { $0.httpShouldSetCookies ? $0.httpCookieStorage : nil }
+                    ?? HTTPCookieStorage.shared)
+            for (key, value) in configuration?.httpAdditionalHeaders ?? [:] {
+                if let name = key as? String, let text = value as? String { additionalHeaders[name] = text }
+            }
+            sessionRequestTimeout = configuration?.timeoutIntervalForRequest
+            resourceTimeout = configuration?.timeoutIntervalForResource
+            deliversEveryChunk = corelibs.deliversEveryChunk
+            clientQueue = corelibs.workQueue
+        #endif
+    }
+
+    /// The body the first request carries: `httpBody`, `httpBodyStream`, or an upload task's data or
+    /// file (corelibs keeps those in the task, not in the request).
+    func body(of request: URLRequest) -> BodySource {
+        if let data = request.httpBody { return .data(data) }
+        if let stream = request.httpBodyStream { return .stream(InputStreamReader(stream)) }
+        #if !canImport(Darwin)
+            switch corelibs.knownBody {
+            case .data(let data): return .data(data)
+            case .file(let url): return .file(url)
+            case .stream(let stream): return .stream(InputStreamReader(stream))
+            case nil: break
+            }
+        #endif
+        return .none
+    }
+
+    /// The request's header fields as the app set them. corelibs adds a Cookie header from the
+    /// session's storage to every task, `httpShouldHandleCookies` or not, by its own matching; that
+    /// header is taken out here (the protocol adds its own when the request handles cookies).
+    func headersSetByTheApp(_ request: URLRequest) -> [String: String] {
+        var fields = request.allHTTPHeaderFields ?? [:]
+        #if !canImport(Darwin)
+            if let key = fields.keys.first(where: { $0.lowercased() == "cookie" }), let url = request.url,
+                let configuration = corelibs.session?.configuration, configuration.httpShouldSetCookies,
+                let storage = configuration.httpCookieStorage, let stored = storage.cookies(for: url),
+                HTTPCookie.requestHeaderFields(with: stored)["Cookie"] == fields[key]
+            {
+                fields[key] = nil
+            }
+        #endif
+        return fields
+    }
+
+    /// Returns once the client queue and then the session's delegate queue have run everything queued
+    /// before (no-op where the queues are not known).
+    func delegateQueueCaughtUp() async {
+        #if !canImport(Darwin)
+            guard let delegateQueue = corelibs.session?.delegateQueue else { return }
+            let clientQueue = self.clientQueue ?? DispatchQueue.global()
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                clientQueue.async { delegateQueue.addOperation { continuation.resume() } }
+            }
+        #endif
+    }
+
+    /// Seconds of silence allowed: the request's own `timeoutInterval`, or the session's
+    /// `timeoutIntervalForRequest` when the request kept the 60 s default.
+    func requestTimeout(_ request: URLRequest) -> TimeInterval {
+        if request.timeoutInterval == 60, let session = sessionRequestTimeout { return session }
+        return request.timeoutInterval
+    }
+
+    /// corelibs never stores a custom protocol's response in the URL cache, but buffers the whole body
+    /// for it when told `.allowed`: there only `.notAllowed` is passed on.
+    func storagePolicy(_ policy: URLCache.StoragePolicy) -> URLCache.StoragePolicy {
+        #if canImport(Darwin)
+            return policy
+        #else
+            return .notAllowed
+        #endif
+    }
+
+    #if !canImport(Darwin)
+        /// Asks the task's or session's delegate about a redirect on the session's delegate queue, like
+        /// URLSession does; without a delegate the redirect is followed. nil: refused.
+        func redirectDecision(response: HTTPURLResponse, newRequest: URLRequest) async -> URLRequest? {
+            guard let task, let session = corelibs.session,
+                let delegate = task.delegate ?? (session.delegate as? any URLSessionTaskDelegate)
+            else { return newRequest }
+            let call = DelegateCall(session: session, task: task, delegate: delegate)
+            return await withCheckedContinuation { continuation in
+                let once = OnceResume(continuation)
+                session.delegateQueue.addOperation {
+                    call.delegate.urlSession(
+                        call.session,
+                        task: call.task,
+                        willPerformHTTPRedirection: response,
+                        newRequest: newRequest
+                    ) { once.resume($0) }
+                }
+            }
+        }
+    #endif
+}
+
+#if !canImport(Darwin)
+    private struct DelegateCall: @unchecked Sendable {
+        let session: URLSession
+        let task: URLSessionTask
+        let delegate: any URLSessionTaskDelegate
+    }
+
+    /// Resumes the continuation on the first answer; a delegate calling back twice is ignored.
+    private final class OnceResume: @unchecked Sendable {
+        private var continuation: CheckedContinuation<URLRequest?, Never>?
+        private let lock = NSLock()
+        init(_ continuation: CheckedContinuation<URLRequest?, Never>) { self.continuation = continuation }
+        func resume(_ request: URLRequest?) {
+            lock.lock()
+            let c = continuation
+            continuation = nil
+            lock.unlock()
+            c?.resume(returning: request)
+        }
+    }
+#endif

@@ -1,0 +1,217 @@
+// Between Foundation's URL loading types and the engine's: requests (with their bodies), responses,
+// redirects, cache policy and errors. Pure functions, apart from the stream reader.
+
+import Foundation
+import HTTPDNSCore
+import HTTPDNSEngine
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// Where an intercepted request's body comes from. Data and files can be sent again (a 307/308
+/// redirect); a stream only once.
+enum BodySource {
+    case none
+    case data(Data)
+    case file(URL)
+    case stream(InputStreamReader)
+
+    /// The engine's body; `length` from the request's Content-Length when the size is not known.
+    func engineBody(declaredLength: Int?) throws -> HTTPRequestBody? {
+        switch self {
+        case .none: return nil
+        case .data(let data): return .bytes(data)
+        case .file(let url): return try .file(url.path)
+        case .stream(let reader):
+            try reader.claim()
+            return .stream(length: declaredLength) { AsyncThrowingStream(unfolding: { try await reader.next() }) }
+        }
+    }
+}
+
+/// Reads an `InputStream` in 64 KiB chunks on NIO's blocking pool, one chunk each time the connection
+/// asks for one: the body is never all in memory and no concurrency thread blocks on `read`.
+final class InputStreamReader: @unchecked Sendable {
+    private let lock = NIOLock()
+    private let stream: InputStream
+    private var opened = false
+    private var claimed = false
+
+    init(_ stream: InputStream) { self.stream = stream }
+
+    /// A stream can be sent once; a second send (a redirect that keeps the body) fails the way
+    /// URLSession does.
+    func claim() throws {
+        try lock.withLock {
+            guard !claimed else {
+                throw URLError(
+                    .requestBodyStreamExhausted,
+                    userInfo: [
+                        NSLocalizedDescriptionKey: "the request body stream was already sent and cannot be sent again"
+                    ]
+                )
+            }
+            claimed = true
+        }
+    }
+
+    func next() async throws -> ByteBuffer? {
+        try await NIOThreadPool.singleton.runIfActive { [self] in
+            try lock.withLock {
+                if !opened {
+                    stream.open()
+                    opened = true
+                }
+                var buffer = ByteBuffer()
+                var result = 0
+                buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: 1 << 16) { raw in
+                    result = stream.read(raw.bindMemory(to: UInt8.self).baseAddress!, maxLength: raw.count)
+                    return max(result, 0)
+                }
+                if result <= 0 {
+                    stream.close()
+                    // (corelibs' `streamError` getter traps; the status alone is asked.)
+                    if result < 0 {
+                        throw URLError(
+                            .cannotDecodeRawData,
+                            userInfo: [NSLocalizedDescriptionKey: "reading the request body stream failed"]
+                        )
+                    }
+                    return nil
+                }
+                return buffer
+            }
+        }
+    }
+}
+
+enum Translation {
+    /// The URL a request really goes to: http upgraded to https for hosts on the upgrade list (the
+    /// port stays when the URL names one, otherwise 443).
+    static func upgraded(_ url: URL, upgrade: [HostPattern]) -> URL {
+        guard url.scheme?.lowercased() == "http", let host = url.host,
+            upgrade.contains(where: { $0.matches(normalizeHostname(host)) }),
+            var components = URLComponents(url: url, resolvingAgainstBaseURL: false)
+        else { return url }
+        components.scheme = "https"
+        return components.url ?? url
+    }
+
+    /// The response Foundation sees. Repeated fields are joined with ", " (Set-Cookie included, as on
+    /// Apple platforms).
+    static func urlResponse(_ response: HTTPResponse, url: URL) -> HTTPURLResponse {
+        var fields: [String: String] = [:]
+        for (name, value) in response.headers {
+            if let existing = fields.keys.first(where: { $0.caseInsensitiveCompare(name) == .orderedSame }) {
+                fields[existing]! += ", " + value
+            } else {
+                fields[name] = value
+            }
+        }
+        #if !canImport(Darwin)
+            // corelibs answers a 401 carrying WWW-Authenticate with its own libcurl-only auth flow:
+            // the task hangs, and a challenge without realm= crashes it. The field is passed on renamed.
+            if response.status.code == 401,
+                let key = fields.keys.first(where: { $0.lowercased() == "www-authenticate" })
+            {
+                fields["X-HTTPDNS-WWW-Authenticate"] = fields.removeValue(forKey: key)
+            }
+        #endif
+        return HTTPURLResponse(
+            url: url,
+            statusCode: Int(response.status.code),
+            httpVersion: response.version == .http2 ? "HTTP/2" : "HTTP/1.1",
+            headerFields: fields
+        )!
+    }
+
+    /// How the URL cache may keep a response (RFC 9111 §3): only GET, only heuristically cacheable
+    /// statuses, never `no-store`, never an authorized request unless the response says public.
+    static func cacheStoragePolicy(method: String, requestHeaders: [String: String], status: Int, headers: HTTPHeaders)
+        -> URLCache.StoragePolicy
+    {
+        let cacheable: Set<Int> = [200, 203, 204, 206, 300, 301, 308, 404, 405, 410, 414, 501]
+        guard method.uppercased() == "GET", cacheable.contains(status) else { return .notAllowed }
+        let responseDirectives = headers[canonicalForm: "cache-control"].map { $0.lowercased() }
+        let requestDirectives = requestHeaders.first { $0.key.lowercased() == "cache-control" }?.value.lowercased()
+        if responseDirectives.contains(where: { $0.hasPrefix("no-store") })
+            || requestDirectives?.contains("no-store") == true
+        {
+            return .notAllowed
+        }
+        if requestHeaders.keys.contains(where: { $0.lowercased() == "authorization" }),
+            !responseDirectives.contains(where: {
+                $0 == "public" || $0.hasPrefix("s-maxage") || $0 == "must-revalidate"
+            })
+        {
+            return .notAllowed
+        }
+        return .allowed
+    }
+
+    /// The request a redirect asks for, with the method rules of `RedirectRule`; nil when `response`
+    /// is not a redirect or its Location is not an http(s) URL. Credentials and cookies never go to
+    /// another origin; cookies for the next hop are added again from the cookie storage.
+    static func redirectRequest(after request: URLRequest, sentTo url: URL, status: Int, headers: HTTPHeaders)
+        -> URLRequest?
+    {
+        guard let rule = RedirectRule.next(status: status, method: request.httpMethod ?? "GET"),
+            let location = headers.first(name: "location"),
+            let target = URL(string: location, relativeTo: url)?.absoluteURL,
+            ["http", "https"].contains(target.scheme?.lowercased() ?? "")
+        else { return nil }
+        var next = request
+        next.url = target
+        if !rule.keepsBody {
+            next.httpMethod = rule.method
+            next.httpBody = nil
+            next.httpBodyStream = nil
+            for name in RedirectRule.bodyHeaders { next.setValue(nil, forHTTPHeaderField: name) }
+        }
+        if target.scheme?.lowercased() != url.scheme?.lowercased()
+            || target.host?.lowercased() != url.host?.lowercased()
+            || target.port != url.port
+        {
+            for name in RedirectRule.crossOriginDroppedHeaders { next.setValue(nil, forHTTPHeaderField: name) }
+        }
+        return next
+    }
+
+    /// The URLError an app expects for an engine failure; the engine's error is kept under
+    /// `HTTPDNSURLProtocol.engineErrorKey` and its text as the localized description.
+    static func urlError(_ error: any Error, url: URL?) -> URLError {
+        if let e = error as? URLError { return e }
+        let code: URLError.Code
+        if let e = error as? HTTPEngineError {
+            switch e.code {
+            case .invalidRequest: code = .badURL
+            case .nameNotResolved, .noAddresses: code = .cannotFindHost
+            case .connectFailed: code = .cannotConnectToHost
+            case .connectTimeout, .timeout, .readTimeout, .tlsHandshakeTimeout: code = .timedOut
+            case .tlsFailed:
+                code = e.message.contains("not trusted") ? .serverCertificateUntrusted : .secureConnectionFailed
+            case .protocolError: code = .networkConnectionLost
+            case .responseTooLarge: code = .dataLengthExceedsMaximum
+            case .tooManyRedirects: code = .httpTooManyRedirects
+            case .cancelled: code = .cancelled
+            }
+        } else if error is CancellationError {
+            code = .cancelled
+        } else {
+            code = .unknown
+        }
+        var info: [String: Any] = [
+            NSLocalizedDescriptionKey: "\(error)",
+            HTTPDNSURLProtocol.engineErrorKey: error,
+        ]
+        if let url {
+            info[NSURLErrorFailingURLErrorKey] = url
+        }
+        return URLError(code, userInfo: info)
+    }
+}

@@ -1,0 +1,150 @@
+// `httpdns fetch --engine urlsession`: the same request made through URLSession with
+// HTTPDNSURLProtocol installed, as an app would. Same flags, same --trace-json keys; -L is the
+// session's redirect handling (the delegate below allows or refuses each hop).
+
+import ArgumentParser
+import Foundation
+import HTTPDNSEngine
+import HTTPDNSResolver
+import HTTPDNSURLSession
+import NIOConcurrencyHelpers
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+extension FetchCommand {
+    func runThroughURLSession(resolver: HTTPDNSResolver, engineConfiguration: HTTPEngine.Configuration) async throws {
+        // Every name is intercepted: the resolver itself sends names outside --only to --local-dns.
+        var setup = try HTTPDNSURLProtocol.Setup(
+            resolver: resolver,
+            engineConfiguration: engineConfiguration,
+            intercept: .all
+        )
+        setup.maxRedirects = maxRedirects
+        let metrics = NIOLockedValueBox<HTTPDNSTaskMetrics?>(nil)
+        setup.onMetrics = { m in metrics.withLockedValue { $0 = m } }
+        HTTPDNSURLProtocol.install(setup)
+        defer {
+            HTTPDNSURLProtocol.uninstall()
+            setup.engine.shutdown()
+        }
+
+        var request = URLRequest(url: URL(string: url)!)
+        request.httpMethod = requestMethod
+        for (name, value) in parsedHeaders { request.addValue(value, forHTTPHeaderField: name) }
+        if let data {
+            if data.hasPrefix("@") {
+                let path = String(data.dropFirst())
+                request.httpBodyStream = InputStream(fileAtPath: path)
+                let size = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? nil
+                if let size { request.setValue("\(size)", forHTTPHeaderField: "Content-Length") }
+            } else {
+                request.httpBody = Data(data.utf8)
+            }
+            if request.value(forHTTPHeaderField: "Content-Type") == nil {
+                request.setValue("application/x-www-form-urlencoded", forHTTPHeaderField: "Content-Type")
+            }
+        }
+        if !compressed {
+            // curl without --compressed asks for no encoding; URLSession would ask for gzip.
+            request.setValue("identity", forHTTPHeaderField: "Accept-Encoding")
+        }
+        if let maxTime { request.timeoutInterval = maxTime }
+
+        let trace = Trace(enabled: verbose)
+        trace.line(
+            "* URLSession with HTTPDNSURLProtocol; resolving through \(self.resolver.resolvers.joined(separator: ", "))"
+        )
+        let sink = try openSink()
+        let delegate = FetchSessionDelegate(follow: location, sink: sink) { response in
+            let statusLine =
+                "HTTP \(response.statusCode) \(HTTPURLResponse.localizedString(forStatusCode: response.statusCode))"
+            trace.line("< \(statusLine)")
+            let fields = response.allHeaderFields.compactMap { (k, v) in (k as? String).map { ($0, "\(v)") } }
+                .sorted { $0.0 < $1.0 }
+            for (name, value) in fields { trace.line("< \(name): \(value)") }
+            if include { writeHead(statusLine, fields, to: sink) }
+        }
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.enableHTTPDNS()
+        if let maxTime { configuration.timeoutIntervalForResource = maxTime }
+        let session = URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
+        defer { session.finishTasksAndInvalidate() }
+        session.dataTask(with: request).resume()
+        let error = await delegate.completion()
+        if output != nil { try? sink.close() }
+        if let error {
+            await resolver.shutdown()
+            throw failure((error as? URLError)?.userInfo[HTTPDNSURLProtocol.engineErrorKey] as? any Error ?? error)
+        }
+        if let m = metrics.withLockedValue({ $0 }), var last = m.hops.last {
+            last.redirects = m.hops.count - 1
+            trace.line(
+                "* Connected to \(last.ip ?? "?") port \(last.port ?? 0) via \(last.dnsSource ?? "?"), \(last.protocol ?? "?")\(last.reused ? " (reused)" : "")"
+            )
+            if last.redirects > 0 { trace.line("* Followed \(last.redirects) redirect(s) to \(last.url)") }
+            try report(last, trace: trace)
+        }
+        await resolver.shutdown()
+    }
+}
+
+/// Writes the body as it arrives, allows or refuses redirects (-L), and reports the end.
+final class FetchSessionDelegate: NSObject, URLSessionDataDelegate, @unchecked Sendable {
+    let follow: Bool
+    let sink: FileHandle
+    let onResponse: (HTTPURLResponse) -> Void
+    private let lock = NSLock()
+    private var result: ((any Error)?)?
+    private var waiter: CheckedContinuation<(any Error)?, Never>?
+
+    init(follow: Bool, sink: FileHandle, onResponse: @escaping (HTTPURLResponse) -> Void) {
+        self.follow = follow
+        self.sink = sink
+        self.onResponse = onResponse
+    }
+
+    func urlSession(
+        _ session: URLSession,
+        task: URLSessionTask,
+        willPerformHTTPRedirection response: HTTPURLResponse,
+        newRequest request: URLRequest,
+        completionHandler: @escaping (URLRequest?) -> Void
+    ) {
+        completionHandler(follow ? request : nil)
+    }
+
+    func urlSession(
+        _ session: URLSession,
+        dataTask: URLSessionDataTask,
+        didReceive response: URLResponse,
+        completionHandler: @escaping (URLSession.ResponseDisposition) -> Void
+    ) {
+        if let http = response as? HTTPURLResponse { onResponse(http) }
+        completionHandler(.allow)
+    }
+
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
+        sink.write(data)
+    }
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
+        lock.withLock {
+            if let waiter {
+                waiter.resume(returning: error)
+                self.waiter = nil
+            } else {
+                result = .some(error)
+            }
+        }
+    }
+
+    func completion() async -> (any Error)? {
+        await withCheckedContinuation { continuation in
+            lock.withLock {
+                if let result { continuation.resume(returning: result) } else { waiter = continuation }
+            }
+        }
+    }
+}

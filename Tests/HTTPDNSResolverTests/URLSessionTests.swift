@@ -1,0 +1,481 @@
+// URLSession (FoundationNetworking on Linux) with HTTPDNSURLProtocol installed, against the real
+// peers: nginx (SNI certificates, h2, redirects, body echo, cookies), kresd DoH as the resolver and
+// the hijacking dnsmasq as LocalDNS. The protocol's setup is process-wide, so the suite runs serially.
+
+import Crypto
+import Foundation
+import HTTPDNSCore
+import HTTPDNSEngine
+import HTTPDNSResolver
+@testable import HTTPDNSURLSession
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import Testing
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// The metrics the protocol reports, per task.
+final class MetricsLog: Sendable {
+    private let box = NIOLockedValueBox<[HTTPDNSTaskMetrics]>([])
+    var all: [HTTPDNSTaskMetrics] { box.withLockedValue { $0 } }
+    func add(_ m: HTTPDNSTaskMetrics) { box.withLockedValue { $0.append(m) } }
+}
+
+/// Records what a session's delegate is asked about redirects; refuses them when told to.
+final class RedirectRecorder: NSObject, URLSessionDataDelegate, @unchecked Sendable {
+    struct Hop {
+        var status: Int
+        var from: String
+        var to: String
+        var method: String
+        var bodyBytes: Int?
+    }
+    private let lock = NSLock()
+    private var _hops: [Hop] = []
+    let refuse: Bool
+    init(refuse: Bool = false) { self.refuse = refuse }
+    var hops: [Hop] { lock.withLock { _hops } }
+
+    func urlSession(
+        _ session: URLSession,
+        task: URLSessionTask,
+        willPerformHTTPRedirection response: HTTPURLResponse,
+        newRequest request: URLRequest,
+        completionHandler: @escaping (URLRequest?) -> Void
+    ) {
+        lock.withLock {
+            _hops.append(
+                Hop(
+                    status: response.statusCode,
+                    from: response.url?.absoluteString ?? "",
+                    to: request.url?.absoluteString ?? "",
+                    method: request.httpMethod ?? "GET",
+                    bodyBytes: request.httpBody?.count
+                )
+            )
+        }
+        completionHandler(refuse ? nil : request)
+    }
+}
+
+/// A delegate-driven download: counts bytes, cancels after the first chunk when asked.
+final class DownloadProbe: NSObject, URLSessionDataDelegate, @unchecked Sendable {
+    private let lock = NSLock()
+    private var received = 0
+    private var continuation: CheckedContinuation<(any Error)?, Never>?
+    private var result: ((any Error)?)?
+    let cancelAfterFirstChunk: Bool
+    init(cancelAfterFirstChunk: Bool) { self.cancelAfterFirstChunk = cancelAfterFirstChunk }
+    var bytes: Int { lock.withLock { received } }
+
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
+        let first = lock.withLock {
+            received += data.count
+            return received == data.count
+        }
+        if first && cancelAfterFirstChunk { dataTask.cancel() }
+    }
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
+        lock.withLock {
+            if let continuation {
+                continuation.resume(returning: error)
+                self.continuation = nil
+            } else {
+                result = .some(error)
+            }
+        }
+    }
+
+    func completion() async -> (any Error)? {
+        await withCheckedContinuation { c in
+            lock.withLock {
+                if let result { c.resume(returning: result) } else { continuation = c }
+            }
+        }
+    }
+}
+
+@Suite(.serialized, .enabled(if: Peers.shouldRun, "real peers not running (scripts/test.sh starts them)"))
+struct URLSessionTests {
+    /// Installs the protocol with kresd DoH; `intercept` names the hosts it takes.
+    func install(
+        _ peers: Peers,
+        intercept: [String] = ["a.test", "*.a.test", "b.test", "evila.test"],
+        _ tweak: (inout HTTPDNSURLProtocol.Setup) -> Void = { _ in }
+    ) throws -> (HTTPDNSURLProtocol.Setup, MetricsLog) {
+        var engineConfiguration = HTTPEngine.Configuration()
+        engineConfiguration.tls = HTTPEngineTLS(additionalTrustRoots: try HTTPEngineTLS.loadPEM(file: peers.ca))
+        var setup = try HTTPDNSURLProtocol.Setup(
+            resolver: try peers.resolver(),
+            engineConfiguration: engineConfiguration,
+            intercept: HostPolicy(only: try intercept.map(HostPattern.init))
+        )
+        let log = MetricsLog()
+        setup.onMetrics = { log.add($0) }
+        tweak(&setup)
+        HTTPDNSURLProtocol.install(setup)
+        return (setup, log)
+    }
+
+    func session(delegate: (any URLSessionDelegate)? = nil) -> URLSession {
+        URLSession(
+            configuration: URLSessionConfiguration.ephemeral.withHTTPDNS(),
+            delegate: delegate,
+            delegateQueue: nil
+        )
+    }
+
+    func text(_ data: Data) -> String { String(decoding: data, as: UTF8.self) }
+
+    @Test func bothNamesGetTheirOwnCertificateThroughAsyncData() async throws {
+        let peers = try Peers.require()
+        let (setup, log) = try install(peers)
+        defer { setup.engine.shutdown() }
+        let session = session()
+        for name in ["a.test", "b.test"] {
+            let (data, response) = try await session.data(for: URLRequest(url: URL(string: peers.url(name, "/"))!))
+            #expect((response as? HTTPURLResponse)?.statusCode == 200)
+            #expect(text(data).contains("server=\(name) host=\(name) sni=\(name) proto=HTTP/2.0"), "\(text(data))")
+        }
+        let hops = log.all.flatMap(\.hops)
+        #expect(hops.count == 2)
+        #expect(hops.allSatisfy { $0.dnsSource?.contains("127.0.0.1:\(peers.doh2Port)") == true || $0.reused })
+    }
+
+    enum Upload: String, CaseIterable { case httpBody, stream, uploadTaskFile }
+
+    @Test(arguments: Upload.allCases)
+    func postFiftyMegabytesByteExact(_ kind: Upload) async throws {
+        let peers = try Peers.require()
+        let (setup, _) = try install(peers)
+        defer { setup.engine.shutdown() }
+        var payload = [UInt8](repeating: 0, count: 50 * 1024 * 1024)
+        for i in stride(from: 0, to: payload.count, by: 4096) { payload[i] = UInt8(truncatingIfNeeded: i / 4096 &* 31) }
+        let digest = SHA256.hash(data: payload).map { String(format: "%02x", $0) }.joined()
+        var request = URLRequest(url: URL(string: peers.url("a.test", "/echo"))!)
+        request.httpMethod = "POST"
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("httpdns-upload-\(UUID())")
+        defer { try? FileManager.default.removeItem(at: file) }
+        let data: Data
+        switch kind {
+        case .httpBody:
+            request.httpBody = Data(payload)
+            (data, _) = try await session().data(for: request)
+        case .stream:
+            try Data(payload).write(to: file)
+            request.httpBodyStream = InputStream(url: file)
+            (data, _) = try await session().data(for: request)
+        case .uploadTaskFile:
+            try Data(payload).write(to: file)
+            (data, _) = try await session().upload(for: request, fromFile: file)
+        }
+        let echo = try JSONDecoder().decode(Echo.self, from: data)
+        #expect(echo.method == "POST")
+        #expect(echo.length == payload.count)
+        #expect(echo.sha256 == digest)
+        #expect(echo.sni == "a.test")
+    }
+
+    @Test func redirectChainAsksTheDelegateAtEachHopWithTheRightMethod() async throws {
+        let peers = try Peers.require()
+        let (setup, log) = try install(peers)
+        defer { setup.engine.shutdown() }
+        let recorder = RedirectRecorder()
+        let session = session(delegate: recorder)
+        // POST through 301 → 302 → 307: the 301 turns it into a GET without a body, which 302 and 307 keep.
+        var post = URLRequest(url: URL(string: peers.url("a.test", "/r/start"))!)
+        post.httpMethod = "POST"
+        post.httpBody = Data("first body".utf8)
+        let (data, response) = try await session.data(for: post)
+        let echo = try JSONDecoder().decode(Echo.self, from: data)
+        #expect(echo.method == "GET" && echo.length == 0 && echo.uri == "/r/final")
+        #expect((response as? HTTPURLResponse)?.url?.path == "/r/final")
+        #expect(recorder.hops.map(\.status) == [301, 302, 307])
+        #expect(recorder.hops.map(\.method) == ["GET", "GET", "GET"])
+        #expect(recorder.hops.allSatisfy { $0.bodyBytes == nil })
+        // Cross-host 307 from b.test to a.test: method and body kept, the next hop resolved again with its
+        // own SNI and Host.
+        var cross = URLRequest(url: URL(string: peers.url("b.test", "/r/to-a-echo"))!)
+        cross.httpMethod = "POST"
+        cross.httpBody = Data("kept body".utf8)
+        let (crossData, _) = try await session.data(for: cross)
+        let crossEcho = try JSONDecoder().decode(Echo.self, from: crossData)
+        #expect(crossEcho.method == "POST" && crossEcho.length == 9)
+        #expect(
+            crossEcho.sha256 == SHA256.hash(data: Data("kept body".utf8)).map { String(format: "%02x", $0) }.joined()
+        )
+        #expect(crossEcho.sni == "a.test" && crossEcho.host?.hasPrefix("a.test") == true)
+        let last = try #require(recorder.hops.last)
+        #expect(last.status == 307 && last.method == "POST" && last.bodyBytes == 9 && last.to.contains("a.test"))
+        #expect(log.all.last?.hops.map(\.status) == [307, 200])
+    }
+
+    @Test func aDelegateRefusingARedirectGetsTheRedirectResponse() async throws {
+        let peers = try Peers.require()
+        let (setup, _) = try install(peers)
+        defer { setup.engine.shutdown() }
+        let recorder = RedirectRecorder(refuse: true)
+        let (_, response) = try await session(delegate: recorder).data(
+            for: URLRequest(url: URL(string: peers.url("a.test", "/r/start"))!)
+        )
+        let http = try #require(response as? HTTPURLResponse)
+        #expect(http.statusCode == 301)
+        #expect(http.value(forHTTPHeaderField: "Location")?.hasSuffix("/r/two") == true)
+        #expect(recorder.hops.count == 1)
+    }
+
+    @Test func cookiesAreSentToMatchingDomainsAndPathsOnly() async throws {
+        let peers = try Peers.require()
+        let (setup, _) = try install(peers)
+        defer { setup.engine.shutdown() }
+        let session = session()
+        func show(_ host: String, _ path: String = "/cookie/show") async throws -> String {
+            let url = URL(string: "http://\(host):\(peers.nginxHTTP)\(path)")!
+            return text(try await session.data(for: URLRequest(url: url)).0)
+        }
+        _ = try await show("a.test", "/cookie/set")
+        let same = try await show("a.test")
+        #expect(same.contains("sid=s1") && same.contains("wide=w1"), "\(same)")
+        #expect(!same.contains("scoped=") && !same.contains("foreign="), "\(same)")
+        #expect(try await show("a.test", "/cookie/only/x").contains("scoped=p1"))
+        let sub = try await show("sub.a.test")
+        #expect(sub.contains("wide=w1") && !sub.contains("sid="), "\(sub)")
+        #expect(try await show("evila.test") == "cookie=\n")
+        #expect(try await show("b.test") == "cookie=\n")  // a.test may not set a cookie for b.test
+        // With httpShouldHandleCookies off, nothing is added.
+        var bare = URLRequest(url: URL(string: "http://a.test:\(peers.nginxHTTP)/cookie/show")!)
+        bare.httpShouldHandleCookies = false
+        #expect(text(try await session.data(for: bare).0) == "cookie=\n")
+    }
+
+    @Test func cancellingALargeDownloadResetsOnlyItsStream() async throws {
+        let peers = try Peers.require()
+        let (setup, log) = try install(peers)
+        defer { setup.engine.shutdown() }
+        let probe = DownloadProbe(cancelAfterFirstChunk: true)
+        let session = session(delegate: probe)
+        session.dataTask(with: URL(string: peers.url("a.test", "/files/big.bin"))!).resume()
+        let error = await probe.completion()
+        #expect((error as? URLError)?.code == .cancelled)
+        #expect(probe.bytes < 64 * 1024 * 1024)
+        // The h2 connection survives the reset stream: the next request reuses it.
+        let (data, _) = try await session.data(for: URLRequest(url: URL(string: peers.url("a.test", "/"))!))
+        #expect(text(data).contains("server=a.test"))
+        #expect(log.all.last?.hops.last?.reused == true)
+        #expect(setup.engine.openConnections == 1)
+    }
+
+    @Test func twoHundredConcurrentTasksShareMultiplexedConnections() async throws {
+        let peers = try Peers.require()
+        let (setup, log) = try install(peers)
+        defer { setup.engine.shutdown() }
+        let session = session()
+        let statuses = try await withThrowingTaskGroup(of: (Int, Bool).self) { group in
+            for i in 0..<200 {
+                let host = i % 2 == 0 ? "a.test" : "b.test"
+                group.addTask {
+                    let (data, response) = try await session.data(
+                        for: URLRequest(url: URL(string: peers.url(host, "/whoami"))!)
+                    )
+                    let body = String(decoding: data, as: UTF8.self)
+                    return ((response as? HTTPURLResponse)?.statusCode ?? 0, body.contains("sni=\(host)"))
+                }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(statuses.count == 200)
+        #expect(statuses.allSatisfy { $0.0 == 200 && $0.1 })
+        #expect(log.all.count == 200)
+        #expect(setup.engine.openConnections <= 4)
+    }
+
+    @Test func hostsOutsideThePolicyIPLiteralsAndMarkedRequestsAreNotIntercepted() async throws {
+        let peers = try Peers.require()
+        let (setup, log) = try install(peers)
+        defer { setup.engine.shutdown() }
+        let local = URL(string: "http://localhost:\(peers.nginxHTTP)/")!
+        #expect(!HTTPDNSURLProtocol.canInit(with: URLRequest(url: local)))
+        #expect(
+            !HTTPDNSURLProtocol.canInit(with: URLRequest(url: URL(string: "http://127.0.0.1:\(peers.nginxHTTP)/")!))
+        )
+        var marked = URLRequest(url: URL(string: peers.url("a.test", "/"))!)
+        #expect(HTTPDNSURLProtocol.canInit(with: marked))
+        HTTPDNSURLProtocol.markHandled(&marked)
+        #expect(!HTTPDNSURLProtocol.canInit(with: marked))
+        #expect(!HTTPDNSURLProtocol.canInit(with: URLRequest(url: URL(string: "ftp://a.test/")!)))
+        // The request outside the policy goes through URLSession's own loading (libcurl) and works.
+        let (data, _) = try await session().data(for: URLRequest(url: local))
+        #expect(text(data).contains("server=http host=localhost"))
+        #expect(log.all.isEmpty)
+        // A resolver left at the library default selects nothing.
+        var config = ResolverConfiguration(providers: [.system])
+        config.policy = .none
+        let idle = try HTTPDNSURLProtocol.Setup(
+            resolver: try HTTPDNSResolver(configuration: config, engine: peers.engine())
+        )
+        HTTPDNSURLProtocol.install(idle)
+        #expect(!HTTPDNSURLProtocol.canInit(with: URLRequest(url: URL(string: peers.url("a.test", "/"))!)))
+        HTTPDNSURLProtocol.uninstall()
+        #expect(!HTTPDNSURLProtocol.canInit(with: URLRequest(url: URL(string: peers.url("a.test", "/"))!)))
+    }
+
+    @Test func listedHTTPHostsAreUpgradedToHTTPSWithHTTP2AndAUserAgent() async throws {
+        let peers = try Peers.require()
+        let (setup, _) = try install(peers) { $0.upgradeToHTTPS = [try! HostPattern("a.test")] }
+        defer { setup.engine.shutdown() }
+        // The URL names nginx's TLS port with http://: only an upgrade can make this work.
+        let (data, response) = try await session().data(
+            for: URLRequest(url: URL(string: "http://a.test:\(peers.nginxTLS)/ua")!)
+        )
+        #expect(text(data).hasPrefix("ua=swift-httpdns/"), "\(text(data))")
+        #expect(text(data).contains("scheme=https proto=HTTP/2.0"))
+        #expect(response.url?.scheme == "https")
+    }
+
+    @Test func aChallengeWithoutRealmNeitherHangsNorCrashes() async throws {
+        let peers = try Peers.require()
+        let (setup, _) = try install(peers)
+        defer { setup.engine.shutdown() }
+        var request = URLRequest(url: URL(string: peers.url("a.test", "/auth"))!)
+        request.timeoutInterval = 10
+        let (data, response) = try await session().data(for: request)
+        let http = try #require(response as? HTTPURLResponse)
+        #expect(http.statusCode == 401 && text(data) == "denied\n")
+        #expect(http.value(forHTTPHeaderField: "X-HTTPDNS-WWW-Authenticate") == "Bearer")
+    }
+
+    @Test func theRequestTimeoutBoundsASilentServer() async throws {
+        let peers = try Peers.require()
+        let (setup, _) = try install(peers)
+        defer { setup.engine.shutdown() }
+        let silent = try await startSilentTCP()
+        defer { Task { try? await silent.0.close() } }
+        var request = URLRequest(url: URL(string: "https://a.test:\(silent.1)/")!)
+        request.timeoutInterval = 1
+        await #expect {
+            _ = try await session().data(for: request)
+        } throws: { ($0 as? URLError)?.code == .timedOut }
+    }
+
+    @Test func legacyHelpersGiveCurlAndAsyncHTTPClientTheAddresses() async throws {
+        let peers = try Peers.require()
+        let resolver = try peers.resolver()
+        let entries = try await resolver.curlResolveEntries([(host: "a.test", port: peers.nginxTLS)])
+        #expect(entries.count == 1 && entries[0].hasPrefix("a.test:\(peers.nginxTLS):"))
+        let curl = try await runProcess(
+            "/usr/bin/curl",
+            ["-sS", "--max-time", "10", "--cacert", peers.ca, "--resolve", entries[0], peers.url("a.test", "/")]
+        )
+        #expect(curl.stdout.contains("server=a.test host=a.test sni=a.test"), "\(curl.stderr)")
+        #expect(try await resolver.dnsOverride(for: ["b.test"]) == ["b.test": "127.0.0.1"])
+        let rewrite = try await resolver.ipDirectURL(for: URL(string: "http://a.test:\(peers.nginxHTTP)/whoami")!)
+        #expect(rewrite.url.absoluteString == "http://127.0.0.1:\(peers.nginxHTTP)/whoami")
+        let player = try await runProcess(
+            "/usr/bin/curl",
+            ["-sS", "--max-time", "10", "-H", "Host: \(rewrite.headers["Host"]!)", rewrite.url.absoluteString]
+        )
+        #expect(player.stdout.contains("host=a.test"))
+        await #expect(throws: RewriteError.self) {
+            _ = try await resolver.ipDirectURL(for: URL(string: "https://a.test/")!)
+        }
+    }
+}
+
+/// A TCP server that accepts and never answers.
+func startSilentTCP() async throws -> (any Channel, Int) {
+    let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+        .bind(host: "127.0.0.1", port: 0).get()
+    return (channel, channel.localAddress!.port!)
+}
+
+/// The protocol's pure rules, without peers.
+struct URLProtocolRuleTests {
+    @Test func cacheStoragePolicyFollowsTheResponse() {
+        func policy(_ method: String, _ status: Int, _ cc: String?, auth: Bool = false) -> URLCache.StoragePolicy {
+            var headers = HTTPHeaders()
+            if let cc { headers.add(name: "Cache-Control", value: cc) }
+            return Translation.cacheStoragePolicy(
+                method: method,
+                requestHeaders: auth ? ["Authorization": "Bearer x"] : [:],
+                status: status,
+                headers: headers
+            )
+        }
+        #expect(policy("GET", 200, nil) == .allowed)
+        #expect(policy("GET", 200, "private, no-store") == .notAllowed)
+        #expect(policy("POST", 200, nil) == .notAllowed)
+        #expect(policy("GET", 500, nil) == .notAllowed)
+        #expect(policy("GET", 200, nil, auth: true) == .notAllowed)
+        #expect(policy("GET", 200, "public", auth: true) == .allowed)
+    }
+
+    @Test func cookieDomainsMatchByLabelAndPathsBySegment() {
+        #expect(CookieRules.domainMatches(host: "a.test", domain: "a.test"))
+        #expect(CookieRules.domainMatches(host: "sub.a.test", domain: "a.test"))
+        #expect(!CookieRules.domainMatches(host: "evila.test", domain: "a.test"))
+        #expect(!CookieRules.domainMatches(host: "a.test.evil", domain: "a.test"))
+        #expect(!CookieRules.domainMatches(host: "10.0.0.1", domain: "0.0.1"))
+        #expect(CookieRules.pathMatches(requestPath: "/cookie/only/x", cookiePath: "/cookie/only"))
+        #expect(CookieRules.pathMatches(requestPath: "/cookie/only", cookiePath: "/cookie/only"))
+        #expect(!CookieRules.pathMatches(requestPath: "/cookie/onlyx", cookiePath: "/cookie/only"))
+        #expect(CookieRules.pathMatches(requestPath: "/a/b", cookiePath: "/"))
+        let from = URL(string: "http://a.test/x")!
+        func cookie(_ header: String) -> HTTPCookie {
+            HTTPCookie.cookies(withResponseHeaderFields: ["Set-Cookie": header], for: from)[0]
+        }
+        #expect(CookieRules.mayStore(cookie("k=v"), from: from))
+        #expect(CookieRules.mayStore(cookie("k=v; Domain=a.test"), from: from))
+        #expect(!CookieRules.mayStore(cookie("k=v; Domain=b.test"), from: from))
+        #expect(!CookieRules.mayStore(cookie("k=v; Domain=test"), from: from))
+        #expect(!CookieRules.shouldSend(cookie("k=v; Secure"), to: URL(string: "http://a.test/")!))
+        #expect(CookieRules.shouldSend(cookie("k=v; Secure"), to: URL(string: "https://a.test/")!))
+        #expect(!CookieRules.shouldSend(cookie("k=v"), to: URL(string: "http://sub.a.test/")!))
+        #expect(CookieRules.maxAge(in: "k=v; Path=/; max-age=0") == 0)
+    }
+
+    @Test func redirectRequestsFollowTheMethodRules() throws {
+        func next(_ status: UInt, _ method: String, to location: String = "/next") -> URLRequest? {
+            var request = URLRequest(url: URL(string: "https://a.test/start")!)
+            request.httpMethod = method
+            request.httpBody = Data("body".utf8)
+            request.setValue("text/plain", forHTTPHeaderField: "Content-Type")
+            request.setValue("Bearer t", forHTTPHeaderField: "Authorization")
+            var headers = HTTPHeaders()
+            headers.add(name: "Location", value: location)
+            return Translation.redirectRequest(
+                after: request,
+                sentTo: request.url!,
+                status: Int(status),
+                headers: headers
+            )
+        }
+        for status: UInt in [301, 302] {
+            #expect(next(status, "POST")?.httpMethod == "GET")
+            #expect(next(status, "POST")?.httpBody == nil)
+            #expect(next(status, "PUT")?.httpMethod == "PUT")
+        }
+        #expect(next(303, "PUT")?.httpMethod == "GET")
+        #expect(next(303, "HEAD")?.httpMethod == "HEAD")
+        for status: UInt in [307, 308] {
+            let kept = try #require(next(status, "POST"))
+            #expect(kept.httpMethod == "POST" && kept.httpBody == Data("body".utf8))
+            #expect(kept.value(forHTTPHeaderField: "Authorization") == "Bearer t")
+        }
+        let cross = try #require(next(307, "POST", to: "https://b.test/x"))
+        #expect(cross.value(forHTTPHeaderField: "Authorization") == nil && cross.httpBody != nil)
+        #expect(next(302, "GET", to: "ftp://a.test/") == nil)
+        #expect(next(200, "GET") == nil)
+        #expect(
+            Translation.upgraded(URL(string: "http://a.test/x")!, upgrade: [try HostPattern("*.test")]).absoluteString
+                == "https://a.test/x"
+        )
+        #expect(
+            Translation.upgraded(URL(string: "http://b.com/x")!, upgrade: [try HostPattern("*.test")]).scheme == "http"
+        )
+    }
+}
