@@ -103,7 +103,13 @@ final class ExchangeHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        abort(error)
+        // Parser, TLS and stream errors become the engine's own, with a code (a truncated body, for
+        // one, is NIO's "stream ended at an unexpected time").
+        if let error = error as? HTTPEngineError {
+            abort(error)
+        } else {
+            abort(HTTPEngineError(.protocolError, "the response from \(host) was cut short or malformed: \(error)"))
+        }
     }
 
     func channelInactive(context: ChannelHandlerContext) {

@@ -9,6 +9,7 @@
     import Dispatch
     import Foundation
     import FoundationNetworking
+    import NIOConcurrencyHelpers
 
     struct CorelibsTask {
         enum KnownBody {
@@ -61,19 +62,39 @@
         /// only the data of the last `didLoad`; only a delegate-driven task receives every chunk.
         var deliversEveryChunk: Bool { behaviour == "callDelegate" }
 
-        /// The stored properties called `names` of `object`, its superclasses' included.
+        /// The stored properties called `names` of `object`, its superclasses' included. Where each one
+        /// sits (class depth, child offset) is learnt once per type, so later lookups extract just those
+        /// children (Mirror boxes every child it walks past).
         static func fields(of object: Any, _ names: Set<String>) -> [String: Any] {
+            let type = ObjectIdentifier(Swift.type(of: object))
+            if let known = places.withLockedValue({ $0[type] }), names.isSubset(of: known.keys) {
+                var found: [String: Any] = [:]
+                for name in names {
+                    let (depth, offset) = known[name]!
+                    var mirror = Mirror(reflecting: object)
+                    for _ in 0..<depth { mirror = mirror.superclassMirror! }
+                    found[name] =
+                        mirror.children[mirror.children.index(mirror.children.startIndex, offsetBy: offset)].value
+                }
+                return found
+            }
             var found: [String: Any] = [:]
+            var learnt: [String: (Int, Int)] = [:]
             var mirror: Mirror? = Mirror(reflecting: object)
+            var depth = 0
             while let m = mirror, found.count < names.count {
-                for child in m.children {
+                for (offset, child) in m.children.enumerated() {
                     guard let label = child.label, names.contains(label) else { continue }
                     found[label] = child.value
-                    if found.count == names.count { break }
+                    learnt[label] = (depth, offset)
                 }
                 mirror = m.superclassMirror
+                depth += 1
             }
+            places.withLockedValue { $0[type, default: [:]].merge(learnt) { $1 } }
             return found
         }
+
+        private static let places = NIOLockedValueBox<[ObjectIdentifier: [String: (Int, Int)]]>([:])
     }
 #endif

@@ -128,10 +128,16 @@ public final class HTTPDNSURLProtocol: URLProtocol {
         let context = LoadContext(task: task, setup: setup)
         let gate = ClientGate(client: client, owner: self, queue: context.clientQueue)
         let request = self.request
+        // On the concurrency pool, not on the caller's queue: corelibs calls this on the session's serial
+        // work queue, and the loads of one session should run in parallel. (`Task.immediate` measured
+        // no faster here.)
+        let operation: @Sendable () async -> Void = {
+            await Self.load(request, setup: setup, context: context, gate: gate)
+        }
+        let work = Task(operation: operation)
         loading.withLockedValue { state in
             state?.gate.close()
             state?.work.cancel()
-            let work = Task { await Self.load(request, setup: setup, context: context, gate: gate) }
             state = Loading(gate: gate, work: work)
         }
     }
@@ -199,7 +205,13 @@ public final class HTTPDNSURLProtocol: URLProtocol {
                                     status: Int(response.status.code),
                                     method: current.httpMethod ?? "GET"
                                 )?.keepsBody == true
-                            body = decided.httpBody.map { .data($0) } ?? (keepsBody ? body : .none)
+                            if let data = decided.httpBody {
+                                body = .data(data)
+                            } else if let stream = decided.httpBodyStream, stream !== current.httpBodyStream {
+                                body = .stream(InputStreamReader(stream))  // a new stream from the delegate
+                            } else if !keepsBody {
+                                body = .none
+                            }  // else the same body again (a stream already sent fails when claimed)
                             current = decided
                             continue
                         }

@@ -3,8 +3,9 @@
 //      `curl --data-binary @file`, to the same origin: speed, byte-exactness (the origin hashes what
 //      it receives), and the peak RSS growth of this process during ours.
 //   2. Small GETs, one in flight, through the protocol vs plain URLSession (libcurl) to the same origin.
-// The origin is an in-process NIO HTTP/1.1 server on loopback that streams what it receives into
-// SHA-256; names resolve through an in-process DNS server, so nothing needs installing but curl.
+// The origin is a NIO HTTP/1.1 server on loopback, in a process of its own (`httpdns bench origin`, so
+// it shares no event loop with the clients measured), that streams what it receives into SHA-256;
+// names resolve through an in-process DNS server, so nothing needs installing but curl.
 
 import ArgumentParser
 import Crypto
@@ -48,7 +49,8 @@ struct URLSessionBench: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let origin = try await BenchOrigin.start()
+        let origin = try await OriginProcess.start()
+        defer { origin.stop() }
         let dns = try await DNSServer.start { _, _ in DNSServer.Answer(addresses: [IPAddress("127.0.0.1")!], ttl: 3600)
         }
         var config = ResolverConfiguration(providers: [.dns(IPAddress("127.0.0.1")!, port: dns.port)])
@@ -125,22 +127,24 @@ struct URLSessionBench: AsyncParsableCommand {
         for inFlight in [1, concurrency] {
             var oursRates: [Double] = []
             var plainRates: [Double] = []
+            var engineRates: [Double] = []
             for _ in 0..<rounds {
                 oursRates.append(try await getsPerSecond(ours, oursURL, inFlight: inFlight))
                 plainRates.append(try await getsPerSecond(plain, plainURL, inFlight: inFlight))
+                engineRates.append(try await engineGetsPerSecond(setup.engine, oursURL, inFlight: inFlight))
             }
             print("")
             print("small GETs, \(inFlight) in flight, \(requests) per round, median of \(rounds):")
             print(String(format: "  ours (HTTPDNSURLProtocol)    %8.0f req/s", median(oursRates)))
             print(String(format: "  plain URLSession (libcurl)   %8.0f req/s", median(plainRates)))
             print(String(format: "  ratio ours/plain %.2fx (target >= 1.0x)", median(oursRates) / median(plainRates)))
+            print(String(format: "  (the engine alone, no URLSession: %.0f req/s)", median(engineRates)))
         }
 
         HTTPDNSURLProtocol.uninstall()
         setup.engine.shutdown()
         await resolver.shutdown()
         await dns.stop()
-        try await origin.stop()
     }
 
     func getsPerSecond(_ session: URLSession, _ url: URL, inFlight: Int) async throws -> Double {
@@ -152,6 +156,26 @@ struct URLSessionBench: AsyncParsableCommand {
                     for _ in 0..<perWorker {
                         let (data, _) = try await session.data(from: url)
                         guard data.count == 3 else { throw ValidationError("unexpected answer from the origin") }
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        return Double(perWorker * inFlight) / (ContinuousClock.now - t0).seconds
+    }
+
+    func engineGetsPerSecond(_ engine: HTTPEngine, _ url: URL, inFlight: Int) async throws -> Double {
+        let t0 = ContinuousClock.now
+        let perWorker = requests / inFlight
+        let request = try HTTPRequest(url: url.absoluteString)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0..<inFlight {
+                group.addTask {
+                    for _ in 0..<perWorker {
+                        let body = try await engine.execute(request).body.collect(upTo: 1024)
+                        guard body.readableBytes == 3 else {
+                            throw ValidationError("unexpected answer from the origin")
+                        }
                     }
                 }
             }
@@ -193,6 +217,55 @@ struct URLSessionBench: AsyncParsableCommand {
             process.waitUntilExit()
             return String(decoding: data, as: UTF8.self)
         }
+    }
+}
+
+/// `httpdns bench origin`, started by the benchmark as a child process.
+struct OriginProcess {
+    let process: Process
+    let port: Int
+
+    static func start() async throws -> OriginProcess {
+        let process = Process()
+        process.executableURL = Bundle.main.executableURL ?? URL(fileURLWithPath: CommandLine.arguments[0])
+        process.arguments = ["bench", "origin"]
+        let out = Pipe()
+        process.standardOutput = out
+        try process.run()
+        // The first line is the port; read it off the concurrency pool.
+        let line = try await NIOThreadPool.singleton.runIfActive { () -> String in
+            var bytes: [UInt8] = []
+            while let byte = try out.fileHandleForReading.read(upToCount: 1)?.first, byte != UInt8(ascii: "\n") {
+                bytes.append(byte)
+            }
+            return String(decoding: bytes, as: UTF8.self)
+        }
+        guard let port = Int(line) else {
+            process.terminate()
+            throw ValidationError("the origin process did not start (said \"\(line)\")")
+        }
+        return OriginProcess(process: process, port: port)
+    }
+
+    func stop() {
+        process.terminate()
+        process.waitUntilExit()
+    }
+}
+
+/// The origin on its own: prints its port, serves until SIGINT/SIGTERM.
+struct BenchOriginCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "origin",
+        abstract: "The benchmark's origin server (started by `bench urlsession`).",
+        shouldDisplay: false
+    )
+
+    func run() async throws {
+        let origin = try await BenchOrigin.start()
+        FileHandle.standardOutput.write(Data("\(origin.port)\n".utf8))
+        await waitForSignal()
+        try await origin.stop()
     }
 }
 

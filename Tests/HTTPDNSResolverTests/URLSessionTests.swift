@@ -362,6 +362,24 @@ struct URLSessionTests {
         } throws: { ($0 as? URLError)?.code == .timedOut }
     }
 
+    @Test func aServerClosingMidBodyFailsTheTaskWithAURLError() async throws {
+        let peers = try Peers.require()
+        let (setup, log) = try install(peers)
+        defer { setup.engine.shutdown() }
+        let liar = try await startRawTCP(answer: "HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n0123456789")
+        defer { Task { try? await liar.0.close() } }
+        let url = URL(string: "http://a.test:\(liar.1)/")!
+        await #expect {
+            _ = try await session().data(for: URLRequest(url: url))
+        } throws: { ($0 as? URLError)?.code == .networkConnectionLost }
+        // The same through a delegate, which had already been given the first bytes.
+        let probe = DownloadProbe(cancelAfterFirstChunk: false)
+        session(delegate: probe).dataTask(with: url).resume()
+        let error = await probe.completion()
+        #expect((error as? URLError)?.code == .networkConnectionLost)
+        #expect(log.all.count == 2 && log.all.allSatisfy { $0.error != nil })
+    }
+
     @Test func legacyHelpersGiveCurlAndAsyncHTTPClientTheAddresses() async throws {
         let peers = try Peers.require()
         let resolver = try peers.resolver()
@@ -389,6 +407,28 @@ struct URLSessionTests {
 /// A TCP server that accepts and never answers.
 func startSilentTCP() async throws -> (any Channel, Int) {
     let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+        .bind(host: "127.0.0.1", port: 0).get()
+    return (channel, channel.localAddress!.port!)
+}
+
+/// A TCP server that answers every connection's first bytes with `answer`, then closes it.
+func startRawTCP(answer: String) async throws -> (any Channel, Int) {
+    final class Answer: ChannelInboundHandler, Sendable {
+        typealias InboundIn = ByteBuffer
+        typealias OutboundOut = ByteBuffer
+        let text: String
+        init(_ text: String) { self.text = text }
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            let channel = context.channel
+            context.writeAndFlush(wrapOutboundOut(ByteBuffer(string: text))).whenComplete { _ in
+                channel.close(promise: nil)
+            }
+        }
+    }
+    let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+        .childChannelInitializer { channel in
+            channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(Answer(answer)) }
+        }
         .bind(host: "127.0.0.1", port: 0).get()
     return (channel, channel.localAddress!.port!)
 }
