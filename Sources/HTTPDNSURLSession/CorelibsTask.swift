@@ -37,7 +37,9 @@
             )
             session = taskFields["session"] as? URLSession
             workQueue = taskFields["workQueue"] as? DispatchQueue
-            if let session, let registry = Self.fields(of: session, ["taskRegistry"])["taskRegistry"],
+            // Without a session delegate no task reports through one: the registry need not be read.
+            if let session, session.delegate != nil,
+                let registry = Self.fields(of: session, ["taskRegistry"])["taskRegistry"],
                 let behaviours = Self.fields(of: registry, ["behaviours"])["behaviours"] as? [Int: Any],
                 let behaviour = behaviours[task.taskIdentifier]
             {

@@ -74,7 +74,8 @@ public final class HTTPDNSURLProtocol: URLProtocol {
 
     private static let installed = NIOLockedValueBox<Setup?>(nil)
 
-    /// Makes `setup` the one every intercepted request uses (replacing an earlier one).
+    /// Makes `setup` the one every intercepted request uses (replacing an earlier one, whose engine
+    /// the app shuts down when its loads are over).
     public static func install(_ setup: Setup) {
         installed.withLockedValue { $0 = setup }
     }
@@ -142,6 +143,8 @@ public final class HTTPDNSURLProtocol: URLProtocol {
         }
     }
 
+    /// Cancels the load. corelibs also calls this when the task is suspended and `startLoading` again on
+    /// resume: the request then starts over (a delegate may see the response twice).
     public override func stopLoading() {
         loading.withLockedValue { state in
             state?.gate.close()
