@@ -128,15 +128,33 @@ struct URLSessionBench: AsyncParsableCommand {
             var oursRates: [Double] = []
             var plainRates: [Double] = []
             var engineRates: [Double] = []
+            var oursCPU: [Double] = []
+            var plainCPU: [Double] = []
             for _ in 0..<rounds {
+                var c0 = processCPUSeconds()
                 oursRates.append(try await getsPerSecond(ours, oursURL, inFlight: inFlight))
+                oursCPU.append((processCPUSeconds() - c0) / Double(requests) * 1e6)
+                c0 = processCPUSeconds()
                 plainRates.append(try await getsPerSecond(plain, plainURL, inFlight: inFlight))
+                plainCPU.append((processCPUSeconds() - c0) / Double(requests) * 1e6)
                 engineRates.append(try await engineGetsPerSecond(setup.engine, oursURL, inFlight: inFlight))
             }
             print("")
             print("small GETs, \(inFlight) in flight, \(requests) per round, median of \(rounds):")
-            print(String(format: "  ours (HTTPDNSURLProtocol)    %8.0f req/s", median(oursRates)))
-            print(String(format: "  plain URLSession (libcurl)   %8.0f req/s", median(plainRates)))
+            print(
+                String(
+                    format: "  ours (HTTPDNSURLProtocol)    %8.0f req/s   %4.0f us CPU per request",
+                    median(oursRates),
+                    median(oursCPU)
+                )
+            )
+            print(
+                String(
+                    format: "  plain URLSession (libcurl)   %8.0f req/s   %4.0f us CPU per request",
+                    median(plainRates),
+                    median(plainCPU)
+                )
+            )
             print(String(format: "  ratio ours/plain %.2fx (target >= 1.0x)", median(oursRates) / median(plainRates)))
             print(String(format: "  (the engine alone, no URLSession: %.0f req/s)", median(engineRates)))
         }
@@ -267,6 +285,13 @@ struct BenchOriginCommand: AsyncParsableCommand {
         await waitForSignal()
         try await origin.stop()
     }
+}
+
+/// CPU time of this process (every thread), in seconds.
+func processCPUSeconds() -> Double {
+    var t = timespec()
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t)
+    return Double(t.tv_sec) + Double(t.tv_nsec) / 1e9
 }
 
 /// Resident memory of this process, from /proc (Linux).

@@ -143,6 +143,33 @@ struct EngineTests {
         #expect(engine.openConnections == 1)
     }
 
+    @Test func anIdleKeptAliveConnectionClosesAfterTheIdleTimeoutNotBefore() async throws {
+        let peers = try Peers.require()
+        let engine = try peers.appEngine {
+            $0.versions = .http1Only
+            $0.idleConnectionTimeout = .milliseconds(400)
+        }
+        defer { engine.shutdown() }
+        // Busy for longer than the idle timeout: the connection is reused throughout (its one idle
+        // timer re-arms for the time left instead of closing a connection in use).
+        let started = ContinuousClock.now
+        var requests = 0
+        while ContinuousClock.now - started < .milliseconds(900) {
+            let response = try await engine.execute(try HTTPRequest(url: peers.url("a.test", "/whoami")))
+            _ = try await text(response)
+            if requests > 0 { #expect(response.metrics.reused) }
+            requests += 1
+        }
+        #expect(engine.openConnections == 1)
+        // Then idle: closed within a bounded wait.
+        var waited = 0
+        while engine.openConnections > 0, waited < 100 {
+            try await Task.sleep(for: .milliseconds(50))
+            waited += 1
+        }
+        #expect(engine.openConnections == 0)
+    }
+
     @Test func hundredConcurrentRequestsShareOneHTTP2Connection() async throws {
         let peers = try Peers.require()
         let engine = try peers.appEngine()
