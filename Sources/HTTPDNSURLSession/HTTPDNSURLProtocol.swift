@@ -56,7 +56,8 @@ public final class HTTPDNSURLProtocol: URLProtocol {
         public var cookieStorage: HTTPCookieStorage?
         /// Redirects followed inside the protocol (Linux) before failing with `.httpTooManyRedirects`.
         public var maxRedirects = 16
-        /// Called once per task when it ends, on no particular thread.
+        /// Called once per load, just before the task completes (so the figures are there when the app
+        /// sees the result), on no particular thread; keep it short.
         public var onMetrics: (@Sendable (HTTPDNSTaskMetrics) -> Void)?
 
         /// - Parameters:
