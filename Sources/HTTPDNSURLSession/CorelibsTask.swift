@@ -71,12 +71,12 @@
             let type = ObjectIdentifier(Swift.type(of: object))
             if let known = places.withLockedValue({ $0[type] }), names.isSubset(of: known.keys) {
                 var found: [String: Any] = [:]
+                var chain = [Mirror(reflecting: object)]  // one Mirror per class depth, made once
                 for name in names {
                     let (depth, offset) = known[name]!
-                    var mirror = Mirror(reflecting: object)
-                    for _ in 0..<depth { mirror = mirror.superclassMirror! }
-                    found[name] =
-                        mirror.children[mirror.children.index(mirror.children.startIndex, offsetBy: offset)].value
+                    while chain.count <= depth { chain.append(chain[chain.count - 1].superclassMirror!) }
+                    let children = chain[depth].children
+                    found[name] = children[children.index(children.startIndex, offsetBy: offset)].value
                 }
                 return found
             }

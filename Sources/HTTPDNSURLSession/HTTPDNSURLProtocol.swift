@@ -89,9 +89,8 @@ public final class HTTPDNSURLProtocol: URLProtocol {
     public static var current: Setup? { installed.withLockedValue { $0 } }
 
     /// Header marking a request the protocol must leave alone (works on every platform; corelibs
-    /// drops `URLProtocol.setProperty`). It is not sent.
+    /// drops `URLProtocol.setProperty`). URLSession's own loading sends it on; servers ignore it.
     public static let handledHeader = "X-HTTPDNS-Handled"
-    static let handledKey = "HTTPDNSURLProtocolHandled"
     /// Key of the engine's own error in the userInfo of the URLErrors the protocol reports.
     public static let engineErrorKey = "HTTPDNSEngineError"
 
@@ -105,8 +104,7 @@ public final class HTTPDNSURLProtocol: URLProtocol {
         guard let setup = current, let url = request.url,
             let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https",
             var host = url.host, !host.isEmpty,
-            request.value(forHTTPHeaderField: handledHeader) == nil,
-            URLProtocol.property(forKey: handledKey, in: request) == nil
+            request.value(forHTTPHeaderField: handledHeader) == nil
         else { return false }
         if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
         if case .httpdns = setup.intercept.route(for: normalizeHostname(host)) { return true }
@@ -174,7 +172,7 @@ public final class HTTPDNSURLProtocol: URLProtocol {
                     )
                 }
                 let urlResponse = Translation.urlResponse(response, url: url)
-                if let next = Translation.redirectRequest(
+                if let (next, keepsBody) = Translation.redirectRequest(
                     after: current,
                     sentTo: url,
                     status: Int(response.status.code),
@@ -203,17 +201,12 @@ public final class HTTPDNSURLProtocol: URLProtocol {
                         if let decided = await context.redirectDecision(response: urlResponse, newRequest: next) {
                             _ = try? await response.body.collect(upTo: 1 << 16)
                             metrics.hops.append(response.metrics)
-                            let keepsBody =
-                                decided.httpMethod?.uppercased() == current.httpMethod?.uppercased()
-                                && RedirectRule.next(
-                                    status: Int(response.status.code),
-                                    method: current.httpMethod ?? "GET"
-                                )?.keepsBody == true
+                            let sameMethod = decided.httpMethod?.uppercased() == current.httpMethod?.uppercased()
                             if let data = decided.httpBody {
                                 body = .data(data)
                             } else if let stream = decided.httpBodyStream, stream !== current.httpBodyStream {
                                 body = .stream(InputStreamReader(stream))  // a new stream from the delegate
-                            } else if !keepsBody {
+                            } else if !(keepsBody && sameMethod) {
                                 body = .none
                             }  // else the same body again (a stream already sent fails when claimed)
                             current = decided
@@ -306,10 +299,7 @@ public final class HTTPDNSURLProtocol: URLProtocol {
             )
         }
         var headers = HTTPHeaders()
-        for (name, value) in context.headersSetByTheApp(request)
-        where name.lowercased() != Self.handledHeader.lowercased() {
-            headers.add(name: name, value: value)
-        }
+        for (name, value) in context.headersSetByTheApp(request) { headers.add(name: name, value: value) }
         for (name, value) in context.additionalHeaders where !headers.contains(name: name) {
             headers.add(name: name, value: value)
         }

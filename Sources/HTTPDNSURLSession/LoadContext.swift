@@ -19,17 +19,17 @@ struct LoadContext: @unchecked Sendable {
     var deliversEveryChunk = true
     /// Where client calls must be made (corelibs: the task's work queue); nil: on the caller's thread.
     var clientQueue: DispatchQueue?
-    private var task: URLSessionTask?
     #if !canImport(Darwin)
+        private var task: URLSessionTask?
         private var corelibs: CorelibsTask
     #endif
 
     init(task: URLSessionTask?, setup: HTTPDNSURLProtocol.Setup) {
-        self.task = task
         taskIdentifier = task?.taskIdentifier
         #if canImport(Darwin)
             cookieStorage = setup.cookieStorage ?? HTTPCookieStorage.shared
         #else
+            self.task = task
             corelibs = CorelibsTask(task)
             let configuration = corelibs.session?.configuration
             cookieStorage =

@@ -154,11 +154,12 @@ enum Translation {
         return .allowed
     }
 
-    /// The request a redirect asks for, with the method rules of `RedirectRule`; nil when `response`
-    /// is not a redirect or its Location is not an http(s) URL. Credentials and cookies never go to
-    /// another origin; cookies for the next hop are added again from the cookie storage.
+    /// The request a redirect asks for, with the method rules of `RedirectRule`, and whether it carries
+    /// the body on; nil when `response` is not a redirect or its Location is not an http(s) URL.
+    /// Credentials and cookies never go to another origin; cookies for the next hop are added again
+    /// from the cookie storage.
     static func redirectRequest(after request: URLRequest, sentTo url: URL, status: Int, headers: HTTPHeaders)
-        -> URLRequest?
+        -> (request: URLRequest, keepsBody: Bool)?
     {
         guard let rule = RedirectRule.next(status: status, method: request.httpMethod ?? "GET"),
             let location = headers.first(name: "location"),
@@ -179,7 +180,7 @@ enum Translation {
         {
             for name in RedirectRule.crossOriginDroppedHeaders { next.setValue(nil, forHTTPHeaderField: name) }
         }
-        return next
+        return (next, rule.keepsBody)
     }
 
     /// The URLError an app expects for an engine failure; the engine's error is kept under

@@ -492,7 +492,7 @@ struct URLProtocolRuleTests {
                 sentTo: request.url!,
                 status: Int(status),
                 headers: headers
-            )
+            )?.request
         }
         for status: UInt in [301, 302] {
             #expect(next(status, "POST")?.httpMethod == "GET")
