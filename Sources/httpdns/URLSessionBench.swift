@@ -124,6 +124,8 @@ struct URLSessionBench: AsyncParsableCommand {
         let plainURL = URL(string: "http://127.0.0.1:\(origin.port)/small")!
         _ = try await ours.data(from: oursURL)
         _ = try await plain.data(from: plainURL)
+        let engine = setup.engine
+        let request = try HTTPRequest(url: oursURL.absoluteString)
         for inFlight in [1, concurrency] {
             var oursRates: [Double] = []
             var plainRates: [Double] = []
@@ -132,12 +134,20 @@ struct URLSessionBench: AsyncParsableCommand {
             var plainCPU: [Double] = []
             for _ in 0..<rounds {
                 var c0 = processCPUSeconds()
-                oursRates.append(try await getsPerSecond(ours, oursURL, inFlight: inFlight))
+                oursRates.append(
+                    try await getsPerSecond(inFlight: inFlight) { try await ours.data(from: oursURL).0.count }
+                )
                 oursCPU.append((processCPUSeconds() - c0) / Double(requests) * 1e6)
                 c0 = processCPUSeconds()
-                plainRates.append(try await getsPerSecond(plain, plainURL, inFlight: inFlight))
+                plainRates.append(
+                    try await getsPerSecond(inFlight: inFlight) { try await plain.data(from: plainURL).0.count }
+                )
                 plainCPU.append((processCPUSeconds() - c0) / Double(requests) * 1e6)
-                engineRates.append(try await engineGetsPerSecond(setup.engine, oursURL, inFlight: inFlight))
+                engineRates.append(
+                    try await getsPerSecond(inFlight: inFlight) {
+                        try await engine.execute(request).body.collect(upTo: 1024).readableBytes
+                    }
+                )
             }
             print("")
             print("small GETs, \(inFlight) in flight, \(requests) per round, median of \(rounds):")
@@ -165,35 +175,16 @@ struct URLSessionBench: AsyncParsableCommand {
         await dns.stop()
     }
 
-    func getsPerSecond(_ session: URLSession, _ url: URL, inFlight: Int) async throws -> Double {
+    /// Requests per second for `get` (one request, answering the body's size) run `requests` times,
+    /// `inFlight` at a time. The origin answers "ok\n": any other size is an error.
+    func getsPerSecond(inFlight: Int, _ get: @escaping @Sendable () async throws -> Int) async throws -> Double {
         let t0 = ContinuousClock.now
         let perWorker = requests / inFlight
         try await withThrowingTaskGroup(of: Void.self) { group in
             for _ in 0..<inFlight {
                 group.addTask {
                     for _ in 0..<perWorker {
-                        let (data, _) = try await session.data(from: url)
-                        guard data.count == 3 else { throw ValidationError("unexpected answer from the origin") }
-                    }
-                }
-            }
-            try await group.waitForAll()
-        }
-        return Double(perWorker * inFlight) / (ContinuousClock.now - t0).seconds
-    }
-
-    func engineGetsPerSecond(_ engine: HTTPEngine, _ url: URL, inFlight: Int) async throws -> Double {
-        let t0 = ContinuousClock.now
-        let perWorker = requests / inFlight
-        let request = try HTTPRequest(url: url.absoluteString)
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            for _ in 0..<inFlight {
-                group.addTask {
-                    for _ in 0..<perWorker {
-                        let body = try await engine.execute(request).body.collect(upTo: 1024)
-                        guard body.readableBytes == 3 else {
-                            throw ValidationError("unexpected answer from the origin")
-                        }
+                        guard try await get() == 3 else { throw ValidationError("unexpected answer from the origin") }
                     }
                 }
             }
