@@ -69,19 +69,19 @@ public final class HTTPDNSProxy: Sendable {
     public let configuration: Configuration
     let channel: any Channel
     let recent: NIOLockedValueBox<[TunnelMetrics]>
-    let connections: NIOLockedValueBox<[ObjectIdentifier: any Channel]>
+    let connections: ConnectionLimiter
 
     /// The port listened on.
     public var port: Int { channel.localAddress?.port ?? configuration.port }
     /// The last tunnels (at most 1,000), oldest first.
     public var recentTunnels: [TunnelMetrics] { recent.withLockedValue { $0 } }
-    public var openConnections: Int { connections.withLockedValue { $0.count } }
+    public var openConnections: Int { connections.count }
 
     private init(
         configuration: Configuration,
         channel: any Channel,
         recent: NIOLockedValueBox<[TunnelMetrics]>,
-        connections: NIOLockedValueBox<[ObjectIdentifier: any Channel]>
+        connections: ConnectionLimiter
     ) {
         self.configuration = configuration
         self.channel = channel
@@ -125,7 +125,7 @@ public final class HTTPDNSProxy: Sendable {
             )
             onTunnelClosed?(m)
         }
-        let connections = NIOLockedValueBox<[ObjectIdentifier: any Channel]>([:])
+        let connections = ConnectionLimiter(limit: configuration.maxConnections)
         let shared = ProxyShared(
             configuration: configuration,
             resolver: resolver,
@@ -140,14 +140,7 @@ public final class HTTPDNSProxy: Sendable {
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
             .childChannelOption(.allowRemoteHalfClosure, value: true)
             .childChannelInitializer { channel in
-                let id = ObjectIdentifier(channel)
-                let admitted = connections.withLockedValue { open -> Bool in
-                    guard open.count < configuration.maxConnections else { return false }
-                    open[id] = channel
-                    return true
-                }
-                guard admitted else { return channel.close() }
-                channel.closeFuture.whenComplete { _ in _ = connections.withLockedValue { $0.removeValue(forKey: id) } }
+                guard connections.admit(channel) else { return channel.close() }
                 return channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
                     let limiter = HeadLimiter(maxBytes: configuration.maxHeaderBytes)
@@ -163,7 +156,7 @@ public final class HTTPDNSProxy: Sendable {
 
     public func stop() async {
         try? await channel.close()
-        for c in connections.withLockedValue({ Array($0.values) }) { try? await c.close() }
+        await connections.closeAll()
     }
 
     /// The PAC file served at /proxy.pac.

@@ -6,8 +6,8 @@
 // header size (NIO's parser limit); a malformed request gets 400 and its connection closed, the rest of
 // the server carries on.
 
+import HTTPDNSEngine
 import Logging
-import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
 import NIOHTTP2
@@ -65,13 +65,13 @@ public final class HTTPListener: Sendable {
     public let host: String
     public let port: Int
     let channel: any Channel
-    let connections: NIOLockedValueBox<[ObjectIdentifier: any Channel]>
+    let connections: ConnectionLimiter
 
     private init(
         host: String,
         port: Int,
         channel: any Channel,
-        connections: NIOLockedValueBox<[ObjectIdentifier: any Channel]>
+        connections: ConnectionLimiter
     ) {
         self.host = host
         self.port = port
@@ -90,23 +90,16 @@ public final class HTTPListener: Sendable {
         immediate: ImmediateHandler? = nil,
         handler: @escaping Handler
     ) async throws -> HTTPListener {
-        let connections = NIOLockedValueBox<[ObjectIdentifier: any Channel]>([:])
+        let connections = ConnectionLimiter(limit: limits.maxConnections)
         let channel = try await ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
             .childChannelInitializer { channel in
-                let id = ObjectIdentifier(channel)
-                let admitted = connections.withLockedValue { open -> Bool in
-                    guard open.count < limits.maxConnections else { return false }
-                    open[id] = channel
-                    return true
-                }
-                guard admitted else {
+                guard connections.admit(channel) else {
                     logger.debug("connection refused: limit reached", metadata: ["limit": "\(limits.maxConnections)"])
                     return channel.close()
                 }
-                channel.closeFuture.whenComplete { _ in _ = connections.withLockedValue { $0.removeValue(forKey: id) } }
                 return channel.eventLoop.makeCompletedFuture {
                     let context = ConnectionContext(
                         isTLS: tls != nil,
@@ -159,12 +152,11 @@ public final class HTTPListener: Sendable {
     }
 
     /// Open connections now.
-    public var openConnections: Int { connections.withLockedValue { $0.count } }
+    public var openConnections: Int { connections.count }
 
     public func stop() async {
         try? await channel.close()
-        let open = connections.withLockedValue { Array($0.values) }
-        for c in open { try? await c.close() }
+        await connections.closeAll()
     }
 }
 
