@@ -231,14 +231,15 @@ public struct DNSMessage: Hashable, Sendable {
             }
             if !grew { break }
         }
-        var result: [IPAddress] = []
+        var result = AddressCollector()
         for r in answers where r.type == type && names.contains(Self.normalize(r.name)) {
-            if let ip = IPAddress(bytes: r.data), ip.isIPv6 == (type == .aaaa), !result.contains(ip) {
-                result.append(ip)
+            if result.isFull { break }
+            if let ip = IPAddress(bytes: r.data), ip.isIPv6 == (type == .aaaa) {
+                result.add(ip)
                 ttl = min(ttl ?? r.ttl, r.ttl)
             }
         }
-        return (result, result.isEmpty ? nil : ttl)
+        return (result.addresses, result.addresses.isEmpty ? nil : ttl)
     }
 
     static func normalize(_ name: String) -> String {
@@ -291,9 +292,9 @@ struct WireReader {
                 }
                 guard position + 1 + len <= bytes.count else { throw DNSWireError("label runs past the end") }
                 length += len + 1
-                guard length <= 255 else { throw DNSWireError("name longer than 255 bytes") }
-                let label = bytes[(position + 1)..<(position + 1 + len)]
-                labels.append(String(decoding: label, as: UTF8.self))
+                // 255 bytes on the wire, the root label's zero included (RFC 1035 §3.1).
+                guard length < 255 else { throw DNSWireError("name longer than 255 bytes") }
+                labels.append(Self.presentation(bytes[(position + 1)..<(position + 1 + len)]))
                 position += 1 + len
             case 0xC0:
                 guard position + 1 < bytes.count else { throw DNSWireError("compression pointer runs past the end") }
@@ -308,6 +309,26 @@ struct WireReader {
                 throw DNSWireError("unknown label type 0x\(String(len & 0xC0, radix: 16))")
             }
         }
+    }
+
+    /// A label as text in the presentation format (RFC 1035 §5.1): `.` and `\` escaped with a backslash,
+    /// bytes outside printable ASCII as `\DDD`. A label holding a dot or a byte that is not a hostname
+    /// character so never passes for another name, and `appendName` writes back exactly these bytes.
+    static func presentation(_ label: ArraySlice<UInt8>) -> String {
+        if label.allSatisfy({ $0 > 0x20 && $0 < 0x7F && $0 != 0x2E && $0 != 0x5C }) {
+            return String(decoding: label, as: UTF8.self)
+        }
+        var text = ""
+        for byte in label {
+            switch byte {
+            case 0x2E, 0x5C: text += "\\" + String(UnicodeScalar(byte))
+            case 0x21..<0x7F: text.unicodeScalars.append(UnicodeScalar(byte))
+            default:
+                let digits = String(byte)
+                text += "\\" + String(repeating: "0", count: 3 - digits.count) + digits
+            }
+        }
+        return text
     }
 
     mutating func readRecord() throws -> DNSRecord {
@@ -342,20 +363,51 @@ extension Array where Element == UInt8 {
         appendUInt16(UInt16(v & 0xFFFF))
     }
 
+    /// Writes `name` as wire labels. A trailing dot is optional; `\.`, `\\` and `\DDD` escapes (the
+    /// presentation format `WireReader.readName` produces) stand for the byte they escape.
     mutating func appendName(_ name: String) throws {
-        let trimmed = name.hasSuffix(".") ? String(name.dropLast()) : name
         var total = 0
-        if !trimmed.isEmpty {
-            for label in trimmed.split(separator: ".", omittingEmptySubsequences: false) {
-                let utf8 = Array(label.utf8)
-                guard !utf8.isEmpty else { throw DNSWireError("empty label in \"\(name)\"") }
-                guard utf8.count <= 63 else { throw DNSWireError("label longer than 63 bytes in \"\(name)\"") }
-                total += utf8.count + 1
-                append(UInt8(utf8.count))
-                append(contentsOf: utf8)
-            }
+        for label in try Self.wireLabels(name) {
+            guard !label.isEmpty else { throw DNSWireError("empty label in \"\(name)\"") }
+            guard label.count <= 63 else { throw DNSWireError("label longer than 63 bytes in \"\(name)\"") }
+            total += label.count + 1
+            append(UInt8(label.count))
+            append(contentsOf: label)
         }
         guard total + 1 <= 255 else { throw DNSWireError("name longer than 255 bytes") }
         append(0)
+    }
+
+    /// The labels of a name in text form, split at unescaped dots; none for the root (`""` or `"."`).
+    private static func wireLabels(_ name: String) throws -> [[UInt8]] {
+        let text = Array(name.utf8)
+        var labels: [[UInt8]] = [[]]
+        var i = 0
+        while i < text.count {
+            let c = text[i]
+            if c == UInt8(ascii: ".") {
+                labels.append([])
+                i += 1
+            } else if c == UInt8(ascii: "\\") {
+                guard i + 1 < text.count else { throw DNSWireError("name \"\(name)\" ends in a lone backslash") }
+                let digits = text[(i + 1)..<Swift.min(i + 4, text.count)]
+                if digits.count == 3, digits.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) {
+                    let value = digits.reduce(0) { $0 * 10 + Int($1 - 0x30) }
+                    guard value <= 255 else { throw DNSWireError("escape \\\(value) in \"\(name)\" is not a byte") }
+                    labels[labels.count - 1].append(UInt8(value))
+                    i += 4
+                } else {
+                    labels[labels.count - 1].append(text[i + 1])
+                    i += 2
+                }
+            } else {
+                labels[labels.count - 1].append(c)
+                i += 1
+            }
+        }
+        // "a.com." ends in the root: drop the empty piece after the final dot ("." and "" are the root).
+        if labels.count > 1, labels[labels.count - 1].isEmpty { labels.removeLast() }
+        if labels.count == 1, labels[0].isEmpty { return [] }
+        return labels
     }
 }

@@ -24,7 +24,8 @@ public enum DNSPodFormat {
     /// names not asked are ignored. Names missing from a batch response get no entry.
     public static func parse(_ body: String, names: [String], query: AddressQuery) throws -> [String: HostAnswer] {
         guard body.utf8.count <= 256 * 1024 else { throw AnswerFormatError("DNSPod answer larger than 256 KiB") }
-        let lines = body.split(whereSeparator: { $0 == "\n" || $0 == "\r" }).map {
+        // "\r\n" is one Character in Swift, equal to neither "\n" nor "\r": CRLF lines need their own case.
+        let lines = body.split(whereSeparator: { $0 == "\n" || $0 == "\r" || $0 == "\r\n" }).map {
             $0.trimmed(of: " \t")
         }.filter { !$0.isEmpty }
         var result: [String: HostAnswer] = [:]
@@ -78,17 +79,18 @@ public enum DNSPodFormat {
             ipsText = trimmed[..<comma]
         }
         if ipsText == "0" || ipsText.isEmpty { return FamilyAnswer(addresses: [], ttl: ttl) }
-        var addresses: [IPAddress] = []
+        var addresses = AddressCollector()
         for item in ipsText.split(separator: ";") where !item.isEmpty {
+            if addresses.isFull { break }
             guard let ip = IPAddress(item) else {
                 throw AnswerFormatError("DNSPod answer holds \"\(item.prefix(60))\", which is not an IP address")
             }
             guard ip.isIPv6 == wantIPv6 else {
                 throw AnswerFormatError("DNSPod answer holds \(ip) in the \(wantIPv6 ? "IPv6" : "IPv4") part")
             }
-            if !addresses.contains(ip) { addresses.append(ip) }
+            addresses.add(ip)
         }
-        return FamilyAnswer(addresses: addresses, ttl: ttl)
+        return FamilyAnswer(addresses: addresses.addresses, ttl: ttl)
     }
 
     /// Formats an answer the way a DNSPod server does (used by the project's own server and fixtures).

@@ -11,10 +11,19 @@ public enum HostsFile {
         public var description: String { "line \(line): \(reason)" }
     }
 
-    /// Name (normalized) → addresses in file order, both families mixed.
+    /// Files larger than this are refused: a hosts file is read whole and re-read on every change.
+    public static let maxBytes = 16 << 20
+
+    /// Name (normalized) → addresses in file order, both families mixed, at most
+    /// `AddressCollector.limit` per name (later ones are ignored).
     public static func parse(_ text: String) throws -> [String: [IPAddress]] {
-        var table: [String: [IPAddress]] = [:]
-        for (index, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+        guard text.utf8.count <= maxBytes else {
+            throw ParseError(line: 0, reason: "larger than \(maxBytes / (1 << 20)) MiB")
+        }
+        var table: [String: AddressCollector] = [:]
+        // "\r\n" is one Character in Swift, not "\n": split on both, or a CRLF file is one long line.
+        let lines = text.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "\n" || $0 == "\r\n" })
+        for (index, raw) in lines.enumerated() {
             let line = raw.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
             let fields = line.split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\r" })
             guard let first = fields.first else { continue }
@@ -29,9 +38,9 @@ public enum HostsFile {
                 } catch {
                     throw ParseError(line: index + 1, reason: "\(error)")
                 }
-                if !(table[normalized]?.contains(ip) ?? false) { table[normalized, default: []].append(ip) }
+                table[normalized, default: AddressCollector()].add(ip)
             }
         }
-        return table
+        return table.mapValues(\.addresses)
     }
 }

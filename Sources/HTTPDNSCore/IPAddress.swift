@@ -20,6 +20,14 @@ public enum IPAddress: Hashable, Sendable, CustomStringConvertible, Codable {
         var s = String(text)
         if s.hasPrefix("["), s.hasSuffix("]") { s = String(s.dropFirst().dropLast()) }
         guard !s.isEmpty, s.utf8.count <= 64 else { return nil }
+        // inet_pton reads a C string: "1.2.3.4\0junk" would parse as 1.2.3.4. Only hex digits, dots and
+        // colons can make an address.
+        guard
+            s.utf8.allSatisfy({ c in
+                (c >= 0x30 && c <= 0x39) || (c >= 0x61 && c <= 0x66) || (c >= 0x41 && c <= 0x46) || c == 0x2E
+                    || c == 0x3A
+            })
+        else { return nil }
         var v4 = in_addr()
         if inet_pton(AF_INET, s, &v4) == 1 {
             let b = withUnsafeBytes(of: &v4) { Array($0) }
@@ -72,7 +80,10 @@ public enum IPAddress: Hashable, Sendable, CustomStringConvertible, Codable {
     public var isUnspecified: Bool { self.bytes.allSatisfy { $0 == 0 } }
 
     /// Loopback, private (RFC 1918 / ULA), link-local, CGNAT shared space and other non-global ranges.
-    /// A public name answering with one of these is a classic poisoning sign.
+    /// A public name answering with one of these is a classic poisoning sign. IPv6 addresses that embed
+    /// an IPv4 address (v4-mapped, v4-compatible, NAT64 64:ff9b::/96, 6to4 2002::/16) are judged by the
+    /// IPv4 address inside: a DNS64 resolver legitimately answers 64:ff9b::a.b.c.d for a public a.b.c.d,
+    /// while 64:ff9b::7f00:1 is loopback in disguise.
     public var isNonGlobal: Bool {
         let b = self.bytes
         switch self {
@@ -95,11 +106,25 @@ public enum IPAddress: Hashable, Sendable, CustomStringConvertible, Codable {
             if b[0] == 0xFF { return true }  // multicast
             if b[0] == 0x01, b[1] == 0x00, b[2...7].allSatisfy({ $0 == 0 }) { return true }  // 100::/64 discard
             if b[0] == 0x20, b[1] == 0x01, b[2] == 0x0D, b[3] == 0xB8 { return true }  // documentation
-            if b[0..<10].allSatisfy({ $0 == 0 }), b[10] == 0xFF, b[11] == 0xFF {  // v4-mapped
-                return IPAddress(bytes: b[12...])!.isNonGlobal
-            }
+            if b[0] == 0xFE, b[1] & 0xC0 == 0xC0 { return true }  // fec0::/10 site-local (deprecated)
+            if let embedded = embeddedIPv4 { return embedded.isNonGlobal }
             return false
         }
+    }
+
+    /// The IPv4 address inside an IPv6 one of a form that carries it in a fixed place: v4-mapped
+    /// (::ffff:0:0/96), v4-compatible (::/96, deprecated), NAT64's well-known prefix (64:ff9b::/96,
+    /// RFC 6052) and 6to4 (2002::/16, RFC 3056). Nil for IPv4 and other IPv6 addresses.
+    public var embeddedIPv4: IPAddress? {
+        guard case .v6(let b) = self else { return nil }
+        if b[0..<10].allSatisfy({ $0 == 0 }), (b[10] == 0xFF && b[11] == 0xFF) || (b[10] == 0 && b[11] == 0) {
+            return .v4(b[12], b[13], b[14], b[15])  // v4-mapped, v4-compatible (:: and ::1 handled before)
+        }
+        if b[0] == 0x00, b[1] == 0x64, b[2] == 0xFF, b[3] == 0x9B, b[4..<12].allSatisfy({ $0 == 0 }) {
+            return .v4(b[12], b[13], b[14], b[15])  // 64:ff9b::/96
+        }
+        if b[0] == 0x20, b[1] == 0x02 { return .v4(b[2], b[3], b[4], b[5]) }  // 2002:V4ADDR::/48
+        return nil
     }
 
     public init(from decoder: any Decoder) throws {

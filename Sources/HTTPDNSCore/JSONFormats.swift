@@ -20,24 +20,32 @@ public enum AlibabaJSONFormat {
         }
     }
 
-    public static func parse(_ body: [UInt8], query: AddressQuery) throws -> HostAnswer {
+    /// Parses an answer to a query for `host` (when given: an answer whose `host` field names another
+    /// name is refused, so a confused or hostile service cannot hand one name's addresses to another).
+    public static func parse(_ body: [UInt8], query: AddressQuery, host: String? = nil) throws -> HostAnswer {
         let decoded: Body
         do {
             decoded = try JSONDecoder().decode(Body.self, from: Data(body))
         } catch {
             throw AnswerFormatError("JSON API answer is not the expected {\"host\",\"ips\",\"ipsv6\",\"ttl\"} object")
         }
+        if let host, let answered = decoded.host, normalizeHostname(answered) != normalizeHostname(host) {
+            throw AnswerFormatError(
+                "JSON API answered for \"\(answered.prefix(80))\", not for the name asked (\(host))"
+            )
+        }
         func family(_ texts: [String]?, ipv6: Bool) throws -> FamilyAnswer {
-            var out: [IPAddress] = []
+            var out = AddressCollector()
             for t in texts ?? [] {
+                if out.isFull { break }
                 guard let ip = IPAddress(t), ip.isIPv6 == ipv6 else {
                     throw AnswerFormatError(
                         "JSON API answer lists \"\(t.prefix(60))\" as an \(ipv6 ? "IPv6" : "IPv4") address"
                     )
                 }
-                if !out.contains(ip) { out.append(ip) }
+                out.add(ip)
             }
-            return FamilyAnswer(addresses: out, ttl: out.isEmpty ? nil : decoded.ttl)
+            return FamilyAnswer(addresses: out.addresses, ttl: out.addresses.isEmpty ? nil : decoded.ttl)
         }
         return HostAnswer(
             ipv4: query.wantsIPv4 ? try family(decoded.ips, ipv6: false) : nil,
@@ -91,9 +99,12 @@ public enum DoHJSONFormat {
         } catch {
             throw AnswerFormatError("DoH JSON answer is not the expected {\"Status\",\"Answer\"} object")
         }
+        guard (0...4095).contains(decoded.Status) else {
+            throw AnswerFormatError("DoH JSON Status \(decoded.Status) is not a DNS response code")
+        }
         if decoded.Status == Int(DNSResponseCode.nameError.rawValue) { return .empty }
         guard decoded.Status == 0 else {
-            let code = DNSResponseCode(rawValue: UInt8(clamping: decoded.Status))
+            let code = decoded.Status < 16 ? "\(DNSResponseCode(rawValue: UInt8(decoded.Status)))" : "RCODE\(decoded.Status)"
             throw AnswerFormatError("DoH JSON server answered \(code)")
         }
         var names: Set<String> = [normalizeHostname(name)]
@@ -105,16 +116,17 @@ public enum DoHJSONFormat {
             }
             if !grew { break }
         }
-        var out: [IPAddress] = []
+        var out = AddressCollector()
         var ttl: UInt32?
         for r in records where r.type == type.rawValue && names.contains(normalizeHostname(r.name)) {
+            if out.isFull { break }
             guard let ip = IPAddress(r.data), ip.isIPv6 == (type == .aaaa) else {
                 throw AnswerFormatError("DoH JSON \(type) record holds \"\(r.data.prefix(60))\"")
             }
-            if !out.contains(ip) { out.append(ip) }
+            out.add(ip)
             if let t = r.TTL { ttl = min(ttl ?? t, t) }
         }
-        return FamilyAnswer(addresses: out, ttl: ttl)
+        return FamilyAnswer(addresses: out.addresses, ttl: ttl)
     }
 
     public static func format(name: String, type: DNSRecordType, rcode: DNSResponseCode, answer: FamilyAnswer)

@@ -166,10 +166,11 @@ final class Connection: Sendable {
         case .http2:
             let mux = try sync.configureHTTP2Pipeline(
                 mode: .client,
-                connectionConfiguration: .init(),
+                connectionConfiguration: HTTP2Limits.connectionConfiguration(client: true),
                 streamConfiguration: .init(),
-                inboundStreamInitializer: { $0.close() }  // no server push
+                inboundStreamInitializer: { $0.close() }  // push is refused in SETTINGS; never reached
             )
+            try sync.addHandler(HTTP2ConnectionErrorCloser())
             return Ready(version: .http2, multiplexer: NIOLoopBound(mux, eventLoop: channel.eventLoop))
         }
     }

@@ -118,7 +118,7 @@ public final class HTTPEngine: Sendable {
 
         let (connection, reused) = try await pool.lease(key, deadline: deadline, eventLoop: group.next()) {
             // Resolve only when a new connection is needed: a reused one already has its address.
-            let addresses = try await self.addresses(for: url, given: given, recorder: recorder)
+            let addresses = try await self.addresses(for: url, given: given, recorder: recorder, deadline: deadline)
             return try await self.connect(
                 url,
                 addresses: addresses,
@@ -159,9 +159,12 @@ public final class HTTPEngine: Sendable {
         return true
     }
 
-    private func addresses(for url: HTTPURL, given: ResolvedAddresses?, recorder: MetricsRecorder) async throws
-        -> ResolvedAddresses?
-    {
+    private func addresses(
+        for url: HTTPURL,
+        given: ResolvedAddresses?,
+        recorder: MetricsRecorder,
+        deadline: NIODeadline?
+    ) async throws -> ResolvedAddresses? {
         if url.hostIsIP {
             recorder.update { $0.dnsSource = "literal" }
             return nil
@@ -172,7 +175,14 @@ public final class HTTPEngine: Sendable {
             found = given
         } else if let addressSource {
             do {
-                found = try await addressSource.addresses(for: url.host)
+                let host = url.host
+                found = try await Self.within(
+                    deadline,
+                    on: group.next(),
+                    orFail: HTTPEngineError(.timeout, "\(host): no address before the request's total timeout")
+                ) {
+                    try await addressSource.addresses(for: host)
+                }
             } catch let error as HTTPEngineError {
                 throw error
             } catch {
@@ -195,6 +205,32 @@ public final class HTTPEngine: Sendable {
             $0.dnsMs = (ContinuousClock.now - started).milliseconds
         }
         return ranked
+    }
+
+    /// `body`'s result, or `error` once `deadline` has passed, whichever comes first. The total timeout
+    /// covers the lookup too, even through an address source that does not stop when cancelled (it is
+    /// cancelled, and its late answer is dropped).
+    static func within<T: Sendable>(
+        _ deadline: NIODeadline?,
+        on loop: any EventLoop,
+        orFail error: HTTPEngineError,
+        _ body: @escaping @Sendable () async throws -> T
+    ) async throws -> T {
+        guard let deadline else { return try await body() }
+        let promise = loop.makePromise(of: T.self)
+        let task = Task {
+            do { promise.succeed(try await body()) } catch { promise.fail(error) }
+        }
+        let timer = loop.scheduleTask(deadline: deadline) {
+            promise.fail(error)  // a later answer finds the promise completed and is dropped
+            task.cancel()
+        }
+        defer { timer.cancel() }
+        return try await withTaskCancellationHandler {
+            try await promise.futureResult.get()
+        } onCancel: {
+            task.cancel()
+        }
     }
 
     private func connect(
@@ -460,10 +496,19 @@ public final class HTTPEngine: Sendable {
     /// host is resolved again at connect time. Method rules: 301/302 turn POST into GET and 303 turns
     /// anything but HEAD into GET, dropping the body; 307/308 keep method and body (a body that cannot
     /// be sent again fails the redirect). Credentials and cookies are not carried to another host.
+    /// The request's total timeout (`timeout`, else the configuration's) bounds the whole chain.
     public func send(_ request: HTTPRequest, followRedirects: Int = 0) async throws -> HTTPResponse {
         var current = request
         var hops = 0
+        let deadline = (request.timeout ?? configuration.timeouts.total).map { ContinuousClock.now + $0 }
         while true {
+            if let deadline {
+                let left = deadline - ContinuousClock.now
+                guard left > .zero else {
+                    throw HTTPEngineError(.timeout, "\(current.url.host): no time left for redirect \(hops)")
+                }
+                current.timeout = left
+            }
             let response = try await execute(current)
             response.recorder.update { $0.redirects = hops }
             guard followRedirects > 0, let next = try Self.redirect(from: current, response: response) else {

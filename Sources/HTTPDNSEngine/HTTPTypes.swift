@@ -23,32 +23,13 @@ public struct HTTPURL: Hashable, Sendable, CustomStringConvertible {
 
     /// Parses `http://` and `https://` URLs; throws `.invalidRequest` saying what is wrong.
     public init(_ text: String) throws {
-        guard let c = URLComponents(string: text), let scheme = c.scheme?.lowercased() else {
-            throw HTTPEngineError(
-                .invalidRequest,
-                "\"\(text)\" is not a URL (expected http://host/path or https://host/path)"
-            )
+        let parts: HTTPURLParts
+        do {
+            parts = try HTTPURLParts.parse(text)
+        } catch {
+            throw HTTPEngineError(.invalidRequest, error.reason)
         }
-        guard scheme == "http" || scheme == "https" else {
-            throw HTTPEngineError(.invalidRequest, "\"\(text)\": only http and https URLs are supported")
-        }
-        guard var host = c.host, !host.isEmpty else {
-            throw HTTPEngineError(.invalidRequest, "\"\(text)\" has no host")
-        }
-        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
-        if IPAddress(host) == nil {
-            do {
-                host = try validatedHostname(host)
-            } catch {
-                throw HTTPEngineError(.invalidRequest, "\"\(text)\": \(error)")
-            }
-        }
-        if let port = c.port, !(1...65535).contains(port) {
-            throw HTTPEngineError(.invalidRequest, "\"\(text)\": port \(port) is outside 1-65535")
-        }
-        var target = c.percentEncodedPath.isEmpty ? "/" : c.percentEncodedPath
-        if let q = c.percentEncodedQuery { target += "?" + q }
-        self.init(scheme: scheme, host: host, port: c.port, target: target)
+        self.init(scheme: parts.scheme, host: parts.host, port: parts.port, target: parts.target)
     }
 
     public var isTLS: Bool { scheme == "https" }

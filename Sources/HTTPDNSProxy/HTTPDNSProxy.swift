@@ -191,6 +191,10 @@ struct ProxyShared: Sendable {
 
 /// Counts the bytes of the first request head (up to its blank line); a head larger than the limit gets
 /// 431 and the connection closed. Body and tunnel bytes after the head are not counted.
+/// Sits before the HTTP decoder: bounds the request head's size, and holds back a half-close that
+/// comes after a complete head. NIO's decoder drops the bytes it buffered behind a CONNECT head once it
+/// has seen EOF, so a client that sends `CONNECT …` + its first bytes + shutdown(SHUT_WR) before the
+/// 200 would lose them; the half-close is passed to the tunnel's target after those bytes instead.
 final class HeadLimiter: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
@@ -198,12 +202,27 @@ final class HeadLimiter: ChannelInboundHandler, RemovableChannelHandler {
     var seen = 0
     var tail: [UInt8] = []
     var done = false
+    /// The client half-closed after a complete head (the event was not passed on).
+    var inputClosed = false
     var context: ChannelHandlerContext?
 
     init(maxBytes: Int) { self.maxBytes = maxBytes }
 
     func handlerAdded(context: ChannelHandlerContext) { self.context = context }
     func handlerRemoved(context: ChannelHandlerContext) { self.context = nil }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if case ChannelEvent.inputClosed = event {
+            guard done else {
+                // No whole request and nothing more to come.
+                context.close(promise: nil)
+                return
+            }
+            inputClosed = true
+            return
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
 
     /// Writes bytes straight to the socket (below the HTTP encoder) and closes.
     func replyRawAndClose(_ text: String) {

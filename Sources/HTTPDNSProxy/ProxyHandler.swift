@@ -16,7 +16,7 @@ final class ProxyHandler: ChannelInboundHandler, RemovableChannelHandler {
 
     enum State {
         case idle
-        case forwarding(HTTPRequestHead, ByteBuffer)
+        case forwarding(HTTPRequestHead, HTTPURL, ByteBuffer)
         case busy  // a forward or a tunnel setup is running; further parts are dropped
     }
 
@@ -50,14 +50,14 @@ final class ProxyHandler: ChannelInboundHandler, RemovableChannelHandler {
             headTimer?.cancel()
             limiter.done = true
             handleHead(head, context: context)
-        case (.body(var chunk), .forwarding(let head, var body)):
+        case (.body(var chunk), .forwarding(let head, let url, var body)):
             if body.readableBytes + chunk.readableBytes > shared.configuration.maxForwardBodyBytes {
                 tooLarge = true
             } else {
                 body.writeBuffer(&chunk)
             }
-            state = .forwarding(head, body)
-        case (.end, .forwarding(let head, let body)):
+            state = .forwarding(head, url, body)
+        case (.end, .forwarding(let head, let url, let body)):
             state = .busy
             if tooLarge {
                 reply(
@@ -67,7 +67,7 @@ final class ProxyHandler: ChannelInboundHandler, RemovableChannelHandler {
                     context: context
                 )
             } else {
-                forward(head, body: body, context: context)
+                forward(head, url: url, body: body, context: context)
             }
         default:
             break
@@ -99,12 +99,26 @@ final class ProxyHandler: ChannelInboundHandler, RemovableChannelHandler {
                 return
             }
         }
-        if head.method == .CONNECT {
+        switch ProxyRequestTarget.parse(method: head.method.rawValue, uri: head.uri) {
+        case .tunnel(let host, let port):
             state = .busy
-            connect(head, context: context)
-        } else if head.uri.hasPrefix("http://") || head.uri.hasPrefix("https://") {
-            state = .forwarding(head, context.channel.allocator.buffer(capacity: 0))
-        } else if head.uri == "/proxy.pac" && head.method == .GET {
+            connect(host: host, port: port, context: context)
+        case .forward(let parts):
+            let url = HTTPURL(scheme: parts.scheme, host: parts.host, port: parts.effectivePort, target: parts.target)
+            // The same port rule as CONNECT: otherwise http://127.0.0.1:ANYPORT/ reaches any local service.
+            guard shared.configuration.allowedPorts.contains(url.port) else {
+                state = .busy
+                let allowed = shared.configuration.allowedPorts.sorted().map(String.init).joined(separator: ", ")
+                reply(
+                    .forbidden,
+                    "forwarding to port \(url.port) is not allowed (allowed: \(allowed))",
+                    close: true,
+                    context: context
+                )
+                return
+            }
+            state = .forwarding(head, url, context.channel.allocator.buffer(capacity: 0))
+        case .pac:
             let pac = shared.pac((context.channel.localAddress?.port) ?? shared.configuration.port)
             reply(
                 .ok,
@@ -114,14 +128,9 @@ final class ProxyHandler: ChannelInboundHandler, RemovableChannelHandler {
                 contentType: "application/x-ns-proxy-autoconfig",
                 newline: false
             )
-        } else {
+        case .invalid(let why):
             state = .busy
-            reply(
-                .badRequest,
-                "this is a proxy: send CONNECT host:port or an absolute http:// URL (or GET /proxy.pac)",
-                close: true,
-                context: context
-            )
+            reply(.badRequest, why, close: true, context: context)
         }
     }
 
@@ -155,16 +164,7 @@ final class ProxyHandler: ChannelInboundHandler, RemovableChannelHandler {
 
     // MARK: CONNECT
 
-    private func connect(_ head: HTTPRequestHead, context: ChannelHandlerContext) {
-        guard let (host, port) = Self.authority(head.uri) else {
-            reply(
-                .badRequest,
-                "CONNECT needs host:port, got \"\(head.uri.prefix(100))\"",
-                close: true,
-                context: context
-            )
-            return
-        }
+    private func connect(host: String, port: Int, context: ChannelHandlerContext) {
         guard shared.configuration.allowedPorts.contains(port) else {
             let allowed = shared.configuration.allowedPorts.sorted().map(String.init).joined(separator: ", ")
             reply(
@@ -235,9 +235,20 @@ final class ProxyHandler: ChannelInboundHandler, RemovableChannelHandler {
             try upstream.pipeline.syncOperations.addHandler(IdleCloser())
             try upstream.pipeline.syncOperations.addHandler(upstreamGlue)
             // Leave the HTTP handlers; the decoder hands on any bytes already read (e.g. a ClientHello).
+            // Those arrive without a read-complete, so they are flushed here, and a half-close the client
+            // made before the tunnel existed is passed on after them.
+            let inputClosed = limiter.inputClosed
+            let decoderRemoved = context.eventLoop.makePromise(of: Void.self)
+            decoderRemoved.futureResult.whenComplete { _ in
+                upstream.flush()
+                if inputClosed { upstream.close(mode: .output, promise: nil) }
+            }
             sync.removeHandler(limiter, promise: nil)
             context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
-            sync.removeHandler(try sync.handler(type: ByteToMessageHandler<HTTPRequestDecoder>.self), promise: nil)
+            sync.removeHandler(
+                try sync.handler(type: ByteToMessageHandler<HTTPRequestDecoder>.self),
+                promise: decoderRemoved
+            )
         } catch {
             upstream.close(promise: nil)
             client.close(promise: nil)
@@ -268,26 +279,6 @@ final class ProxyHandler: ChannelInboundHandler, RemovableChannelHandler {
         upstream.closeFuture.whenComplete { _ in client.close(promise: nil) }
     }
 
-    static func authority(_ text: String) -> (String, Int)? {
-        let host: Substring
-        let portText: Substring
-        if text.hasPrefix("[") {
-            guard let close = text.firstIndex(of: "]"), text[text.index(after: close)...].hasPrefix(":") else {
-                return nil
-            }
-            host = text[text.index(after: text.startIndex)..<close]
-            portText = text[text.index(close, offsetBy: 2)...]
-        } else {
-            guard let colon = text.lastIndex(of: ":") else { return nil }
-            host = text[..<colon]
-            portText = text[text.index(after: colon)...]
-        }
-        guard let port = Int(portText), (1...65535).contains(port) else { return nil }
-        if let ip = IPAddress(host) { return (ip.description, port) }
-        guard let name = try? validatedHostname(host) else { return nil }
-        return (name, port)
-    }
-
     static func describe(_ error: any Error) -> String {
         if let e = error as? NIOConnectionError {
             if let dns = e.dnsAError ?? e.dnsAAAAError, e.connectionErrors.isEmpty {
@@ -301,29 +292,14 @@ final class ProxyHandler: ChannelInboundHandler, RemovableChannelHandler {
 
     // MARK: forwarding http://
 
-    private func forward(_ head: HTTPRequestHead, body: ByteBuffer, context: ChannelHandlerContext) {
+    private func forward(_ head: HTTPRequestHead, url given: HTTPURL, body: ByteBuffer, context: ChannelHandlerContext) {
         let shared = self.shared
         let loop = context.eventLoop
         let bound = NIOLoopBound((self, context), eventLoop: loop)
         let keepAlive = head.isKeepAlive
         let channel = context.channel
         loop.makeFutureWithTask { () -> Void in
-            var url: HTTPURL
-            do {
-                url = try HTTPURL(head.uri)
-                guard url.scheme == "http" else {
-                    throw HTTPEngineError(
-                        .invalidRequest,
-                        "https:// URLs go through CONNECT, not as absolute-form requests"
-                    )
-                }
-            } catch {
-                loop.execute {
-                    let (me, context) = bound.value
-                    me.reply(.badRequest, "\(error)", close: true, context: context)
-                }
-                return
-            }
+            var url = given
             if shared.configuration.upgradeToHTTPS.contains(where: { $0.matches(url.host) }) {
                 url = HTTPURL(
                     scheme: "https",
@@ -333,12 +309,9 @@ final class ProxyHandler: ChannelInboundHandler, RemovableChannelHandler {
                 )
             }
             var headers = head.headers
-            for name in [
-                "proxy-connection", "proxy-authorization", "connection", "keep-alive", "te", "trailer", "upgrade",
-                "host",
-            ] {
-                headers.remove(name: name)
-            }
+            removeHopByHop(&headers)
+            headers.remove(name: "proxy-authorization")
+            headers.remove(name: "host")
             let request = HTTPRequest(
                 method: head.method,
                 url: url,
@@ -349,9 +322,8 @@ final class ProxyHandler: ChannelInboundHandler, RemovableChannelHandler {
             do {
                 let response = try await shared.engine.execute(request)
                 var out = response.headers
-                for name in ["connection", "keep-alive", "transfer-encoding", "proxy-connection"] {
-                    out.remove(name: name)
-                }
+                removeHopByHop(&out)
+                out.remove(name: "transfer-encoding")
                 if !out.contains(name: "content-length") { out.add(name: "transfer-encoding", value: "chunked") }
                 if !keepAlive { out.add(name: "connection", value: "close") }
                 try await channel.writeAndFlush(
@@ -368,7 +340,8 @@ final class ProxyHandler: ChannelInboundHandler, RemovableChannelHandler {
                     let (me, _) = bound.value
                     me.state = .idle
                     me.tooLarge = false
-                    if !keepAlive { channel.close(promise: nil) }
+                    // A client that half-closed after its request has nothing more to ask.
+                    if !keepAlive || me.limiter.inputClosed { channel.close(promise: nil) }
                 }
             } catch {
                 // Mid-body the only honest signal left is closing the connection.
@@ -383,6 +356,18 @@ final class ProxyHandler: ChannelInboundHandler, RemovableChannelHandler {
                 }
             }
         }.whenFailure { _ in channel.close(promise: nil) }
+    }
+}
+
+/// Removes hop-by-hop fields (RFC 9110 §7.6.1): the fixed ones, and every field the Connection header
+/// names (a client's `Connection: close, X-Secret` must not carry X-Secret past the proxy).
+func removeHopByHop(_ headers: inout HTTPHeaders) {
+    let named = headers["connection"].flatMap { $0.split(separator: ",") }.map {
+        $0.trimmingCharacters(in: .whitespaces).lowercased()
+    }
+    for name in named where !name.isEmpty { headers.remove(name: name) }
+    for name in ["connection", "proxy-connection", "keep-alive", "te", "trailer", "upgrade"] {
+        headers.remove(name: name)
     }
 }
 

@@ -2,33 +2,103 @@ import Foundation
 import HTTPDNSCore
 import Logging
 
-/// Saves and loads the cache as JSON. Writes are atomic (a temporary file renamed over the old one), so
-/// a crash leaves either the old file or the new one; a torn, corrupt or foreign file is ignored with a
-/// warning and the resolver starts cold.
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// Saves and loads the cache as JSON.
+///
+/// Writes are atomic: a temporary file created with mode 0600 in the same directory is written, synced
+/// and renamed over the old one, so a crash leaves either the old file or the new one, and the file is
+/// never readable by other users (it tells which names were looked up). Reads are bounded
+/// (`CacheSnapshot.maxFileBytes`) and validated (`CacheSnapshot.load(from:capacity:)`): a file that is
+/// too big, torn, corrupt, foreign or of another version is ignored with a warning and the resolver starts
+/// cold; invalid entries are dropped and counted.
 enum CachePersistence {
-    static func load(path: String, logger: Logger) -> CacheSnapshot? {
-        guard FileManager.default.fileExists(atPath: path) else { return nil }
+    static func load(path: String, capacity: Int = CacheSnapshot.defaultLoadCapacity, logger: Logger)
+        -> CacheSnapshot?
+    {
+        guard let handle = FileHandle(forReadingAtPath: path) else { return nil }
+        defer { try? handle.close() }
+        let bytes: [UInt8]
         do {
-            let data = try Data(contentsOf: URL(fileURLWithPath: path))
-            let snapshot = try JSONDecoder().decode(CacheSnapshot.self, from: data)
-            guard snapshot.version == CacheSnapshot.currentVersion else {
-                logger.warning(
-                    "ignoring DNS cache file of another version",
-                    metadata: ["path": "\(path)", "version": "\(snapshot.version)"]
-                )
-                return nil
-            }
-            return snapshot
+            bytes = Array(try handle.read(upToCount: CacheSnapshot.maxFileBytes + 1) ?? Data())
         } catch {
-            logger.warning("ignoring unreadable DNS cache file (torn or corrupt)", metadata: ["path": "\(path)"])
+            logger.warning(
+                "ignoring unreadable DNS cache file",
+                metadata: ["path": "\(path)", "error": "\(error)"]
+            )
+            return nil
+        }
+        guard bytes.count <= CacheSnapshot.maxFileBytes else {
+            let size = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? bytes.count
+            logger.warning(
+                "ignoring DNS cache file larger than the limit",
+                metadata: ["path": "\(path)", "bytes": "\(size)", "limit": "\(CacheSnapshot.maxFileBytes)"]
+            )
+            return nil
+        }
+        do {
+            let loaded = try CacheSnapshot.load(from: bytes, capacity: capacity)
+            if loaded.dropped > 0 {
+                logger.warning(
+                    "dropped invalid or surplus entries from the DNS cache file",
+                    metadata: [
+                        "path": "\(path)", "dropped": "\(loaded.dropped)",
+                        "kept": "\(loaded.snapshot.entries.count)",
+                    ]
+                )
+            }
+            return loaded.snapshot
+        } catch {
+            logger.warning("ignoring DNS cache file", metadata: ["path": "\(path)", "reason": "\(error)"])
             return nil
         }
     }
 
     static func save(_ snapshot: CacheSnapshot, path: String) throws {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
-        let data = try encoder.encode(snapshot)
-        try data.write(to: URL(fileURLWithPath: path), options: .atomic)
+        try writeAtomically(try snapshot.fileBytes(), to: path)
+    }
+
+    /// Writes `bytes` to a new 0600 file beside `path`, syncs it, and renames it over `path`.
+    static func writeAtomically(_ bytes: [UInt8], to path: String) throws {
+        var template = Array((path + ".tmp-XXXXXX").utf8CString)
+        let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
+        guard fd >= 0 else { throw CacheWriteError("create a temporary file beside", path, errno: errno) }
+        let temporary = String(cString: template)
+        var isOpen = true
+        var renamed = false
+        defer {
+            if isOpen { close(fd) }
+            if !renamed { unlink(temporary) }
+        }
+        guard fchmod(fd, 0o600) == 0 else { throw CacheWriteError("set mode 0600 on", temporary, errno: errno) }
+        var written = 0
+        while written < bytes.count {
+            let n = bytes[written...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw CacheWriteError("write", temporary, errno: errno)
+            }
+            written += n
+        }
+        guard fsync(fd) == 0 else { throw CacheWriteError("sync", temporary, errno: errno) }
+        isOpen = false
+        guard close(fd) == 0 else { throw CacheWriteError("close", temporary, errno: errno) }
+        guard rename(temporary, path) == 0 else { throw CacheWriteError("rename over", path, errno: errno) }
+        renamed = true
+    }
+}
+
+/// The cache file could not be written; says which step failed on which file.
+struct CacheWriteError: Error, CustomStringConvertible {
+    var description: String
+
+    init(_ step: String, _ path: String, errno code: Int32) {
+        description = "could not \(step) \(path): \(String(cString: strerror(code)))"
     }
 }

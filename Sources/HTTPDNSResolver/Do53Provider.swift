@@ -22,7 +22,11 @@ public struct Do53Provider: DNSProvider {
     public func resolve(_ name: String, family: AddressFamily, deadline: NIODeadline) async throws -> FamilyAnswer {
         let id = UInt16.random(in: 1...UInt16.max)
         let query = try DNSMessage.query(name: name, type: family.recordType, id: id)
-        let bytes = try await udpExchange(query, id: id, deadline: deadline)
+        let bytes = try await udpExchange(
+            query,
+            expecting: ExpectedAnswer(id: id, name: name, type: family.recordType),
+            deadline: deadline
+        )
         let message = try? DNSMessage(parsing: bytes)
         if message?.truncated == true {
             let tcpBytes = try await tcpExchange(query, deadline: deadline)
@@ -31,7 +35,9 @@ public struct Do53Provider: DNSProvider {
         return try interpretWireAnswer(bytes, name: name, family: family, expectedID: id)
     }
 
-    private func udpExchange(_ query: [UInt8], id: UInt16, deadline: NIODeadline) async throws -> [UInt8] {
+    private func udpExchange(_ query: [UInt8], expecting expected: ExpectedAnswer, deadline: NIODeadline) async throws
+        -> [UInt8]
+    {
         let eventLoop = group.next()
         let promise = eventLoop.makePromise(of: [UInt8].self)
         let server = self.server
@@ -41,7 +47,7 @@ public struct Do53Provider: DNSProvider {
                 .channelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
                         try channel.pipeline.syncOperations.addHandler(
-                            UDPAnswerHandler(server: server, id: id, promise: promise)
+                            UDPAnswerHandler(server: server, expected: expected, promise: promise)
                         )
                     }
                 }
@@ -104,17 +110,25 @@ public struct Do53Provider: DNSProvider {
     }
 }
 
-/// Takes the first datagram from the server that carries our id; ignores everything else (spoofing
-/// attempts from other addresses, stray answers).
+/// What an answer to our query must carry: our id and our question.
+struct ExpectedAnswer: Sendable {
+    var id: UInt16
+    var name: String
+    var type: DNSRecordType
+}
+
+/// Takes the first datagram from the server that is a response with our id and our question; ignores
+/// everything else (spoofing attempts from other addresses, stray answers, a right id with another
+/// question: RFC 5452 §9.1), so a forged datagram cannot abort the lookup.
 final class UDPAnswerHandler: ChannelInboundHandler {
     typealias InboundIn = AddressedEnvelope<ByteBuffer>
     let server: SocketAddress
-    let id: UInt16
+    let expected: ExpectedAnswer
     let promise: EventLoopPromise<[UInt8]>
 
-    init(server: SocketAddress, id: UInt16, promise: EventLoopPromise<[UInt8]>) {
+    init(server: SocketAddress, expected: ExpectedAnswer, promise: EventLoopPromise<[UInt8]>) {
         self.server = server
-        self.id = id
+        self.expected = expected
         self.promise = promise
     }
 
@@ -122,7 +136,10 @@ final class UDPAnswerHandler: ChannelInboundHandler {
         let envelope = unwrapInboundIn(data)
         guard envelope.remoteAddress == server else { return }
         let bytes = Array(envelope.data.readableBytesView)
-        guard bytes.count >= 2, UInt16(bytes[0]) << 8 | UInt16(bytes[1]) == id else { return }
+        guard let message = try? DNSMessage(parsing: bytes), message.isResponse, message.id == expected.id,
+            normalizeHostname(message.questionName) == normalizeHostname(expected.name),
+            message.questionType == expected.type
+        else { return }
         promise.succeed(bytes)
     }
 

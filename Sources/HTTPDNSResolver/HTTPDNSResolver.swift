@@ -6,6 +6,8 @@
 //   2. on a miss, concurrent lookups of the same key share one upstream query (coalescing);
 //   3. providers are tried in order, skipping ones that failed recently (ProviderHealth); each attempt
 //      gets an even share of the time left so a dead first provider cannot eat the whole timeout;
+//      when LocalDNS may be the fallback it counts as one more attempt, so the whole lookup, fallback
+//      included, ends within `configuration.timeout`;
 //   4. answers are validated (AnswerValidator) and cached, negative ones too.
 // When every provider fails the name falls back to LocalDNS unless it is strict or fallback is off.
 // All mutable state lives in one NIOLockedValueBox; no lock is held across an await.
@@ -118,21 +120,42 @@ public final class HTTPDNSResolver: Sendable {
         } catch {
             throw ResolverError(.invalidName, name: host, "\(error)")
         }
+        // One deadline for the whole lookup, the fallback included.
+        let deadline = NIODeadline.now() + .nanoseconds(configuration.timeout.nanoseconds)
         switch configuration.policy.route(for: name) {
         case .literal(let ip):
             return .literal(host, ip)
         case .localDNS:
-            return try await resolveLocally(name, query, started: started, fallback: false, reason: nil)
+            return try await resolveLocally(
+                name,
+                query,
+                started: started,
+                deadline: deadline,
+                fallback: false,
+                reason: nil
+            )
         case .httpdns(let strict):
             if let cached = cachedResolution(name, query, started: started) { return cached }
+            let mayFallBack = !strict && configuration.fallbackToLocalDNS
             do {
-                return try await resolveThroughHTTPDNS(name, query, started: started)
-            } catch let error as ResolverError
-                where error.code == .allProvidersFailed && !strict && configuration.fallbackToLocalDNS
-            {
+                return try await resolveThroughHTTPDNS(
+                    name,
+                    query,
+                    started: started,
+                    deadline: deadline,
+                    reserveForFallback: mayFallBack
+                )
+            } catch let error as ResolverError where error.code == .allProvidersFailed && mayFallBack {
                 state.withLockedValue { $0.statistics.fallbacks += 1 }
                 logger.debug("falling back to LocalDNS", metadata: ["name": "\(name)"])
-                return try await resolveLocally(name, query, started: started, fallback: true, reason: error.message)
+                return try await resolveLocally(
+                    name,
+                    query,
+                    started: started,
+                    deadline: deadline,
+                    fallback: true,
+                    reason: error.message
+                )
             }
         }
     }
@@ -141,14 +164,22 @@ public final class HTTPDNSResolver: Sendable {
     /// and compares the two.
     public func compare(_ host: String, _ query: AddressQuery = .both) async -> HijackReport {
         let started = ContinuousClock.now
+        let deadline = NIODeadline.now() + .nanoseconds(configuration.timeout.nanoseconds)
         async let trusted: Result<Resolution, ResolverError> = capture {
-            try await self.resolveThroughHTTPDNS(try validatedHostname(host), query, started: started)
+            try await self.resolveThroughHTTPDNS(
+                try validatedHostname(host),
+                query,
+                started: started,
+                deadline: deadline,
+                reserveForFallback: false
+            )
         }
         async let local: Result<Resolution, ResolverError> = capture {
             try await self.resolveLocally(
                 try validatedHostname(host),
                 query,
                 started: started,
+                deadline: deadline,
                 fallback: false,
                 reason: nil
             )
@@ -238,13 +269,18 @@ public final class HTTPDNSResolver: Sendable {
 
     // MARK: Internals
 
-    func resolveThroughHTTPDNS(_ name: String, _ query: AddressQuery, started: ContinuousClock.Instant) async throws
-        -> Resolution
-    {
+    func resolveThroughHTTPDNS(
+        _ name: String,
+        _ query: AddressQuery,
+        started: ContinuousClock.Instant,
+        deadline: NIODeadline,
+        reserveForFallback: Bool
+    ) async throws -> Resolution {
+        let budget = QueryBudget(deadline: deadline, reserveForFallback: reserveForFallback)
         async let v4: Result<(FamilyResult, CacheLookup?), any Error>? =
-            query.wantsIPv4 ? result { try await self.lookup(name, .ipv4) } : nil
+            query.wantsIPv4 ? result { try await self.lookup(name, .ipv4, budget) } : nil
         async let v6: Result<(FamilyResult, CacheLookup?), any Error>? =
-            query.wantsIPv6 ? result { try await self.lookup(name, .ipv6) } : nil
+            query.wantsIPv6 ? result { try await self.lookup(name, .ipv6, budget) } : nil
         let (r4, r6) = await (v4, v6)
         var ipv4: [IPAddress] = []
         var ipv6: [IPAddress] = []
@@ -343,7 +379,9 @@ public final class HTTPDNSResolver: Sendable {
 
     /// One family of one name: cache, else join or start the upstream query. The returned lookup is the
     /// cache outcome (nil: answered upstream); the FamilyResult's TTL is the time left.
-    func lookup(_ name: String, _ family: AddressFamily) async throws -> (FamilyResult, CacheLookup?) {
+    func lookup(_ name: String, _ family: AddressFamily, _ budget: QueryBudget) async throws
+        -> (FamilyResult, CacheLookup?)
+    {
         let now = clock.now()
         enum Step {
             case answer(FamilyResult, CacheLookup)
@@ -357,7 +395,7 @@ public final class HTTPDNSResolver: Sendable {
                 state.statistics.coalesced += 1
                 return .wait(running)
             }
-            let task = Task { try await self.queryAndStore(key) }
+            let task = Task { try await self.queryAndStore(key, budget) }
             state.inFlight[key] = task
             return .wait(task)
         }
@@ -391,7 +429,11 @@ public final class HTTPDNSResolver: Sendable {
     /// Starts the one background refresh for `key` (called with the lock held).
     private func startRefresh(_ key: CacheKey, _ state: inout State) {
         guard state.inFlight[key] == nil, state.refreshes[key] == nil else { return }
-        let task = Task { try await self.queryAndStore(key) }
+        let budget = QueryBudget(
+            deadline: .now() + .nanoseconds(configuration.timeout.nanoseconds),
+            reserveForFallback: false
+        )
+        let task = Task { try await self.queryAndStore(key, budget) }
         state.inFlight[key] = task
         state.refreshes[key] = Task {
             _ = try? await task.value
@@ -400,9 +442,9 @@ public final class HTTPDNSResolver: Sendable {
     }
 
     /// Asks the providers, stores the outcome, and clears the in-flight mark.
-    private func queryAndStore(_ key: CacheKey) async throws -> FamilyResult {
+    private func queryAndStore(_ key: CacheKey, _ budget: QueryBudget) async throws -> FamilyResult {
         do {
-            let result = try await queryProviders(key.name, key.family)
+            let result = try await queryProviders(key.name, key.family, budget)
             store(key: key, answer: result.answer, source: result.source)
             return result
         } catch {
@@ -442,8 +484,15 @@ public final class HTTPDNSResolver: Sendable {
         }
     }
 
+    /// The time one upstream lookup may take: until `deadline`, less one fair share kept for LocalDNS
+    /// when it may be asked afterwards.
+    struct QueryBudget: Sendable {
+        var deadline: NIODeadline
+        var reserveForFallback: Bool
+    }
+
     /// Tries the providers in health order, each with a fair share of the time left.
-    func queryProviders(_ name: String, _ family: AddressFamily) async throws -> FamilyResult {
+    func queryProviders(_ name: String, _ family: AddressFamily, _ budget: QueryBudget) async throws -> FamilyResult {
         guard !providers.isEmpty else {
             throw ResolverError(
                 .allProvidersFailed,
@@ -451,20 +500,23 @@ public final class HTTPDNSResolver: Sendable {
                 "no HTTPDNS provider configured (add one with --resolver)"
             )
         }
-        let deadline = NIODeadline.now() + .nanoseconds(configuration.timeout.nanoseconds)
+        let deadline = budget.deadline
         let order = state.withLockedValue { $0.health.order(count: providers.count, now: clock.now()) }
         var failures: [String] = []
         for (position, index) in order.enumerated() {
             let provider = providers[index]
             let left = deadline - .now()
             guard left > .zero else { break }
-            let share = TimeAmount.nanoseconds(left.nanoseconds / Int64(order.count - position))
+            let attemptsLeft = order.count - position + (budget.reserveForFallback ? 1 : 0)
+            let share = TimeAmount.nanoseconds(left.nanoseconds / Int64(attemptsLeft))
             state.withLockedValue { $0.statistics.upstreamQueries += 1 }
             do {
                 let answer = try await provider.resolve(name, family: family, deadline: .now() + share)
                 let checked = validator.validate(answer, for: name)
                 if !answer.addresses.isEmpty, checked.answer.addresses.isEmpty {
-                    let why = checked.rejected.map { "\($0.0) (\($0.1))" }.joined(separator: ", ")
+                    let rejected = checked.rejected
+                    var why = rejected.prefix(3).map { "\($0.0) (\($0.1))" }.joined(separator: ", ")
+                    if rejected.count > 3 { why += " and \(rejected.count - 3) more" }
                     throw ProviderError("answered only unusable addresses: \(why)")
                 }
                 state.withLockedValue { $0.health.succeeded(index) }
@@ -479,7 +531,7 @@ public final class HTTPDNSResolver: Sendable {
                 failures.append("\(provider.name): \(error)")
             }
         }
-        if failures.isEmpty { failures.append("timed out after \(configuration.timeout)") }
+        if failures.isEmpty { failures.append("no time left (timeout \(configuration.timeout))") }
         throw ResolverError(.allProvidersFailed, name: name, failures.joined(separator: "; "))
     }
 
@@ -487,10 +539,10 @@ public final class HTTPDNSResolver: Sendable {
         _ name: String,
         _ query: AddressQuery,
         started: ContinuousClock.Instant,
+        deadline: NIODeadline,
         fallback: Bool,
         reason: String?
     ) async throws -> Resolution {
-        let deadline = NIODeadline.now() + .nanoseconds(configuration.timeout.nanoseconds)
         async let v4: Result<FamilyAnswer, any Error>? =
             query.wantsIPv4 ? result { try await self.localDNS.resolve(name, family: .ipv4, deadline: deadline) } : nil
         async let v6: Result<FamilyAnswer, any Error>? =

@@ -213,7 +213,7 @@ public struct AlibabaJSONProvider: DNSProvider {
             deadline: deadline
         )
         do {
-            let answer = try AlibabaJSONFormat.parse(body, query: query)
+            let answer = try AlibabaJSONFormat.parse(body, query: query, host: name)
             return (family == .ipv4 ? answer.ipv4 : answer.ipv6) ?? .empty
         } catch let error as AnswerFormatError {
             throw ProviderError("\(error)")

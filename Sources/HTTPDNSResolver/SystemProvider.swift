@@ -49,7 +49,7 @@ public struct SystemProvider: DNSProvider {
         guard rc == 0 else {
             throw ProviderError("getaddrinfo failed: \(String(cString: gai_strerror(rc)))")
         }
-        var addresses: [IPAddress] = []
+        var addresses = AddressCollector()
         var cursor = result
         while let info = cursor {
             if let sa = info.pointee.ai_addr {
@@ -63,11 +63,11 @@ public struct SystemProvider: DNSProvider {
                         withUnsafeBytes(of: p.pointee.sin6_addr) { IPAddress(bytes: $0) }
                     }
                 }
-                if let ip, !addresses.contains(ip) { addresses.append(ip) }
+                if let ip { addresses.add(ip) }
             }
             cursor = info.pointee.ai_next
         }
-        return FamilyAnswer(addresses: addresses, ttl: nil)
+        return FamilyAnswer(addresses: addresses.addresses, ttl: nil)
     }
 }
 

@@ -104,7 +104,7 @@ public final class HTTPDNSService: Sendable {
             return try NIOSSLContext(configuration: tls)
         }
         let hosts = NIOLockedValueBox(Hosts(table: table, stamp: stamp))
-        let service = ServiceCore(hosts: hosts, resolver: resolver, configuration: configuration)
+        let service = ServiceCore(hosts: hosts, resolver: resolver, configuration: configuration, logger: logger)
         var listeners: [HTTPListener] = []
         do {
             for (host, port) in configuration.listen {
@@ -166,6 +166,10 @@ public final class HTTPDNSService: Sendable {
     static func readHosts(_ path: String) throws -> ([String: [IPAddress]], String) {
         let attributes = try FileManager.default.attributesOfItem(atPath: path)
         let stamp = "\(attributes[.modificationDate] ?? "")/\(attributes[.size] ?? "")"
+        if let size = attributes[.size] as? Int, size > HostsFile.maxBytes {
+            // Refused before reading: a huge file would stall every reload.
+            throw HostsFile.ParseError(line: 0, reason: "\(path): \(size) bytes, over the \(HostsFile.maxBytes >> 20) MiB limit")
+        }
         let text = try String(contentsOfFile: path, encoding: .utf8)
         do {
             return (try HostsFile.parse(text), stamp)
@@ -199,6 +203,7 @@ struct ServiceCore: Sendable {
     let hosts: NIOLockedValueBox<HTTPDNSService.Hosts>
     let resolver: HTTPDNSResolver?
     let configuration: HTTPDNSService.Configuration
+    let logger: Logger
 
     struct BadRequest: Error {
         var reason: String
@@ -207,7 +212,7 @@ struct ServiceCore: Sendable {
     /// What we know about one name: NXDOMAIN, or per-family answers (an empty family is NODATA).
     enum Lookup {
         case nxdomain
-        case failure(String)
+        case failure
         case found(ipv4: FamilyAnswer, ipv6: FamilyAnswer)
     }
 
@@ -232,7 +237,10 @@ struct ServiceCore: Sendable {
         } catch let e as ResolverError where e.code == .noAddress {
             return .nxdomain
         } catch {
-            return .failure("\(error)")
+            // The client is told the upstream failed, not where it is or what it said: that goes to
+            // the log, for the operator.
+            logger.debug("upstream failed", metadata: ["name": "\(name)", "error": "\(error)"])
+            return .failure
         }
     }
 
@@ -399,8 +407,8 @@ struct ServiceCore: Sendable {
                 contentType: "application/json",
                 body: AlibabaJSONFormat.format(host: host, answer: HostAnswer(ipv4: .empty, ipv6: .empty))
             )
-        case .failure(let why):
-            return ListenerResponse(status: .badGateway, text: "upstream failed: \(why)")
+        case .failure:
+            return ListenerResponse(status: .badGateway, text: "the upstream DNS server did not answer")
         }
     }
 

@@ -3,8 +3,10 @@
 // a bound) and answered by an async function. Used by the HTTPDNS service and by the demo's origins.
 //
 // Bounds: connections (beyond the limit a new connection is closed at once), request body size (413),
-// header size (NIO's parser limit); a malformed request gets 400 and its connection closed, the rest of
-// the server carries on.
+// header size (NIO's parser limit), time (a slow client cannot hold a connection: see Limits), HTTP/2
+// limits (HTTP2Limits: streams, header list, CONTINUATION and control-frame floods; a connection error
+// closes the connection). A malformed request gets 400 and its connection closed, the rest of the
+// server carries on.
 
 import HTTPDNSEngine
 import Logging
@@ -59,6 +61,12 @@ public final class HTTPListener: Sendable {
     public struct Limits: Sendable {
         public var maxConnections = 1024
         public var maxRequestBytes = 64 * 1024
+        /// Time a client has to deliver a whole request (head and body) once it has started sending it;
+        /// for a new connection the TLS handshake and protocol choice must also fit in it. A slow client
+        /// (slowloris) is closed after it, whatever it trickles.
+        public var requestTimeout: Duration = .seconds(10)
+        /// A connection with no request in progress and nothing read for this long is closed.
+        public var idleTimeout: Duration = .seconds(60)
         public init() {}
     }
 
@@ -100,6 +108,12 @@ public final class HTTPListener: Sendable {
                     logger.debug("connection refused: limit reached", metadata: ["limit": "\(limits.maxConnections)"])
                     return channel.close()
                 }
+                // The TLS handshake and the protocol choice must be over within requestTimeout.
+                let setup = channel.eventLoop.scheduleTask(in: .nanoseconds(limits.requestTimeout.nanoseconds)) {
+                    logger.debug("connection closed: no protocol set up in time")
+                    channel.close(promise: nil)
+                }
+                channel.closeFuture.whenComplete { _ in setup.cancel() }
                 return channel.eventLoop.makeCompletedFuture {
                     let context = ConnectionContext(
                         isTLS: tls != nil,
@@ -107,7 +121,8 @@ public final class HTTPListener: Sendable {
                         limits: limits,
                         logger: logger,
                         immediate: immediate,
-                        handler: handler
+                        handler: handler,
+                        setup: setup
                     )
                     if let tls {
                         try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls))
@@ -133,11 +148,17 @@ public final class HTTPListener: Sendable {
     }
 
     static func configure(_ channel: any Channel, h2: Bool, context: ConnectionContext) throws {
+        context.setup.cancel()
         let sync = channel.pipeline.syncOperations
+        let idle = TimeAmount.nanoseconds(context.limits.idleTimeout.nanoseconds)
         if h2 {
+            // Streams are timed one by one (RequestHandler); the connection closes when nothing at all
+            // was read for idleTimeout (a client's PINGs keep it open, bounded by maxConnections).
+            try sync.addHandler(IdleStateHandler(readTimeout: idle))
+            try sync.addHandler(IdleConnectionCloser())
             _ = try sync.configureHTTP2Pipeline(
                 mode: .server,
-                connectionConfiguration: .init(),
+                connectionConfiguration: HTTP2Limits.connectionConfiguration(client: false),
                 streamConfiguration: .init()
             ) { stream in
                 stream.eventLoop.makeCompletedFuture {
@@ -145,9 +166,14 @@ public final class HTTPListener: Sendable {
                     try stream.pipeline.syncOperations.addHandler(RequestHandler(context: context, version: "h2"))
                 }
             }
+            try sync.addHandler(HTTP2ConnectionErrorCloser())
         } else {
+            let handler = RequestHandler(context: context, version: "http/1.1")
+            let notifier = ReadNotifier(handler)
+            handler.front = notifier
+            try sync.addHandler(notifier)
             try sync.configureHTTPServerPipeline(withErrorHandling: true)
-            try sync.addHandler(RequestHandler(context: context, version: "http/1.1"))
+            try sync.addHandler(handler)
         }
     }
 
@@ -167,6 +193,50 @@ struct ConnectionContext: Sendable {
     var logger: Logger
     var immediate: HTTPListener.ImmediateHandler?
     var handler: HTTPListener.Handler
+    /// Closes the connection unless the protocol is set up in time; cancelled by `configure`.
+    var setup: Scheduled<Void>
+}
+
+/// Closes a connection on IdleStateHandler's read-idle event.
+final class IdleConnectionCloser: ChannelInboundHandler {
+    typealias InboundIn = NIOAny
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if event is IdleStateHandler.IdleStateEvent {
+            context.close(promise: nil)
+        } else {
+            context.fireUserInboundEventTriggered(event)
+        }
+    }
+}
+
+/// Before the HTTP/1.1 decoder: tells the request handler that bytes arrived, so it knows when a
+/// request has started (its head timer starts then, not when the head is complete), and writes the
+/// 408 for a request that never completed (NIO's pipeline handler allows no response without a head).
+final class ReadNotifier: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+    let handler: RequestHandler
+    var context: ChannelHandlerContext?
+
+    init(_ handler: RequestHandler) { self.handler = handler }
+
+    func handlerAdded(context: ChannelHandlerContext) { self.context = context }
+    func handlerRemoved(context: ChannelHandlerContext) { self.context = nil }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        handler.bytesArrived()
+        context.fireChannelRead(data)
+    }
+
+    /// Writes `text` as raw bytes below the HTTP codec, then closes the connection.
+    func replyRawAndClose(_ text: String) {
+        guard let context else { return }
+        let channel = context.channel
+        context.writeAndFlush(wrapOutboundOut(ByteBuffer(string: text))).whenComplete { _ in
+            channel.close(promise: nil)
+        }
+    }
 }
 
 /// On a plain listener: an h2 connection preface means h2c with prior knowledge, anything else HTTP/1.1.
@@ -210,10 +280,70 @@ final class RequestHandler: ChannelInboundHandler {
     var head: HTTPRequestHead?
     var body = ByteBuffer()
     var tooLarge = false
+    /// A request has started (bytes arrived) and is not complete yet.
+    var requestInProgress = false
+    /// A request is being answered: no timer runs.
+    var answering = false
+    var timer: Scheduled<Void>?
+    var channelContext: ChannelHandlerContext?
+    /// HTTP/1.1: the handler in front of the codec (it holds this one, so this reference is weak).
+    weak var front: ReadNotifier?
 
     init(context: ConnectionContext, version: String) {
         self.context = context
         self.version = version
+    }
+
+    // Timing (see Limits): on an HTTP/1.1 connection, waiting for a request is bounded by idleTimeout,
+    // and once its first byte has arrived the whole request by requestTimeout. An HTTP/2 stream exists
+    // only once a request has started, so it gets requestTimeout from the start.
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        channelContext = context
+        if version == "h2" {
+            requestInProgress = true
+            arm(self.context.limits.requestTimeout, context: context)
+        } else {
+            arm(self.context.limits.idleTimeout, context: context)
+        }
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        timer?.cancel()
+        channelContext = nil
+    }
+
+    /// Called by ReadNotifier (HTTP/1.1) for every read.
+    func bytesArrived() {
+        guard !requestInProgress, !answering, let context = channelContext else { return }
+        requestInProgress = true
+        arm(self.context.limits.requestTimeout, context: context)
+    }
+
+    private func arm(_ timeout: Duration, context: ChannelHandlerContext) {
+        timer?.cancel()
+        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        timer = context.eventLoop.scheduleTask(in: .nanoseconds(timeout.nanoseconds)) {
+            let (me, context) = bound.value
+            me.timedOut(context: context)
+        }
+    }
+
+    private func timedOut(context: ChannelHandlerContext) {
+        timer = nil
+        guard !answering else { return }
+        if version == "h2" {
+            context.close(promise: nil)  // resets this stream only
+        } else if requestInProgress {
+            self.context.logger.debug("request not complete in time", metadata: ["remote": "\(self.context.remote)"])
+            answering = true
+            let body = "request not complete in time\n"
+            front?.replyRawAndClose(
+                "HTTP/1.1 408 Request Timeout\r\ncontent-type: text/plain\r\ncontent-length: \(body.utf8.count)\r\nconnection: close\r\n\r\n\(body)"
+            )
+        } else {
+            context.close(promise: nil)
+        }
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -231,6 +361,10 @@ final class RequestHandler: ChannelInboundHandler {
         case .end:
             guard let head else { return }
             self.head = nil
+            timer?.cancel()
+            timer = nil
+            answering = true
+            requestInProgress = false
             let keepAlive = head.isKeepAlive
             if tooLarge {
                 write(
@@ -293,6 +427,10 @@ final class RequestHandler: ChannelInboundHandler {
         if !keepAlive, version == "http/1.1" {
             let channel = context.channel
             done.whenComplete { _ in channel.close(promise: nil) }
+        } else if version == "http/1.1" {
+            // Ready for the next request: wait for it (idle) again.
+            answering = false
+            arm(self.context.limits.idleTimeout, context: context)
         }
     }
 

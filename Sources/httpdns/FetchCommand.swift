@@ -92,35 +92,45 @@ struct FetchCommand: AsyncParsableCommand {
     @OptionGroup var resolver: ResolverOptions
 
     func validate() throws {
-        do {
-            _ = try HTTPURL(url)
-        } catch {
-            throw ValidationError("URL: \(error)")
-        }
+        // A bad URL is not a usage error here: curl's exit 3, from run().
         guard !(http11 && http2) else { throw ValidationError("--http1.1 and --http2: give one of them") }
         for h in headers {
             guard let colon = h.firstIndex(of: ":"), colon != h.startIndex, !h.contains("\r"), !h.contains("\n") else {
                 throw ValidationError("-H: \"\(h)\" is not 'Name: value'")
             }
         }
-        if let maxTime, maxTime <= 0 { throw ValidationError("--max-time: give a positive number of seconds") }
+        if let maxTime { _ = try seconds(maxTime, flag: "--max-time", range: 0.001...604_800) }
         if let data, data.hasPrefix("@"), !FileManager.default.isReadableFile(atPath: String(data.dropFirst())) {
             throw ValidationError("-d: cannot read \(data.dropFirst())")
         }
         if let method, method.isEmpty || method.contains(" ") {
             throw ValidationError("-X: \"\(method)\" is not a method")
         }
+        for pin in pins where Data(base64Encoded: pin)?.count != 32 {
+            throw ValidationError(
+                "--pin: \"\(pin.prefix(60))\" is not a base64 SHA-256 digest (44 characters, e.g. from openssl x509 -pubkey | openssl pkey -pubin -outform der | openssl dgst -sha256 -binary | base64)"
+            )
+        }
+        guard maxRedirects >= -1 else { throw ValidationError("--max-redirs: give 0 or more (-1: no limit)") }
     }
 
+    /// Redirects followed with -L; curl's -1 means no limit.
+    var redirectLimit: Int { location ? (maxRedirects == -1 ? Int.max : maxRedirects) : 0 }
+
     func run() async throws {
+        let target: HTTPURL
+        do {
+            target = try HTTPURL(url)
+        } catch {
+            throw failure(error)
+        }
         let resolver = try self.resolver.makeResolver()
         let roots = try self.resolver.trustRoots()
         var config = HTTPEngine.Configuration()
-        let target = try HTTPURL(url)
         config.tls = HTTPEngineTLS(additionalTrustRoots: roots, pins: pins.isEmpty ? [:] : [target.host: Set(pins)])
         config.versions = http11 ? .http1Only : http2 ? .http2Only : .automatic
         config.http2PriorKnowledge = http2
-        if let maxTime { config.timeouts.total = .milliseconds(Int64(maxTime * 1000)) }
+        if let maxTime { config.timeouts.total = try seconds(maxTime, flag: "--max-time", range: 0.001...604_800) }
         if self.engine == .urlsession {
             return try await runThroughURLSession(resolver: resolver, engineConfiguration: config)
         }
@@ -139,12 +149,21 @@ struct FetchCommand: AsyncParsableCommand {
 
         let trace = Trace(enabled: verbose)
         trace.line("* Resolving \(target.host) through \(self.resolver.resolvers.joined(separator: ", "))")
-        let response: HTTPResponse
         do {
-            response = try await engine.send(request, followRedirects: location ? maxRedirects : 0)
+            try await transfer(request, engine: engine, trace: trace)
         } catch {
             await resolver.shutdown()
             throw failure(error)
+        }
+        await resolver.shutdown()
+    }
+
+    /// The request, its redirects, and the body written out.
+    private func transfer(_ request: HTTPRequest, engine: HTTPEngine, trace: Trace) async throws {
+        let response = try await engine.send(request, followRedirects: redirectLimit)
+        if location, redirectLimit == 0, let next = try? HTTPEngine.redirect(from: request, response: response) {
+            // curl -L --max-redirs 0: a redirect to follow is an error, not the answer.
+            throw HTTPEngineError(.tooManyRedirects, "more than 0 redirects (to \(next.url))")
         }
         let m = response.metrics
         trace.line(
@@ -166,45 +185,27 @@ struct FetchCommand: AsyncParsableCommand {
         trace.line("< \(statusLine)")
         for (name, value) in response.headers { trace.line("< \(name): \(value)") }
 
-        let sink = try openSink()
-        if include { writeHead(statusLine, response.headers.map { ($0.name, $0.value) }, to: sink) }
+        let sink = try OutputSink.create(output)
+        if include { try writeHead(statusLine, response.headers.map { ($0.name, $0.value) }, to: sink) }
         let expected = response.headers.first(name: "content-length").flatMap(Int.init)
         let progress = Progress(
             total: expected,
             enabled: isatty(STDERR_FILENO) == 1 && !verbose && (expected ?? Int.max) > 1 << 20
         )
-        do {
-            for try await chunk in response.body {
-                sink.write(Data(chunk.readableBytesView))
-                progress.advance(chunk.readableBytes)
-            }
-        } catch {
-            progress.finish()
-            await resolver.shutdown()
-            throw failure(error)
+        defer { progress.finish() }
+        for try await chunk in response.body {
+            try sink.write(Data(chunk.readableBytesView))
+            progress.advance(chunk.readableBytes)
         }
-        progress.finish()
-        if output != nil { try? sink.close() }
+        try sink.close()
         try report(response.metrics, trace: trace)
-        await resolver.shutdown()
-    }
-
-    /// Where the body goes: -o FILE or stdout.
-    func openSink() throws -> FileHandle {
-        guard let output else { return FileHandle.standardOutput }
-        guard FileManager.default.createFile(atPath: output, contents: nil),
-            let h = FileHandle(forWritingAtPath: output)
-        else {
-            throw Failure(code: 23, message: "cannot write \(output)")
-        }
-        return h
     }
 
     /// The -i head: status line and header fields.
-    func writeHead(_ statusLine: String, _ fields: [(String, String)], to sink: FileHandle) {
+    func writeHead(_ statusLine: String, _ fields: [(String, String)], to sink: OutputSink) throws {
         var head = statusLine + "\r\n"
         for (name, value) in fields { head += "\(name): \(value)\r\n" }
-        sink.write(Data((head + "\r\n").utf8))
+        try sink.write(Data((head + "\r\n").utf8))
     }
 
     /// The -v timing line and the --trace-json object (the same keys for both engines).

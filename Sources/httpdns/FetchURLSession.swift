@@ -56,7 +56,13 @@ extension FetchCommand {
         trace.line(
             "* URLSession with HTTPDNSURLProtocol; resolving through \(self.resolver.resolvers.joined(separator: ", "))"
         )
-        let sink = try openSink()
+        let sink: OutputSink
+        do {
+            sink = try OutputSink.create(output)
+        } catch {
+            await resolver.shutdown()
+            throw failure(error)
+        }
         let delegate = FetchSessionDelegate(follow: location, sink: sink) { response in
             let statusLine =
                 "HTTP \(response.statusCode) \(HTTPURLResponse.localizedString(forStatusCode: response.statusCode))"
@@ -64,7 +70,7 @@ extension FetchCommand {
             let fields = response.allHeaderFields.compactMap { (k, v) in (k as? String).map { ($0, "\(v)") } }
                 .sorted { $0.0 < $1.0 }
             for (name, value) in fields { trace.line("< \(name): \(value)") }
-            if include { writeHead(statusLine, fields, to: sink) }
+            if include { try writeHead(statusLine, fields, to: sink) }
         }
         let configuration = URLSessionConfiguration.ephemeral
         configuration.enableHTTPDNS()
@@ -72,8 +78,13 @@ extension FetchCommand {
         let session = URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
         defer { session.finishTasksAndInvalidate() }
         session.dataTask(with: request).resume()
-        let error = await delegate.completion()
-        if output != nil { try? sink.close() }
+        var error = await delegate.completion()
+        if let failed = delegate.writeError { error = failed }
+        do {
+            try sink.close()
+        } catch let closing {
+            error = error ?? closing
+        }
         if let error {
             await resolver.shutdown()
             throw failure((error as? URLError)?.userInfo[HTTPDNSURLProtocol.engineErrorKey] as? any Error ?? error)
@@ -93,13 +104,16 @@ extension FetchCommand {
 /// Writes the body as it arrives, allows or refuses redirects (-L), and reports the end.
 final class FetchSessionDelegate: NSObject, URLSessionDataDelegate, @unchecked Sendable {
     let follow: Bool
-    let sink: FileHandle
-    let onResponse: (HTTPURLResponse) -> Void
+    let sink: OutputSink
+    let onResponse: (HTTPURLResponse) throws -> Void
     private let lock = NSLock()
     private var result: ((any Error)?)?
     private var waiter: CheckedContinuation<(any Error)?, Never>?
+    /// The first failed write (exit 23); the task is cancelled when it happens.
+    private var _writeError: (any Error)?
+    var writeError: (any Error)? { lock.withLock { _writeError } }
 
-    init(follow: Bool, sink: FileHandle, onResponse: @escaping (HTTPURLResponse) -> Void) {
+    init(follow: Bool, sink: OutputSink, onResponse: @escaping (HTTPURLResponse) throws -> Void) {
         self.follow = follow
         self.sink = sink
         self.onResponse = onResponse
@@ -121,12 +135,27 @@ final class FetchSessionDelegate: NSObject, URLSessionDataDelegate, @unchecked S
         didReceive response: URLResponse,
         completionHandler: @escaping (URLSession.ResponseDisposition) -> Void
     ) {
-        if let http = response as? HTTPURLResponse { onResponse(http) }
-        completionHandler(.allow)
+        do {
+            if let http = response as? HTTPURLResponse { try onResponse(http) }
+            completionHandler(.allow)
+        } catch {
+            failedWrite(error)
+            completionHandler(.cancel)
+        }
     }
 
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
-        sink.write(data)
+        guard writeError == nil else { return }
+        do {
+            try sink.write(data)
+        } catch {
+            failedWrite(error)
+            dataTask.cancel()
+        }
+    }
+
+    private func failedWrite(_ error: any Error) {
+        lock.withLock { if _writeError == nil { _writeError = error } }
     }
 
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {

@@ -123,9 +123,7 @@ struct ResolverOptions: ParsableArguments {
             }
             bootstrap[name, default: []].append(ip)
         }
-        guard timeout > 0, timeout <= 600 else {
-            throw ValidationError("--timeout: \(timeout) is out of range; give seconds between 0 and 600")
-        }
+        _ = try seconds(timeout, flag: "--timeout", range: 0.001...600)
         let policy = HostPolicy(
             only: try patterns(only.isEmpty ? ["*"] : only, flag: "--only"),
             except: try patterns(except, flag: "--except"),
@@ -158,7 +156,7 @@ struct ResolverOptions: ParsableArguments {
         config.localDNS = p.localDNS
         config.fallbackToLocalDNS = !noFallback
         config.policy = p.policy
-        config.timeout = .milliseconds(Int64(timeout * 1000))
+        config.timeout = try seconds(timeout, flag: "--timeout", range: 0.001...600)
         config.bootstrap = p.bootstrap
         config.persistencePath = cacheFile
         config.networkID = networkID

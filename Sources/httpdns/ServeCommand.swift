@@ -46,6 +46,21 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("max-connections"), help: "Connections at most; more are closed at once.")
     var maxConnections = 1024
 
+    @Option(
+        name: .customLong("request-timeout"),
+        help: ArgumentHelp(
+            "Time a client has to send a whole request once it started (and, on a new connection, to finish TLS).",
+            valueName: "SECONDS"
+        )
+    )
+    var requestTimeout: Double = 10
+
+    @Option(
+        name: .customLong("idle-timeout"),
+        help: ArgumentHelp("A connection with no request in progress is closed after this.", valueName: "SECONDS")
+    )
+    var idleTimeout: Double = 60
+
     @Flag(name: .customLong("debug"), help: "Log every request on stderr.")
     var debug = false
 
@@ -78,6 +93,8 @@ struct ServeCommand: AsyncParsableCommand {
             throw ValidationError("--hosts: cannot read \(hosts)")
         }
         guard maxConnections > 0 else { throw ValidationError("--max-connections: give a positive number") }
+        _ = try seconds(requestTimeout, flag: "--request-timeout", range: 0.01...3600)
+        _ = try seconds(idleTimeout, flag: "--idle-timeout", range: 0.01...86400)
     }
 
     func run() async throws {
@@ -97,6 +114,8 @@ struct ServeCommand: AsyncParsableCommand {
         config.upstream = try upstream.map { try ResolverSpec(parsing: $0) }
         config.ttl = ttl
         config.limits.maxConnections = maxConnections
+        config.limits.requestTimeout = try seconds(requestTimeout, flag: "--request-timeout", range: 0.01...3600)
+        config.limits.idleTimeout = try seconds(idleTimeout, flag: "--idle-timeout", range: 0.01...86400)
         let service: HTTPDNSService
         do {
             service = try await HTTPDNSService.start(config, logger: logger)

@@ -1,0 +1,127 @@
+// Reading a persisted cache file: a file on disk is input like any other (another version of the
+// program, another user with write access to the directory, a torn write, a disk error), so it is read
+// by size first, then checked entry by entry. A file that is too big, not JSON of the expected shape,
+// or of another version is refused whole; an entry that could not have been written by this version is
+// dropped and counted, and the rest of the file is used. Fuzzed by Fuzz/Targets/FuzzCacheFile.swift.
+
+import Foundation
+
+extension CacheSnapshot {
+    /// Largest cache file read (8 MiB); a bigger one is refused without being parsed.
+    package static let maxFileBytes = 8 * 1024 * 1024
+    /// Entries kept by default when loading (the default `CacheConfiguration.capacity`).
+    package static let defaultLoadCapacity = 4096
+    /// Addresses one entry may hold.
+    package static let maxAddressesPerEntry = 64
+    /// Longest TTL an entry may carry (seconds): 7 days.
+    package static let maxEntryTTL: UInt32 = 7 * 24 * 3600
+    /// Longest network identifier (bytes of UTF-8).
+    package static let maxNetworkBytes = 256
+    /// Longest provider description in `source` (bytes of UTF-8).
+    package static let maxSourceBytes = 512
+
+    /// A loaded cache file: the entries kept and how many were dropped as invalid, duplicate or over
+    /// capacity.
+    package struct LoadResult: Hashable, Sendable {
+        package var snapshot: CacheSnapshot
+        package var dropped: Int
+    }
+
+    /// Parses and validates a cache file's bytes.
+    ///
+    /// Throws for a file over `maxFileBytes`, one that is not a cache file, or one of another version.
+    /// Drops entries whose name is not a normalized valid hostname, whose network id is over
+    /// `maxNetworkBytes`, that hold no address, an address of the other family, an unspecified address or
+    /// more than `maxAddressesPerEntry` addresses, whose TTL is over `maxEntryTTL`, that expire before
+    /// they were stored, whose `source` is over `maxSourceBytes`, or whose key came earlier in the file.
+    /// Keeps at most `capacity` entries, the most recently used.
+    package static func load(from bytes: [UInt8], capacity: Int = defaultLoadCapacity) throws(CacheFileError)
+        -> LoadResult
+    {
+        guard bytes.count <= maxFileBytes else { throw CacheFileError(.tooLarge(bytes: bytes.count)) }
+        let file: FileBody
+        do {
+            file = try JSONDecoder().decode(FileBody.self, from: Data(bytes))
+        } catch {
+            throw CacheFileError(.notACacheFile)
+        }
+        guard file.version == currentVersion, let lenient = file.entries else {
+            throw CacheFileError(.otherVersion(file.version))
+        }
+        var seen: Set<CacheKey> = []
+        var kept: [Item] = []
+        for item in lenient.lazy.compactMap(\.item) where Self.isValid(item) && seen.insert(item.key).inserted {
+            kept.append(item)
+        }
+        if kept.count > max(capacity, 0) {
+            kept.sort { $0.entry.lastUsed > $1.entry.lastUsed }
+            kept.removeLast(kept.count - max(capacity, 0))
+        }
+        return LoadResult(snapshot: CacheSnapshot(entries: kept), dropped: lenient.count - kept.count)
+    }
+
+    /// Whether this version could have written `item`.
+    package static func isValid(_ item: Item) -> Bool {
+        let key = item.key
+        let entry = item.entry
+        guard (try? validatedHostname(key.name)) == key.name, key.network.utf8.count <= maxNetworkBytes else {
+            return false
+        }
+        guard !entry.addresses.isEmpty, entry.addresses.count <= maxAddressesPerEntry else { return false }
+        for ip in entry.addresses where ip.isIPv6 != (key.family == .ipv6) || ip.isUnspecified {
+            return false
+        }
+        return entry.ttl <= maxEntryTTL && entry.storedAt <= entry.expiresAt
+            && entry.source.utf8.count <= maxSourceBytes
+    }
+
+    /// The file's bytes as `CachePersistence` writes them (JSON, keys sorted).
+    package func fileBytes() throws -> [UInt8] {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        return Array(try encoder.encode(self))
+    }
+
+    /// The file's shape: the version first, entries read one by one so that a malformed entry (a bad
+    /// address, a missing field) costs only itself.
+    private struct FileBody: Decodable {
+        var version: Int
+        var entries: [LenientItem]?
+
+        enum CodingKeys: String, CodingKey { case version, entries }
+
+        init(from decoder: any Decoder) throws {
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            version = try c.decode(Int.self, forKey: .version)
+            entries = version == CacheSnapshot.currentVersion ? try c.decode([LenientItem].self, forKey: .entries) : nil
+        }
+    }
+
+    private struct LenientItem: Decodable {
+        var item: Item?
+        init(from decoder: any Decoder) { item = try? Item(from: decoder) }
+    }
+}
+
+/// Why a cache file was refused whole. The resolver then starts with an empty cache.
+package struct CacheFileError: Error, Hashable, Sendable, CustomStringConvertible {
+    package enum Code: Hashable, Sendable {
+        case tooLarge(bytes: Int)
+        case notACacheFile
+        case otherVersion(Int)
+    }
+
+    package var code: Code
+    package init(_ code: Code) { self.code = code }
+
+    package var description: String {
+        switch code {
+        case .tooLarge(let bytes):
+            return "cache file of \(bytes) bytes is larger than the \(CacheSnapshot.maxFileBytes)-byte limit"
+        case .notACacheFile:
+            return "not a cache file (torn, corrupt or foreign JSON)"
+        case .otherVersion(let v):
+            return "cache file of version \(v); this version reads version \(CacheSnapshot.currentVersion)"
+        }
+    }
+}

@@ -1,0 +1,79 @@
+// What a client of the loopback proxy asked for, read from its request line alone (RFC 9110 §7.1,
+// RFC 9112 §3.2): a tunnel (`CONNECT host:port`, authority-form), a forwarded request (absolute-form
+// `http://…`), the PAC file, or nothing we serve. Pure and fuzzed (Fuzz/Targets/FuzzProxyTarget.swift); the
+// proxy's channel handler acts on the result.
+
+/// What a proxy client asked for in its request line. Value type, `Sendable`.
+package enum ProxyRequestTarget: Hashable, Sendable {
+    /// `CONNECT host:port`. `host` is a normalized hostname or an IP address in canonical text form
+    /// (IPv6 without brackets; the request must bracket it).
+    case tunnel(host: String, port: Int)
+    /// An absolute-form `http://` request; `port` is always filled in (80 when the URL has none).
+    case forward(HTTPURLParts)
+    /// `GET /proxy.pac`.
+    case pac
+    /// Anything else, with why: one line, safe to send back to the client (echoed input is cut to
+    /// 100 characters and control characters are escaped).
+    case invalid(String)
+
+    /// How much of the client's input an `.invalid` reason quotes.
+    package static let echoLimit = 100
+
+    /// Classifies a request line's method and request-target.
+    package static func parse(method: String, uri: String) -> ProxyRequestTarget {
+        if method == "CONNECT" {
+            guard let (host, port) = authority(uri) else {
+                return .invalid("CONNECT needs host:port, got \"\(escapedForEcho(uri, limit: echoLimit))\"")
+            }
+            return .tunnel(host: host, port: port)
+        }
+        if uri.hasPrefix("http://") || uri.hasPrefix("https://") {
+            var parts: HTTPURLParts
+            do {
+                parts = try HTTPURLParts.parse(uri)
+            } catch {
+                return .invalid(error.reason(quotingAtMost: echoLimit))
+            }
+            guard parts.scheme == "http" else {
+                return .invalid("https:// URLs go through CONNECT, not as absolute-form requests")
+            }
+            parts.port = parts.effectivePort
+            return .forward(parts)
+        }
+        if uri == "/proxy.pac" && method == "GET" {
+            return .pac
+        }
+        return .invalid("this is a proxy: send CONNECT host:port or an absolute http:// URL (or GET /proxy.pac)")
+    }
+
+    /// `host:port` or `[v6]:port` → (normalized host or canonical IP, port); nil when malformed.
+    /// The port is 1-5 decimal digits in 1-65535; an IPv6 address must be bracketed.
+    static func authority(_ text: String) -> (String, Int)? {
+        let host: Substring
+        let portText: Substring
+        if text.hasPrefix("[") {
+            guard let close = text.firstIndex(of: "]"), text[text.index(after: close)...].hasPrefix(":") else {
+                return nil
+            }
+            host = text[text.index(after: text.startIndex)..<close]
+            portText = text[text.index(close, offsetBy: 2)...]
+            guard let ip = IPAddress(host), ip.isIPv6 else { return nil }
+            guard let port = Self.port(portText) else { return nil }
+            return (ip.description, port)
+        }
+        guard let colon = text.lastIndex(of: ":") else { return nil }
+        host = text[..<colon]
+        portText = text[text.index(after: colon)...]
+        guard let port = Self.port(portText), !host.contains(":") else { return nil }
+        if let ip = IPAddress(host) { return (ip.description, port) }
+        guard let name = try? validatedHostname(host) else { return nil }
+        return (name, port)
+    }
+
+    private static func port(_ text: Substring) -> Int? {
+        guard (1...5).contains(text.utf8.count), text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
+            let port = Int(text), (1...65535).contains(port)
+        else { return nil }
+        return port
+    }
+}

@@ -1,0 +1,54 @@
+// HTTP/2 limits shared by our client (the engine) and our servers (HTTPListener).
+//
+// NIOHTTP2Handler answers a connection error (a frame it cannot parse, a flow-control violation, an
+// HPACK bomb, a CONTINUATION / PING / SETTINGS flood past its limits) with GOAWAY and an errorCaught,
+// but leaves the channel open: whatever the peer sends next is appended to the frame decoder's buffer,
+// never parsed and never freed. One hostile client drove a server to 3 GB in seconds that way, and a
+// hostile origin left our client waiting for its total timeout. `HTTP2ConnectionErrorCloser` sits after
+// the HTTP/2 handler on the connection channel and closes the connection on any error that reaches it.
+// NIO reports stream errors (RST_STREAM already sent) the same way and with the same error types, so
+// they cannot be told apart there; a peer that breaks the protocol on one stream loses the connection,
+// as in Hummingbird's HTTP2ServerConnectionManager. Our own cancellations never get here: closing a
+// stream channel resets that stream only.
+
+import NIOCore
+import NIOHTTP2
+
+package enum HTTP2Limits {
+    /// Streams a peer may open at once on one of our connections (SETTINGS_MAX_CONCURRENT_STREAMS).
+    package static let maxConcurrentStreams = 100
+    /// Bytes of decoded header fields in one HEADERS block (SETTINGS_MAX_HEADER_LIST_SIZE).
+    package static let maxHeaderListSize = 16 * 1024
+    /// CONTINUATION frames after one HEADERS frame before the connection is closed.
+    package static let maxSequentialContinuationFrames = 5
+    /// PING, SETTINGS, PRIORITY and other control frames a peer may send per 30 s.
+    package static let maxControlFramesPer30s = 200
+
+    /// The connection configuration for one side. The client refuses server push
+    /// (SETTINGS_ENABLE_PUSH = 0), so a PUSH_PROMISE is a connection error (RFC 9113 §8.4).
+    package static func connectionConfiguration(client: Bool) -> NIOHTTP2Handler.ConnectionConfiguration {
+        var c = NIOHTTP2Handler.ConnectionConfiguration()
+        c.initialSettings = [
+            HTTP2Setting(parameter: .maxConcurrentStreams, value: maxConcurrentStreams),
+            HTTP2Setting(parameter: .maxHeaderListSize, value: maxHeaderListSize),
+        ]
+        if client { c.initialSettings.append(HTTP2Setting(parameter: .enablePush, value: 0)) }
+        c.maximumSequentialContinuationFrames = maxSequentialContinuationFrames
+        c.controlFrameRateLimit.maximumCount = maxControlFramesPer30s
+        c.controlFrameRateLimit.windowLength = .seconds(30)
+        return c
+    }
+}
+
+/// Closes an HTTP/2 connection when NIO reports a connection-level error (see the top of this file).
+/// Goes right after the `NIOHTTP2Handler` on the connection channel.
+package final class HTTP2ConnectionErrorCloser: ChannelInboundHandler, Sendable {
+    package typealias InboundIn = HTTP2Frame
+
+    package init() {}
+
+    package func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        // The GOAWAY NIO wrote is flushed before the close; nothing the peer sends after it is read.
+        context.close(promise: nil)
+    }
+}

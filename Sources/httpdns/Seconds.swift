@@ -1,0 +1,12 @@
+import ArgumentParser
+
+/// A flag given in seconds, as a Duration: a finite number within `range`, else a usage error (exit 64)
+/// that names the flag. `nan`, `inf` and `1e300` are refused here rather than trapping on conversion.
+func seconds(_ value: Double, flag: String, range: ClosedRange<Double>) throws -> Duration {
+    guard value.isFinite, range.contains(value) else {
+        throw ValidationError(
+            "\(flag): \(value) is out of range; give seconds from \(range.lowerBound) to \(range.upperBound)"
+        )
+    }
+    return .nanoseconds(Int64((value * 1e9).rounded()))
+}

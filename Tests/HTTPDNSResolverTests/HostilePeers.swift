@@ -1,0 +1,195 @@
+// Hostile peers written for the tests: a TCP server that runs a script per connection (a raw-frame
+// HTTP/2 origin, a server that answers garbage), a raw client, HTTP/2 frame building, and the memory of
+// a process read from /proc. Nothing here is mocked: the code under attack is the real binary or the
+// real handler, on loopback.
+
+import Foundation
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+import Testing
+
+typealias RawInbound = NIOAsyncChannelInboundStream<ByteBuffer>
+typealias RawOutbound = NIOAsyncChannelOutboundWriter<ByteBuffer>
+
+/// A loopback TCP server that runs `script` for every connection it accepts.
+final class ScriptedServer: Sendable {
+    let port: Int
+    private let channel: any Channel
+    private let task: Task<Void, Never>
+
+    private init(port: Int, channel: any Channel, task: Task<Void, Never>) {
+        self.port = port
+        self.channel = channel
+        self.task = task
+    }
+
+    static func start(
+        _ script: @escaping @Sendable (RawInbound, RawOutbound) async throws -> Void
+    ) async throws -> ScriptedServer {
+        let server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.allowRemoteHalfClosure, value: true)
+            .bind(host: "127.0.0.1", port: 0) { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try NIOAsyncChannel<ByteBuffer, ByteBuffer>(
+                        wrappingChannelSynchronously: channel,
+                        configuration: .init(isOutboundHalfClosureEnabled: true)  // finish() sends FIN
+                    )
+                }
+            }
+        let port = server.channel.localAddress!.port!
+        let channel = server.channel
+        let task = Task {
+            _ = try? await server.executeThenClose { connections in
+                try await withThrowingDiscardingTaskGroup { group in
+                    for try await connection in connections {
+                        group.addTask {
+                            try? await connection.executeThenClose { inbound, outbound in
+                                try await script(inbound, outbound)
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        return ScriptedServer(port: port, channel: channel, task: task)
+    }
+
+    func stop() async {
+        try? await channel.close()
+        task.cancel()
+    }
+}
+
+/// Connects to 127.0.0.1:`port` and runs `body` with the connection's streams.
+func withRawConnection<T: Sendable>(
+    port: Int,
+    _ body: (RawInbound, RawOutbound) async throws -> T
+) async throws -> T {
+    let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+        .channelOption(.allowRemoteHalfClosure, value: true)
+        .connect(host: "127.0.0.1", port: port) { channel in
+            channel.eventLoop.makeCompletedFuture {
+                try NIOAsyncChannel<ByteBuffer, ByteBuffer>(
+                    wrappingChannelSynchronously: channel,
+                    configuration: .init(isOutboundHalfClosureEnabled: true)  // finish() sends FIN
+                )
+            }
+        }
+    return try await channel.executeThenClose { inbound, outbound in try await body(inbound, outbound) }
+}
+
+/// Reads until `count` bytes have arrived (or the stream ends) and returns them.
+func readBytes(_ iterator: inout RawInbound.AsyncIterator, atLeast count: Int) async throws -> [UInt8] {
+    var bytes: [UInt8] = []
+    while bytes.count < count, let chunk = try await iterator.next() { bytes += chunk.readableBytesView }
+    return bytes
+}
+
+/// Reads to the end of the stream (the peer closed, half-closed or reset the connection), at most
+/// `limit` bytes.
+func readToEnd(_ inbound: RawInbound, limit: Int = 1 << 20) async throws -> [UInt8] {
+    var bytes: [UInt8] = []
+    do {
+        for try await chunk in inbound {
+            bytes += chunk.readableBytesView
+            if bytes.count > limit { break }
+        }
+    } catch let error as IOError where error.errnoCode == ECONNRESET {
+        // A server that closes while we still send resets the connection: an end all the same.
+    }
+    return bytes
+}
+
+/// HTTP/2 frames by hand (RFC 9113 §4.1), including the ones a well-behaved peer never sends.
+enum H2 {
+    static let preface = Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8)
+
+    static func frame(type: UInt8, flags: UInt8 = 0, stream: UInt32 = 0, _ payload: [UInt8] = []) -> [UInt8] {
+        let n = payload.count
+        return [UInt8(n >> 16 & 0xFF), UInt8(n >> 8 & 0xFF), UInt8(n & 0xFF), type, flags]
+            + [UInt8(stream >> 24 & 0x7F), UInt8(stream >> 16 & 0xFF), UInt8(stream >> 8 & 0xFF), UInt8(stream & 0xFF)]
+            + payload
+    }
+
+    static func settings(_ pairs: [(UInt16, UInt32)] = []) -> [UInt8] {
+        frame(type: 4, pairs.flatMap { id, v in u16(id) + u32(v) })
+    }
+    static let settingsAck = frame(type: 4, flags: 1)
+    static func ping(_ n: UInt8) -> [UInt8] { frame(type: 6, [UInt8](repeating: n, count: 8)) }
+    static func windowUpdate(stream: UInt32 = 0, _ increment: UInt32) -> [UInt8] {
+        frame(type: 8, stream: stream, u32(increment))
+    }
+    static func data(stream: UInt32, _ bytes: [UInt8], end: Bool = false) -> [UInt8] {
+        frame(type: 0, flags: end ? 1 : 0, stream: stream, bytes)
+    }
+    /// HEADERS with `:status 200` (HPACK static index 8), END_HEADERS unless `endHeaders` is false.
+    static func responseHeaders(stream: UInt32, endHeaders: Bool = true, endStream: Bool = false) -> [UInt8] {
+        frame(type: 1, flags: (endHeaders ? 4 : 0) | (endStream ? 1 : 0), stream: stream, [0x88])
+    }
+    static func continuation(stream: UInt32, _ payload: [UInt8] = []) -> [UInt8] {
+        frame(type: 9, stream: stream, payload)
+    }
+    /// A request HEADERS frame for GET / (static indexes :method GET, :path /, :scheme http) and an
+    /// :authority literal.
+    static func requestHeaders(stream: UInt32, endStream: Bool = true) -> [UInt8] {
+        frame(type: 1, flags: 4 | (endStream ? 1 : 0), stream: stream, [0x82, 0x84, 0x86, 0x41, 0x01, 0x78])
+    }
+    /// PUSH_PROMISE for stream 2 on `stream`, with a GET / request block.
+    static func pushPromise(stream: UInt32) -> [UInt8] {
+        frame(type: 5, flags: 4, stream: stream, u32(2) + [0x82, 0x84, 0x86, 0x41, 0x01, 0x78])
+    }
+
+    static func u16(_ v: UInt16) -> [UInt8] { [UInt8(v >> 8), UInt8(v & 0xFF)] }
+    static func u32(_ v: UInt32) -> [UInt8] { [UInt8(v >> 24), UInt8(v >> 16 & 0xFF), UInt8(v >> 8 & 0xFF), UInt8(v & 0xFF)] }
+}
+
+/// Resident memory of a process in bytes (VmRSS from /proc), nil where there is no /proc.
+func residentBytes(pid: Int32) -> Int? {
+    guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+        let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") })
+    else { return nil }
+    let kib = line.split(separator: " ").dropFirst().first.flatMap { Int($0) }
+    return kib.map { $0 * 1024 }
+}
+
+/// The built `httpdns` binary.
+let httpdnsBinary: String = {
+    URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().appendingPathComponent(".build/debug/httpdns").path
+}()
+
+/// `httpdns serve` as a separate process on a free port, so its memory can be read and a hostile client
+/// cannot harm the test process. Stopped by `stop()`.
+struct ServeProcess {
+    let process: Process
+    let port: Int
+
+    static func start(_ extra: [String] = []) async throws -> ServeProcess {
+        let hosts = FileManager.default.temporaryDirectory.appendingPathComponent("httpdns-hostile-\(UUID())").path
+        try "198.51.0.7 served.example.com\n".write(toFile: hosts, atomically: true, encoding: .utf8)
+        let (process, line) = try await startInBackground(
+            httpdnsBinary,
+            ["serve", "--listen", "127.0.0.1:0", "--hosts", hosts] + extra
+        )
+        let afterHost = try #require(line.range(of: "127.0.0.1:"), "\(line)")
+        let port = try #require(Int(line[afterHost.upperBound...].prefix { $0.isNumber }), "\(line)")
+        return ServeProcess(process: process, port: port)
+    }
+
+    var rss: Int? { residentBytes(pid: process.processIdentifier) }
+
+    func stop() async {
+        process.terminate()
+        let p = process
+        _ = try? await NIOThreadPool.singleton.runIfActive { p.waitUntilExit() }
+    }
+}
+
+/// A CLI run with the time it took.
+func timedCLI(_ arguments: [String]) async throws -> (CLIResult, Duration) {
+    let started = ContinuousClock.now
+    let r = try await runCLI(arguments)
+    return (r, ContinuousClock.now - started)
+}
