@@ -62,7 +62,7 @@ run() {
         [[ -d $dir ]] && seeds+=("$dir")
     done
     local before status=0
-    before=$(find "$artifacts" -type f | wc -l)
+    before=$(find "$artifacts" -type f | sort)
     # The Swift runtime's backtracer and ASan's report get in each other's way: leave crashes to ASan.
     SWIFT_BACKTRACE=enable=no HTTPDNS_FUZZ_TARGET=$target "$BIN" \
         -max_total_time="$seconds" -print_final_stats=1 -timeout=10 -rss_limit_mb=2048 \
@@ -71,13 +71,15 @@ run() {
     execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
     rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
     corp=$(grep -o 'corp: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)
-    crashes=$(($(find "$artifacts" -type f | wc -l) - before))
+    local found
+    found=$(comm -13 <(echo "$before") <(find "$artifacts" -type f | sort) | sed '/^$/d')
+    crashes=$(echo -n "$found" | grep -c . || true)
     if ((status != 0 && crashes == 0)); then crashes=1; fi
     printf 'fuzz %-14s %12s executions %8s exec/s %3d crashes  corpus %s (%s s, %s files learnt)\n' \
         "$target" "${execs:-?}" "${rate:-?}" "$crashes" "${corp:-?}" "$seconds" "$(find "$corpus" -type f | wc -l)"
     if ((crashes > 0)); then
         echo "fuzz $target: CRASH (exit $status); log $log; input(s):" >&2
-        find "$artifacts" -type f -newer "$log" -o -type f -cmin -1 | sort -u | sed 's/^/  /' >&2
+        echo "${found:-  (none saved)}" | sed 's/^/  /' >&2
         grep -E 'invariant broken|Fatal error|ERROR: (AddressSanitizer|libFuzzer)|SUMMARY' "$log" | head -5 >&2 || true
         return 1
     fi

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The test command (README, .ci/run): installs the Debian packages the tests need when missing, starts
-# the real peers on free loopback ports, runs the whole test suite, stops the peers.
+# the real peers on free loopback ports, runs the whole test suite, stops the peers, fuzzes the parsers.
 # Under CI=true a missing peer is a failure, never a skip.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,7 +13,12 @@ swift build --build-tests
 if [ $# -gt 0 ]; then
     swift test --skip-build "$@"
 else
-    # Headless Chromium is heavy on 2 cores: run its suite alone, after everything else.
-    swift test --skip-build --skip ChromiumProxyTests
+    # Headless Chromium is heavy on 2 cores, and so are the hostile peers (floods, thousands of
+    # addresses, dozens of CLI runs): each runs alone, after everything else, so the timing-sensitive
+    # tests are not starved.
+    swift test --skip-build --skip ChromiumProxyTests --skip Hostile
+    swift test --skip-build --filter Hostile
     swift test --skip-build --filter ChromiumProxyTests
+    # Coverage-guided fuzzing of every parser, 30 s each (issue 10); a crash fails the run.
+    scripts/fuzz.sh all 30
 fi

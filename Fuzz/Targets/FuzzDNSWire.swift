@@ -21,7 +21,10 @@ func fuzzDNSWire(_ data: [UInt8]) {
     for type in [DNSRecordType.a, .aaaa] {
         let (addresses, ttl) = message.addresses(for: type)
         checkFamily(FamilyAnswer(addresses: addresses, ttl: ttl), ipv6: type == .aaaa, "addresses(for: \(type))")
-        check((ttl == nil) == addresses.isEmpty, "addresses(for: \(type)): TTL \(String(describing: ttl)) with \(addresses.count) addresses")
+        check(
+            (ttl == nil) == addresses.isEmpty,
+            "addresses(for: \(type)): TTL \(String(describing: ttl)) with \(addresses.count) addresses"
+        )
         found[type] = addresses
     }
 
@@ -70,7 +73,10 @@ func fuzzDNSWire(_ data: [UInt8]) {
 private func checkSameQuestion(_ back: DNSMessage, _ original: DNSMessage, context: String) {
     check(back.id == original.id, "\(context): id \(back.id) != \(original.id)")
     check(back.questionType == original.questionType, "\(context): type \(back.questionType)")
-    check(back.questionName == original.questionName, "\(context): name \"\(back.questionName)\" != \"\(original.questionName)\"")
+    check(
+        back.questionName == original.questionName,
+        "\(context): name \"\(back.questionName)\" != \"\(original.questionName)\""
+    )
 }
 
 /// A name read from the wire: printable ASCII only, so it can be logged, compared and written back.

@@ -7,7 +7,10 @@
 func fuzzHosts(_ data: [UInt8]) {
     let table = try? HostsFile.parse(text(data))
     let crlf = try? HostsFile.parse(text(withCRLF(data)))
-    check(table == crlf, "the file reads otherwise with CRLF line ends: \(String(describing: table)) vs \(String(describing: crlf))")
+    check(
+        table == crlf,
+        "the file reads otherwise with CRLF line ends: \(String(describing: table)) vs \(String(describing: crlf))"
+    )
     guard let table else { return }
     var lines: [String] = []
     for (name, addresses) in table.sorted(by: { $0.key < $1.key }) {

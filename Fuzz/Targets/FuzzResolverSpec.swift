@@ -27,7 +27,9 @@ func fuzzResolverSpec(_ data: [UInt8]) {
         do {
             again = try ResolverSpec(parsing: spec.description)
         } catch {
-            fatalError("invariant broken: \(spec.description) (from \(input.debugDescription)) does not parse: \(error)")
+            fatalError(
+                "invariant broken: \(spec.description) (from \(input.debugDescription)) does not parse: \(error)"
+            )
         }
         check(again == spec, "\(spec.description) parses to \(again.description)")
     }

@@ -46,7 +46,10 @@ package struct HTTPURLParts: Hashable, Sendable {
         guard scheme == "http" || scheme == "https" else {
             throw URLParseError(text: text, problem: .unsupportedScheme)
         }
-        guard var host = c.host, !host.isEmpty else {
+        // encodedHost: the name as it goes into DNS, SNI and Host (IDNA, so "bücher.example" and
+        // "xn--bcher-kva.example" are both xn--bcher-kva.example). `host` would decode punycode to Unicode
+        // and percent-escapes to any byte, and the hostname check would then refuse a valid name.
+        guard var host = c.encodedHost, !host.isEmpty else {
             throw URLParseError(text: text, problem: .noHost)
         }
         if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
@@ -58,7 +61,11 @@ package struct HTTPURLParts: Hashable, Sendable {
             }
         }
         if let port = c.port, !(1...65535).contains(port) {
-            throw URLParseError(text: text, problem: .badPort(port))
+            throw URLParseError(text: text, problem: .badPort("\(port)"))
+        }
+        // A port too big for an Int comes back as nil, like no port at all: never the default port instead.
+        if c.port == nil, let range = c.rangeOfPort, let string = c.string, !range.isEmpty {
+            throw URLParseError(text: text, problem: .badPort(String(string[range])))
         }
         var target = c.percentEncodedPath.isEmpty ? "/" : c.percentEncodedPath
         if let q = c.percentEncodedQuery { target += "?" + q }
@@ -75,7 +82,8 @@ package struct URLParseError: Error, Hashable, Sendable, CustomStringConvertible
         case noHost
         /// The host is neither an IP literal nor a valid hostname; the payload says why.
         case badHost(String)
-        case badPort(Int)
+        /// The port as written.
+        case badPort(String)
     }
 
     /// The URL as given.
@@ -113,7 +121,7 @@ package struct URLParseError: Error, Hashable, Sendable, CustomStringConvertible
         case .badHost(let why):
             return "\"\(quoted)\": \(escapedForEcho(why, limit: hostLimit))"
         case .badPort(let port):
-            return "\"\(quoted)\": port \(port) is outside 1-65535"
+            return "\"\(quoted)\": port \(escapedForEcho(port, limit: hostLimit)) is outside 1-65535"
         }
     }
 }

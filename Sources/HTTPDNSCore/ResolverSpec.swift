@@ -26,7 +26,8 @@ public struct ResolverEndpoint: Hashable, Sendable, CustomStringConvertible {
         guard scheme == "https" || scheme == "http" else {
             throw ResolverSpecError("\"\(text)\" uses \(scheme):, only http: and https: resolver URLs are supported")
         }
-        guard var host = components.host, !host.isEmpty else {
+        // encodedHost, not host: see HTTPURLParts.parse (punycode stays punycode).
+        guard var host = components.encodedHost, !host.isEmpty else {
             throw ResolverSpecError("\"\(text)\" has no host; write it like https://127.0.0.1:8473/dns-query")
         }
         if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
@@ -36,6 +37,10 @@ public struct ResolverEndpoint: Hashable, Sendable, CustomStringConvertible {
         }
         self.scheme = scheme
         self.host = host
+        // A port too big for an Int comes back as nil, like no port at all: never the default port instead.
+        if components.port == nil, let range = components.rangeOfPort, !range.isEmpty {
+            throw ResolverSpecError("\"\(text)\" has a port outside 1-65535")
+        }
         self.port = components.port ?? (scheme == "https" ? 443 : 80)
         guard (1...65535).contains(self.port) else {
             throw ResolverSpecError("\"\(text)\" has port \(self.port), outside 1-65535")

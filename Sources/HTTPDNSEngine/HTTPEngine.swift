@@ -367,6 +367,8 @@ public final class HTTPEngine: Sendable {
             }
         }
         installed.whenFailure { error in
+            // No handler to finish the body (e.g. the stream was closed with its connection).
+            source.finish(error)
             headPromise.fail(error)
             endPromise.fail(error)
         }

@@ -7,7 +7,8 @@
 //   3. providers are tried in order, skipping ones that failed recently (ProviderHealth); each attempt
 //      gets an even share of the time left so a dead first provider cannot eat the whole timeout;
 //      when LocalDNS may be the fallback it counts as one more attempt, so the whole lookup, fallback
-//      included, ends within `configuration.timeout`;
+//      included, ends within `configuration.timeout` of the upstream query's start (the fallback is
+//      never left less than its share, even when the query started late on a busy task pool);
 //   4. answers are validated (AnswerValidator) and cached, negative ones too.
 // When every provider fails the name falls back to LocalDNS unless it is strict or fallback is off.
 // All mutable state lives in one NIOLockedValueBox; no lock is held across an await.
@@ -120,7 +121,7 @@ public final class HTTPDNSResolver: Sendable {
         } catch {
             throw ResolverError(.invalidName, name: host, "\(error)")
         }
-        // One deadline for the whole lookup, the fallback included.
+        // One deadline for the whole lookup, the fallback included (see the top of this file).
         let deadline = NIODeadline.now() + .nanoseconds(configuration.timeout.nanoseconds)
         switch configuration.policy.route(for: name) {
         case .literal(let ip):
@@ -138,21 +139,16 @@ public final class HTTPDNSResolver: Sendable {
             if let cached = cachedResolution(name, query, started: started) { return cached }
             let mayFallBack = !strict && configuration.fallbackToLocalDNS
             do {
-                return try await resolveThroughHTTPDNS(
-                    name,
-                    query,
-                    started: started,
-                    deadline: deadline,
-                    reserveForFallback: mayFallBack
-                )
+                return try await resolveThroughHTTPDNS(name, query, started: started, reserveForFallback: mayFallBack)
             } catch let error as ResolverError where error.code == .allProvidersFailed && mayFallBack {
                 state.withLockedValue { $0.statistics.fallbacks += 1 }
                 logger.debug("falling back to LocalDNS", metadata: ["name": "\(name)"])
+                let share = TimeAmount.nanoseconds(configuration.timeout.nanoseconds / Int64(providers.count + 1))
                 return try await resolveLocally(
                     name,
                     query,
                     started: started,
-                    deadline: deadline,
+                    deadline: max(deadline, .now() + share),
                     fallback: true,
                     reason: error.message
                 )
@@ -170,7 +166,6 @@ public final class HTTPDNSResolver: Sendable {
                 try validatedHostname(host),
                 query,
                 started: started,
-                deadline: deadline,
                 reserveForFallback: false
             )
         }
@@ -273,10 +268,9 @@ public final class HTTPDNSResolver: Sendable {
         _ name: String,
         _ query: AddressQuery,
         started: ContinuousClock.Instant,
-        deadline: NIODeadline,
         reserveForFallback: Bool
     ) async throws -> Resolution {
-        let budget = QueryBudget(deadline: deadline, reserveForFallback: reserveForFallback)
+        let budget = QueryBudget(reserveForFallback: reserveForFallback)
         async let v4: Result<(FamilyResult, CacheLookup?), any Error>? =
             query.wantsIPv4 ? result { try await self.lookup(name, .ipv4, budget) } : nil
         async let v6: Result<(FamilyResult, CacheLookup?), any Error>? =
@@ -429,10 +423,7 @@ public final class HTTPDNSResolver: Sendable {
     /// Starts the one background refresh for `key` (called with the lock held).
     private func startRefresh(_ key: CacheKey, _ state: inout State) {
         guard state.inFlight[key] == nil, state.refreshes[key] == nil else { return }
-        let budget = QueryBudget(
-            deadline: .now() + .nanoseconds(configuration.timeout.nanoseconds),
-            reserveForFallback: false
-        )
+        let budget = QueryBudget(reserveForFallback: false)
         let task = Task { try await self.queryAndStore(key, budget) }
         state.inFlight[key] = task
         state.refreshes[key] = Task {
@@ -484,10 +475,9 @@ public final class HTTPDNSResolver: Sendable {
         }
     }
 
-    /// The time one upstream lookup may take: until `deadline`, less one fair share kept for LocalDNS
-    /// when it may be asked afterwards.
+    /// How one upstream lookup shares `configuration.timeout` (counted from the query's start): among
+    /// the providers, plus one share kept for LocalDNS when it may be asked afterwards.
     struct QueryBudget: Sendable {
-        var deadline: NIODeadline
         var reserveForFallback: Bool
     }
 
@@ -500,7 +490,7 @@ public final class HTTPDNSResolver: Sendable {
                 "no HTTPDNS provider configured (add one with --resolver)"
             )
         }
-        let deadline = budget.deadline
+        let deadline = NIODeadline.now() + .nanoseconds(configuration.timeout.nanoseconds)
         let order = state.withLockedValue { $0.health.order(count: providers.count, now: clock.now()) }
         var failures: [String] = []
         for (position, index) in order.enumerated() {

@@ -121,8 +121,10 @@ import Testing
         #expect(throws: CacheFileError(.otherVersion(2))) { try CacheSnapshot.load(from: body) }
     }
 
-    @Test(arguments: ["", "not json", "[]", "{}", #"{"version":"1","entries":[]}"#, #"{"version":1}"#,
-        #"{"version":1,"entries":{}}"#, #"{"version":1,"entries":[{"key":"#, "\u{0}\u{1}\u{2}"])
+    @Test(arguments: [
+        "", "not json", "[]", "{}", #"{"version":"1","entries":[]}"#, #"{"version":1}"#,
+        #"{"version":1,"entries":{}}"#, #"{"version":1,"entries":[{"key":"#, "\u{0}\u{1}\u{2}",
+    ])
     func refusesGarbage(_ text: String) {
         #expect(throws: CacheFileError(.notACacheFile)) { try CacheSnapshot.load(from: Array(text.utf8)) }
     }

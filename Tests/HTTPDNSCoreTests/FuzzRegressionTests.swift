@@ -30,9 +30,10 @@ import Testing
     static func expectsRefusal(_ name: String) -> Bool { name.hasPrefix("bad-") }
 
     @Test func targetsHaveSeeds() throws {
-        for target in ["dns-wire", "dnspod", "alibaba-json", "doh-json", "hosts", "cache-file", "proxy-target",
-            "resolver-spec"]
-        {
+        for target in [
+            "dns-wire", "dnspod", "alibaba-json", "doh-json", "hosts", "cache-file", "proxy-target",
+            "resolver-spec",
+        ] {
             #expect(try Self.inputs(target).count >= 4, "\(target)")
         }
     }
@@ -107,11 +108,18 @@ import Testing
             try Data(contentsOf: Self.root.appendingPathComponent("Fuzz/Regressions/dnspod/crlf-batch"))
         )
         // "\r\n" is one Character: the lines once ran together and the body was refused.
-        let r = try DNSPodFormat.parse(String(decoding: bytes.dropFirst(), as: UTF8.self), names: ["a.com", "b.com"], query: .both)
-        #expect(r["a.com"] == HostAnswer(
-            ipv4: FamilyAnswer(addresses: [IPAddress("1.1.1.1")!], ttl: 100),
-            ipv6: FamilyAnswer(addresses: [IPAddress("::1")!], ttl: 50)
-        ))
+        let r = try DNSPodFormat.parse(
+            String(decoding: bytes.dropFirst(), as: UTF8.self),
+            names: ["a.com", "b.com"],
+            query: .both
+        )
+        #expect(
+            r["a.com"]
+                == HostAnswer(
+                    ipv4: FamilyAnswer(addresses: [IPAddress("1.1.1.1")!], ttl: 100),
+                    ipv6: FamilyAnswer(addresses: [IPAddress("::1")!], ttl: 50)
+                )
+        )
         #expect(r["b.com"] == HostAnswer(ipv4: .empty, ipv6: .empty))
     }
 
@@ -124,7 +132,10 @@ import Testing
                 continue
             }
             #expect(!Self.expectsRefusal(name), "\(name) was accepted")
-            let back = try AlibabaJSONFormat.parse(AlibabaJSONFormat.format(host: "a.com", answer: answer), query: query)
+            let back = try AlibabaJSONFormat.parse(
+                AlibabaJSONFormat.format(host: "a.com", answer: answer),
+                query: query
+            )
             #expect(back.allAddresses == answer.allAddresses, "\(name)")
         }
     }
@@ -175,10 +186,12 @@ import Testing
         )
         // "\r\n" is one Character: the whole file was once one line, a comment, and read as empty.
         let table = try HostsFile.parse(String(decoding: bytes, as: UTF8.self))
-        #expect(table == [
-            "localhost": [IPAddress("127.0.0.1")!, IPAddress("::1")!],
-            "db.internal.test": [IPAddress("10.0.0.5")!],
-        ])
+        #expect(
+            table == [
+                "localhost": [IPAddress("127.0.0.1")!, IPAddress("::1")!],
+                "db.internal.test": [IPAddress("10.0.0.5")!],
+            ]
+        )
     }
 
     @Test func cacheFile() throws {
@@ -228,6 +241,27 @@ import Testing
                 #expect(reason.unicodeScalars.allSatisfy { $0.value >= 0x20 && $0.value != 0x7F }, "\(name)")
             }
         }
+    }
+
+    @Test func portTooBigForAnIntIsRefusedNotDropped() throws {
+        // URLComponents gives nil for such a port, as for none: the URL once went to port 80 / 443.
+        let proxy = Array(
+            try Data(
+                contentsOf: Self.root.appendingPathComponent(
+                    "Fuzz/Regressions/proxy-target/invalid-port-overflowing-int"
+                )
+            )
+        )
+        #expect(
+            ProxyRequestTarget.parse(method: "GET", uri: String(decoding: proxy.dropFirst(), as: UTF8.self))
+                == .invalid("\"http://a.com:99999999999999999999/\": port 99999999999999999999 is outside 1-65535")
+        )
+        let spec = try Data(
+            contentsOf: Self.root.appendingPathComponent(
+                "Fuzz/Regressions/resolver-spec/bad-port-overflowing-int"
+            )
+        )
+        #expect(throws: ResolverSpecError.self) { try ResolverSpec(parsing: String(decoding: spec, as: UTF8.self)) }
     }
 
     @Test func resolverSpec() throws {

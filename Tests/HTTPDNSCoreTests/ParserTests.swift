@@ -19,6 +19,21 @@ import Testing
         #expect(try HTTPURLParts.parse("https://a.test").effectivePort == 443)
     }
 
+    @Test(arguments: ["http://bücher.example/", "http://xn--bcher-kva.example/", "http://BÜCHER.example/"])
+    func internationalNamesBecomePunycode(_ text: String) throws {
+        // Foundation's `host` would give "bücher.example" for all three, which no DNS query can carry.
+        let p = try HTTPURLParts.parse(text)
+        #expect(p.host == "xn--bcher-kva.example")
+        #expect(try HTTPURLParts.parse(p.text) == p)
+        #expect(try ResolverEndpoint(url: text).host == "xn--bcher-kva.example")
+    }
+
+    @Test(arguments: ["http://%61.com/", "http://a%2Eb.com/", "http://a%00b.com/"])
+    func percentEscapesInTheHostAreRefused(_ text: String) {
+        #expect(throws: URLParseError.self) { try HTTPURLParts.parse(text) }
+        #expect(throws: (any Error).self) { try ResolverEndpoint(url: text) }
+    }
+
     @Test func ipv6LiteralLosesItsBracketsAndKeepsItsText() throws {
         let p = try HTTPURLParts.parse("http://[2001:DB8::1]:8080/")
         #expect(p.host == "2001:DB8::1")
@@ -32,6 +47,10 @@ import Testing
         ("http:///path", "\"http:///path\" has no host"),
         ("http://a.test:0/", "\"http://a.test:0/\": port 0 is outside 1-65535"),
         ("http://a.test:70000/", "\"http://a.test:70000/\": port 70000 is outside 1-65535"),
+        (
+            "http://a.test:99999999999999999999/",
+            "\"http://a.test:99999999999999999999/\": port 99999999999999999999 is outside 1-65535"
+        ),
         (
             "http://a b.test/", "\"http://a b.test/\" is not a URL (expected http://host/path or https://host/path)"
         ),
@@ -79,7 +98,9 @@ import Testing
             _ = try HTTPURLParts.parse(long)
         } catch {
             let short = error.reason(quotingAtMost: 100)
-            #expect(short == "\"ftp://" + String(repeating: "a", count: 94) + "…\": only http and https URLs are supported")
+            #expect(
+                short == "\"ftp://" + String(repeating: "a", count: 94) + "…\": only http and https URLs are supported"
+            )
             #expect(error.reason.count > 300)
         }
         #expect(escapedForEcho("a\u{1B}[31mb\u{85}", limit: 100) == "a\\x1B[31mb\\x85")
@@ -167,7 +188,9 @@ import Testing
 @Suite struct DNSNamePresentationTests {
     /// A question whose first label is `a.b` (one label holding a dot), then `test`.
     static let dottedLabelQuery: [UInt8] =
-        [0x12, 0x34, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0] + [3, 0x61, 0x2E, 0x62, 4] + Array("test".utf8) + [0, 0, 1, 0, 1]
+        [0x12, 0x34, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0] + [3, 0x61, 0x2E, 0x62, 4] + Array("test".utf8) + [
+            0, 0, 1, 0, 1,
+        ]
 
     @Test func aDotInsideALabelIsEscapedNotMistakenForASeparator() throws {
         let m = try DNSMessage(parsing: Self.dottedLabelQuery)
@@ -190,7 +213,8 @@ import Testing
 
     @Test func namesOfExactly255WireBytesAreTheLimit() throws {
         // 3 labels of 63 + one of 61: 64*3 + 62 + 1 (root) = 255 bytes.
-        let name = [String](repeating: String(repeating: "a", count: 63), count: 3).joined(separator: ".") + "."
+        let name =
+            [String](repeating: String(repeating: "a", count: 63), count: 3).joined(separator: ".") + "."
             + String(repeating: "b", count: 61)
         let query = try DNSMessage.query(name: name, type: .a, edns: false)
         #expect(try DNSMessage(parsing: query).questionName == name)
