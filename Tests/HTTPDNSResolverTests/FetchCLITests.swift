@@ -137,7 +137,7 @@ struct FetchCLITests {
     }
 
     @Test(arguments: [
-        (["fetch", "ftp://x/"], Int32(64), "URL"),
+        (["fetch", "ftp://x/"], Int32(3), "ftp"),
         (["fetch", "https://a.test/", "-H", "nocolon"], 64, "-H"),
         (["fetch", "https://a.test/", "--http1.1", "--http2"], 64, "--http2"),
         (["fetch", "https://a.test/", "-d", "@/nonexistent/file"], 64, "-d"),
