@@ -70,7 +70,7 @@ run() {
     local execs rate crashes corp
     execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
     rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
-    corp=$(grep -o 'corp: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)
+    corp=$(grep -ao 'corp: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)
     local found
     found=$(comm -13 <(echo "$before") <(find "$artifacts" -type f | sort) | sed '/^$/d')
     crashes=$(echo -n "$found" | grep -c . || true)
