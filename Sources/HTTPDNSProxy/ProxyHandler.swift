@@ -292,7 +292,8 @@ final class ProxyHandler: ChannelInboundHandler, RemovableChannelHandler {
 
     // MARK: forwarding http://
 
-    private func forward(_ head: HTTPRequestHead, url given: HTTPURL, body: ByteBuffer, context: ChannelHandlerContext) {
+    private func forward(_ head: HTTPRequestHead, url given: HTTPURL, body: ByteBuffer, context: ChannelHandlerContext)
+    {
         let shared = self.shared
         let loop = context.eventLoop
         let bound = NIOLoopBound((self, context), eventLoop: loop)
@@ -368,20 +369,6 @@ func removeHopByHop(_ headers: inout HTTPHeaders) {
     for name in named where !name.isEmpty { headers.remove(name: name) }
     for name in ["connection", "proxy-connection", "keep-alive", "te", "trailer", "upgrade"] {
         headers.remove(name: name)
-    }
-}
-
-/// Closes a tunnel side that has been idle (no bytes either way) for the configured time.
-final class IdleCloser: ChannelInboundHandler, RemovableChannelHandler {
-    typealias InboundIn = ByteBuffer
-    typealias InboundOut = ByteBuffer
-
-    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if event is IdleStateHandler.IdleStateEvent {
-            context.close(promise: nil)
-        } else {
-            context.fireUserInboundEventTriggered(event)
-        }
     }
 }
 

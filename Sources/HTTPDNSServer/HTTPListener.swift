@@ -155,7 +155,7 @@ public final class HTTPListener: Sendable {
             // Streams are timed one by one (RequestHandler); the connection closes when nothing at all
             // was read for idleTimeout (a client's PINGs keep it open, bounded by maxConnections).
             try sync.addHandler(IdleStateHandler(readTimeout: idle))
-            try sync.addHandler(IdleConnectionCloser())
+            try sync.addHandler(IdleCloser())
             _ = try sync.configureHTTP2Pipeline(
                 mode: .server,
                 connectionConfiguration: HTTP2Limits.connectionConfiguration(client: false),
@@ -195,19 +195,6 @@ struct ConnectionContext: Sendable {
     var handler: HTTPListener.Handler
     /// Closes the connection unless the protocol is set up in time; cancelled by `configure`.
     var setup: Scheduled<Void>
-}
-
-/// Closes a connection on IdleStateHandler's read-idle event.
-final class IdleConnectionCloser: ChannelInboundHandler {
-    typealias InboundIn = NIOAny
-
-    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if event is IdleStateHandler.IdleStateEvent {
-            context.close(promise: nil)
-        } else {
-            context.fireUserInboundEventTriggered(event)
-        }
-    }
 }
 
 /// Before the HTTP/1.1 decoder: tells the request handler that bytes arrived, so it knows when a
