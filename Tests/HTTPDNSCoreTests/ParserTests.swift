@@ -56,54 +56,41 @@ import Testing
         ),
     ])
     func saysWhatIsWrong(_ text: String, _ reason: String) {
-        #expect(throws: URLParseError.self) { try HTTPURLParts.parse(text) }
-        do {
-            _ = try HTTPURLParts.parse(text)
-        } catch {
-            #expect(error.reason == reason)
-        }
+        #expect(parseError(text)?.reason == reason)
     }
 
-    @Test func badHostNamesTheProblem() {
-        do {
-            _ = try HTTPURLParts.parse("http://exa_mple!.com/")
-            Issue.record("accepted")
-        } catch {
-            guard case .badHost = error.problem else {
-                Issue.record("\(error.problem)")
-                return
-            }
-            #expect(error.reason.hasPrefix("\"http://exa_mple!.com/\""))
+    @Test func badHostNamesTheProblem() throws {
+        let error = try #require(parseError("http://exa_mple!.com/"))
+        guard case .badHost = error.problem else {
+            Issue.record("\(error.problem)")
+            return
         }
+        #expect(error.reason.hasPrefix("\"http://exa_mple!.com/\""))
     }
 
     @Test(arguments: ["http://a.test/\r\nHost: evil", "http://a.test/\0", "http://a.test/\u{7F}", "\thttp://a.test/"])
-    func refusesControlCharacters(_ text: String) {
-        do {
-            _ = try HTTPURLParts.parse(text)
-            Issue.record("accepted \(text.debugDescription)")
-        } catch {
-            guard case .controlCharacter = error.problem else {
-                Issue.record("\(error.problem)")
-                return
-            }
-            #expect(error.reason.contains("control character 0x"))
-            #expect(!error.reason.contains("\r") && !error.reason.contains("\n") && !error.reason.contains("\0"))
+    func refusesControlCharacters(_ text: String) throws {
+        let error = try #require(parseError(text))
+        guard case .controlCharacter = error.problem else {
+            Issue.record("\(error.problem)")
+            return
         }
+        #expect(error.reason.contains("control character 0x"))
+        #expect(!error.reason.contains("\r") && !error.reason.contains("\n") && !error.reason.contains("\0"))
     }
 
-    @Test func quotedReasonIsCutAndEscaped() {
+    @Test func quotedReasonIsCutAndEscaped() throws {
         let long = "ftp://" + String(repeating: "a", count: 300) + "/"
-        do {
-            _ = try HTTPURLParts.parse(long)
-        } catch {
-            let short = error.reason(quotingAtMost: 100)
-            #expect(
-                short == "\"ftp://" + String(repeating: "a", count: 94) + "…\": only http and https URLs are supported"
-            )
-            #expect(error.reason.count > 300)
-        }
+        let error = try #require(parseError(long))
+        let short = error.reason(quotingAtMost: 100)
+        #expect(short == "\"ftp://" + String(repeating: "a", count: 94) + "…\": only http and https URLs are supported")
+        #expect(error.reason.count > 300)
         #expect(escapedForEcho("a\u{1B}[31mb\u{85}", limit: 100) == "a\\x1B[31mb\\x85")
+    }
+
+    /// The error parsing `text` throws; an issue is recorded (and nil returned) when it parses.
+    func parseError(_ text: String) -> URLParseError? {
+        #expect(throws: URLParseError.self, "\(text.debugDescription) was accepted") { try HTTPURLParts.parse(text) }
     }
 }
 
