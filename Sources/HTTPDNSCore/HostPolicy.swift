@@ -10,6 +10,8 @@ public struct HostPattern: Hashable, Sendable, CustomStringConvertible {
 
     let kind: Kind
 
+    init(kind: Kind) { self.kind = kind }
+
     public init(_ text: String) throws {
         let t = normalizeHostname(text.trimmed(of: " \t"))
         if t == "*" {
@@ -78,7 +80,7 @@ public struct HostPolicy: Hashable, Sendable {
     /// Selects nothing (the library default).
     public static let none = HostPolicy()
     /// Selects every name.
-    public static var all: HostPolicy { HostPolicy(only: [try! HostPattern("*")]) }
+    public static var all: HostPolicy { HostPolicy(only: [HostPattern(kind: .any)]) }
 
     /// How a name is to be resolved.
     public enum Route: Hashable, Sendable {

@@ -90,7 +90,9 @@ public final class HTTPDNSResolver: Sendable {
         self.logger = logger
         self.validator = AnswerValidator(policy: configuration.policy)
         var cache = DNSCache(configuration: configuration.cache)
-        if let path = configuration.persistencePath, let snapshot = CachePersistence.load(path: path, logger: logger) {
+        if let path = configuration.persistencePath,
+            let snapshot = CachePersistence.load(path: path, capacity: configuration.cache.capacity, logger: logger)
+        {
             cache.restore(snapshot, now: clock.now())
             logger.debug("cache restored", metadata: ["entries": "\(cache.count)"])
         }
