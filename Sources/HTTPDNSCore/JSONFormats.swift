@@ -104,7 +104,8 @@ public enum DoHJSONFormat {
         }
         if decoded.Status == Int(DNSResponseCode.nameError.rawValue) { return .empty }
         guard decoded.Status == 0 else {
-            let code = decoded.Status < 16 ? "\(DNSResponseCode(rawValue: UInt8(decoded.Status)))" : "RCODE\(decoded.Status)"
+            let code =
+                decoded.Status < 16 ? "\(DNSResponseCode(rawValue: UInt8(decoded.Status)))" : "RCODE\(decoded.Status)"
             throw AnswerFormatError("DoH JSON server answered \(code)")
         }
         var names: Set<String> = [normalizeHostname(name)]

@@ -168,7 +168,10 @@ public final class HTTPDNSService: Sendable {
         let stamp = "\(attributes[.modificationDate] ?? "")/\(attributes[.size] ?? "")"
         if let size = attributes[.size] as? Int, size > HostsFile.maxBytes {
             // Refused before reading: a huge file would stall every reload.
-            throw HostsFile.ParseError(line: 0, reason: "\(path): \(size) bytes, over the \(HostsFile.maxBytes >> 20) MiB limit")
+            throw HostsFile.ParseError(
+                line: 0,
+                reason: "\(path): \(size) bytes, over the \(HostsFile.maxBytes >> 20) MiB limit"
+            )
         }
         let text = try String(contentsOfFile: path, encoding: .utf8)
         do {

@@ -37,7 +37,10 @@ final class OutputSink: @unchecked Sendable {
         do {
             try handle.write(contentsOf: data)
         } catch {
-            throw FetchCommand.Failure(code: 23, message: "cannot write \(path ?? "to standard output"): \(Self.describe(error))")
+            throw FetchCommand.Failure(
+                code: 23,
+                message: "cannot write \(path ?? "to standard output"): \(Self.describe(error))"
+            )
         }
     }
 

@@ -53,7 +53,10 @@ import Testing
     }
 
     @Test func aHostsFileOverItsLimitIsRefused() {
-        let big = String(repeating: "# padding padding padding padding padding padding padding padding\n", count: 300_000)
+        let big = String(
+            repeating: "# padding padding padding padding padding padding padding padding\n",
+            count: 300_000
+        )
         #expect(throws: HostsFile.ParseError.self) { try HostsFile.parse(big) }
     }
 

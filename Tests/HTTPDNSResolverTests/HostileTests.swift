@@ -380,7 +380,9 @@ final class ForgingDNSHandler: ChannelInboundHandler {
         else { return }
         for bytes in [forged, real] {
             context.write(
-                wrapOutboundOut(AddressedEnvelope(remoteAddress: envelope.remoteAddress, data: ByteBuffer(bytes: bytes))),
+                wrapOutboundOut(
+                    AddressedEnvelope(remoteAddress: envelope.remoteAddress, data: ByteBuffer(bytes: bytes))
+                ),
                 promise: nil
             )
         }
