@@ -189,10 +189,9 @@ struct ProxyShared: Sendable {
     var pac: @Sendable (Int) -> String
 }
 
-/// Counts the bytes of the first request head (up to its blank line); a head larger than the limit gets
-/// 431 and the connection closed. Body and tunnel bytes after the head are not counted.
-/// Sits before the HTTP decoder: bounds the request head's size, and holds back a half-close that
-/// comes after a complete head. NIO's decoder drops the bytes it buffered behind a CONNECT head once it
+/// Sits before the HTTP decoder. Counts the bytes of the first request head (up to its blank line); a
+/// head larger than the limit gets 431 and the connection closed (body and tunnel bytes after the head
+/// are not counted). Holds back a half-close that comes after a complete head: NIO's decoder drops the bytes it buffered behind a CONNECT head once it
 /// has seen EOF, so a client that sends `CONNECT …` + its first bytes + shutdown(SHUT_WR) before the
 /// 200 would lose them; the half-close is passed to the tunnel's target after those bytes instead.
 final class HeadLimiter: ChannelInboundHandler, RemovableChannelHandler {
@@ -228,10 +227,7 @@ final class HeadLimiter: ChannelInboundHandler, RemovableChannelHandler {
     func replyRawAndClose(_ text: String) {
         guard let context else { return }
         done = true
-        var reply = context.channel.allocator.buffer(capacity: text.utf8.count)
-        reply.writeString(text)
-        let channel = context.channel
-        context.writeAndFlush(NIOAny(reply)).whenComplete { _ in channel.close(promise: nil) }
+        writeRawAndClose(text, from: context)
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {

@@ -108,10 +108,9 @@ final class ProxyHandler: ChannelInboundHandler, RemovableChannelHandler {
             // The same port rule as CONNECT: otherwise http://127.0.0.1:ANYPORT/ reaches any local service.
             guard shared.configuration.allowedPorts.contains(url.port) else {
                 state = .busy
-                let allowed = shared.configuration.allowedPorts.sorted().map(String.init).joined(separator: ", ")
                 reply(
                     .forbidden,
-                    "forwarding to port \(url.port) is not allowed (allowed: \(allowed))",
+                    "forwarding to port \(url.port) is not allowed (allowed: \(allowedPortsText))",
                     close: true,
                     context: context
                 )
@@ -162,14 +161,18 @@ final class ProxyHandler: ChannelInboundHandler, RemovableChannelHandler {
         }
     }
 
+    /// The allowed ports, for the 403 that refuses another (CONNECT and absolute-form alike).
+    private var allowedPortsText: String {
+        shared.configuration.allowedPorts.sorted().map(String.init).joined(separator: ", ")
+    }
+
     // MARK: CONNECT
 
     private func connect(host: String, port: Int, context: ChannelHandlerContext) {
         guard shared.configuration.allowedPorts.contains(port) else {
-            let allowed = shared.configuration.allowedPorts.sorted().map(String.init).joined(separator: ", ")
             reply(
                 .forbidden,
-                "CONNECT to port \(port) is not allowed (allowed: \(allowed))",
+                "CONNECT to port \(port) is not allowed (allowed: \(allowedPortsText))",
                 close: true,
                 context: context
             )

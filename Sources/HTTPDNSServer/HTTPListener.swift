@@ -202,7 +202,6 @@ struct ConnectionContext: Sendable {
 /// 408 for a request that never completed (NIO's pipeline handler allows no response without a head).
 final class ReadNotifier: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
-    typealias OutboundOut = ByteBuffer
     let handler: RequestHandler
     var context: ChannelHandlerContext?
 
@@ -219,10 +218,7 @@ final class ReadNotifier: ChannelInboundHandler {
     /// Writes `text` as raw bytes below the HTTP codec, then closes the connection.
     func replyRawAndClose(_ text: String) {
         guard let context else { return }
-        let channel = context.channel
-        context.writeAndFlush(wrapOutboundOut(ByteBuffer(string: text))).whenComplete { _ in
-            channel.close(promise: nil)
-        }
+        writeRawAndClose(text, from: context)
     }
 }
 

@@ -1,3 +1,5 @@
+// Small channel handlers and helpers shared by the server and the proxy.
+
 import NIOCore
 
 /// Closes its channel on an `IdleStateHandler` event: put it right after the IdleStateHandler whose
@@ -14,4 +16,11 @@ package final class IdleCloser: ChannelInboundHandler, RemovableChannelHandler {
             context.fireUserInboundEventTriggered(event)
         }
     }
+}
+
+/// Writes `text` as raw bytes from `context`, below any HTTP codec that follows it in the pipeline
+/// (a reply for a request no codec will answer: a 408 or 431 before a whole head), then closes.
+package func writeRawAndClose(_ text: String, from context: ChannelHandlerContext) {
+    let channel = context.channel
+    context.writeAndFlush(NIOAny(ByteBuffer(string: text))).whenComplete { _ in channel.close(promise: nil) }
 }
