@@ -3,18 +3,25 @@
 // swift-httpdns: resolve through HTTPDNS / DNS-over-HTTPS at connect time, keep the hostname for
 // TLS SNI, certificate checks and the Host header.
 //
-// Module map (one concern each):
+// Module map (one concern each). No module shares its name with a type, so `Module.Type` always works:
+//   HTTPDNSKit       the front door: `HTTPDNS`, one value that owns the resolver, the engines and their
+//                    lifecycle, and re-exports the public types of the modules below. Apps import this.
 //   HTTPDNSCore      pure core, no I/O: DNS wire format, provider answer parsers, cache and refresh
 //                    policy, host policy, answer validation, resolver specs.
 //   HTTPDNSEngine    the one HTTP engine (SwiftNIO): TLS with the real hostname as SNI, HTTP/1.1 and
 //                    HTTP/2 by ALPN, connecting to addresses given by a resolver.
-//   HTTPDNSResolver  the resolver (SwiftNIO): providers (DoH, JSON, DNSPod, Do53, system), cache,
+//   HTTPDNSLookup    the resolver, `HTTPDNSResolver` (SwiftNIO): providers (DoH, JSON, DNSPod, Do53, system), cache,
 //                    coalescing, prefetch, persistence, fallback, hijack detection.
 //   HTTPDNSServer    the self-hostable HTTPDNS server (DNSPod, JSON, DoH wire and JSON on one port) and a
 //                    classic DNS (UDP/TCP) server, used by `httpdns serve`, the demo, tests and benches.
+//                    Not a product: it is run as `httpdns serve`; its Swift API is package-only for now.
 //   httpdns          the command-line tool.
-//   HTTPDNSProxy     the loopback forward proxy (CONNECT tunnels, http:// forwarding, PAC).
+//   HTTPDNSLocalProxy the loopback forward proxy, `HTTPDNSProxy` (CONNECT tunnels, http:// forwarding, PAC).
 //   HTTPDNSURLSession the URLProtocol for URLSession (the only module that imports FoundationNetworking).
+//
+// Tests: one hermetic target per module (`swift test` runs them anywhere: no peers, no root), plus
+// HTTPDNSIntegrationTests, which needs the real peers that scripts/test.sh starts (skipped without them,
+// failing under CI=true). HTTPDNSTestSupport holds what the test targets share.
 import PackageDescription
 
 let swiftSettings: [SwiftSetting] = [
@@ -25,12 +32,7 @@ let package = Package(
     name: "swift-httpdns",
     platforms: [.macOS(.v13), .iOS(.v16), .tvOS(.v16), .watchOS(.v9)],
     products: [
-        .library(name: "HTTPDNSCore", targets: ["HTTPDNSCore"]),
-        .library(name: "HTTPDNSEngine", targets: ["HTTPDNSEngine"]),
-        .library(name: "HTTPDNSResolver", targets: ["HTTPDNSResolver"]),
-        .library(name: "HTTPDNSServer", targets: ["HTTPDNSServer"]),
-        .library(name: "HTTPDNSProxy", targets: ["HTTPDNSProxy"]),
-        .library(name: "HTTPDNSURLSession", targets: ["HTTPDNSURLSession"]),
+        .library(name: "HTTPDNSKit", targets: ["HTTPDNSKit"]),
         .executable(name: "httpdns", targets: ["httpdns"]),
     ],
     dependencies: [
@@ -43,6 +45,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-asn1.git", from: "1.7.4"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
     targets: [
         .target(
@@ -70,7 +73,7 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .target(
-            name: "HTTPDNSResolver",
+            name: "HTTPDNSLookup",
             dependencies: [
                 "HTTPDNSCore",
                 "HTTPDNSEngine",
@@ -86,7 +89,7 @@ let package = Package(
             dependencies: [
                 "HTTPDNSCore",
                 "HTTPDNSEngine",
-                "HTTPDNSResolver",
+                "HTTPDNSLookup",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
@@ -99,11 +102,11 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .target(
-            name: "HTTPDNSProxy",
+            name: "HTTPDNSLocalProxy",
             dependencies: [
                 "HTTPDNSCore",
                 "HTTPDNSEngine",
-                "HTTPDNSResolver",
+                "HTTPDNSLookup",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
@@ -117,7 +120,7 @@ let package = Package(
             dependencies: [
                 "HTTPDNSCore",
                 "HTTPDNSEngine",
-                "HTTPDNSResolver",
+                "HTTPDNSLookup",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -125,15 +128,31 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        .target(
+            name: "HTTPDNSKit",
+            dependencies: [
+                "HTTPDNSCore",
+                "HTTPDNSEngine",
+                "HTTPDNSLookup",
+                "HTTPDNSLocalProxy",
+                "HTTPDNSURLSession",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(
             name: "httpdns",
             dependencies: [
+                "HTTPDNSKit",
                 "HTTPDNSURLSession",
-                "HTTPDNSProxy",
+                "HTTPDNSLocalProxy",
                 "HTTPDNSServer",
                 "HTTPDNSCore",
                 "HTTPDNSEngine",
-                "HTTPDNSResolver",
+                "HTTPDNSLookup",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -146,19 +165,171 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        .target(
+            name: "HTTPDNSTestSupport",
+            dependencies: [
+                "HTTPDNSKit",
+                "HTTPDNSCore",
+                "HTTPDNSEngine",
+                "HTTPDNSLookup",
+                "HTTPDNSServer",
+                "HTTPDNSLocalProxy",
+                "HTTPDNSURLSession",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ],
+            path: "Tests/HTTPDNSTestSupport",
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "HTTPDNSCoreTests",
             dependencies: ["HTTPDNSCore"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
-            name: "HTTPDNSResolverTests",
+            name: "HTTPDNSEngineTests",
             dependencies: [
+                "HTTPDNSTestSupport",
                 "HTTPDNSCore",
                 "HTTPDNSEngine",
-                "HTTPDNSResolver",
+                "HTTPDNSLookup",
                 "HTTPDNSServer",
-                "HTTPDNSProxy",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "HTTPDNSLookupTests",
+            dependencies: [
+                "HTTPDNSTestSupport",
+                "HTTPDNSCore",
+                "HTTPDNSEngine",
+                "HTTPDNSLookup",
+                "HTTPDNSServer",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "HTTPDNSServerTests",
+            dependencies: [
+                "HTTPDNSTestSupport",
+                "HTTPDNSCore",
+                "HTTPDNSEngine",
+                "HTTPDNSLookup",
+                "HTTPDNSServer",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "HTTPDNSLocalProxyTests",
+            dependencies: [
+                "HTTPDNSTestSupport",
+                "HTTPDNSCore",
+                "HTTPDNSEngine",
+                "HTTPDNSLookup",
+                "HTTPDNSServer",
+                "HTTPDNSLocalProxy",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "HTTPDNSURLSessionTests",
+            dependencies: [
+                "HTTPDNSTestSupport",
+                "HTTPDNSCore",
+                "HTTPDNSEngine",
+                "HTTPDNSLookup",
+                "HTTPDNSServer",
+                "HTTPDNSURLSession",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "HTTPDNSKitTests",
+            dependencies: [
+                "HTTPDNSTestSupport",
+                "HTTPDNSCore",
+                "HTTPDNSEngine",
+                "HTTPDNSLookup",
+                "HTTPDNSServer",
+                "HTTPDNSKit",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "httpdnsTests",
+            dependencies: [
+                "HTTPDNSTestSupport",
+                "HTTPDNSCore",
+                "HTTPDNSEngine",
+                "HTTPDNSLookup",
+                "HTTPDNSServer",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "HTTPDNSIntegrationTests",
+            dependencies: [
+                "HTTPDNSTestSupport",
+                "HTTPDNSCore",
+                "HTTPDNSEngine",
+                "HTTPDNSLookup",
+                "HTTPDNSServer",
+                "HTTPDNSKit",
+                "HTTPDNSLocalProxy",
                 "HTTPDNSURLSession",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

@@ -7,7 +7,7 @@
 // are not mixed here: happy eyeballs interleaves IPv6 and IPv4 afterwards (RFC 8305).
 
 /// Connect-outcome memory per address. Plain value type; the owner keeps it under a lock.
-public struct AddressRanker: Sendable {
+package struct AddressRanker: Sendable {
     struct Stats: Sendable {
         var averageConnect: Double?  // seconds, EWMA
         var consecutiveFailures = 0
@@ -17,11 +17,11 @@ public struct AddressRanker: Sendable {
 
     private var stats: [IPAddress: Stats] = [:]
     /// Addresses remembered at most (least recently used forgotten first).
-    public var capacity = 1024
+    package var capacity = 1024
 
-    public init() {}
+    package init() {}
 
-    public mutating func recordSuccess(_ address: IPAddress, connectTime: Duration, now: Timestamp) {
+    package mutating func recordSuccess(_ address: IPAddress, connectTime: Duration, now: Timestamp) {
         var s = stats[address] ?? Stats(lastUsed: now)
         let sample = connectTime.seconds
         s.averageConnect = s.averageConnect.map { $0 * 0.7 + sample * 0.3 } ?? sample
@@ -31,7 +31,7 @@ public struct AddressRanker: Sendable {
         put(address, s)
     }
 
-    public mutating func recordFailure(_ address: IPAddress, now: Timestamp) {
+    package mutating func recordFailure(_ address: IPAddress, now: Timestamp) {
         var s = stats[address] ?? Stats(lastUsed: now)
         s.consecutiveFailures += 1
         s.lastFailure = now
@@ -40,7 +40,7 @@ public struct AddressRanker: Sendable {
     }
 
     /// True while `address` is serving a failure penalty.
-    public func isPenalised(_ address: IPAddress, now: Timestamp) -> Bool {
+    package func isPenalised(_ address: IPAddress, now: Timestamp) -> Bool {
         guard let s = stats[address], let failed = s.lastFailure else { return false }
         let penalty = Duration.seconds(min(30 * (1 << min(s.consecutiveFailures - 1, 4)), 300))
         return now < failed + penalty
@@ -48,7 +48,7 @@ public struct AddressRanker: Sendable {
 
     /// `addresses` reordered: healthy before penalised; among healthy, measured-fast first (ties and
     /// unmeasured addresses keep their given order).
-    public func rank(_ addresses: [IPAddress], now: Timestamp) -> [IPAddress] {
+    package func rank(_ addresses: [IPAddress], now: Timestamp) -> [IPAddress] {
         let keyed = addresses.enumerated().map { (index, ip) -> (IPAddress, Int, Bool, Double) in
             let penalised = isPenalised(ip, now: now)
             return (ip, index, penalised, stats[ip]?.averageConnect ?? .infinity)

@@ -4,15 +4,15 @@
 /// link-local…) for names the policy does not allow them for: a public name answering `127.0.0.1` or
 /// `10.0.0.1` is the classic sign of a poisoned or misconfigured resolver. TTL bounds are applied by the
 /// cache (`CacheConfiguration.minTTL` / `maxTTL`).
-public struct AnswerValidator: Sendable {
-    public var policy: HostPolicy
+package struct AnswerValidator: Sendable {
+    package var policy: HostPolicy
 
-    public init(policy: HostPolicy) { self.policy = policy }
+    package init(policy: HostPolicy) { self.policy = policy }
 
-    public struct Outcome: Hashable, Sendable {
-        public var answer: FamilyAnswer
+    package struct Outcome: Hashable, Sendable {
+        package var answer: FamilyAnswer
         /// Addresses removed, with why.
-        public var rejected: [(IPAddress, String)] {
+        package var rejected: [(IPAddress, String)] {
             get { rejectedPairs.map { ($0.address, $0.reason) } }
         }
         struct Rejected: Hashable, Sendable {
@@ -22,7 +22,7 @@ public struct AnswerValidator: Sendable {
         var rejectedPairs: [Rejected]
     }
 
-    public func validate(_ answer: FamilyAnswer, for host: String) -> Outcome {
+    package func validate(_ answer: FamilyAnswer, for host: String) -> Outcome {
         let allowNonGlobal = policy.mayResolveToNonGlobal(host)
         var kept: [IPAddress] = []
         var rejected: [Outcome.Rejected] = []
@@ -30,7 +30,7 @@ public struct AnswerValidator: Sendable {
             if ip.isUnspecified {
                 rejected.append(.init(address: ip, reason: "unspecified address"))
             } else if !allowNonGlobal, ip.isNonGlobal {
-                rejected.append(.init(address: ip, reason: "non-global address for a public name"))
+                rejected.append(.init(address: ip, reason: "non-global address for a package name"))
             } else {
                 kept.append(ip)
             }

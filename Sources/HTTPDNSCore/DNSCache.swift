@@ -10,21 +10,21 @@
 // The number of entries is bounded; the least recently used entry goes first.
 
 /// Cache and refresh tuning. Value type, `Sendable`.
-public struct CacheConfiguration: Hashable, Sendable {
+package struct CacheConfiguration: Hashable, Sendable {
     /// TTLs below this are raised to it (seconds). Keeps chatty zero-TTL answers from hammering HTTPDNS.
-    public var minTTL: UInt32 = 10
+    package var minTTL: UInt32 = 10
     /// TTLs above this are lowered to it (seconds).
-    public var maxTTL: UInt32 = 3600
+    package var maxTTL: UInt32 = 3600
     /// How long past expiry an answer may still be served while one refresh runs.
-    public var maxStale: Duration = .seconds(60)
+    package var maxStale: Duration = .seconds(60)
     /// How long a negative answer is kept when the provider gave no TTL (seconds).
-    public var negativeTTL: UInt32 = 30
+    package var negativeTTL: UInt32 = 30
     /// The fraction of the TTL after which a lookup triggers a background refresh.
-    public var prefetchFraction: Double = 0.75
+    package var prefetchFraction: Double = 0.75
     /// Entries kept at most.
-    public var capacity: Int = 4096
+    package var capacity: Int = 4096
 
-    public init() {}
+    package init() {}
 
     func clamp(_ ttl: UInt32?) -> UInt32 {
         Swift.min(Swift.max(ttl ?? minTTL, minTTL), Swift.max(maxTTL, minTTL))
@@ -32,25 +32,25 @@ public struct CacheConfiguration: Hashable, Sendable {
 }
 
 /// One address family.
-public enum AddressFamily: String, Hashable, Sendable, Codable, CaseIterable {
+package enum AddressFamily: String, Hashable, Sendable, Codable, CaseIterable {
     case ipv4
     case ipv6
 }
 
 /// Cache key: answers are per network, per name, per family.
-public struct CacheKey: Hashable, Sendable, Codable {
-    public var network: String
-    public var name: String
-    public var family: AddressFamily
+package struct CacheKey: Hashable, Sendable, Codable {
+    package var network: String
+    package var name: String
+    package var family: AddressFamily
 
-    public init(network: String, name: String, family: AddressFamily) {
+    package init(network: String, name: String, family: AddressFamily) {
         self.network = network
         self.name = normalizeHostname(name)
         self.family = family
     }
 
     /// For a name already in normal form (lower case, no trailing dot): skips the copy.
-    public init(network: String, normalizedName: String, family: AddressFamily) {
+    package init(network: String, normalizedName: String, family: AddressFamily) {
         self.network = network
         self.name = normalizedName
         self.family = family
@@ -58,18 +58,18 @@ public struct CacheKey: Hashable, Sendable, Codable {
 }
 
 /// A cached answer.
-public struct CacheEntry: Hashable, Sendable, Codable {
-    public var addresses: [IPAddress]
+package struct CacheEntry: Hashable, Sendable, Codable {
+    package var addresses: [IPAddress]
     /// The TTL applied, after clamping (seconds).
-    public var ttl: UInt32
-    public var storedAt: Timestamp
-    public var expiresAt: Timestamp
+    package var ttl: UInt32
+    package var storedAt: Timestamp
+    package var expiresAt: Timestamp
     /// Which provider gave it (e.g. `doh:https://…`).
-    public var source: String
+    package var source: String
     var lastUsed: Timestamp
     var refreshing: Bool = false
 
-    public var isNegative: Bool { addresses.isEmpty }
+    package var isNegative: Bool { addresses.isEmpty }
 
     enum CodingKeys: String, CodingKey {
         case addresses, ttl, storedAt, expiresAt, source, lastUsed
@@ -77,7 +77,7 @@ public struct CacheEntry: Hashable, Sendable, Codable {
 }
 
 /// What a lookup found.
-public enum CacheLookup: Hashable, Sendable {
+package enum CacheLookup: Hashable, Sendable {
     /// Within TTL. `prefetch`: the caller should start a background refresh (it is marked as running).
     case fresh(CacheEntry, remaining: Duration, prefetch: Bool)
     /// Expired within `maxStale`. `refresh`: the caller should start the one refresh (marked as running).
@@ -86,17 +86,17 @@ public enum CacheLookup: Hashable, Sendable {
 }
 
 /// The cache state. Not thread-safe by itself: the owner keeps it under a lock.
-public struct DNSCache: Sendable {
-    public var configuration: CacheConfiguration
+package struct DNSCache: Sendable {
+    package var configuration: CacheConfiguration
     private(set) var entries: [CacheKey: CacheEntry] = [:]
 
-    public init(configuration: CacheConfiguration = CacheConfiguration()) {
+    package init(configuration: CacheConfiguration = CacheConfiguration()) {
         self.configuration = configuration
     }
 
-    public var count: Int { entries.count }
+    package var count: Int { entries.count }
 
-    public mutating func lookup(_ key: CacheKey, now: Timestamp) -> CacheLookup {
+    package mutating func lookup(_ key: CacheKey, now: Timestamp) -> CacheLookup {
         // One hash per lookup: the entry is updated in place through its index.
         guard let index = entries.index(forKey: key) else { return .miss }
         entries.values[index].lastUsed = now
@@ -118,7 +118,7 @@ public struct DNSCache: Sendable {
     }
 
     /// What `lookup` would find, without marking anything (no refresh claimed, no LRU touch).
-    public func peek(_ key: CacheKey, now: Timestamp) -> CacheLookup {
+    package func peek(_ key: CacheKey, now: Timestamp) -> CacheLookup {
         guard let entry = entries[key] else { return .miss }
         if now < entry.expiresAt { return .fresh(entry, remaining: entry.expiresAt - now, prefetch: false) }
         if !entry.isNegative, now < entry.expiresAt + configuration.maxStale { return .stale(entry, refresh: false) }
@@ -127,7 +127,7 @@ public struct DNSCache: Sendable {
 
     /// Stores an answer (empty addresses: a negative answer). Clears the refresh mark.
     @discardableResult
-    public mutating func store(_ key: CacheKey, addresses: [IPAddress], ttl: UInt32?, source: String, now: Timestamp)
+    package mutating func store(_ key: CacheKey, addresses: [IPAddress], ttl: UInt32?, source: String, now: Timestamp)
         -> CacheEntry
     {
         let applied =
@@ -148,22 +148,22 @@ public struct DNSCache: Sendable {
 
     /// A refresh failed: the entry stays (and may still be served stale until `maxStale` runs out);
     /// the next lookup may start another refresh.
-    public mutating func refreshFailed(_ key: CacheKey) {
+    package mutating func refreshFailed(_ key: CacheKey) {
         entries[key]?.refreshing = false
     }
 
-    public mutating func remove(network: String? = nil) {
+    package mutating func remove(network: String? = nil) {
         if let network { entries = entries.filter { $0.key.network != network } } else { entries.removeAll() }
     }
 
     /// Entries fit to persist: positive answers not yet past their stale window.
-    public func snapshot(now: Timestamp) -> CacheSnapshot {
+    package func snapshot(now: Timestamp) -> CacheSnapshot {
         let kept = entries.filter { !$0.value.isNegative && now < $0.value.expiresAt + configuration.maxStale }
         return CacheSnapshot(entries: kept.map { CacheSnapshot.Item(key: $0.key, entry: $0.value) })
     }
 
     /// Loads persisted entries, skipping expired ones. Entries already in memory win.
-    public mutating func restore(_ snapshot: CacheSnapshot, now: Timestamp) {
+    package mutating func restore(_ snapshot: CacheSnapshot, now: Timestamp) {
         for item in snapshot.entries where entries[item.key] == nil {
             guard !item.entry.addresses.isEmpty, now < item.entry.expiresAt + configuration.maxStale else { continue }
             guard item.entry.storedAt <= now, item.entry.expiresAt > item.entry.storedAt else { continue }
@@ -184,15 +184,15 @@ public struct DNSCache: Sendable {
 }
 
 /// The persisted form of the cache (JSON). `version` lets a future format ignore an older file.
-public struct CacheSnapshot: Hashable, Sendable, Codable {
-    public struct Item: Hashable, Sendable, Codable {
-        public var key: CacheKey
-        public var entry: CacheEntry
+package struct CacheSnapshot: Hashable, Sendable, Codable {
+    package struct Item: Hashable, Sendable, Codable {
+        package var key: CacheKey
+        package var entry: CacheEntry
     }
 
-    public static let currentVersion = 1
-    public var version: Int = CacheSnapshot.currentVersion
-    public var entries: [Item]
+    package static let currentVersion = 1
+    package var version: Int = CacheSnapshot.currentVersion
+    package var entries: [Item]
 
-    public init(entries: [Item]) { self.entries = entries }
+    package init(entries: [Item]) { self.entries = entries }
 }

@@ -4,17 +4,17 @@
 // past the end all become a `DNSWireError`, never a crash or an endless loop.
 
 /// A DNS record type (QTYPE/TYPE). Open set: unknown values are kept as they are.
-public struct DNSRecordType: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
-    public var rawValue: UInt16
-    public init(rawValue: UInt16) { self.rawValue = rawValue }
+package struct DNSRecordType: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    package var rawValue: UInt16
+    package init(rawValue: UInt16) { self.rawValue = rawValue }
 
-    public static let a = DNSRecordType(rawValue: 1)
-    public static let cname = DNSRecordType(rawValue: 5)
-    public static let soa = DNSRecordType(rawValue: 6)
-    public static let aaaa = DNSRecordType(rawValue: 28)
-    public static let opt = DNSRecordType(rawValue: 41)
+    package static let a = DNSRecordType(rawValue: 1)
+    package static let cname = DNSRecordType(rawValue: 5)
+    package static let soa = DNSRecordType(rawValue: 6)
+    package static let aaaa = DNSRecordType(rawValue: 28)
+    package static let opt = DNSRecordType(rawValue: 41)
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .a: return "A"
         case .aaaa: return "AAAA"
@@ -27,17 +27,17 @@ public struct DNSRecordType: RawRepresentable, Hashable, Sendable, CustomStringC
 }
 
 /// DNS response codes that matter to a stub resolver.
-public struct DNSResponseCode: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
-    public var rawValue: UInt8
-    public init(rawValue: UInt8) { self.rawValue = rawValue }
-    public static let noError = DNSResponseCode(rawValue: 0)
-    public static let formatError = DNSResponseCode(rawValue: 1)
-    public static let serverFailure = DNSResponseCode(rawValue: 2)
-    public static let nameError = DNSResponseCode(rawValue: 3)  // NXDOMAIN
-    public static let notImplemented = DNSResponseCode(rawValue: 4)
-    public static let refused = DNSResponseCode(rawValue: 5)
+package struct DNSResponseCode: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    package var rawValue: UInt8
+    package init(rawValue: UInt8) { self.rawValue = rawValue }
+    package static let noError = DNSResponseCode(rawValue: 0)
+    package static let formatError = DNSResponseCode(rawValue: 1)
+    package static let serverFailure = DNSResponseCode(rawValue: 2)
+    package static let nameError = DNSResponseCode(rawValue: 3)  // NXDOMAIN
+    package static let notImplemented = DNSResponseCode(rawValue: 4)
+    package static let refused = DNSResponseCode(rawValue: 5)
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .noError: return "NOERROR"
         case .formatError: return "FORMERR"
@@ -51,22 +51,22 @@ public struct DNSResponseCode: RawRepresentable, Hashable, Sendable, CustomStrin
 }
 
 /// Why a DNS message could not be read or written.
-public struct DNSWireError: Error, Hashable, Sendable, CustomStringConvertible {
-    public var reason: String
-    public init(_ reason: String) { self.reason = reason }
-    public var description: String { "malformed DNS message: \(reason)" }
+package struct DNSWireError: Error, Hashable, Sendable, CustomStringConvertible {
+    package var reason: String
+    package init(_ reason: String) { self.reason = reason }
+    package var description: String { "malformed DNS message: \(reason)" }
 }
 
 /// One resource record from the answer section.
-public struct DNSRecord: Hashable, Sendable {
-    public var name: String
-    public var type: DNSRecordType
-    public var ttl: UInt32
+package struct DNSRecord: Hashable, Sendable {
+    package var name: String
+    package var type: DNSRecordType
+    package var ttl: UInt32
     /// Raw RDATA, except for CNAME where `target` holds the decompressed name.
-    public var data: [UInt8]
-    public var target: String?
+    package var data: [UInt8]
+    package var target: String?
 
-    public init(name: String, type: DNSRecordType, ttl: UInt32, data: [UInt8], target: String? = nil) {
+    package init(name: String, type: DNSRecordType, ttl: UInt32, data: [UInt8], target: String? = nil) {
         self.name = name
         self.type = type
         self.ttl = ttl
@@ -76,28 +76,28 @@ public struct DNSRecord: Hashable, Sendable {
 }
 
 /// A parsed DNS message (query or response): header fields, the first question, and the answers.
-public struct DNSMessage: Hashable, Sendable {
-    public var id: UInt16
-    public var isResponse: Bool
-    public var truncated: Bool
-    public var recursionDesired: Bool
-    public var rcode: DNSResponseCode
-    public var questionName: String
-    public var questionType: DNSRecordType
-    public var answers: [DNSRecord]
+package struct DNSMessage: Hashable, Sendable {
+    package var id: UInt16
+    package var isResponse: Bool
+    package var truncated: Bool
+    package var recursionDesired: Bool
+    package var rcode: DNSResponseCode
+    package var questionName: String
+    package var questionType: DNSRecordType
+    package var answers: [DNSRecord]
     /// The SOA minimum from the authority section, when present: the negative-caching TTL (RFC 2308).
-    public var negativeTTL: UInt32?
+    package var negativeTTL: UInt32?
 
     /// Largest message we accept: TCP's 2-byte length prefix bound.
-    public static let maximumSize = 65_535
+    package static let maximumSize = 65_535
     /// EDNS0 UDP payload size we advertise (the DNS flag day 2020 value, avoids fragmentation).
-    public static let ednsUDPSize: UInt16 = 1232
+    package static let ednsUDPSize: UInt16 = 1232
 
     // MARK: Building
 
     /// Encodes a recursive query for `name` / `type`. RFC 8484 asks DoH clients to use id 0 for cache
     /// friendliness; Do53 callers pass a random id. `edns` adds an OPT record advertising 1232 bytes.
-    public static func query(name: String, type: DNSRecordType, id: UInt16 = 0, edns: Bool = true) throws -> [UInt8] {
+    package static func query(name: String, type: DNSRecordType, id: UInt16 = 0, edns: Bool = true) throws -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(64)
         out.appendUInt16(id)
@@ -121,7 +121,7 @@ public struct DNSMessage: Hashable, Sendable {
 
     /// Encodes a response to `query` with the given answers (address records for the question name) and
     /// rcode. Used by the project's own server and test fixtures.
-    public static func response(
+    package static func response(
         to query: DNSMessage,
         rcode: DNSResponseCode = .noError,
         addresses: [IPAddress] = [],
@@ -169,7 +169,7 @@ public struct DNSMessage: Hashable, Sendable {
     // MARK: Parsing
 
     /// Parses a whole DNS message. Throws `DNSWireError` for anything malformed.
-    public init(parsing bytes: some Collection<UInt8>) throws {
+    package init(parsing bytes: some Collection<UInt8>) throws {
         var reader = WireReader(Array(bytes))
         guard reader.bytes.count <= Self.maximumSize else { throw DNSWireError("message larger than 65535 bytes") }
         guard reader.bytes.count >= 12 else { throw DNSWireError("shorter than the 12-byte header") }
@@ -217,7 +217,7 @@ public struct DNSMessage: Hashable, Sendable {
 
     /// The A/AAAA addresses that answer the question, following the CNAME chain from the question name,
     /// with the smallest TTL among the records used (nil when there are none).
-    public func addresses(for type: DNSRecordType) -> (addresses: [IPAddress], ttl: UInt32?) {
+    package func addresses(for type: DNSRecordType) -> (addresses: [IPAddress], ttl: UInt32?) {
         var names: Set<String> = [Self.normalize(questionName)]
         // CNAME chains may come in any order; a few passes settle them (bounded by the record count).
         var ttl: UInt32?

@@ -8,9 +8,9 @@
 // IPv6 addresses never contain '-', so '-' safely splits the v4 and v6 parts.
 
 /// Builds DNSPod queries and parses their answers.
-public enum DNSPodFormat {
+package enum DNSPodFormat {
     /// The `type` parameter for a query (nil: the default, IPv4).
-    public static func typeParameter(for query: AddressQuery) -> String? {
+    package static func typeParameter(for query: AddressQuery) -> String? {
         switch query {
         case .ipv4: return nil
         case .ipv6: return "aaaa"
@@ -22,7 +22,7 @@ public enum DNSPodFormat {
     ///
     /// A single-name response has no `name.:` prefix; a batch response has one per line and lines for
     /// names not asked are ignored. Names missing from a batch response get no entry.
-    public static func parse(_ body: String, names: [String], query: AddressQuery) throws -> [String: HostAnswer] {
+    package static func parse(_ body: String, names: [String], query: AddressQuery) throws -> [String: HostAnswer] {
         guard body.utf8.count <= 256 * 1024 else { throw AnswerFormatError("DNSPod answer larger than 256 KiB") }
         // "\r\n" is one Character in Swift, equal to neither "\n" nor "\r": CRLF lines need their own case.
         let lines = body.split(whereSeparator: { $0 == "\n" || $0 == "\r" || $0 == "\r\n" }).map {
@@ -94,7 +94,7 @@ public enum DNSPodFormat {
     }
 
     /// Formats an answer the way a DNSPod server does (used by the project's own server and fixtures).
-    public static func format(_ answer: HostAnswer, query: AddressQuery, withTTL: Bool) -> String {
+    package static func format(_ answer: HostAnswer, query: AddressQuery, withTTL: Bool) -> String {
         func part(_ f: FamilyAnswer?) -> String {
             guard let f, !f.addresses.isEmpty else { return "0" }
             let ips = f.addresses.map(\.description).joined(separator: ";")

@@ -1,7 +1,7 @@
 /// A hostname pattern: an exact name (`api.example.com`), a wildcard for every name below a domain
 /// (`*.example.com` matches `a.example.com` and `a.b.example.com`, not `example.com` itself), or `*`
 /// for every name. Matching is case-insensitive and ignores a trailing dot.
-public struct HostPattern: Hashable, Sendable, CustomStringConvertible {
+package struct HostPattern: Hashable, Sendable, CustomStringConvertible {
     enum Kind: Hashable, Sendable {
         case any
         case exact(String)
@@ -12,7 +12,7 @@ public struct HostPattern: Hashable, Sendable, CustomStringConvertible {
 
     init(kind: Kind) { self.kind = kind }
 
-    public init(_ text: String) throws {
+    package init(_ text: String) throws {
         let t = normalizeHostname(text.trimmed(of: " \t"))
         if t == "*" {
             kind = .any
@@ -30,7 +30,7 @@ public struct HostPattern: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
-    public func matches(_ host: String) -> Bool {
+    package func matches(_ host: String) -> Bool {
         let h = normalizeHostname(host)
         switch kind {
         case .any: return true
@@ -39,7 +39,7 @@ public struct HostPattern: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
-    public var description: String {
+    package var description: String {
         switch kind {
         case .any: return "*"
         case .exact(let n): return n
@@ -53,19 +53,19 @@ public struct HostPattern: Hashable, Sendable, CustomStringConvertible {
 /// The default selects nothing: an embedded library routes no name through HTTPDNS until the app says
 /// which (`only: ["*"]` for everything). The command-line tool starts from `*`.
 /// Value type, `Sendable`.
-public struct HostPolicy: Hashable, Sendable {
+package struct HostPolicy: Hashable, Sendable {
     /// Names resolved through HTTPDNS (empty: none).
-    public var only: [HostPattern]
+    package var only: [HostPattern]
     /// Names never resolved through HTTPDNS even when `only` matches (deny wins).
-    public var except: [HostPattern]
+    package var except: [HostPattern]
     /// Names that never fall back to LocalDNS when every HTTPDNS provider fails.
-    public var strict: [HostPattern]
+    package var strict: [HostPattern]
     /// Public names allowed to resolve to loopback/private/non-global addresses.
     /// Names under special-use domains (`.test`, `.localhost`, `.local`, `.internal`, `.home.arpa`,
     /// `.invalid`, `.example`) may always.
-    public var allowNonGlobal: [HostPattern]
+    package var allowNonGlobal: [HostPattern]
 
-    public init(
+    package init(
         only: [HostPattern] = [],
         except: [HostPattern] = [],
         strict: [HostPattern] = [],
@@ -78,12 +78,12 @@ public struct HostPolicy: Hashable, Sendable {
     }
 
     /// Selects nothing (the library default).
-    public static let none = HostPolicy()
+    package static let none = HostPolicy()
     /// Selects every name.
-    public static var all: HostPolicy { HostPolicy(only: [HostPattern(kind: .any)]) }
+    package static var all: HostPolicy { HostPolicy(only: [HostPattern(kind: .any)]) }
 
     /// How a name is to be resolved.
-    public enum Route: Hashable, Sendable {
+    package enum Route: Hashable, Sendable {
         /// The host is an IP literal: no lookup at all.
         case literal(IPAddress)
         /// Through HTTPDNS; `strict` forbids falling back to LocalDNS.
@@ -92,7 +92,7 @@ public struct HostPolicy: Hashable, Sendable {
         case localDNS
     }
 
-    public func route(for host: String) -> Route {
+    package func route(for host: String) -> Route {
         if let ip = IPAddress(host) { return .literal(ip) }
         guard only.contains(where: { $0.matches(host) }), !except.contains(where: { $0.matches(host) }) else {
             return .localDNS
@@ -105,7 +105,7 @@ public struct HostPolicy: Hashable, Sendable {
     ]
 
     /// Whether `host` may resolve to non-global (loopback, private, link-local) addresses.
-    public func mayResolveToNonGlobal(_ host: String) -> Bool {
+    package func mayResolveToNonGlobal(_ host: String) -> Bool {
         let h = normalizeHostname(host)
         if Self.specialUseSuffixes.contains(where: { h == $0 || h.hasSuffix("." + $0) }) { return true }
         return allowNonGlobal.contains(where: { $0.matches(h) })

@@ -1,22 +1,22 @@
 /// hosts(5) format: `IP name [alias...]` per line, `#` starts a comment. Lines that are not of that form
 /// are reported by number rather than guessed at.
-public enum HostsFile {
-    public struct ParseError: Error, Hashable, Sendable, CustomStringConvertible {
-        public var line: Int
-        public var reason: String
-        public init(line: Int, reason: String) {
+package enum HostsFile {
+    package struct ParseError: Error, Hashable, Sendable, CustomStringConvertible {
+        package var line: Int
+        package var reason: String
+        package init(line: Int, reason: String) {
             self.line = line
             self.reason = reason
         }
-        public var description: String { "line \(line): \(reason)" }
+        package var description: String { "line \(line): \(reason)" }
     }
 
     /// Files larger than this are refused: a hosts file is read whole and re-read on every change.
-    public static let maxBytes = 16 << 20
+    package static let maxBytes = 16 << 20
 
     /// Name (normalized) → addresses in file order, both families mixed, at most
     /// `AddressCollector.limit` per name (later ones are ignored).
-    public static func parse(_ text: String) throws -> [String: [IPAddress]] {
+    package static func parse(_ text: String) throws -> [String: [IPAddress]] {
         guard text.utf8.count <= maxBytes else {
             throw ParseError(line: 0, reason: "larger than \(maxBytes / (1 << 20)) MiB")
         }

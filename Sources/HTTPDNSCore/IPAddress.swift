@@ -11,12 +11,12 @@
 /// Parsing and formatting use the C library's `inet_pton` / `inet_ntop`, so every textual form the
 /// platform accepts is accepted (and nothing else: no hostnames, no zone IDs).
 /// Value type, `Sendable`.
-public enum IPAddress: Hashable, Sendable, CustomStringConvertible, Codable {
+package enum IPAddress: Hashable, Sendable, CustomStringConvertible, Codable {
     case v4(UInt8, UInt8, UInt8, UInt8)
     case v6([UInt8])
 
     /// Parses a textual IPv4 or IPv6 address. Brackets around IPv6 (`[::1]`) are accepted.
-    public init?(_ text: some StringProtocol) {
+    package init?(_ text: some StringProtocol) {
         var s = String(text)
         if s.hasPrefix("["), s.hasSuffix("]") { s = String(s.dropFirst().dropLast()) }
         guard !s.isEmpty, s.utf8.count <= 64 else { return nil }
@@ -43,7 +43,7 @@ public enum IPAddress: Hashable, Sendable, CustomStringConvertible, Codable {
     }
 
     /// Builds an address from 4 (IPv4) or 16 (IPv6) raw bytes; nil for any other length.
-    public init?(bytes: some Collection<UInt8>) {
+    package init?(bytes: some Collection<UInt8>) {
         let b = Array(bytes)
         switch b.count {
         case 4: self = .v4(b[0], b[1], b[2], b[3])
@@ -53,20 +53,20 @@ public enum IPAddress: Hashable, Sendable, CustomStringConvertible, Codable {
     }
 
     /// The address bytes in network order (4 or 16 of them).
-    public var bytes: [UInt8] {
+    package var bytes: [UInt8] {
         switch self {
         case .v4(let a, let b, let c, let d): return [a, b, c, d]
         case .v6(let b): return b
         }
     }
 
-    public var isIPv6: Bool {
+    package var isIPv6: Bool {
         if case .v6 = self { return true }
         return false
     }
 
     /// The canonical text form (`inet_ntop`), e.g. `127.0.0.1`, `::1`.
-    public var description: String {
+    package var description: String {
         var out = [CChar](repeating: 0, count: 64)
         let family = self.isIPv6 ? AF_INET6 : AF_INET
         let ok = self.bytes.withUnsafeBytes { raw in
@@ -77,14 +77,14 @@ public enum IPAddress: Hashable, Sendable, CustomStringConvertible, Codable {
     }
 
     /// `0.0.0.0` or `::`: never a usable destination.
-    public var isUnspecified: Bool { self.bytes.allSatisfy { $0 == 0 } }
+    package var isUnspecified: Bool { self.bytes.allSatisfy { $0 == 0 } }
 
     /// Loopback, private (RFC 1918 / ULA), link-local, CGNAT shared space and other non-global ranges.
     /// A public name answering with one of these is a classic poisoning sign. IPv6 addresses that embed
     /// an IPv4 address (v4-mapped, v4-compatible, NAT64 64:ff9b::/96, 6to4 2002::/16) are judged by the
     /// IPv4 address inside: a DNS64 resolver legitimately answers 64:ff9b::a.b.c.d for a public a.b.c.d,
     /// while 64:ff9b::7f00:1 is loopback in disguise.
-    public var isNonGlobal: Bool {
+    package var isNonGlobal: Bool {
         let b = self.bytes
         switch self {
         case .v4:
@@ -115,7 +115,7 @@ public enum IPAddress: Hashable, Sendable, CustomStringConvertible, Codable {
     /// The IPv4 address inside an IPv6 one of a form that carries it in a fixed place: v4-mapped
     /// (::ffff:0:0/96), v4-compatible (::/96, deprecated), NAT64's well-known prefix (64:ff9b::/96,
     /// RFC 6052) and 6to4 (2002::/16, RFC 3056). Nil for IPv4 and other IPv6 addresses.
-    public var embeddedIPv4: IPAddress? {
+    package var embeddedIPv4: IPAddress? {
         guard case .v6(let b) = self else { return nil }
         if b[0..<10].allSatisfy({ $0 == 0 }), (b[10] == 0xFF && b[11] == 0xFF) || (b[10] == 0 && b[11] == 0) {
             return .v4(b[12], b[13], b[14], b[15])  // v4-mapped, v4-compatible (:: and ::1 handled before)
@@ -127,7 +127,7 @@ public enum IPAddress: Hashable, Sendable, CustomStringConvertible, Codable {
         return nil
     }
 
-    public init(from decoder: any Decoder) throws {
+    package init(from decoder: any Decoder) throws {
         let text = try decoder.singleValueContainer().decode(String.self)
         guard let ip = IPAddress(text) else {
             throw DecodingError.dataCorrupted(
@@ -137,7 +137,7 @@ public enum IPAddress: Hashable, Sendable, CustomStringConvertible, Codable {
         self = ip
     }
 
-    public func encode(to encoder: any Encoder) throws {
+    package func encode(to encoder: any Encoder) throws {
         var c = encoder.singleValueContainer()
         try c.encode(self.description)
     }

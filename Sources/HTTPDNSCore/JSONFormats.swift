@@ -2,7 +2,7 @@ import Foundation
 
 /// The Alibaba-style JSON API: `GET /resolve?host=NAME[&query=4,6]` answered with
 /// `{"host":"a.com","ips":["1.2.3.4"],"ipsv6":["2001:db8::1"],"ttl":60,"origin_ttl":600}`.
-public enum AlibabaJSONFormat {
+package enum AlibabaJSONFormat {
     struct Body: Codable {
         var host: String?
         var ips: [String]?
@@ -12,7 +12,7 @@ public enum AlibabaJSONFormat {
     }
 
     /// The `query` parameter: `4`, `6` or `4,6`.
-    public static func queryParameter(for query: AddressQuery) -> String {
+    package static func queryParameter(for query: AddressQuery) -> String {
         switch query {
         case .ipv4: return "4"
         case .ipv6: return "6"
@@ -22,7 +22,7 @@ public enum AlibabaJSONFormat {
 
     /// Parses an answer to a query for `host` (when given: an answer whose `host` field names another
     /// name is refused, so a confused or hostile service cannot hand one name's addresses to another).
-    public static func parse(_ body: [UInt8], query: AddressQuery, host: String? = nil) throws -> HostAnswer {
+    package static func parse(_ body: [UInt8], query: AddressQuery, host: String? = nil) throws -> HostAnswer {
         let decoded: Body
         do {
             decoded = try JSONDecoder().decode(Body.self, from: Data(body))
@@ -53,7 +53,7 @@ public enum AlibabaJSONFormat {
         )
     }
 
-    public static func format(host: String, answer: HostAnswer) -> [UInt8] {
+    package static func format(host: String, answer: HostAnswer) -> [UInt8] {
         let ttl = answer.ipv4?.ttl ?? answer.ipv6?.ttl ?? 0
         let body = Body(
             host: host,
@@ -68,31 +68,31 @@ public enum AlibabaJSONFormat {
 
 /// JSON DNS-over-HTTPS (`application/dns-json`, `?name=&type=`), the Google / Cloudflare answer shape:
 /// `{"Status":0,"TC":false,"Question":[...],"Answer":[{"name":"a.com.","type":1,"TTL":60,"data":"1.2.3.4"}]}`.
-public enum DoHJSONFormat {
-    public struct Record: Codable {
-        public var name: String
-        public var type: UInt16
-        public var TTL: UInt32?
-        public var data: String
+package enum DoHJSONFormat {
+    package struct Record: Codable {
+        package var name: String
+        package var type: UInt16
+        package var TTL: UInt32?
+        package var data: String
     }
 
-    public struct Question: Codable {
-        public var name: String
-        public var type: UInt16
+    package struct Question: Codable {
+        package var name: String
+        package var type: UInt16
     }
 
-    public struct Body: Codable {
-        public var Status: Int
-        public var TC: Bool?
-        public var RD: Bool?
-        public var RA: Bool?
-        public var Question: [Question]?
-        public var Answer: [Record]?
+    package struct Body: Codable {
+        package var Status: Int
+        package var TC: Bool?
+        package var RD: Bool?
+        package var RA: Bool?
+        package var Question: [Question]?
+        package var Answer: [Record]?
     }
 
     /// Parses an answer to a query for `name` of `type` (A or AAAA), following CNAMEs.
     /// Status 3 (NXDOMAIN) and an empty answer are negative answers; other non-zero statuses are errors.
-    public static func parse(_ body: [UInt8], name: String, type: DNSRecordType) throws -> FamilyAnswer {
+    package static func parse(_ body: [UInt8], name: String, type: DNSRecordType) throws -> FamilyAnswer {
         let decoded: Body
         do {
             decoded = try JSONDecoder().decode(Body.self, from: Data(body))
@@ -130,7 +130,7 @@ public enum DoHJSONFormat {
         return FamilyAnswer(addresses: out.addresses, ttl: ttl)
     }
 
-    public static func format(name: String, type: DNSRecordType, rcode: DNSResponseCode, answer: FamilyAnswer)
+    package static func format(name: String, type: DNSRecordType, rcode: DNSResponseCode, answer: FamilyAnswer)
         -> [UInt8]
     {
         let fqdn = name.hasSuffix(".") ? name : name + "."

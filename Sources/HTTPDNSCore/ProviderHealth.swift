@@ -2,20 +2,20 @@
 /// its first failure, doubling up to 60 s) and tried again after that. When every provider is marked
 /// down they are all tried anyway, in the configured order: skipping everything would turn a blip into
 /// an outage. Plain value type; the owner keeps it under a lock.
-public struct ProviderHealth: Sendable {
+package struct ProviderHealth: Sendable {
     struct Record: Sendable {
         var consecutiveFailures = 0
         var downUntil: Timestamp?
     }
 
-    public var initialBackoff: Duration = .seconds(1)
-    public var maximumBackoff: Duration = .seconds(60)
+    package var initialBackoff: Duration = .seconds(1)
+    package var maximumBackoff: Duration = .seconds(60)
     private var records: [Int: Record] = [:]
 
-    public init() {}
+    package init() {}
 
     /// Provider indices to try now, healthy ones first (each group in configured order).
-    public func order(count: Int, now: Timestamp) -> [Int] {
+    package func order(count: Int, now: Timestamp) -> [Int] {
         var up: [Int] = []
         var down: [Int] = []
         for i in 0..<count {
@@ -24,16 +24,16 @@ public struct ProviderHealth: Sendable {
         return up + down
     }
 
-    public func isDown(_ index: Int, now: Timestamp) -> Bool {
+    package func isDown(_ index: Int, now: Timestamp) -> Bool {
         guard let until = records[index]?.downUntil else { return false }
         return now < until
     }
 
-    public mutating func succeeded(_ index: Int) {
+    package mutating func succeeded(_ index: Int) {
         records[index] = nil
     }
 
-    public mutating func failed(_ index: Int, now: Timestamp) {
+    package mutating func failed(_ index: Int, now: Timestamp) {
         var r = records[index] ?? Record()
         r.consecutiveFailures += 1
         let factor = Int64(1) << Int64(min(r.consecutiveFailures - 1, 16))

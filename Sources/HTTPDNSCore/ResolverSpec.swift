@@ -4,22 +4,22 @@ import Foundation
 ///
 /// `host` is what TLS verifies and what goes into Host / `:authority`; where the socket connects is
 /// decided separately (an IP literal host, or a bootstrap IP for a name).
-public struct ResolverEndpoint: Hashable, Sendable, CustomStringConvertible {
-    public var scheme: String
-    public var host: String
-    public var port: Int
-    public var path: String
+package struct ResolverEndpoint: Hashable, Sendable, CustomStringConvertible {
+    package var scheme: String
+    package var host: String
+    package var port: Int
+    package var path: String
     /// The query string already on the URL (without `?`), kept in front of the parameters we add.
-    public var query: String?
+    package var query: String?
 
-    public var isTLS: Bool { scheme == "https" }
-    public var description: String {
+    package var isTLS: Bool { scheme == "https" }
+    package var description: String {
         let h = host.contains(":") ? "[\(host)]" : host
         return "\(scheme)://\(h):\(port)\(path)\(query.map { "?\($0)" } ?? "")"
     }
 
     /// Parses an absolute http or https URL; throws a message saying what to fix.
-    public init(url text: String) throws {
+    package init(url text: String) throws {
         guard let components = URLComponents(string: text), let scheme = components.scheme?.lowercased() else {
             throw ResolverSpecError("\"\(text)\" is not a URL; write it like https://127.0.0.1:8473/dns-query")
         }
@@ -50,7 +50,7 @@ public struct ResolverEndpoint: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// The request target (path and query) with `parameters` appended, percent-encoded.
-    public func target(adding parameters: [(String, String)]) -> String {
+    package func target(adding parameters: [(String, String)]) -> String {
         var parts: [String] = query.map { [$0] } ?? []
         for (k, v) in parameters { parts.append("\(Self.encode(k))=\(Self.encode(v))") }
         return parts.isEmpty ? path : "\(path)?\(parts.joined(separator: "&"))"
@@ -64,15 +64,15 @@ public struct ResolverEndpoint: Hashable, Sendable, CustomStringConvertible {
 }
 
 /// A bad resolver specification, with a message saying how to write it.
-public struct ResolverSpecError: Error, Hashable, Sendable, CustomStringConvertible {
-    public var message: String
-    public init(_ message: String) { self.message = message }
-    public var description: String { message }
+package struct ResolverSpecError: Error, Hashable, Sendable, CustomStringConvertible {
+    package var message: String
+    package init(_ message: String) { self.message = message }
+    package var description: String { message }
 }
 
 /// One resolver as given on the command line or in configuration:
 /// `doh:URL`, `doh-post:URL`, `doh-json:URL`, `dnspod:URL`, `json:URL`, `dns:IP[:PORT]`, `system`.
-public enum ResolverSpec: Hashable, Sendable, CustomStringConvertible {
+package enum ResolverSpec: Hashable, Sendable, CustomStringConvertible {
     /// RFC 8484 DNS-over-HTTPS, wire format; GET with `?dns=` or POST with `application/dns-message`.
     case doh(ResolverEndpoint, usePOST: Bool)
     /// JSON DNS-over-HTTPS (`application/dns-json`, `?name=&type=`).
@@ -86,9 +86,9 @@ public enum ResolverSpec: Hashable, Sendable, CustomStringConvertible {
     /// The operating system's resolver (getaddrinfo).
     case system
 
-    public static let kinds = "doh:URL, doh-post:URL, doh-json:URL, dnspod:URL, json:URL, dns:IP[:PORT], system"
+    package static let kinds = "doh:URL, doh-post:URL, doh-json:URL, dnspod:URL, json:URL, dns:IP[:PORT], system"
 
-    public init(parsing text: String) throws {
+    package init(parsing text: String) throws {
         if text == "system" {
             self = .system
             return
@@ -113,7 +113,7 @@ public enum ResolverSpec: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// `IP`, `IP:PORT`, `[V6]`, `[V6]:PORT` or a bare IPv6 address.
-    public static func parseHostPort(_ text: String, defaultPort: Int) throws -> (IPAddress, Int) {
+    package static func parseHostPort(_ text: String, defaultPort: Int) throws -> (IPAddress, Int) {
         if let ip = IPAddress(text) { return (ip, defaultPort) }
         var hostPart = text
         var portPart: Substring?
@@ -138,14 +138,14 @@ public enum ResolverSpec: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// The endpoint of an HTTP-based resolver (nil for `dns:` and `system`).
-    public var endpoint: ResolverEndpoint? {
+    package var endpoint: ResolverEndpoint? {
         switch self {
         case .doh(let e, _), .dohJSON(let e), .dnspod(let e), .json(let e): return e
         case .dns, .system: return nil
         }
     }
 
-    public var description: String {
+    package var description: String {
         switch self {
         case .doh(let e, let post): return "\(post ? "doh-post" : "doh"):\(e)"
         case .dohJSON(let e): return "doh-json:\(e)"

@@ -6,15 +6,15 @@ import NIOConcurrencyHelpers
 import NIOCore
 
 /// Admits accepted channels up to a limit, forgets each when it closes, and closes them all on stop.
-public final class ConnectionLimiter: Sendable {
-    public let limit: Int
+package final class ConnectionLimiter: Sendable {
+    package let limit: Int
     private let open = NIOLockedValueBox<[ObjectIdentifier: any Channel]>([:])
 
-    public init(limit: Int) { self.limit = limit }
+    package init(limit: Int) { self.limit = limit }
 
     /// Takes `channel` in if there is room (it is forgotten when it closes); false when the limit is
     /// reached, and the caller closes it.
-    public func admit(_ channel: any Channel) -> Bool {
+    package func admit(_ channel: any Channel) -> Bool {
         let id = ObjectIdentifier(channel)
         let admitted = open.withLockedValue { open -> Bool in
             guard open.count < limit else { return false }
@@ -28,10 +28,10 @@ public final class ConnectionLimiter: Sendable {
     }
 
     /// Connections open now.
-    public var count: Int { open.withLockedValue { $0.count } }
+    package var count: Int { open.withLockedValue { $0.count } }
 
     /// Closes every open connection.
-    public func closeAll() async {
+    package func closeAll() async {
         for channel in open.withLockedValue({ Array($0.values) }) { try? await channel.close() }
     }
 }

@@ -4,54 +4,54 @@ import NIOSSL
 
 extension HTTPEngine {
     /// How the engine connects and what it allows. A `Sendable` value with defaults for every field.
-    public struct Configuration: Sendable {
-        public var tls = HTTPEngineTLS()
+    package struct Configuration: Sendable {
+        package var tls = HTTPEngineTLS()
         /// Which HTTP versions to offer through ALPN for https.
-        public var versions: HTTPVersionPolicy = .automatic
+        package var versions: HTTPVersionPolicy = .automatic
         /// Speak HTTP/2 without TLS (h2c, prior knowledge) to http:// URLs.
-        public var http2PriorKnowledge = false
-        public var timeouts = Timeouts()
+        package var http2PriorKnowledge = false
+        package var timeouts = Timeouts()
         /// HTTP/1.1 connections kept per (scheme, host, port) at most; requests beyond wait for one.
-        public var maxConnectionsPerHost = 8
+        package var maxConnectionsPerHost = 8
         /// Streams on one HTTP/2 connection at most (lower if the server says so).
-        public var maxConcurrentStreams = 100
+        package var maxConcurrentStreams = 100
         /// An idle pooled connection is closed after this long.
-        public var idleConnectionTimeout: Duration = .seconds(60)
+        package var idleConnectionTimeout: Duration = .seconds(60)
         /// Sent when the request has no User-Agent.
-        public var userAgent = "swift-httpdns/0.1"
+        package var userAgent = "swift-httpdns/0.1"
 
-        public init() {}
+        package init() {}
     }
 
     /// Each phase has its own bound and its own error code.
-    public struct Timeouts: Sendable {
+    package struct Timeouts: Sendable {
         /// TCP connect, all happy-eyeballs attempts together.
-        public var connect: Duration = .seconds(10)
-        public var tlsHandshake: Duration = .seconds(10)
+        package var connect: Duration = .seconds(10)
+        package var tlsHandshake: Duration = .seconds(10)
         /// No byte from the server for this long while waiting for or reading a response.
-        public var idleRead: Duration = .seconds(30)
+        package var idleRead: Duration = .seconds(30)
         /// The whole request, body included; nil for none.
-        public var total: Duration?
+        package var total: Duration?
 
-        public init() {}
+        package init() {}
     }
 }
 
 /// TLS settings: trust anchors on top of the system roots, and optional public-key pins.
-public struct HTTPEngineTLS: Sendable {
+package struct HTTPEngineTLS: Sendable {
     /// Extra trusted CA certificates (e.g. a test CA, or a private service's CA).
-    public var additionalTrustRoots: [NIOSSLCertificate]
+    package var additionalTrustRoots: [NIOSSLCertificate]
     /// Per host: base64 SHA-256 digests of SubjectPublicKeyInfo, at least one of which the server's
     /// leaf certificate must carry (the usual `pin-sha256` form). Checked on top of normal verification.
-    public var pins: [String: Set<String>]
+    package var pins: [String: Set<String>]
 
-    public init(additionalTrustRoots: [NIOSSLCertificate] = [], pins: [String: Set<String>] = [:]) {
+    package init(additionalTrustRoots: [NIOSSLCertificate] = [], pins: [String: Set<String>] = [:]) {
         self.additionalTrustRoots = additionalTrustRoots
         self.pins = pins
     }
 
     /// Loads PEM certificates from a file; throws a message naming the file when it holds none.
-    public static func loadPEM(file path: String) throws -> [NIOSSLCertificate] {
+    package static func loadPEM(file path: String) throws -> [NIOSSLCertificate] {
         let certs: [NIOSSLCertificate]
         do {
             certs = try NIOSSLCertificate.fromPEMFile(path)
@@ -69,7 +69,7 @@ public struct HTTPEngineTLS: Sendable {
 }
 
 /// Which HTTP versions the engine may use.
-public enum HTTPVersionPolicy: String, Sendable, Hashable {
+package enum HTTPVersionPolicy: String, Sendable, Hashable {
     /// HTTP/2 when the server agrees through ALPN, else HTTP/1.1.
     case automatic
     /// Offer only http/1.1.
@@ -79,25 +79,25 @@ public enum HTTPVersionPolicy: String, Sendable, Hashable {
 }
 
 /// The HTTP version a response came over.
-public enum HTTPVersionUsed: String, Sendable, Hashable {
+package enum HTTPVersionUsed: String, Sendable, Hashable {
     case http1 = "http/1.1"
     case http2 = "h2"
 }
 
 /// Where the engine gets the addresses of a host: the resolver, at connect time.
-public protocol AddressSource: Sendable {
+package protocol AddressSource: Sendable {
     /// Addresses of `host`, each family in preference order, and who answered.
     func addresses(for host: String) async throws -> ResolvedAddresses
 }
 
 /// A host's addresses as the engine uses them.
-public struct ResolvedAddresses: Sendable, Hashable {
-    public var ipv4: [IPAddress]
-    public var ipv6: [IPAddress]
+package struct ResolvedAddresses: Sendable, Hashable {
+    package var ipv4: [IPAddress]
+    package var ipv6: [IPAddress]
     /// Who answered (for metrics), e.g. `doh:https://…`, `cache(…)`, `system`.
-    public var source: String
+    package var source: String
 
-    public init(ipv4: [IPAddress], ipv6: [IPAddress], source: String) {
+    package init(ipv4: [IPAddress], ipv6: [IPAddress], source: String) {
         self.ipv4 = ipv4
         self.ipv6 = ipv6
         self.source = source
@@ -105,11 +105,11 @@ public struct ResolvedAddresses: Sendable, Hashable {
 }
 
 /// Fixed addresses per host, e.g. a resolver endpoint's bootstrap IPs; unknown hosts fail.
-public struct StaticAddressSource: AddressSource {
-    public var table: [String: [IPAddress]]
-    public init(_ table: [String: [IPAddress]]) { self.table = table }
+package struct StaticAddressSource: AddressSource {
+    package var table: [String: [IPAddress]]
+    package init(_ table: [String: [IPAddress]]) { self.table = table }
 
-    public func addresses(for host: String) async throws -> ResolvedAddresses {
+    package func addresses(for host: String) async throws -> ResolvedAddresses {
         guard let ips = table[normalizeHostname(host)], !ips.isEmpty else {
             throw HTTPEngineError(.nameNotResolved, "no address configured for \(host)")
         }

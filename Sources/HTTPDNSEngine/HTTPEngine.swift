@@ -21,8 +21,8 @@ import NIOSSL
 /// Sends HTTP requests to addresses from an `AddressSource` while speaking to the real hostname.
 ///
 /// Thread-safe; share one instance. Call `shutdown()` to close pooled connections.
-public final class HTTPEngine: Sendable {
-    public let configuration: Configuration
+package final class HTTPEngine: Sendable {
+    package let configuration: Configuration
     let group: any EventLoopGroup
     let logger: Logger
     let addressSource: (any AddressSource)?
@@ -34,7 +34,7 @@ public final class HTTPEngine: Sendable {
     /// - Parameters:
     ///   - addressSource: where host names are resolved at connect time (the HTTPDNS resolver). Without
     ///     one, names go to getaddrinfo; IP-literal URLs never need one.
-    public init(
+    package init(
         configuration: Configuration = Configuration(),
         addressSource: (any AddressSource)? = nil,
         eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
@@ -67,7 +67,7 @@ public final class HTTPEngine: Sendable {
     }
 
     /// An engine with default settings and extra trust roots.
-    public convenience init(
+    package convenience init(
         tls: HTTPEngineTLS,
         addressSource: (any AddressSource)? = nil,
         logger: Logger = Logger(label: "httpdns.engine")
@@ -78,12 +78,12 @@ public final class HTTPEngine: Sendable {
     }
 
     /// Closes every pooled connection. Requests started afterwards fail.
-    public func shutdown() {
+    package func shutdown() {
         pool.shutdown()
     }
 
     /// Connections open now.
-    public var openConnections: Int { pool.openConnections }
+    package var openConnections: Int { pool.openConnections }
 
     // MARK: Requests
 
@@ -92,7 +92,7 @@ public final class HTTPEngine: Sendable {
     ///
     /// - Parameter addresses: where to connect, instead of asking the address source (e.g. a resolver
     ///   endpoint's bootstrap IPs).
-    public func execute(_ request: HTTPRequest, addresses: ResolvedAddresses? = nil) async throws -> HTTPResponse {
+    package func execute(_ request: HTTPRequest, addresses: ResolvedAddresses? = nil) async throws -> HTTPResponse {
         let recorder = MetricsRecorder(url: request.url)
         do {
             return try await execute(request, addresses: addresses, recorder: recorder, retry: true)
@@ -499,7 +499,7 @@ public final class HTTPEngine: Sendable {
     /// anything but HEAD into GET, dropping the body; 307/308 keep method and body (a body that cannot
     /// be sent again fails the redirect). Credentials and cookies are not carried to another host.
     /// The request's total timeout (`timeout`, else the configuration's) bounds the whole chain.
-    public func send(_ request: HTTPRequest, followRedirects: Int = 0) async throws -> HTTPResponse {
+    package func send(_ request: HTTPRequest, followRedirects: Int = 0) async throws -> HTTPResponse {
         var current = request
         var hops = 0
         let deadline = (request.timeout ?? configuration.timeouts.total).map { ContinuousClock.now + $0 }
@@ -527,7 +527,7 @@ public final class HTTPEngine: Sendable {
     }
 
     /// The request a redirect response asks for, or nil when `response` is not a redirect to follow.
-    public static func redirect(from request: HTTPRequest, response: HTTPResponse) throws -> HTTPRequest? {
+    package static func redirect(from request: HTTPRequest, response: HTTPResponse) throws -> HTTPRequest? {
         let code = Int(response.status.code)
         guard let rule = RedirectRule.next(status: code, method: request.method.rawValue),
             let location = response.headers.first(name: "location")

@@ -2,8 +2,8 @@ import NIOCore
 
 /// Why a request through the engine failed. Compare by `code`; `description` says what happened and,
 /// for a connect that tried several addresses, lists every attempt.
-public struct HTTPEngineError: Error, Hashable, Sendable, CustomStringConvertible {
-    public enum Code: Hashable, Sendable {
+package struct HTTPEngineError: Error, Hashable, Sendable, CustomStringConvertible {
+    package enum Code: Hashable, Sendable {
         /// The URL or request could not be used (bad URL, bad header…).
         case invalidRequest
         /// The host name could not be resolved.
@@ -33,27 +33,27 @@ public struct HTTPEngineError: Error, Hashable, Sendable, CustomStringConvertibl
     }
 
     /// One connection attempt that failed.
-    public struct Attempt: Hashable, Sendable, CustomStringConvertible {
-        public var address: String
-        public var stage: String  // "connect" or "tls"
-        public var reason: String
-        public var description: String { "\(address) (\(stage)): \(reason)" }
+    package struct Attempt: Hashable, Sendable, CustomStringConvertible {
+        package var address: String
+        package var stage: String  // "connect" or "tls"
+        package var reason: String
+        package var description: String { "\(address) (\(stage)): \(reason)" }
     }
 
-    public let code: Code
-    public let message: String
-    public let attempts: [Attempt]
+    package let code: Code
+    package let message: String
+    package let attempts: [Attempt]
 
-    public init(_ code: Code, _ message: String, attempts: [Attempt] = []) {
+    package init(_ code: Code, _ message: String, attempts: [Attempt] = []) {
         self.code = code
         self.message = message
         self.attempts = attempts
     }
 
-    public static func == (l: HTTPEngineError, r: HTTPEngineError) -> Bool { l.code == r.code }
-    public func hash(into hasher: inout Hasher) { hasher.combine(code) }
+    package static func == (l: HTTPEngineError, r: HTTPEngineError) -> Bool { l.code == r.code }
+    package func hash(into hasher: inout Hasher) { hasher.combine(code) }
 
-    public var description: String {
+    package var description: String {
         guard !attempts.isEmpty else { return message }
         return message + ": " + attempts.map(\.description).joined(separator: "; ")
     }

@@ -7,14 +7,14 @@ import NIOPosix
 
 /// An absolute http(s) URL split the way the engine needs it: who we talk to (scheme, host, port) and
 /// what we ask for (target = path and query). The host keeps its name; it is never replaced by an IP.
-public struct HTTPURL: Hashable, Sendable, CustomStringConvertible {
-    public var scheme: String
-    public var host: String
-    public var port: Int
+package struct HTTPURL: Hashable, Sendable, CustomStringConvertible {
+    package var scheme: String
+    package var host: String
+    package var port: Int
     /// Path and query, percent-encoded, starting with `/`.
-    public var target: String
+    package var target: String
 
-    public init(scheme: String, host: String, port: Int? = nil, target: String = "/") {
+    package init(scheme: String, host: String, port: Int? = nil, target: String = "/") {
         self.scheme = scheme
         self.host = host
         self.port = port ?? (scheme == "https" ? 443 : 80)
@@ -22,7 +22,7 @@ public struct HTTPURL: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// Parses `http://` and `https://` URLs; throws `.invalidRequest` saying what is wrong.
-    public init(_ text: String) throws {
+    package init(_ text: String) throws {
         let parts: HTTPURLParts
         do {
             parts = try HTTPURLParts.parse(text)
@@ -32,19 +32,19 @@ public struct HTTPURL: Hashable, Sendable, CustomStringConvertible {
         self.init(scheme: parts.scheme, host: parts.host, port: parts.port, target: parts.target)
     }
 
-    public var isTLS: Bool { scheme == "https" }
-    public var hostIsIP: Bool { IPAddress(host) != nil }
+    package var isTLS: Bool { scheme == "https" }
+    package var hostIsIP: Bool { IPAddress(host) != nil }
 
     /// `host[:port]` for Host / :authority; the port is left out when it is the scheme's default.
-    public var authority: String {
+    package var authority: String {
         let h = host.contains(":") ? "[\(host)]" : host
         return port == (isTLS ? 443 : 80) ? h : "\(h):\(port)"
     }
 
-    public var description: String { "\(scheme)://\(authority)\(target)" }
+    package var description: String { "\(scheme)://\(authority)\(target)" }
 
     /// The URL a `Location` header points to, resolved against this one (RFC 3986 §5).
-    public func resolving(_ location: String) throws -> HTTPURL {
+    package func resolving(_ location: String) throws -> HTTPURL {
         guard let base = URL(string: description), let next = URL(string: location, relativeTo: base)?.absoluteURL
         else {
             throw HTTPEngineError(.protocolError, "redirect to \"\(location)\", which is not a URL")
@@ -56,7 +56,7 @@ public struct HTTPURL: Hashable, Sendable, CustomStringConvertible {
 /// A request body: bytes in memory, a file streamed from disk, or any async sequence of buffers.
 /// Bytes and files can be sent again (redirects that keep the body, retries); a stream only if its
 /// factory can make it again.
-public struct HTTPRequestBody: Sendable {
+package struct HTTPRequestBody: Sendable {
     enum Storage: Sendable {
         case bytes(ByteBuffer)
         case file(String)
@@ -65,18 +65,18 @@ public struct HTTPRequestBody: Sendable {
 
     let storage: Storage
     /// Bytes in the body when known (sent as content-length; otherwise chunked / h2 DATA until END_STREAM).
-    public let length: Int?
+    package let length: Int?
 
-    public static func bytes(_ bytes: some Collection<UInt8>) -> HTTPRequestBody {
+    package static func bytes(_ bytes: some Collection<UInt8>) -> HTTPRequestBody {
         HTTPRequestBody(storage: .bytes(ByteBuffer(bytes: bytes)), length: bytes.count)
     }
 
-    public static func bytes(_ buffer: ByteBuffer) -> HTTPRequestBody {
+    package static func bytes(_ buffer: ByteBuffer) -> HTTPRequestBody {
         HTTPRequestBody(storage: .bytes(buffer), length: buffer.readableBytes)
     }
 
     /// Streams the file at `path`, read in 64 KiB chunks as the connection can take them.
-    public static func file(_ path: String) throws -> HTTPRequestBody {
+    package static func file(_ path: String) throws -> HTTPRequestBody {
         guard let attributes = try? FileManager.default.attributesOfItem(atPath: path),
             let size = attributes[.size] as? Int
         else {
@@ -87,7 +87,7 @@ public struct HTTPRequestBody: Sendable {
 
     /// A body produced by `make`, which is called once per send. Use `AsyncThrowingStream(unfolding:)`
     /// for a producer that is only asked for the next chunk when the connection can take it.
-    public static func stream(
+    package static func stream(
         length: Int?,
         _ make: @escaping @Sendable () -> AsyncThrowingStream<ByteBuffer, any Error>
     ) -> HTTPRequestBody {
@@ -143,29 +143,29 @@ final class FileChunkReader: Sendable {
 }
 
 /// A request: method, URL, headers, optional body.
-public struct HTTPRequest: Sendable {
-    public var method: HTTPMethod
-    public var url: HTTPURL
-    public var headers: HTTPHeaders
-    public var body: HTTPRequestBody?
+package struct HTTPRequest: Sendable {
+    package var method: HTTPMethod
+    package var url: HTTPURL
+    package var headers: HTTPHeaders
+    package var body: HTTPRequestBody?
     /// Ask for gzip/deflate and decompress the response body.
-    public var decompress = false
+    package var decompress = false
     /// Bound on the whole request, body included (overrides `Configuration.timeouts.total`).
-    public var timeout: Duration?
+    package var timeout: Duration?
     /// Longest wait for the connection and then between two received bytes (overrides
     /// `Configuration.timeouts.connect` and `.idleRead`; URLRequest's `timeoutInterval` means this).
-    public var idleTimeout: Duration?
+    package var idleTimeout: Duration?
     /// HTTP versions for this request (overrides `Configuration.versions`).
-    public var versions: HTTPVersionPolicy?
+    package var versions: HTTPVersionPolicy?
 
-    public init(method: HTTPMethod = .GET, url: HTTPURL, headers: HTTPHeaders = [:], body: HTTPRequestBody? = nil) {
+    package init(method: HTTPMethod = .GET, url: HTTPURL, headers: HTTPHeaders = [:], body: HTTPRequestBody? = nil) {
         self.method = method
         self.url = url
         self.headers = headers
         self.body = body
     }
 
-    public init(method: HTTPMethod = .GET, url: String, headers: HTTPHeaders = [:], body: HTTPRequestBody? = nil) throws
+    package init(method: HTTPMethod = .GET, url: String, headers: HTTPHeaders = [:], body: HTTPRequestBody? = nil) throws
     {
         self.init(method: method, url: try HTTPURL(url), headers: headers, body: body)
     }
@@ -173,28 +173,28 @@ public struct HTTPRequest: Sendable {
 
 /// Where the time of one request went, and what it used. Durations are milliseconds; a phase that did
 /// not happen (a reused connection has no connect or TLS) is nil.
-public struct RequestMetrics: Sendable, Codable, Hashable {
-    public var url: String
+package struct RequestMetrics: Sendable, Codable, Hashable {
+    package var url: String
     /// The address the connection went to.
-    public var ip: String?
-    public var port: Int?
+    package var ip: String?
+    package var port: Int?
     /// "http/1.1" or "h2".
-    public var `protocol`: String?
+    package var `protocol`: String?
     /// Who answered the name: an HTTPDNS provider, cache, LocalDNS, or "literal".
-    public var dnsSource: String?
-    public var dnsMs: Double?
-    public var connectMs: Double?
-    public var tlsMs: Double?
+    package var dnsSource: String?
+    package var dnsMs: Double?
+    package var connectMs: Double?
+    package var tlsMs: Double?
     /// From the start of the request to the response head.
-    public var ttfbMs: Double?
+    package var ttfbMs: Double?
     /// From the start of the request to the last body byte (or the failure).
-    public var totalMs: Double?
-    public var reused: Bool = false
-    public var status: Int?
+    package var totalMs: Double?
+    package var reused: Bool = false
+    package var status: Int?
     /// Body bytes sent and received (after decompression for received).
-    public var bytesSent: Int = 0
-    public var bytesReceived: Int = 0
-    public var redirects: Int = 0
+    package var bytesSent: Int = 0
+    package var bytesReceived: Int = 0
+    package var redirects: Int = 0
 }
 
 /// Collects metrics as a request goes; shared by the engine, the handler and the response body.
@@ -211,23 +211,23 @@ final class MetricsRecorder: Sendable {
 }
 
 /// A response: status and headers as soon as they arrive, the body as it arrives.
-public struct HTTPResponse: Sendable {
-    public var status: HTTPResponseStatus
-    public var headers: HTTPHeaders
-    public var version: HTTPVersionUsed
+package struct HTTPResponse: Sendable {
+    package var status: HTTPResponseStatus
+    package var headers: HTTPHeaders
+    package var version: HTTPVersionUsed
     /// The URL this response answers (after redirects, the last one).
-    public var url: HTTPURL
+    package var url: HTTPURL
     /// The body, delivered as the server sends it; reading it slowly slows the server down (TCP or h2
     /// flow control). Iterate it once. Dropping it unread cancels the rest of the transfer.
-    public var body: HTTPResponseBody
+    package var body: HTTPResponseBody
     let recorder: MetricsRecorder
     /// Metrics so far; complete (total time, bytes) once the body has been read to the end.
-    public var metrics: RequestMetrics { recorder.snapshot }
+    package var metrics: RequestMetrics { recorder.snapshot }
 }
 
 /// The response body as an async sequence of buffers, with back-pressure.
-public struct HTTPResponseBody: AsyncSequence, Sendable {
-    public typealias Element = ByteBuffer
+package struct HTTPResponseBody: AsyncSequence, Sendable {
+    package typealias Element = ByteBuffer
     typealias Producer = NIOThrowingAsyncSequenceProducer<
         ByteBuffer, any Error, NIOAsyncSequenceProducerBackPressureStrategies.HighLowWatermark, BodyDelegate
     >
@@ -236,11 +236,11 @@ public struct HTTPResponseBody: AsyncSequence, Sendable {
 
     static let empty = HTTPResponseBody(producer: nil, recorder: nil)
 
-    public struct AsyncIterator: AsyncIteratorProtocol {
+    package struct AsyncIterator: AsyncIteratorProtocol {
         var inner: Producer.AsyncIterator?
         let recorder: MetricsRecorder?
 
-        public mutating func next() async throws -> ByteBuffer? {
+        package mutating func next() async throws -> ByteBuffer? {
             guard let it = inner else { return nil }
             do {
                 let chunk = try await it.next()
@@ -260,12 +260,12 @@ public struct HTTPResponseBody: AsyncSequence, Sendable {
         }
     }
 
-    public func makeAsyncIterator() -> AsyncIterator {
+    package func makeAsyncIterator() -> AsyncIterator {
         AsyncIterator(inner: producer?.makeAsyncIterator(), recorder: recorder)
     }
 
     /// Reads the whole body; throws `.responseTooLarge` past `maxBytes`.
-    public func collect(upTo maxBytes: Int) async throws -> ByteBuffer {
+    package func collect(upTo maxBytes: Int) async throws -> ByteBuffer {
         var out = ByteBuffer()
         for try await var chunk in self {
             guard out.readableBytes + chunk.readableBytes <= maxBytes else {

@@ -11,37 +11,37 @@ import NIOCore
 import NIOPosix
 
 /// Thread-safe; `stop()` closes both sockets.
-public final class DNSServer: Sendable {
+package final class DNSServer: Sendable {
     /// What to answer for one question.
-    public struct Answer: Sendable {
-        public var rcode: DNSResponseCode
-        public var addresses: [IPAddress]
-        public var ttl: UInt32
+    package struct Answer: Sendable {
+        package var rcode: DNSResponseCode
+        package var addresses: [IPAddress]
+        package var ttl: UInt32
 
-        public init(rcode: DNSResponseCode = .noError, addresses: [IPAddress], ttl: UInt32 = 60) {
+        package init(rcode: DNSResponseCode = .noError, addresses: [IPAddress], ttl: UInt32 = 60) {
             self.rcode = rcode
             self.addresses = addresses
             self.ttl = ttl
         }
 
-        public static let nxdomain = Answer(rcode: .nameError, addresses: [])
+        package static let nxdomain = Answer(rcode: .nameError, addresses: [])
     }
 
-    public typealias Responder = @Sendable (_ name: String, _ type: DNSRecordType) -> Answer
+    package typealias Responder = @Sendable (_ name: String, _ type: DNSRecordType) -> Answer
 
-    public struct Options: Sendable {
+    package struct Options: Sendable {
         /// Answer every UDP query with TC set and no records, so clients must retry over TCP.
-        public var truncateUDP = false
-        public init() {}
+        package var truncateUDP = false
+        package init() {}
     }
 
-    public let port: Int
-    public let host: String
+    package let port: Int
+    package let host: String
     let channels: [any Channel]
     let counters: NIOLockedValueBox<(udp: Int, tcp: Int)>
 
     /// Queries received so far (UDP, TCP).
-    public var queries: (udp: Int, tcp: Int) { counters.withLockedValue { $0 } }
+    package var queries: (udp: Int, tcp: Int) { counters.withLockedValue { $0 } }
 
     private init(host: String, port: Int, channels: [any Channel], counters: NIOLockedValueBox<(udp: Int, tcp: Int)>) {
         self.host = host
@@ -51,7 +51,7 @@ public final class DNSServer: Sendable {
     }
 
     /// Binds UDP and TCP on `host:port` (port 0: the OS picks one free for both).
-    public static func start(
+    package static func start(
         host: String = "127.0.0.1",
         port: Int = 0,
         options: Options = Options(),
@@ -91,7 +91,7 @@ public final class DNSServer: Sendable {
         throw DNSWireError("could not bind a UDP and TCP port pair on \(host)")
     }
 
-    public func stop() async {
+    package func stop() async {
         for c in channels { try? await c.close() }
     }
 

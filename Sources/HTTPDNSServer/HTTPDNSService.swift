@@ -14,7 +14,7 @@
 import Foundation
 import HTTPDNSCore
 import HTTPDNSEngine
-import HTTPDNSResolver
+import HTTPDNSLookup
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
@@ -22,38 +22,38 @@ import NIOHTTP1
 import NIOPosix
 import NIOSSL
 
-public final class HTTPDNSService: Sendable {
-    public struct Configuration: Sendable {
+package final class HTTPDNSService: Sendable {
+    package struct Configuration: Sendable {
         /// Addresses to listen on (`port` 0: any free port).
-        public var listen: [(host: String, port: Int)] = [("127.0.0.1", 0)]
+        package var listen: [(host: String, port: Int)] = [("127.0.0.1", 0)]
         /// Serve HTTPS (ALPN h2 and http/1.1) with this certificate; plain HTTP/1.1 and h2c otherwise.
-        public var tls: TLSIdentity?
+        package var tls: TLSIdentity?
         /// hosts(5) file answered first, re-read within a second of changing.
-        public var hostsFile: String?
+        package var hostsFile: String?
         /// Static names (for embedding, e.g. the demo), answered like the hosts file.
-        public var staticHosts: [String: [IPAddress]] = [:]
+        package var staticHosts: [String: [IPAddress]] = [:]
         /// Upstream DNS server for everything else (nil: names outside the hosts are NXDOMAIN).
-        public var upstream: ResolverSpec?
+        package var upstream: ResolverSpec?
         /// TTL of hosts-file answers, seconds.
-        public var ttl: UInt32 = 60
+        package var ttl: UInt32 = 60
         /// Names in one `/d` batch at most.
-        public var maxBatch = 50
-        public var limits = HTTPListener.Limits()
+        package var maxBatch = 50
+        package var limits = HTTPListener.Limits()
 
-        public init() {}
+        package init() {}
     }
 
     /// A certificate chain and its key, PEM.
-    public struct TLSIdentity: Sendable {
-        public var chain: [NIOSSLCertificate]
-        public var key: NIOSSLPrivateKey
+    package struct TLSIdentity: Sendable {
+        package var chain: [NIOSSLCertificate]
+        package var key: NIOSSLPrivateKey
 
-        public init(chain: [NIOSSLCertificate], key: NIOSSLPrivateKey) {
+        package init(chain: [NIOSSLCertificate], key: NIOSSLPrivateKey) {
             self.chain = chain
             self.key = key
         }
 
-        public static func load(certificate: String, key: String) throws -> TLSIdentity {
+        package static func load(certificate: String, key: String) throws -> TLSIdentity {
             TLSIdentity(
                 chain: try NIOSSLCertificate.fromPEMFile(certificate),
                 key: try NIOSSLPrivateKey(file: key, format: .pem)
@@ -61,7 +61,7 @@ public final class HTTPDNSService: Sendable {
         }
     }
 
-    public let listeners: [HTTPListener]
+    package let listeners: [HTTPListener]
     let hosts: NIOLockedValueBox<Hosts>
     let resolver: HTTPDNSResolver?
     let configuration: Configuration
@@ -74,9 +74,9 @@ public final class HTTPDNSService: Sendable {
     }
 
     /// Ports actually bound, in `listen` order.
-    public var ports: [Int] { listeners.map(\.port) }
+    package var ports: [Int] { listeners.map(\.port) }
 
-    public static func start(_ configuration: Configuration, logger: Logger = Logger(label: "httpdns.server"))
+    package static func start(_ configuration: Configuration, logger: Logger = Logger(label: "httpdns.server"))
         async throws -> HTTPDNSService
     {
         var table = configuration.staticHosts
@@ -158,7 +158,7 @@ public final class HTTPDNSService: Sendable {
         self.reloader = reloader
     }
 
-    public func stop() async {
+    package func stop() async {
         reloader?.cancel()
         for l in listeners { await l.stop() }
     }

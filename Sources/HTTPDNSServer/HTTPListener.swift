@@ -18,24 +18,24 @@ import NIOSSL
 import NIOTLS
 
 /// One request, read whole.
-public struct ListenerRequest: Sendable {
-    public var method: HTTPMethod
-    public var uri: String
-    public var headers: HTTPHeaders
-    public var body: ByteBuffer
+package struct ListenerRequest: Sendable {
+    package var method: HTTPMethod
+    package var uri: String
+    package var headers: HTTPHeaders
+    package var body: ByteBuffer
     /// "http/1.1" or "h2".
-    public var version: String
-    public var isTLS: Bool
-    public var remote: String
+    package var version: String
+    package var isTLS: Bool
+    package var remote: String
 }
 
 /// One response.
-public struct ListenerResponse: Sendable {
-    public var status: HTTPResponseStatus
-    public var headers: HTTPHeaders
-    public var body: ByteBuffer
+package struct ListenerResponse: Sendable {
+    package var status: HTTPResponseStatus
+    package var headers: HTTPHeaders
+    package var body: ByteBuffer
 
-    public init(
+    package init(
         status: HTTPResponseStatus = .ok,
         contentType: String = "text/plain",
         body: some Collection<UInt8>,
@@ -47,31 +47,31 @@ public struct ListenerResponse: Sendable {
         self.body = ByteBuffer(bytes: body)
     }
 
-    public init(status: HTTPResponseStatus, text: String, headers: HTTPHeaders = [:]) {
+    package init(status: HTTPResponseStatus, text: String, headers: HTTPHeaders = [:]) {
         self.init(status: status, body: Array((text + "\n").utf8), headers: headers)
     }
 }
 
 /// Listens on one address; `stop()` closes it and its connections.
-public final class HTTPListener: Sendable {
-    public typealias Handler = @Sendable (ListenerRequest) async -> ListenerResponse
+package final class HTTPListener: Sendable {
+    package typealias Handler = @Sendable (ListenerRequest) async -> ListenerResponse
     /// Answers on the event loop without waiting, or returns nil to hand the request to `Handler`.
-    public typealias ImmediateHandler = @Sendable (ListenerRequest) -> ListenerResponse?
+    package typealias ImmediateHandler = @Sendable (ListenerRequest) -> ListenerResponse?
 
-    public struct Limits: Sendable {
-        public var maxConnections = 1024
-        public var maxRequestBytes = 64 * 1024
+    package struct Limits: Sendable {
+        package var maxConnections = 1024
+        package var maxRequestBytes = 64 * 1024
         /// Time a client has to deliver a whole request (head and body) once it has started sending it;
         /// for a new connection the TLS handshake and protocol choice must also fit in it. A slow client
         /// (slowloris) is closed after it, whatever it trickles.
-        public var requestTimeout: Duration = .seconds(10)
+        package var requestTimeout: Duration = .seconds(10)
         /// A connection with no request in progress and nothing read for this long is closed.
-        public var idleTimeout: Duration = .seconds(60)
-        public init() {}
+        package var idleTimeout: Duration = .seconds(60)
+        package init() {}
     }
 
-    public let host: String
-    public let port: Int
+    package let host: String
+    package let port: Int
     let channel: any Channel
     let connections: ConnectionLimiter
 
@@ -88,7 +88,7 @@ public final class HTTPListener: Sendable {
     }
 
     /// Binds `host:port` (port 0: any free port) and serves `handler`.
-    public static func start(
+    package static func start(
         host: String,
         port: Int,
         tls: NIOSSLContext?,
@@ -178,9 +178,9 @@ public final class HTTPListener: Sendable {
     }
 
     /// Open connections now.
-    public var openConnections: Int { connections.count }
+    package var openConnections: Int { connections.count }
 
-    public func stop() async {
+    package func stop() async {
         try? await channel.close()
         await connections.closeAll()
     }

@@ -23,7 +23,7 @@
 import Foundation
 import HTTPDNSCore
 import HTTPDNSEngine
-import HTTPDNSResolver
+import HTTPDNSLookup
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
@@ -34,35 +34,35 @@ import NIOHTTP1
 
 /// Metrics of one URLSession task served by the protocol, one entry per request sent (a redirect
 /// followed inside the protocol adds one).
-public struct HTTPDNSTaskMetrics: Sendable {
-    public var taskIdentifier: Int?
-    public var url: URL?
-    public var hops: [RequestMetrics]
+package struct HTTPDNSTaskMetrics: Sendable {
+    package var taskIdentifier: Int?
+    package var url: URL?
+    package var hops: [RequestMetrics]
     /// Why the task failed, nil on success or when the app cancelled it.
-    public var error: String?
+    package var error: String?
 }
 
-public final class HTTPDNSURLProtocol: URLProtocol {
+package final class HTTPDNSURLProtocol: URLProtocol {
     /// What the app configures once.
-    public struct Setup: Sendable {
-        public var resolver: HTTPDNSResolver
-        public var engine: HTTPEngine
+    package struct Setup: Sendable {
+        package var resolver: HTTPDNSResolver
+        package var engine: HTTPEngine
         /// Hosts to intercept; by default the resolver's policy (which selects nothing until configured).
-        public var intercept: HostPolicy
+        package var intercept: HostPolicy
         /// http:// hosts sent over https instead (HTTP/2 when the server offers it).
-        public var upgradeToHTTPS: [HostPattern] = []
+        package var upgradeToHTTPS: [HostPattern] = []
         /// Where cookies are kept when a request has `httpShouldHandleCookies`; nil: the session's
         /// storage where it can be found (Linux), else `HTTPCookieStorage.shared`.
-        public var cookieStorage: HTTPCookieStorage?
+        package var cookieStorage: HTTPCookieStorage?
         /// Redirects followed inside the protocol (Linux) before failing with `.httpTooManyRedirects`.
-        public var maxRedirects = 16
+        package var maxRedirects = 16
         /// Called once per load, just before the task completes (so the figures are there when the app
         /// sees the result), on no particular thread; keep it short.
-        public var onMetrics: (@Sendable (HTTPDNSTaskMetrics) -> Void)?
+        package var onMetrics: (@Sendable (HTTPDNSTaskMetrics) -> Void)?
 
         /// - Parameters:
         ///   - engineConfiguration: TLS trust and pins, versions, timeouts of the engine built here.
-        public init(
+        package init(
             resolver: HTTPDNSResolver,
             engineConfiguration: HTTPEngine.Configuration = .init(),
             intercept: HostPolicy? = nil
@@ -77,30 +77,30 @@ public final class HTTPDNSURLProtocol: URLProtocol {
 
     /// Makes `setup` the one every intercepted request uses (replacing an earlier one, whose engine
     /// the app shuts down when its loads are over).
-    public static func install(_ setup: Setup) {
+    package static func install(_ setup: Setup) {
         installed.withLockedValue { $0 = setup }
     }
 
     /// Stops intercepting: `canInit` answers false from now on. Loads already running finish.
-    public static func uninstall() {
+    package static func uninstall() {
         installed.withLockedValue { $0 = nil }
     }
 
-    public static var current: Setup? { installed.withLockedValue { $0 } }
+    package static var current: Setup? { installed.withLockedValue { $0 } }
 
     /// Header marking a request the protocol must leave alone (works on every platform; corelibs
     /// drops `URLProtocol.setProperty`). URLSession's own loading sends it on; servers ignore it.
-    public static let handledHeader = "X-HTTPDNS-Handled"
+    package static let handledHeader = "X-HTTPDNS-Handled"
     /// Key of the engine's own error in the userInfo of the URLErrors the protocol reports.
-    public static let engineErrorKey = "HTTPDNSEngineError"
+    package static let engineErrorKey = "HTTPDNSEngineError"
 
     /// Marks `request` as not to be intercepted.
-    public static func markHandled(_ request: inout URLRequest) {
+    package static func markHandled(_ request: inout URLRequest) {
         request.setValue("1", forHTTPHeaderField: handledHeader)
     }
 
     /// Whether the protocol would serve `request` now.
-    public override class func canInit(with request: URLRequest) -> Bool {
+    package override class func canInit(with request: URLRequest) -> Bool {
         guard let setup = current, let url = request.url,
             let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https",
             var host = url.host, !host.isEmpty,
@@ -111,7 +111,7 @@ public final class HTTPDNSURLProtocol: URLProtocol {
         return false
     }
 
-    public override class func canonicalRequest(for request: URLRequest) -> URLRequest { request }
+    package override class func canonicalRequest(for request: URLRequest) -> URLRequest { request }
 
     private struct Loading {
         var gate: ClientGate
@@ -119,7 +119,7 @@ public final class HTTPDNSURLProtocol: URLProtocol {
     }
     private let loading = NIOLockedValueBox<Loading?>(nil)
 
-    public override func startLoading() {
+    package override func startLoading() {
         guard let client else { return }
         guard let setup = Self.current else {
             client.urlProtocol(self, didFailWithError: URLError(.unsupportedURL))
@@ -144,7 +144,7 @@ public final class HTTPDNSURLProtocol: URLProtocol {
 
     /// Cancels the load. corelibs also calls this when the task is suspended and `startLoading` again on
     /// resume: the request then starts over (a delegate may see the response twice).
-    public override func stopLoading() {
+    package override func stopLoading() {
         loading.withLockedValue { state in
             state?.gate.close()
             state?.work.cancel()

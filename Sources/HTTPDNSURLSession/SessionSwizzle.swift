@@ -30,7 +30,7 @@
 
         /// Enables HTTPDNS on every URLSession created from now on (`URLSession.shared` excluded).
         /// Call once, early; there is no undo.
-        public static func enableForAllSessions() { _ = swizzleOnce }
+        package static func enableForAllSessions() { _ = swizzleOnce }
     }
 
     extension URLSession {

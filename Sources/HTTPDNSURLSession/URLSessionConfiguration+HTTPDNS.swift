@@ -8,7 +8,7 @@ extension URLSessionConfiguration {
     /// Puts `HTTPDNSURLProtocol` first in `protocolClasses`, so the session's http(s) requests for
     /// hosts the installed setup selects go through HTTPDNS. Safe to call more than once, and on a
     /// configuration a third-party stack built (before it makes its session).
-    public func enableHTTPDNS() {
+    package func enableHTTPDNS() {
         var classes = protocolClasses ?? []
         classes.removeAll { $0 == HTTPDNSURLProtocol.self }
         classes.insert(HTTPDNSURLProtocol.self, at: 0)
@@ -16,7 +16,7 @@ extension URLSessionConfiguration {
     }
 
     /// A copy of `self` with HTTPDNS enabled.
-    public func withHTTPDNS() -> URLSessionConfiguration {
+    package func withHTTPDNS() -> URLSessionConfiguration {
         let copy = self.copy() as! URLSessionConfiguration
         copy.enableHTTPDNS()
         return copy
@@ -29,7 +29,7 @@ extension HTTPDNSURLProtocol {
     /// before the built-in ones. On swift-corelibs-foundation registered classes come after the
     /// built-in http(s) protocol, which registers itself with the first URLSession made: call this
     /// before creating any session, or it never sees an http(s) request there.
-    public static func registerGlobally() {
+    package static func registerGlobally() {
         _ = URLProtocol.registerClass(HTTPDNSURLProtocol.self)
     }
 }

@@ -12,7 +12,7 @@
 import ArgumentParser
 import Foundation
 import HTTPDNSCore
-import HTTPDNSResolver
+import HTTPDNSLookup
 import HTTPDNSServer
 
 struct BenchCommand: AsyncParsableCommand {

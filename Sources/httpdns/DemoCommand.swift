@@ -11,7 +11,7 @@ import Crypto
 import Foundation
 import HTTPDNSCore
 import HTTPDNSEngine
-import HTTPDNSResolver
+import HTTPDNSLookup
 import HTTPDNSServer
 import Logging
 import NIOCore

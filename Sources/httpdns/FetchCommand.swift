@@ -13,7 +13,7 @@ import ArgumentParser
 import Foundation
 import HTTPDNSCore
 import HTTPDNSEngine
-import HTTPDNSResolver
+import HTTPDNSLookup
 import NIOCore
 import NIOHTTP1
 

@@ -5,7 +5,7 @@
 import ArgumentParser
 import Foundation
 import HTTPDNSEngine
-import HTTPDNSResolver
+import HTTPDNSLookup
 import HTTPDNSURLSession
 import NIOConcurrencyHelpers
 

@@ -4,7 +4,7 @@ import ArgumentParser
 import Foundation
 import HTTPDNSCore
 import HTTPDNSEngine
-import HTTPDNSProxy
+import HTTPDNSLocalProxy
 import Logging
 
 struct ProxyCommand: AsyncParsableCommand {

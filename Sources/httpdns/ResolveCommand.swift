@@ -1,7 +1,7 @@
 import ArgumentParser
 import Foundation
 import HTTPDNSCore
-import HTTPDNSResolver
+import HTTPDNSLookup
 
 struct ResolveCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

@@ -1,7 +1,7 @@
 import ArgumentParser
 import HTTPDNSCore
 import HTTPDNSEngine
-import HTTPDNSResolver
+import HTTPDNSLookup
 import Logging
 import NIOSSL
 

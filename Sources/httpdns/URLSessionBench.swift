@@ -12,7 +12,7 @@ import Crypto
 import Foundation
 import HTTPDNSCore
 import HTTPDNSEngine
-import HTTPDNSResolver
+import HTTPDNSLookup
 import HTTPDNSServer
 import HTTPDNSURLSession
 import NIOCore

@@ -1,0 +1,259 @@
+// A forward proxy on loopback that resolves through HTTPDNS, for clients that never pass through
+// URLSession (web views, media players, other processes): every stack has a proxy setting.
+//
+//   CONNECT host:port      a tunnel; the host is resolved through the resolver and host policy (names
+//                          outside the policy use LocalDNS), the addresses raced by NIO's happy eyeballs.
+//                          TLS stays end to end: the client's own SNI and certificate check are untouched.
+//   GET http://host/...    absolute-form requests are sent on through the engine (same resolution), with
+//                          http -> https for hosts on the upgrade list.
+//   GET /proxy.pac         a PAC file sending the listed hosts through this proxy.
+//
+// Safe by default: loopback only (another address needs `allowNonLoopback` and credentials, checked as
+// Basic Proxy-Authorization), CONNECT only to allowed ports (443, 80 and configured ones), never an open
+// relay. Bounded: connections, request head size and time, tunnel idle time; a slow or malformed client
+// gets an error and is closed while the others go on.
+
+import Foundation
+import HTTPDNSCore
+import HTTPDNSEngine
+import HTTPDNSLookup
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+
+package final class HTTPDNSProxy: Sendable {
+    package struct Configuration: Sendable {
+        package var host = "127.0.0.1"
+        /// 0: any free port (see `port`).
+        package var port = 0
+        /// Listen on a non-loopback address. Requires `credentials`.
+        package var allowNonLoopback = false
+        /// Basic proxy credentials; required off loopback, optional on it.
+        package var credentials: (user: String, password: String)?
+        /// Ports CONNECT may reach.
+        package var allowedPorts: Set<Int> = [443, 80]
+        /// Hosts whose http:// requests are sent as https://.
+        package var upgradeToHTTPS: [HostPattern] = []
+        /// Hosts the PAC file sends through the proxy (empty: every host).
+        package var pacHosts: [HostPattern] = []
+        package var maxConnections = 1024
+        /// A request head larger than this gets 431.
+        package var maxHeaderBytes = 16 * 1024
+        /// A client must send its request head within this time (408 otherwise).
+        package var requestHeadTimeout: Duration = .seconds(10)
+        /// A tunnel with no traffic either way for this long is closed.
+        package var tunnelIdleTimeout: Duration = .seconds(300)
+        package var connectTimeout: Duration = .seconds(10)
+        /// Bodies of forwarded http:// requests are read whole up to this size (413 beyond).
+        package var maxForwardBodyBytes = 16 << 20
+
+        package init() {}
+    }
+
+    /// One finished tunnel.
+    package struct TunnelMetrics: Sendable, Hashable {
+        package var host: String
+        package var port: Int
+        /// The address the tunnel went to.
+        package var address: String?
+        /// Client to server, server to client.
+        package var bytesUp: Int
+        package var bytesDown: Int
+        package var duration: Duration
+        /// Why it could not be opened, if it could not.
+        package var error: String?
+    }
+
+    package let configuration: Configuration
+    let channel: any Channel
+    let recent: NIOLockedValueBox<[TunnelMetrics]>
+    let connections: ConnectionLimiter
+
+    /// The port listened on.
+    package var port: Int { channel.localAddress?.port ?? configuration.port }
+    /// The last tunnels (at most 1,000), oldest first.
+    package var recentTunnels: [TunnelMetrics] { recent.withLockedValue { $0 } }
+    package var openConnections: Int { connections.count }
+
+    private init(
+        configuration: Configuration,
+        channel: any Channel,
+        recent: NIOLockedValueBox<[TunnelMetrics]>,
+        connections: ConnectionLimiter
+    ) {
+        self.configuration = configuration
+        self.channel = channel
+        self.recent = recent
+        self.connections = connections
+    }
+
+    /// Starts the proxy. `engine` sends forwarded http:// requests; it should have `resolver` as its
+    /// address source.
+    package static func start(
+        _ configuration: Configuration,
+        resolver: HTTPDNSResolver,
+        engine: HTTPEngine,
+        group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+        logger: Logger = Logger(label: "httpdns.proxy"),
+        onTunnelClosed: (@Sendable (TunnelMetrics) -> Void)? = nil
+    ) async throws -> HTTPDNSProxy {
+        guard let bindIP = IPAddress(configuration.host) else {
+            throw ProxyConfigurationError("listen address \"\(configuration.host)\" is not an IP address")
+        }
+        let loopback = bindIP.isIPv6 ? bindIP == IPAddress("::1")! : bindIP.bytes[0] == 127
+        if !loopback {
+            guard configuration.allowNonLoopback, configuration.credentials != nil else {
+                throw ProxyConfigurationError(
+                    "refusing to listen on \(configuration.host): a proxy off loopback needs allowNonLoopback and credentials (--package --proxy-user USER:PASSWORD), or it would be an open relay"
+                )
+            }
+        }
+        let recent = NIOLockedValueBox<[TunnelMetrics]>([])
+        let record: @Sendable (TunnelMetrics) -> Void = { m in
+            recent.withLockedValue {
+                $0.append(m)
+                if $0.count > 1000 { $0.removeFirst($0.count - 1000) }
+            }
+            logger.debug(
+                "tunnel closed",
+                metadata: [
+                    "host": "\(m.host)", "port": "\(m.port)", "address": "\(m.address ?? "-")", "up": "\(m.bytesUp)",
+                    "down": "\(m.bytesDown)", "ms": "\(m.duration.milliseconds)",
+                ]
+            )
+            onTunnelClosed?(m)
+        }
+        let connections = ConnectionLimiter(limit: configuration.maxConnections)
+        let shared = ProxyShared(
+            configuration: configuration,
+            resolver: resolver,
+            engine: engine,
+            logger: logger,
+            record: record,
+            pac: { port in pacFile(configuration, port: port) }
+        )
+        let channel = try await ServerBootstrap(group: group)
+            .serverChannelOption(.backlog, value: 512)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+            .childChannelOption(.allowRemoteHalfClosure, value: true)
+            .childChannelInitializer { channel in
+                guard connections.admit(channel) else { return channel.close() }
+                return channel.eventLoop.makeCompletedFuture {
+                    let sync = channel.pipeline.syncOperations
+                    let limiter = HeadLimiter(maxBytes: configuration.maxHeaderBytes)
+                    try sync.addHandler(limiter)
+                    try sync.addHandler(ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .forwardBytes)))
+                    try sync.addHandler(HTTPResponseEncoder())
+                    try sync.addHandler(ProxyHandler(shared: shared, limiter: limiter))
+                }
+            }
+            .bind(host: configuration.host, port: configuration.port).get()
+        return HTTPDNSProxy(configuration: configuration, channel: channel, recent: recent, connections: connections)
+    }
+
+    package func stop() async {
+        try? await channel.close()
+        await connections.closeAll()
+    }
+
+    /// The PAC file served at /proxy.pac.
+    static func pacFile(_ configuration: Configuration, port: Int) -> String {
+        let proxy = "PROXY \(configuration.host.contains(":") ? "[\(configuration.host)]" : configuration.host):\(port)"
+        guard !configuration.pacHosts.isEmpty, !configuration.pacHosts.contains(where: { $0.description == "*" }) else {
+            return "function FindProxyForURL(url, host) {\n  return \"\(proxy)\";\n}\n"
+        }
+        let tests = configuration.pacHosts.map { p -> String in
+            let d = p.description
+            return d.hasPrefix("*.") ? "dnsDomainIs(host, \"\(d.dropFirst())\")" : "host == \"\(d)\""
+        }
+        return
+            "function FindProxyForURL(url, host) {\n  if (\(tests.joined(separator: " ||\n      "))) return \"\(proxy)\";\n  return \"DIRECT\";\n}\n"
+    }
+}
+
+/// A configuration the proxy refuses to start with; the text says what to change.
+package struct ProxyConfigurationError: Error, CustomStringConvertible {
+    package var description: String
+    init(_ d: String) { description = d }
+}
+
+struct ProxyShared: Sendable {
+    var configuration: HTTPDNSProxy.Configuration
+    var resolver: HTTPDNSResolver
+    var engine: HTTPEngine
+    var logger: Logger
+    var record: @Sendable (HTTPDNSProxy.TunnelMetrics) -> Void
+    var pac: @Sendable (Int) -> String
+}
+
+/// Sits before the HTTP decoder. Counts the bytes of the first request head (up to its blank line); a
+/// head larger than the limit gets 431 and the connection closed (body and tunnel bytes after the head
+/// are not counted). Holds back a half-close that comes after a complete head: NIO's decoder drops the bytes it buffered behind a CONNECT head once it
+/// has seen EOF, so a client that sends `CONNECT …` + its first bytes + shutdown(SHUT_WR) before the
+/// 200 would lose them; the half-close is passed to the tunnel's target after those bytes instead.
+final class HeadLimiter: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+    typealias InboundOut = ByteBuffer
+    let maxBytes: Int
+    var seen = 0
+    var tail: [UInt8] = []
+    var done = false
+    /// The client half-closed after a complete head (the event was not passed on).
+    var inputClosed = false
+    var context: ChannelHandlerContext?
+
+    init(maxBytes: Int) { self.maxBytes = maxBytes }
+
+    func handlerAdded(context: ChannelHandlerContext) { self.context = context }
+    func handlerRemoved(context: ChannelHandlerContext) { self.context = nil }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if case ChannelEvent.inputClosed = event {
+            guard done else {
+                // No whole request and nothing more to come.
+                context.close(promise: nil)
+                return
+            }
+            inputClosed = true
+            return
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    /// Writes bytes straight to the socket (below the HTTP encoder) and closes.
+    func replyRawAndClose(_ text: String) {
+        guard let context else { return }
+        done = true
+        writeRawAndClose(text, from: context)
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        if !done {
+            let bytes = unwrapInboundIn(data).readableBytesView
+            var window = tail
+            for (i, b) in bytes.enumerated() {
+                window.append(b)
+                if window.count > 4 { window.removeFirst() }
+                if window == [13, 10, 13, 10] {
+                    done = true
+                    seen += i + 1
+                    break
+                }
+            }
+            if !done {
+                seen += bytes.count
+                tail = window
+            }
+            if seen > maxBytes {
+                replyRawAndClose(
+                    "HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                )
+                return
+            }
+        }
+        context.fireChannelRead(data)
+    }
+}

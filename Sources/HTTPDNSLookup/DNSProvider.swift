@@ -1,0 +1,48 @@
+import HTTPDNSCore
+import NIOCore
+
+/// One upstream that answers "what are the addresses of this name": an HTTPDNS service, a DoH server,
+/// a classic DNS server, or the system resolver.
+///
+/// A provider throws `ProviderError` when it could not get an answer (the resolver then tries the next
+/// one) and returns an empty `FamilyAnswer` for "no such address" (NXDOMAIN or NODATA).
+/// Implementations must be thread-safe.
+package protocol DNSProvider: Sendable {
+    /// How the provider is named in output and logs (never carries secrets).
+    var name: String { get }
+    /// How many names one request may carry (1: no batching).
+    var maximumBatch: Int { get }
+    /// Resolves one family of one name before `deadline`.
+    func resolve(_ name: String, family: AddressFamily, deadline: NIODeadline) async throws -> FamilyAnswer
+    /// Resolves several names at once. The default asks for each concurrently.
+    func resolveBatch(_ names: [String], family: AddressFamily, deadline: NIODeadline) async throws -> [String:
+        FamilyAnswer]
+}
+
+extension DNSProvider {
+    package var maximumBatch: Int { 1 }
+
+    package func resolveBatch(_ names: [String], family: AddressFamily, deadline: NIODeadline) async throws -> [String:
+        FamilyAnswer]
+    {
+        try await withThrowingTaskGroup(of: (String, FamilyAnswer?).self) { group in
+            for name in names {
+                group.addTask { (name, try? await self.resolve(name, family: family, deadline: deadline)) }
+            }
+            var out: [String: FamilyAnswer] = [:]
+            for try await (name, answer) in group { if let answer { out[name] = answer } }
+            return out
+        }
+    }
+}
+
+/// A provider could not answer. The message says what went wrong with which server.
+package struct ProviderError: Error, Hashable, Sendable, CustomStringConvertible {
+    package var message: String
+    package init(_ message: String) { self.message = message }
+    package var description: String { message }
+}
+
+extension AddressFamily {
+    var recordType: DNSRecordType { self == .ipv4 ? .a : .aaaa }
+}

@@ -1,0 +1,182 @@
+// Classic DNS (RFC 1035) to one server: a UDP query with a random id (resent once if nothing came back
+// within a second), matched on id, source address and question; retried over TCP when the answer is
+// truncated (TC bit).
+
+import HTTPDNSCore
+import NIOCore
+import NIOPosix
+
+package struct Do53Provider: DNSProvider {
+    let server: SocketAddress
+    let group: any EventLoopGroup
+    package let name: String
+
+    package init(server ip: IPAddress, port: Int, group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton)
+        throws
+    {
+        self.server = try SocketAddress(ip, port: port)
+        self.group = group
+        self.name = ResolverSpec.dns(ip, port: port).description
+    }
+
+    package func resolve(_ name: String, family: AddressFamily, deadline: NIODeadline) async throws -> FamilyAnswer {
+        let id = UInt16.random(in: 1...UInt16.max)
+        let query = try DNSMessage.query(name: name, type: family.recordType, id: id)
+        let bytes = try await udpExchange(
+            query,
+            expecting: ExpectedAnswer(id: id, name: name, type: family.recordType),
+            deadline: deadline
+        )
+        let message = try? DNSMessage(parsing: bytes)
+        if message?.truncated == true {
+            let tcpBytes = try await tcpExchange(query, deadline: deadline)
+            return try interpretWireAnswer(tcpBytes, name: name, family: family, expectedID: id)
+        }
+        return try interpretWireAnswer(bytes, name: name, family: family, expectedID: id)
+    }
+
+    private func udpExchange(_ query: [UInt8], expecting expected: ExpectedAnswer, deadline: NIODeadline) async throws
+        -> [UInt8]
+    {
+        let eventLoop = group.next()
+        let promise = eventLoop.makePromise(of: [UInt8].self)
+        let server = self.server
+        let channel: any Channel
+        do {
+            channel = try await DatagramBootstrap(group: eventLoop)
+                .channelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.addHandler(
+                            UDPAnswerHandler(server: server, expected: expected, promise: promise)
+                        )
+                    }
+                }
+                .connect(to: server).get()  // connected: ICMP "port unreachable" fails the query at once
+        } catch {
+            throw ProviderError("could not open a UDP socket: \(error)")
+        }
+        defer { channel.close(promise: nil) }
+        let envelope = AddressedEnvelope(remoteAddress: server, data: ByteBuffer(bytes: query))
+        channel.writeAndFlush(envelope).whenFailure { promise.fail($0) }
+        let resend = eventLoop.scheduleTask(in: .seconds(1)) {
+            channel.writeAndFlush(envelope, promise: nil)
+        }
+        let timeout = eventLoop.scheduleTask(deadline: deadline) {
+            promise.fail(ProviderError("no answer (UDP) before the timeout"))
+        }
+        defer {
+            resend.cancel()
+            timeout.cancel()
+        }
+        return try await answer(promise)
+    }
+
+    /// The answer the handler delivers; any failure becomes a ProviderError.
+    private func answer(_ promise: EventLoopPromise<[UInt8]>) async throws -> [UInt8] {
+        do {
+            return try await promise.futureResult.get()
+        } catch let error as ProviderError {
+            throw error
+        } catch {
+            throw ProviderError("\(error)")
+        }
+    }
+
+    private func tcpExchange(_ query: [UInt8], deadline: NIODeadline) async throws -> [UInt8] {
+        let eventLoop = group.next()
+        let promise = eventLoop.makePromise(of: [UInt8].self)
+        let channel: any Channel
+        do {
+            channel = try await ClientBootstrap(group: eventLoop)
+                .connectTimeout(max(deadline - .now(), .milliseconds(1)))
+                .channelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.addHandler(TCPAnswerHandler(promise: promise))
+                    }
+                }
+                .connect(to: server).get()
+        } catch {
+            throw ProviderError("TCP retry after a truncated answer failed to connect: \(error)")
+        }
+        defer { channel.close(promise: nil) }
+        var framed: [UInt8] = [UInt8(query.count >> 8), UInt8(query.count & 0xFF)]
+        framed.append(contentsOf: query)
+        channel.writeAndFlush(ByteBuffer(bytes: framed)).whenFailure { promise.fail($0) }
+        let timeout = eventLoop.scheduleTask(deadline: deadline) {
+            promise.fail(ProviderError("no answer (TCP) before the timeout"))
+        }
+        defer { timeout.cancel() }
+        return try await answer(promise)
+    }
+}
+
+/// What an answer to our query must carry: our id and our question.
+struct ExpectedAnswer: Sendable {
+    var id: UInt16
+    var name: String
+    var type: DNSRecordType
+}
+
+/// Takes the first datagram from the server that is a response with our id and our question; ignores
+/// everything else (spoofing attempts from other addresses, stray answers, a right id with another
+/// question: RFC 5452 §9.1), so a forged datagram cannot abort the lookup.
+final class UDPAnswerHandler: ChannelInboundHandler {
+    typealias InboundIn = AddressedEnvelope<ByteBuffer>
+    let server: SocketAddress
+    let expected: ExpectedAnswer
+    let promise: EventLoopPromise<[UInt8]>
+
+    init(server: SocketAddress, expected: ExpectedAnswer, promise: EventLoopPromise<[UInt8]>) {
+        self.server = server
+        self.expected = expected
+        self.promise = promise
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let envelope = unwrapInboundIn(data)
+        guard envelope.remoteAddress == server else { return }
+        let bytes = Array(envelope.data.readableBytesView)
+        guard let message = try? DNSMessage(parsing: bytes), message.isResponse, message.id == expected.id,
+            normalizeHostname(message.questionName) == normalizeHostname(expected.name),
+            message.questionType == expected.type
+        else { return }
+        promise.succeed(bytes)
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        // ICMP port unreachable shows up here as ECONNREFUSED: the server is not there.
+        promise.fail(ProviderError(describeUDPError(error)))
+    }
+}
+
+/// Reads one length-prefixed DNS message from a TCP stream.
+final class TCPAnswerHandler: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+    let promise: EventLoopPromise<[UInt8]>
+    var buffer: [UInt8] = []
+
+    init(promise: EventLoopPromise<[UInt8]>) { self.promise = promise }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        buffer.append(contentsOf: unwrapInboundIn(data).readableBytesView)
+        guard buffer.count >= 2 else { return }
+        let length = Int(buffer[0]) << 8 | Int(buffer[1])
+        if buffer.count >= 2 + length {
+            promise.succeed(Array(buffer[2..<(2 + length)]))
+            context.close(promise: nil)
+        }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        promise.fail(ProviderError("DNS server closed the TCP connection before a whole answer"))
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        promise.fail(error)
+    }
+}
+
+func describeUDPError(_ error: any Error) -> String {
+    if let e = error as? IOError, e.errnoCode == ECONNREFUSED { return "connection refused (nothing listens there)" }
+    return "UDP error: \(error)"
+}

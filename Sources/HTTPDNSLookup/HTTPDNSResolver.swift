@@ -1,0 +1,575 @@
+// The resolver: host policy, then cache, then HTTPDNS providers in order, then LocalDNS as fallback.
+//
+// Per name and family (A and AAAA are looked up in parallel and cached apart):
+//   1. the cache answers if it can (fresh, or stale within `maxStale`); a hit past 75% of the TTL, or a
+//      stale hit, starts one background refresh;
+//   2. on a miss, concurrent lookups of the same key share one upstream query (coalescing);
+//   3. providers are tried in order, skipping ones that failed recently (ProviderHealth); each attempt
+//      gets an even share of the time left so a dead first provider cannot eat the whole timeout;
+//      when LocalDNS may be the fallback it counts as one more attempt, so the whole lookup, fallback
+//      included, ends within `configuration.timeout` of the upstream query's start (the fallback is
+//      never left less than its share, even when the query started late on a busy task pool);
+//   4. answers are validated (AnswerValidator) and cached, negative ones too.
+// When every provider fails the name falls back to LocalDNS unless it is strict or fallback is off.
+// All mutable state lives in one NIOLockedValueBox; no lock is held across an await.
+
+import Foundation
+import HTTPDNSCore
+import HTTPDNSEngine
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+
+/// Resolves hostnames through HTTPDNS with caching, coalescing, prefetch, persistence and fallback.
+///
+/// Thread-safe; share one instance. Call `shutdown()` to save the cache before the process exits.
+package final class HTTPDNSResolver: Sendable {
+    package let configuration: ResolverConfiguration
+    let providers: [any DNSProvider]
+    let localDNS: any DNSProvider
+    let clock: any WallClock
+    let logger: Logger
+    let validator: AnswerValidator
+    let state: NIOLockedValueBox<State>
+
+    struct State {
+        var cache: DNSCache
+        var network: String
+        var health = ProviderHealth()
+        var inFlight: [CacheKey: Task<FamilyResult, any Error>] = [:]
+        var refreshes: [CacheKey: Task<Void, Never>] = [:]
+        var statistics = ResolverStatistics()
+        var saveScheduled = false
+    }
+
+    /// Counters, for benchmarks and diagnostics.
+    package struct ResolverStatistics: Hashable, Sendable {
+        /// Queries sent to HTTPDNS providers (one per family per name per attempt).
+        package var upstreamQueries = 0
+        package var cacheHits = 0
+        package var staleServed = 0
+        package var prefetches = 0
+        package var fallbacks = 0
+        package var coalesced = 0
+    }
+
+    struct FamilyResult: Sendable {
+        var answer: FamilyAnswer
+        var source: String
+    }
+
+    /// Builds the providers from `configuration`. Throws `ResolverSpecError` for a provider that cannot
+    /// be reached as configured (e.g. a hostname endpoint without a bootstrap address).
+    package convenience init(
+        configuration: ResolverConfiguration,
+        engine: HTTPEngine,
+        clock: any WallClock = SystemWallClock(),
+        logger: Logger = Logger(label: "httpdns.resolver")
+    ) throws {
+        let providers = try configuration.providers.map {
+            try ProviderFactory.make($0, engine: engine, bootstrap: configuration.bootstrap)
+        }
+        let local = try ProviderFactory.make(configuration.localDNS, engine: engine, bootstrap: configuration.bootstrap)
+        self.init(configuration: configuration, providers: providers, localDNS: local, clock: clock, logger: logger)
+    }
+
+    /// Uses the given providers as they are (tests, custom providers); `configuration.providers` and
+    /// `configuration.localDNS` are ignored.
+    package init(
+        configuration: ResolverConfiguration,
+        providers: [any DNSProvider],
+        localDNS: any DNSProvider,
+        clock: any WallClock = SystemWallClock(),
+        logger: Logger = Logger(label: "httpdns.resolver")
+    ) {
+        self.configuration = configuration
+        self.providers = providers
+        self.localDNS = localDNS
+        self.clock = clock
+        self.logger = logger
+        self.validator = AnswerValidator(policy: configuration.policy)
+        var cache = DNSCache(configuration: configuration.cache)
+        if let path = configuration.persistencePath,
+            let snapshot = CachePersistence.load(path: path, capacity: configuration.cache.capacity, logger: logger)
+        {
+            cache.restore(snapshot, now: clock.now())
+            logger.debug("cache restored", metadata: ["entries": "\(cache.count)"])
+        }
+        self.state = NIOLockedValueBox(State(cache: cache, network: configuration.networkID))
+    }
+
+    package var statistics: ResolverStatistics { state.withLockedValue { $0.statistics } }
+
+    // MARK: Resolving
+
+    /// Resolves `host` to addresses of the families asked.
+    ///
+    /// IP literals come back at once; names outside the policy go to LocalDNS; the rest through the cache
+    /// and HTTPDNS as described at the top of this file. Throws `ResolverError`.
+    package func resolve(_ host: String, _ query: AddressQuery = .both) async throws -> Resolution {
+        let started = ContinuousClock.now
+        // Hot path: a name in normal form that the cache answers needs no parsing, validation or policy
+        // (only names routed through HTTPDNS are ever cached, and the policy does not change).
+        if isNormalizedHostname(host), let cached = cachedResolution(host, query, started: started) {
+            return cached
+        }
+        if let ip = IPAddress(host) {
+            return .literal(host, ip)
+        }
+        let name: String
+        do {
+            name = try validatedHostname(host)
+        } catch {
+            throw ResolverError(.invalidName, name: host, "\(error)")
+        }
+        // One deadline for the whole lookup, the fallback included (see the top of this file).
+        let deadline = NIODeadline.now() + .nanoseconds(configuration.timeout.nanoseconds)
+        switch configuration.policy.route(for: name) {
+        case .literal(let ip):
+            return .literal(host, ip)
+        case .localDNS:
+            return try await resolveLocally(
+                name,
+                query,
+                started: started,
+                deadline: deadline,
+                fallback: false,
+                reason: nil
+            )
+        case .httpdns(let strict):
+            if let cached = cachedResolution(name, query, started: started) { return cached }
+            let mayFallBack = !strict && configuration.fallbackToLocalDNS
+            do {
+                return try await resolveThroughHTTPDNS(name, query, started: started, reserveForFallback: mayFallBack)
+            } catch let error as ResolverError where error.code == .allProvidersFailed && mayFallBack {
+                state.withLockedValue { $0.statistics.fallbacks += 1 }
+                logger.debug("falling back to LocalDNS", metadata: ["name": "\(name)"])
+                let share = TimeAmount.nanoseconds(configuration.timeout.nanoseconds / Int64(providers.count + 1))
+                return try await resolveLocally(
+                    name,
+                    query,
+                    started: started,
+                    deadline: max(deadline, .now() + share),
+                    fallback: true,
+                    reason: error.message
+                )
+            }
+        }
+    }
+
+    /// Resolves `host` through HTTPDNS whatever the policy says (no fallback), and through LocalDNS,
+    /// and compares the two.
+    package func compare(_ host: String, _ query: AddressQuery = .both) async -> HijackReport {
+        let started = ContinuousClock.now
+        let deadline = NIODeadline.now() + .nanoseconds(configuration.timeout.nanoseconds)
+        async let trusted: Result<Resolution, ResolverError> = capture {
+            try await self.resolveThroughHTTPDNS(
+                try validatedHostname(host),
+                query,
+                started: started,
+                reserveForFallback: false
+            )
+        }
+        async let local: Result<Resolution, ResolverError> = capture {
+            try await self.resolveLocally(
+                try validatedHostname(host),
+                query,
+                started: started,
+                deadline: deadline,
+                fallback: false,
+                reason: nil
+            )
+        }
+        return HijackReport(name: host, httpdns: await trusted, localDNS: await local)
+    }
+
+    private func capture(_ body: () async throws -> Resolution) async -> Result<Resolution, ResolverError> {
+        do {
+            return .success(try await body())
+        } catch let error as ResolverError {
+            return .failure(error)
+        } catch {
+            return .failure(ResolverError(.invalidName, name: "", "\(error)"))
+        }
+    }
+
+    /// Resolves many names ahead of use (e.g. at app start), batching where the first provider can.
+    /// Failures are logged, not thrown.
+    package func preResolve(_ hosts: [String], _ query: AddressQuery = .both) async {
+        let names = hosts.compactMap { try? validatedHostname($0) }.filter {
+            if case .httpdns = configuration.policy.route(for: $0) { return true }
+            return false
+        }
+        guard !names.isEmpty else { return }
+        let families = AddressFamily.allCases.filter { $0 == .ipv4 ? query.wantsIPv4 : query.wantsIPv6 }
+        if let first = providers.first, first.maximumBatch > 1 {
+            let deadline = NIODeadline.now() + .nanoseconds(configuration.timeout.nanoseconds)
+            for family in families {
+                for chunk in stride(from: 0, to: names.count, by: first.maximumBatch).map({
+                    Array(names[$0..<min($0 + first.maximumBatch, names.count)])
+                }) {
+                    do {
+                        state.withLockedValue { $0.statistics.upstreamQueries += 1 }
+                        let answers = try await first.resolveBatch(chunk, family: family, deadline: deadline)
+                        for (name, answer) in answers {
+                            store(name: name, family: family, answer: answer, source: first.name)
+                        }
+                    } catch {
+                        logger.debug(
+                            "batch pre-resolve failed",
+                            metadata: ["provider": "\(first.name)", "error": "\(error)"]
+                        )
+                    }
+                }
+            }
+        }
+        await withTaskGroup(of: Void.self) { group in
+            for name in names {
+                group.addTask { _ = try? await self.resolve(name, query) }
+            }
+        }
+    }
+
+    /// Tells the resolver the device moved to another network: later lookups use (and fill) that
+    /// network's cache, and failure back-offs start afresh.
+    package func networkChanged(to networkID: String) {
+        state.withLockedValue {
+            $0.network = networkID
+            $0.health = ProviderHealth()
+        }
+        logger.debug("network changed")
+    }
+
+    /// Drops every cached answer (all networks).
+    package func clearCache() {
+        state.withLockedValue { $0.cache.remove() }
+    }
+
+    /// Writes the cache to `configuration.persistencePath` now (atomically).
+    package func persist() throws {
+        guard let path = configuration.persistencePath else { return }
+        let snapshot = state.withLockedValue { $0.cache.snapshot(now: clock.now()) }
+        try CachePersistence.save(snapshot, path: path)
+    }
+
+    /// Waits for background refreshes and saves the cache.
+    package func shutdown() async {
+        let refreshes = state.withLockedValue { Array($0.refreshes.values) }
+        for r in refreshes { await r.value }
+        do {
+            try persist()
+        } catch {
+            logger.warning("could not save the DNS cache", metadata: ["error": "\(error)"])
+        }
+    }
+
+    // MARK: Internals
+
+    func resolveThroughHTTPDNS(
+        _ name: String,
+        _ query: AddressQuery,
+        started: ContinuousClock.Instant,
+        reserveForFallback: Bool
+    ) async throws -> Resolution {
+        let budget = QueryBudget(reserveForFallback: reserveForFallback)
+        async let v4: Result<(FamilyResult, CacheLookup?), any Error>? =
+            query.wantsIPv4 ? result { try await self.lookup(name, .ipv4, budget) } : nil
+        async let v6: Result<(FamilyResult, CacheLookup?), any Error>? =
+            query.wantsIPv6 ? result { try await self.lookup(name, .ipv6, budget) } : nil
+        let (r4, r6) = await (v4, v6)
+        var ipv4: [IPAddress] = []
+        var ipv6: [IPAddress] = []
+        var ttls: [UInt32] = []
+        var sources: [ResolutionSource] = []
+        var errors: [String] = []
+        for (r, isV6) in [(r4, false), (r6, true)] {
+            switch r {
+            case .none: continue
+            case .success((let fr, let lookup)):
+                if isV6 { ipv6 = fr.answer.addresses } else { ipv4 = fr.answer.addresses }
+                if !fr.answer.addresses.isEmpty, let t = fr.answer.ttl { ttls.append(t) }
+                switch lookup {
+                case .fresh: sources.append(.cache(fr.source))
+                case .stale: sources.append(.stale(fr.source))
+                default: sources.append(.httpdns(fr.source))
+                }
+            case .failure(let e): errors.append((e as? ResolverError)?.message ?? "\(e)")
+            }
+        }
+        if ipv4.isEmpty && ipv6.isEmpty {
+            if errors.isEmpty || errors.count < [r4, r6].compactMap({ $0 }).count {
+                // At least one family answered "no such address" and none had addresses.
+                throw ResolverError(
+                    .noAddress,
+                    name: name,
+                    "\(name): no \(query == .both ? "A or AAAA" : query == .ipv4 ? "A" : "AAAA") record (HTTPDNS)"
+                )
+            }
+            // Both families usually fail the same way: say it once.
+            var unique: [String] = []
+            for e in errors where !unique.contains(e) { unique.append(e) }
+            throw ResolverError(
+                .allProvidersFailed,
+                name: name,
+                "\(name): every HTTPDNS provider failed: \(unique.joined(separator: "; "))"
+            )
+        }
+        // Prefer the source of a fresh upstream answer, then stale, then cache, in that order of interest.
+        let source =
+            sources.first(where: { if case .httpdns = $0 { return true } else { return false } })
+            ?? sources.first(where: { if case .stale = $0 { return true } else { return false } })
+            ?? sources[0]
+        return Resolution(
+            name: name,
+            ipv4: ipv4,
+            ipv6: ipv6,
+            ttl: ttls.min(),
+            source: source,
+            elapsed: ContinuousClock.now - started
+        )
+    }
+
+    /// Answers from the cache alone, without waiting: nil when any family asked needs the network.
+    /// Never blocks beyond a short lock; starts the background refresh of a stale or aging answer.
+    package func cached(_ host: String, _ query: AddressQuery = .both) -> Resolution? {
+        cachedResolution(normalizeHostname(host), query, started: .now)
+    }
+
+    /// Every family asked is answered by the cache under one lock, no task spawned.
+    private func cachedResolution(_ name: String, _ query: AddressQuery, started: ContinuousClock.Instant)
+        -> Resolution?
+    {
+        let now = clock.now()
+        return state.withLockedValue { state -> Resolution? in
+            var resolution = Resolution(name: name, ipv4: [], ipv6: [], ttl: nil, source: .literal, elapsed: .zero)
+            var stale = false
+            var origin = ""
+            for family in AddressFamily.allCases where family == .ipv4 ? query.wantsIPv4 : query.wantsIPv6 {
+                let key = CacheKey(network: state.network, normalizedName: name, family: family)
+                // On a miss the families already looked at stay claimed (LRU, refresh marks); the slow
+                // path finds them again.
+                let found = state.cache.lookup(key, now: now)
+                guard let hit = serve(found, key, &state) else { return nil }
+                if family == .ipv4 {
+                    resolution.ipv4 = hit.answer.addresses
+                } else {
+                    resolution.ipv6 = hit.answer.addresses
+                }
+                if case .stale = found { stale = true }
+                if let ttl = hit.answer.ttl, !hit.answer.addresses.isEmpty {
+                    resolution.ttl = min(resolution.ttl ?? ttl, ttl)
+                }
+                origin = hit.source
+            }
+            guard !resolution.ipv4.isEmpty || !resolution.ipv6.isEmpty else { return nil }
+            resolution.source = stale ? .stale(origin) : .cache(origin)
+            resolution.elapsed = ContinuousClock.now - started
+            return resolution
+        }
+    }
+
+    private func result<T>(_ body: () async throws -> T) async -> Result<T, any Error> {
+        do { return .success(try await body()) } catch { return .failure(error) }
+    }
+
+    /// One family of one name: cache, else join or start the upstream query. The returned lookup is the
+    /// cache outcome (nil: answered upstream); the FamilyResult's TTL is the time left.
+    func lookup(_ name: String, _ family: AddressFamily, _ budget: QueryBudget) async throws
+        -> (FamilyResult, CacheLookup?)
+    {
+        let now = clock.now()
+        enum Step {
+            case answer(FamilyResult, CacheLookup)
+            case wait(Task<FamilyResult, any Error>)
+        }
+        let step: Step = state.withLockedValue { state in
+            let key = CacheKey(network: state.network, normalizedName: name, family: family)
+            let found = state.cache.lookup(key, now: now)
+            if let hit = serve(found, key, &state) { return .answer(hit, found) }
+            if let running = state.inFlight[key] {
+                state.statistics.coalesced += 1
+                return .wait(running)
+            }
+            let task = Task { try await self.queryAndStore(key, budget) }
+            state.inFlight[key] = task
+            return .wait(task)
+        }
+        switch step {
+        case .answer(let r, let lookup): return (r, lookup)
+        case .wait(let task): return (try await task.value, nil)
+        }
+    }
+
+    /// What a cache hit answers (nil on a miss), counting it and starting the one background refresh
+    /// the cache asked for (prefetch or stale). Called with the lock held. TTL: seconds left, 0 if stale.
+    private func serve(_ found: CacheLookup, _ key: CacheKey, _ state: inout State) -> FamilyResult? {
+        switch found {
+        case .fresh(let entry, let remaining, let prefetch):
+            state.statistics.cacheHits += 1
+            if prefetch {
+                state.statistics.prefetches += 1
+                startRefresh(key, &state)
+            }
+            let left = UInt32(max(1, remaining.nanoseconds / 1_000_000_000))
+            return FamilyResult(answer: FamilyAnswer(addresses: entry.addresses, ttl: left), source: entry.source)
+        case .stale(let entry, let refresh):
+            state.statistics.staleServed += 1
+            if refresh { startRefresh(key, &state) }
+            return FamilyResult(answer: FamilyAnswer(addresses: entry.addresses, ttl: 0), source: entry.source)
+        case .miss:
+            return nil
+        }
+    }
+
+    /// Starts the one background refresh for `key` (called with the lock held).
+    private func startRefresh(_ key: CacheKey, _ state: inout State) {
+        guard state.inFlight[key] == nil, state.refreshes[key] == nil else { return }
+        let budget = QueryBudget(reserveForFallback: false)
+        let task = Task { try await self.queryAndStore(key, budget) }
+        state.inFlight[key] = task
+        state.refreshes[key] = Task {
+            _ = try? await task.value
+            self.state.withLockedValue { _ = $0.refreshes.removeValue(forKey: key) }
+        }
+    }
+
+    /// Asks the providers, stores the outcome, and clears the in-flight mark.
+    private func queryAndStore(_ key: CacheKey, _ budget: QueryBudget) async throws -> FamilyResult {
+        do {
+            let result = try await queryProviders(key.name, key.family, budget)
+            store(key: key, answer: result.answer, source: result.source)
+            return result
+        } catch {
+            state.withLockedValue {
+                $0.inFlight[key] = nil
+                $0.cache.refreshFailed(key)
+            }
+            throw error
+        }
+    }
+
+    private func store(name: String, family: AddressFamily, answer: FamilyAnswer, source: String) {
+        let key = state.withLockedValue { CacheKey(network: $0.network, name: name, family: family) }
+        let checked = validator.validate(answer, for: name)
+        guard checked.answer.addresses.count == answer.addresses.count else { return }
+        store(key: key, answer: answer, source: source)
+    }
+
+    private func store(key: CacheKey, answer: FamilyAnswer, source: String) {
+        let now = clock.now()
+        let scheduleSave = state.withLockedValue { state -> Bool in
+            state.cache.store(key, addresses: answer.addresses, ttl: answer.ttl, source: source, now: now)
+            state.inFlight[key] = nil
+            guard configuration.persistencePath != nil, !state.saveScheduled else { return false }
+            state.saveScheduled = true
+            return true
+        }
+        if scheduleSave {
+            // Batch saves: at most one write a second however many answers arrive.
+            Task {
+                try? await Task.sleep(for: .seconds(1))
+                self.state.withLockedValue { $0.saveScheduled = false }
+                do { try self.persist() } catch {
+                    self.logger.warning("could not save the DNS cache", metadata: ["error": "\(error)"])
+                }
+            }
+        }
+    }
+
+    /// How one upstream lookup shares `configuration.timeout` (counted from the query's start): among
+    /// the providers, plus one share kept for LocalDNS when it may be asked afterwards.
+    struct QueryBudget: Sendable {
+        var reserveForFallback: Bool
+    }
+
+    /// Tries the providers in health order, each with a fair share of the time left.
+    func queryProviders(_ name: String, _ family: AddressFamily, _ budget: QueryBudget) async throws -> FamilyResult {
+        guard !providers.isEmpty else {
+            throw ResolverError(
+                .allProvidersFailed,
+                name: name,
+                "no HTTPDNS provider configured (add one with --resolver)"
+            )
+        }
+        let deadline = NIODeadline.now() + .nanoseconds(configuration.timeout.nanoseconds)
+        let order = state.withLockedValue { $0.health.order(count: providers.count, now: clock.now()) }
+        var failures: [String] = []
+        for (position, index) in order.enumerated() {
+            let provider = providers[index]
+            let left = deadline - .now()
+            guard left > .zero else { break }
+            let attemptsLeft = order.count - position + (budget.reserveForFallback ? 1 : 0)
+            let share = TimeAmount.nanoseconds(left.nanoseconds / Int64(attemptsLeft))
+            state.withLockedValue { $0.statistics.upstreamQueries += 1 }
+            do {
+                let answer = try await provider.resolve(name, family: family, deadline: .now() + share)
+                let checked = validator.validate(answer, for: name)
+                if !answer.addresses.isEmpty, checked.answer.addresses.isEmpty {
+                    let rejected = checked.rejected
+                    var why = rejected.prefix(3).map { "\($0.0) (\($0.1))" }.joined(separator: ", ")
+                    if rejected.count > 3 { why += " and \(rejected.count - 3) more" }
+                    throw ProviderError("answered only unusable addresses: \(why)")
+                }
+                state.withLockedValue { $0.health.succeeded(index) }
+                logger.debug(
+                    "resolved upstream",
+                    metadata: ["name": "\(name)", "family": "\(family)", "provider": "\(provider.name)"]
+                )
+                return FamilyResult(answer: checked.answer, source: provider.name)
+            } catch {
+                state.withLockedValue { $0.health.failed(index, now: clock.now()) }
+                logger.debug("provider failed", metadata: ["provider": "\(provider.name)", "error": "\(error)"])
+                failures.append("\(provider.name): \(error)")
+            }
+        }
+        if failures.isEmpty { failures.append("no time left (timeout \(configuration.timeout))") }
+        throw ResolverError(.allProvidersFailed, name: name, failures.joined(separator: "; "))
+    }
+
+    func resolveLocally(
+        _ name: String,
+        _ query: AddressQuery,
+        started: ContinuousClock.Instant,
+        deadline: NIODeadline,
+        fallback: Bool,
+        reason: String?
+    ) async throws -> Resolution {
+        async let v4: Result<FamilyAnswer, any Error>? =
+            query.wantsIPv4 ? result { try await self.localDNS.resolve(name, family: .ipv4, deadline: deadline) } : nil
+        async let v6: Result<FamilyAnswer, any Error>? =
+            query.wantsIPv6 ? result { try await self.localDNS.resolve(name, family: .ipv6, deadline: deadline) } : nil
+        let (r4, r6) = await (v4, v6)
+        let ipv4 = (try? r4?.get())?.addresses ?? []
+        let ipv6 = (try? r6?.get())?.addresses ?? []
+        let ttl = [try? r4?.get(), try? r6?.get()].compactMap { $0??.ttl }.min()
+        guard !ipv4.isEmpty || !ipv6.isEmpty else {
+            let errors = [r4, r6].compactMap { r -> String? in
+                if case .failure(let e) = r { return "\(e)" } else { return nil }
+            }
+            let prefix =
+                reason.map { "\($0); then LocalDNS (\(localDNS.name)): " } ?? "\(name): LocalDNS (\(localDNS.name)): "
+            if errors.isEmpty {
+                throw ResolverError(fallback ? .allProvidersFailed : .noAddress, name: name, prefix + "no address")
+            }
+            throw ResolverError(.allProvidersFailed, name: name, prefix + errors.joined(separator: "; "))
+        }
+        let source: ResolutionSource = fallback ? .fallback(localDNS.name) : .localDNS(localDNS.name)
+        return Resolution(
+            name: name,
+            ipv4: ipv4,
+            ipv6: ipv6,
+            ttl: ttl,
+            source: source,
+            elapsed: ContinuousClock.now - started
+        )
+    }
+}
+
+extension HTTPDNSResolver: AddressSource {
+    /// The engine's view of `resolve`: both families, ranked later by the engine.
+    package func addresses(for host: String) async throws -> ResolvedAddresses {
+        let r = try await resolve(host, .both)
+        return ResolvedAddresses(ipv4: r.ipv4, ipv6: r.ipv6, source: r.source.description)
+    }
+}

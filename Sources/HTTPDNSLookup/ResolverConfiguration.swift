@@ -1,0 +1,61 @@
+import HTTPDNSCore
+import HTTPDNSEngine
+import NIOCore
+import NIOPosix
+
+/// Everything the resolver needs to know. A `Sendable` value; build it once and hand it to
+/// `HTTPDNSResolver`.
+package struct ResolverConfiguration: Sendable {
+    /// HTTPDNS providers in order of preference; the next is tried when one fails.
+    package var providers: [ResolverSpec]
+    /// The network's own resolver, used for names outside the policy and as the fallback.
+    package var localDNS: ResolverSpec = .system
+    /// Fall back to `localDNS` when every provider fails (names matching `policy.strict` never do).
+    package var fallbackToLocalDNS = true
+    /// Which names go through HTTPDNS. The default selects none.
+    package var policy: HostPolicy = .none
+    package var cache = CacheConfiguration()
+    /// Bound on one lookup, every provider and the fallback included.
+    package var timeout: Duration = .seconds(5)
+    /// IPs of resolver endpoints named by hostname (a resolver must be reachable without DNS).
+    package var bootstrap: [String: [IPAddress]] = [:]
+    /// A file the cache is saved to and loaded from (nil: memory only).
+    package var persistencePath: String?
+    /// The network the device is on now (e.g. a Wi-Fi SSID hash or "cellular"); answers are cached per
+    /// network. Change it with `HTTPDNSResolver.networkChanged(to:)`.
+    package var networkID: String = "default"
+
+    package init(providers: [ResolverSpec] = []) {
+        self.providers = providers
+    }
+}
+
+/// Builds the provider for a spec.
+package enum ProviderFactory {
+    package static func make(
+        _ spec: ResolverSpec,
+        engine: HTTPEngine,
+        bootstrap: [String: [IPAddress]],
+        group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+    ) throws -> any DNSProvider {
+        switch spec {
+        case .doh(let endpoint, let post):
+            return DoHProvider(
+                client: try EndpointClient(engine: engine, endpoint: endpoint, bootstrap: bootstrap),
+                usePOST: post
+            )
+        case .dohJSON(let endpoint):
+            return DoHJSONProvider(client: try EndpointClient(engine: engine, endpoint: endpoint, bootstrap: bootstrap))
+        case .dnspod(let endpoint):
+            return DNSPodProvider(client: try EndpointClient(engine: engine, endpoint: endpoint, bootstrap: bootstrap))
+        case .json(let endpoint):
+            return AlibabaJSONProvider(
+                client: try EndpointClient(engine: engine, endpoint: endpoint, bootstrap: bootstrap)
+            )
+        case .dns(let ip, let port):
+            return try Do53Provider(server: ip, port: port, group: group)
+        case .system:
+            return SystemProvider()
+        }
+    }
+}

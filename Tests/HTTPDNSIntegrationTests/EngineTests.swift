@@ -1,0 +1,281 @@
+// The IP-direct engine against nginx (SNI certificates on one IP and port, h2 and HTTP/1.1), with
+// names resolved by kresd DoH while the system resolver would give wrong answers.
+
+@testable import HTTPDNSTestSupport
+import Crypto
+import Foundation
+import HTTPDNSCore
+import HTTPDNSEngine
+import HTTPDNSLookup
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import NIOSSL
+import Testing
+
+@Suite(.enabled(if: Peers.shouldRun, "real peers not running (scripts/test.sh starts them)"))
+struct EngineTests {
+    @Test(arguments: [HTTPVersionPolicy.http2Only, .http1Only])
+    func eachNameGetsItsOwnCertificateByItsSNI(_ versions: HTTPVersionPolicy) async throws {
+        let peers = try Peers.require()
+        let engine = try peers.appEngine { $0.versions = versions }
+        defer { engine.shutdown() }
+        for name in ["a.test", "b.test"] {
+            let response = try await engine.execute(try HTTPRequest(url: peers.url(name, "/")))
+            let body = try await text(response)
+            #expect(body.contains("server=\(name) host=\(name) sni=\(name)"), "\(body)")
+            #expect(body.contains(versions == .http2Only ? "HTTP/2.0" : "HTTP/1.1"))
+            #expect(response.version == (versions == .http2Only ? .http2 : .http1))
+            let m = response.metrics
+            #expect(m.dnsSource?.hasPrefix("doh:") == true)
+            #expect(m.ip == "127.0.0.1" || m.ip == "::1")
+        }
+    }
+
+    @Test func addressServingAnotherNamesCertificateIsRejected() async throws {
+        let peers = try Peers.require()
+        let engine = try peers.appEngine()
+        defer { engine.shutdown() }
+        // c.test resolves to nginx's IP, which has no c.test certificate: it presents its default one
+        // (DNS:default.test plus an IP SAN for 127.0.0.1). The IP SAN must not stand in for the name.
+        do {
+            _ = try await engine.execute(try HTTPRequest(url: peers.url("c.test", "/")))
+            Issue.record("accepted a certificate that does not name c.test")
+        } catch let e as HTTPEngineError {
+            #expect(e.code == .tlsFailed)
+            #expect(e.description.contains("not valid for c.test"))
+            #expect(e.description.contains("127.0.0.1:\(peers.nginxTLS)"))
+        }
+    }
+
+    @Test func ipLiteralURLSendsNoSNIAndIsCheckedAgainstTheIP() async throws {
+        let peers = try Peers.require()
+        let engine = try peers.appEngine()
+        defer { engine.shutdown() }
+        let response = try await engine.execute(try HTTPRequest(url: "https://127.0.0.1:\(peers.nginxTLS)/whoami"))
+        let body = try await text(response)
+        #expect(body.contains("sni= "), "\(body)")
+        #expect(response.metrics.dnsSource == "literal")
+    }
+
+    @Test(arguments: [HTTPVersionPolicy.http2Only, .http1Only])
+    func fiftyMegabytePostArrivesByteExact(_ versions: HTTPVersionPolicy) async throws {
+        let peers = try Peers.require()
+        let engine = try peers.appEngine { $0.versions = versions }
+        defer { engine.shutdown() }
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("httpdns-50mb-\(UUID()).bin").path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        // From the kernel: a Swift loop over 50 MB in a debug build would starve the test's threads.
+        let bytes = try #require(try FileHandle(forReadingAtPath: "/dev/urandom")?.read(upToCount: 50 * 1024 * 1024))
+        #expect(bytes.count == 50 * 1024 * 1024)
+        try bytes.write(to: URL(fileURLWithPath: path))
+        let digest = SHA256.hash(data: bytes).map { String(format: "%02x", $0) }.joined()
+        let request = try HTTPRequest(method: .POST, url: peers.url("a.test", "/echo"), body: .file(path))
+        let response = try await engine.execute(request)
+        let echo = try JSONDecoder().decode(Echo.self, from: Data(try await text(response).utf8))
+        #expect(echo.length == bytes.count)
+        #expect(echo.sha256 == digest)
+        #expect(response.metrics.bytesSent == bytes.count)
+    }
+
+    @Test func cancellingOneDownloadLeavesTheOtherStreamsOnTheConnectionAlone() async throws {
+        let peers = try Peers.require()
+        let engine = try peers.appEngine { $0.versions = .http2Only }
+        defer { engine.shutdown() }
+        let size = try FileManager.default.attributesOfItem(atPath: peers.www + "/big.bin")[.size] as! Int
+        let url = peers.url("a.test", "/files/big.bin")
+        // Warm up: one connection.
+        _ = try await text(try await engine.execute(try HTTPRequest(url: peers.url("a.test", "/whoami"))))
+        let cancelled = Task {
+            let response = try await engine.execute(try HTTPRequest(url: url))
+            var received = 0
+            for try await chunk in response.body {
+                received += chunk.readableBytes
+                if received > 2 << 20 { break }  // stop reading: the stream is reset
+            }
+            return received
+        }
+        let others = (0..<3).map { _ in
+            Task { () -> (Int, Bool) in
+                let response = try await engine.execute(try HTTPRequest(url: url))
+                var received = 0
+                for try await chunk in response.body { received += chunk.readableBytes }
+                return (received, response.metrics.reused)
+            }
+        }
+        let partial = try await cancelled.value
+        #expect(partial < size)
+        for task in others {
+            let (received, reused) = try await task.value
+            #expect(received == size)
+            #expect(reused)
+        }
+        #expect(engine.openConnections == 1)
+        // The connection still works after the reset.
+        #expect(try await engine.execute(try HTTPRequest(url: peers.url("a.test", "/whoami"))).status == .ok)
+    }
+
+    @Test func http1KeepAliveConnectionIsReused() async throws {
+        let peers = try Peers.require()
+        let engine = try peers.appEngine { $0.versions = .http1Only }
+        defer { engine.shutdown() }
+        let first = try await engine.execute(try HTTPRequest(url: peers.url("a.test", "/whoami")))
+        _ = try await text(first)
+        #expect(!first.metrics.reused)
+        #expect(first.metrics.connectMs != nil)
+        let second = try await engine.execute(try HTTPRequest(url: peers.url("a.test", "/whoami")))
+        _ = try await text(second)
+        #expect(second.metrics.reused)
+        #expect(second.metrics.connectMs == nil)
+        #expect(engine.openConnections == 1)
+    }
+
+    @Test func anIdleKeptAliveConnectionClosesAfterTheIdleTimeoutNotBefore() async throws {
+        let peers = try Peers.require()
+        let engine = try peers.appEngine {
+            $0.versions = .http1Only
+            $0.idleConnectionTimeout = .milliseconds(400)
+        }
+        defer { engine.shutdown() }
+        // Busy for longer than the idle timeout: the connection is reused throughout (its one idle
+        // timer re-arms for the time left instead of closing a connection in use).
+        let started = ContinuousClock.now
+        var requests = 0
+        while ContinuousClock.now - started < .milliseconds(900) {
+            let response = try await engine.execute(try HTTPRequest(url: peers.url("a.test", "/whoami")))
+            _ = try await text(response)
+            if requests > 0 { #expect(response.metrics.reused) }
+            requests += 1
+        }
+        #expect(engine.openConnections == 1)
+        // Then idle: closed within a bounded wait.
+        var waited = 0
+        while engine.openConnections > 0, waited < 100 {
+            try await Task.sleep(for: .milliseconds(50))
+            waited += 1
+        }
+        #expect(engine.openConnections == 0)
+    }
+
+    @Test func hundredConcurrentRequestsShareOneHTTP2Connection() async throws {
+        let peers = try Peers.require()
+        let engine = try peers.appEngine()
+        defer { engine.shutdown() }
+        let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+            for _ in 0..<100 {
+                group.addTask {
+                    let r = try await engine.execute(try HTTPRequest(url: peers.url("b.test", "/whoami")))
+                    _ = try await text(r)
+                    return Int(r.status.code)
+                }
+            }
+            return try await group.reduce(into: [Int]()) { $0.append($1) }
+        }
+        #expect(statuses.count == 100)
+        #expect(statuses.allSatisfy { $0 == 200 })
+        #expect(engine.openConnections == 1)
+    }
+
+    @Test func redirectChainChangesPostToGetWhere301And302SaySo() async throws {
+        let peers = try Peers.require()
+        let engine = try peers.appEngine()
+        defer { engine.shutdown() }
+        let request = try HTTPRequest(
+            method: .POST,
+            url: peers.url("a.test", "/r/start"),
+            body: .bytes(Array("hello".utf8))
+        )
+        let response = try await engine.send(request, followRedirects: 5)
+        let echo = try JSONDecoder().decode(Echo.self, from: Data(try await text(response).utf8))
+        #expect(echo.method == "GET")  // 301 turned POST into GET, 302 and 307 kept GET
+        #expect(echo.length == 0)
+        #expect(echo.uri == "/r/final")
+        #expect(response.metrics.redirects == 3)
+    }
+
+    @Test(arguments: ["/r/three", "/r/308"])
+    func temporaryAndPermanentRedirectsKeepMethodAndBody(_ path: String) async throws {
+        let peers = try Peers.require()
+        let engine = try peers.appEngine()
+        defer { engine.shutdown() }
+        let body = Array("keep me".utf8)
+        let response = try await engine.send(
+            try HTTPRequest(method: .POST, url: peers.url("a.test", path), body: .bytes(body)),
+            followRedirects: 5
+        )
+        let echo = try JSONDecoder().decode(Echo.self, from: Data(try await text(response).utf8))
+        #expect(echo.method == "POST")
+        #expect(echo.sha256 == SHA256.hash(data: body).map { String(format: "%02x", $0) }.joined())
+        #expect(response.metrics.redirects == 1)
+    }
+
+    @Test func crossHostRedirectIsResolvedAgainWithTheNewSNI() async throws {
+        let peers = try Peers.require()
+        let engine = try peers.appEngine()
+        defer { engine.shutdown() }
+        let response = try await engine.send(try HTTPRequest(url: peers.url("a.test", "/r/to-b")), followRedirects: 5)
+        let body = try await text(response)
+        #expect(body.contains("host=b.test sni=b.test"), "\(body)")
+        #expect(response.url.host == "b.test")
+        #expect(response.metrics.redirects == 1)
+        // Not followed unless asked: the 302 comes back as it is.
+        let unfollowed = try await engine.send(try HTTPRequest(url: peers.url("a.test", "/r/to-b")))
+        #expect(unfollowed.status == .found)
+        #expect(unfollowed.headers.first(name: "location")?.contains("b.test") == true)
+    }
+
+    @Test func redirectLoopStopsAtTheHopLimit() async throws {
+        let peers = try Peers.require()
+        let engine = try peers.appEngine()
+        defer { engine.shutdown() }
+        do {
+            _ = try await engine.send(try HTTPRequest(url: peers.url("a.test", "/r/loop")), followRedirects: 4)
+            Issue.record("followed a redirect loop forever")
+        } catch let e as HTTPEngineError {
+            #expect(e.code == .tooManyRedirects)
+        }
+    }
+
+    @Test func gzipResponseIsDecompressedWhenAsked() async throws {
+        let peers = try Peers.require()
+        let engine = try peers.appEngine()
+        defer { engine.shutdown() }
+        let original = try Data(contentsOf: URL(fileURLWithPath: peers.www + "/text.txt"))
+        var request = try HTTPRequest(url: peers.url("a.test", "/text"))
+        request.decompress = true
+        let response = try await engine.execute(request)
+        #expect(response.headers.first(name: "content-encoding") == "gzip")
+        let body = try await response.body.collect(upTo: 10 << 20)
+        #expect(Data(body.readableBytesView) == original)
+        let plain = try await engine.execute(try HTTPRequest(url: peers.url("a.test", "/text")))
+        #expect(plain.headers.first(name: "content-encoding") == nil)
+        #expect(try await plain.body.collect(upTo: 10 << 20).readableBytes == original.count)
+    }
+
+    @Test func h2cPriorKnowledgeOverPlainHTTP() async throws {
+        let peers = try Peers.require()
+        let engine = try peers.appEngine { $0.http2PriorKnowledge = true }
+        defer { engine.shutdown() }
+        let response = try await engine.execute(try HTTPRequest(url: "http://127.0.0.1:\(peers.nginxH2C)/"))
+        #expect(response.version == .http2)
+        #expect(try await text(response).contains("server=h2c"))
+    }
+
+    @Test func publicKeyPinsAreEnforced() async throws {
+        let peers = try Peers.require()
+        let pem = try String(contentsOfFile: peers.www + "/../certs/a.test.pem", encoding: .utf8)
+        let spki = try NIOSSLCertificateSPKI.digest(pem: pem)
+        let good = try peers.appEngine { $0.tls.pins = ["a.test": [spki]] }
+        defer { good.shutdown() }
+        #expect(try await good.execute(try HTTPRequest(url: peers.url("a.test", "/"))).status == .ok)
+        let bad = try peers.appEngine { $0.tls.pins = ["a.test": ["AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="]] }
+        defer { bad.shutdown() }
+        do {
+            _ = try await bad.execute(try HTTPRequest(url: peers.url("a.test", "/")))
+            Issue.record("accepted a key that is not pinned")
+        } catch let e as HTTPEngineError {
+            #expect(e.code == .tlsFailed)
+            #expect(e.description.contains("pin"))
+        }
+    }
+}

@@ -1,0 +1,97 @@
+// Attacks from issue 10, each against the real binary or the real handler, each asserting the bound
+// that now holds: exit code, time, bytes delivered, memory (RSS from /proc). Hermetic: the hostile peers
+// are written in HostilePeers.swift and run on loopback; no external peer is needed.
+// MARK: - A hostile HTTP/2 origin against `httpdns fetch`
+/// What a raw-frame origin sends once the client has opened stream 1.
+
+@testable import HTTPDNSTestSupport
+import Foundation
+import HTTPDNSCore
+import HTTPDNSEngine
+import HTTPDNSLocalProxy
+import HTTPDNSLookup
+import HTTPDNSServer
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import Testing
+
+@Suite struct HostileProxyClientTests {
+    /// An echo server that half-closes back when the client half-closes, so "everything arrived" shows.
+    func startHalfCloseEcho() async throws -> ScriptedServer {
+        try await ScriptedServer.start { inbound, outbound in
+            for try await chunk in inbound { try await outbound.write(chunk) }
+            outbound.finish()
+        }
+    }
+
+    @Test func bytesBehindTheConnectHeadAndAHalfCloseReachTheTarget() async throws {
+        let echo = try await startHalfCloseEcho()
+        defer { Task { await echo.stop() } }
+        let proxy = try await startProxy(makeResolver([]), engine: try HTTPEngine()) {
+            $0.allowedPorts.insert(echo.port)
+            $0.tunnelIdleTimeout = .seconds(20)
+        }
+        defer { Task { await proxy.stop() } }
+        let payload = "hello through the tunnel"
+        let started = ContinuousClock.now
+        let reply = try await withRawConnection(port: proxy.port) { inbound, outbound -> String in
+            try await outbound.write(
+                ByteBuffer(string: "CONNECT 127.0.0.1:\(echo.port) HTTP/1.1\r\nHost: x\r\n\r\n\(payload)")
+            )
+            outbound.finish()  // shutdown(SHUT_WR) before the 200 has come back
+            return String(decoding: try await readToEnd(inbound), as: UTF8.self)
+        }
+        // Before: the bytes never reached the target and the tunnel hung.
+        #expect(reply.hasPrefix("HTTP/1.1 200"), "\(reply)")
+        #expect(reply.hasSuffix("\r\n\r\n\(payload)"), "\(reply)")
+        // The target saw the half-close and ended the tunnel; nothing waited for the idle timeout.
+        #expect(ContinuousClock.now - started < .seconds(10))
+    }
+
+    @Test func absoluteFormToAPortConnectWouldRefuseIsRefused() async throws {
+        let hits = NIOLockedValueBox(0)
+        let target = try await HTTPFixtureServer.start { _, _, _ in
+            hits.withLockedValue { $0 += 1 }
+            return (.ok, "text/plain", Array("internal".utf8))
+        }
+        defer { Task { await target.stop() } }
+        let proxy = try await startProxy(makeResolver([]), engine: try HTTPEngine())
+        defer { Task { await proxy.stop() } }
+        let reply = try await withRawConnection(port: proxy.port) { inbound, outbound -> String in
+            try await outbound.write(
+                ByteBuffer(string: "GET http://127.0.0.1:\(target.port)/ HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            )
+            return String(decoding: try await readToEnd(inbound), as: UTF8.self)
+        }
+        #expect(reply.hasPrefix("HTTP/1.1 403"), "\(reply)")
+        #expect(hits.withLockedValue { $0 } == 0)
+    }
+
+    @Test func headersNamedInConnectionAreNotForwarded() async throws {
+        let seen = NIOLockedValueBox<HTTPHeaders>([:])
+        let target = try await HTTPFixtureServer.start { _, _, headers in
+            seen.withLockedValue { $0 = headers }
+            return (.ok, "text/plain", Array("ok".utf8))
+        }
+        defer { Task { await target.stop() } }
+        let proxy = try await startProxy(makeResolver([]), engine: try HTTPEngine()) {
+            $0.allowedPorts.insert(target.port)
+        }
+        defer { Task { await proxy.stop() } }
+        let reply = try await withRawConnection(port: proxy.port) { inbound, outbound -> String in
+            try await outbound.write(
+                ByteBuffer(
+                    string:
+                        "GET http://127.0.0.1:\(target.port)/ HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close, X-Secret\r\nX-Secret: token\r\nX-Kept: yes\r\n\r\n"
+                )
+            )
+            return String(decoding: try await readToEnd(inbound), as: UTF8.self)
+        }
+        #expect(reply.hasPrefix("HTTP/1.1 200"), "\(reply)")
+        let headers = seen.withLockedValue { $0 }
+        #expect(headers["x-secret"].isEmpty)
+        #expect(headers["x-kept"] == ["yes"])
+    }
+}

@@ -1,0 +1,102 @@
+// Attacks from issue 10, each against the real binary or the real handler, each asserting the bound
+// that now holds: exit code, time, bytes delivered, memory (RSS from /proc). Hermetic: the hostile peers
+// are written in HostilePeers.swift and run on loopback; no external peer is needed.
+// MARK: - A hostile HTTP/2 origin against `httpdns fetch`
+/// What a raw-frame origin sends once the client has opened stream 1.
+
+@testable import HTTPDNSTestSupport
+import Foundation
+import HTTPDNSCore
+import HTTPDNSEngine
+import HTTPDNSLocalProxy
+import HTTPDNSLookup
+import HTTPDNSServer
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import Testing
+
+@Suite(.serialized) struct HostileResolverTests {
+    @Test func twentyThousandAddressesCostLittleAndKeepSixtyFour() async throws {
+        let many = (0..<20_000).map { "1.0.\($0 / 256).\($0 % 256)" }.joined(separator: ";") + ",60"
+        let resolver = try await HTTPFixtureServer.start { _, _, _ in (.ok, "text/plain", Array(many.utf8)) }
+        defer { Task { await resolver.stop() } }
+        let (r, took) = try await timedCLI([
+            "resolve", "big.example.com", "--resolver", "dnspod:http://127.0.0.1:\(resolver.port)/d",
+            "--no-fallback", "--timeout", "1",
+        ])
+        #expect(r.status == 0, "\(r.stderr)")
+        let lines = r.stdout.split(separator: "\n").filter { !$0.hasPrefix(";;") }
+        #expect(lines.count == 64)
+        #expect(took < .seconds(5), "took \(took)")  // was ~21 s of CPU
+    }
+
+    @Test func twentyThousandRejectedAddressesGiveAShortMessage() async throws {
+        let many = (0..<20_000).map { "10.0.\($0 / 256).\($0 % 256)" }.joined(separator: ";") + ",60"
+        let resolver = try await HTTPFixtureServer.start { _, _, _ in (.ok, "text/plain", Array(many.utf8)) }
+        defer { Task { await resolver.stop() } }
+        let r = try await runCLI([
+            "resolve", "big.example.com", "--resolver", "dnspod:http://127.0.0.1:\(resolver.port)/d",
+            "--no-fallback", "--timeout", "1",
+        ])
+        #expect(r.status == 1)
+        #expect(r.stderr.utf8.count < 2000, "\(r.stderr.utf8.count) bytes of error")  // was 1.1 MB
+        #expect(r.stderr.contains("non-global"))
+    }
+
+    @Test func anAlibabaAnswerForAnotherNameIsRefused() async throws {
+        let resolver = try await HTTPFixtureServer.start { _, _, _ in
+            (.ok, "application/json", Array(#"{"host":"evil.example.com","ips":["1.2.3.4"],"ttl":60}"#.utf8))
+        }
+        defer { Task { await resolver.stop() } }
+        let r = try await runCLI([
+            "resolve", "a.example.com", "--resolver", "json:http://127.0.0.1:\(resolver.port)/resolve",
+            "--no-fallback",
+        ])
+        #expect(r.status == 1, "\(r.stdout)")
+        #expect(r.stderr.contains("not for the name asked"), "\(r.stderr)")
+        #expect(!r.stdout.contains("1.2.3.4"))
+    }
+
+    @Test func aLookupWithItsFallbackEndsWithinTheTimeout() async throws {
+        let (dead1, port1) = try await startBlackhole()
+        let (dead2, port2) = try await startBlackhole()
+        defer {
+            dead1.close(promise: nil)
+            dead2.close(promise: nil)
+        }
+        let (r, took) = try await timedCLI([
+            "resolve", "x.example.com", "--resolver", "dns:127.0.0.1:\(port1)", "--local-dns", "dns:127.0.0.1:\(port2)",
+            "--timeout", "2",
+        ])
+        #expect(r.status == 1)
+        #expect(took < .milliseconds(3300), "took \(took) with --timeout 2")  // was twice the timeout
+    }
+
+    @Test func fetchMaxTimeCoversTheLookup() async throws {
+        let (dead, port) = try await startBlackhole()
+        defer { dead.close(promise: nil) }
+        let (r, took) = try await timedCLI([
+            "fetch", "http://x.example.com/", "--resolver", "dns:127.0.0.1:\(port)", "--no-fallback", "--timeout",
+            "10", "--max-time", "2",
+        ])
+        #expect(r.status == 28, "\(r.stderr)")  // was 6 after 5.2 s
+        #expect(took < .milliseconds(3500), "took \(took) with --max-time 2")
+    }
+
+    @Test func aDatagramWithOurIDButAnotherQuestionIsIgnored() async throws {
+        // Answers every query twice: first a forgery (right id, other question), then the real answer.
+        let channel = try await DatagramBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(ForgingDNSHandler())
+                }
+            }
+            .bind(host: "127.0.0.1", port: 0).get()
+        defer { channel.close(promise: nil) }
+        let provider = try Do53Provider(server: IPAddress("127.0.0.1")!, port: channel.localAddress!.port!)
+        let answer = try await provider.resolve("a.example.com", family: .ipv4, deadline: .now() + .seconds(3))
+        #expect(answer.addresses == [IPAddress("198.51.0.1")!])  // before: "answered another question"
+    }
+}

@@ -1,0 +1,266 @@
+// Resolver behaviour against real sockets on loopback: in-process DNS and HTTP servers stand in for
+// upstreams where the behaviour needs control (counting, truncating, blackholing, failing on cue).
+
+@testable import HTTPDNSLookup
+@testable import HTTPDNSTestSupport
+import Foundation
+import HTTPDNSCore
+import HTTPDNSEngine
+import HTTPDNSServer
+import NIOCore
+import Testing
+
+@Suite struct ResolverBehaviourTests {
+    @Test func thousandConcurrentColdLookupsMakeExactlyOneUpstreamQuery() async throws {
+        let server = try await startDNS(["93.184.216.10"])
+        defer { Task { await server.stop() } }
+        let resolver = makeResolver([try do53(server)])
+        let ok = await withTaskGroup(of: Bool.self) { group in
+            for _ in 0..<1000 {
+                group.addTask {
+                    (try? await resolver.resolve("cold.example.com", .ipv4))?.ipv4 == [IPAddress("93.184.216.10")!]
+                }
+            }
+            return await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+        }
+        #expect(ok == 1000)
+        #expect(server.queries.udp == 1)
+        #expect(resolver.statistics.upstreamQueries == 1)
+    }
+
+    @Test func expiredAnswerIsServedStaleWhileExactlyOneRefreshRuns() async throws {
+        let server = try await startDNS(["93.184.216.20"], ttl: 10)
+        defer { Task { await server.stop() } }
+        let clock = ManualClock()
+        let resolver = makeResolver([try do53(server)], clock: clock) { $0.cache.maxStale = .seconds(30) }
+        let first = try await resolver.resolve("s.example.com", .ipv4)
+        #expect(first.source == .httpdns(try do53(server).name))
+        clock.advance(.seconds(11))
+        let stale = try await resolver.resolve("s.example.com", .ipv4)
+        let again = try await resolver.resolve("s.example.com", .ipv4)
+        #expect(stale.source.description.hasPrefix("stale("))
+        #expect(again.source.description.hasPrefix("stale(") || again.source.description.hasPrefix("cache("))
+        await resolver.shutdown()  // waits for the background refresh
+        #expect(server.queries.udp == 2)
+        let refreshed = try await resolver.resolve("s.example.com", .ipv4)
+        #expect(refreshed.source.description.hasPrefix("cache("))
+        #expect(refreshed.ttl == 10)
+    }
+
+    @Test func staleServingStopsAtMaxStaleWhenRefreshesFail() async throws {
+        let server = try await startDNS(["93.184.216.21"], ttl: 10)
+        let clock = ManualClock()
+        let resolver = makeResolver([try do53(server)], clock: clock) {
+            $0.cache.maxStale = .seconds(30)
+            $0.fallbackToLocalDNS = false
+            $0.timeout = .milliseconds(500)
+        }
+        _ = try await resolver.resolve("b.example.com", .ipv4)
+        await server.stop()
+        clock.advance(.seconds(20))
+        #expect(try await resolver.resolve("b.example.com", .ipv4).source.description.hasPrefix("stale("))
+        await resolver.shutdown()
+        clock.advance(.seconds(25))  // 45 s after storing: past TTL + maxStale
+        await #expect(throws: ResolverError.self) { try await resolver.resolve("b.example.com", .ipv4) }
+    }
+
+    @Test func answerInUseIsPrefetchedAfter75PercentOfItsTTL() async throws {
+        let server = try await startDNS(["93.184.216.30"], ttl: 100)
+        defer { Task { await server.stop() } }
+        let clock = ManualClock()
+        let resolver = makeResolver([try do53(server)], clock: clock)
+        _ = try await resolver.resolve("p.example.com", .ipv4)
+        clock.advance(.seconds(70))
+        _ = try await resolver.resolve("p.example.com", .ipv4)
+        await resolver.shutdown()
+        #expect(server.queries.udp == 1)
+        clock.advance(.seconds(6))  // 76 % of the TTL
+        let hit = try await resolver.resolve("p.example.com", .ipv4)
+        #expect(hit.source.description.hasPrefix("cache("))
+        await resolver.shutdown()
+        #expect(server.queries.udp == 2)
+        #expect(resolver.statistics.prefetches == 1)
+        clock.advance(.seconds(30))  // past the first answer's expiry, inside the refreshed one
+        #expect(try await resolver.resolve("p.example.com", .ipv4).source.description.hasPrefix("cache("))
+        #expect(server.queries.udp == 2)
+    }
+
+    @Test func blackholedFirstResolverFailsOverWithinTheTimeoutAndIsThenSkipped() async throws {
+        let (hole, holePort) = try await startBlackhole()
+        defer { hole.close(promise: nil) }
+        let good = try await startDNS(["93.184.216.40"])
+        defer { Task { await good.stop() } }
+        let resolver = makeResolver([try Do53Provider(server: IPAddress("127.0.0.1")!, port: holePort), try do53(good)])
+        {
+            $0.timeout = .seconds(2)
+            $0.fallbackToLocalDNS = false
+        }
+        let t0 = ContinuousClock.now
+        let r = try await resolver.resolve("f.example.com", .ipv4)
+        let first = ContinuousClock.now - t0
+        #expect(r.ipv4 == [IPAddress("93.184.216.40")!])
+        #expect(first < .seconds(2))
+        // The dead resolver is now marked down: the next name goes straight to the good one.
+        let t1 = ContinuousClock.now
+        _ = try await resolver.resolve("g.example.com", .ipv4)
+        #expect(ContinuousClock.now - t1 < .milliseconds(500))
+    }
+
+    @Test func truncatedUDPAnswerIsRetriedOverTCP() async throws {
+        var options = DNSServer.Options()
+        options.truncateUDP = true
+        let server = try await startDNS(["93.184.216.50"], options: options)
+        defer { Task { await server.stop() } }
+        let r = try await makeResolver([try do53(server)]).resolve("t.example.com", .ipv4)
+        #expect(r.ipv4 == [IPAddress("93.184.216.50")!])
+        #expect(server.queries.udp == 1)
+        #expect(server.queries.tcp == 1)
+    }
+
+    @Test func fallsBackToLocalDNSUnlessStrictOrDisabled() async throws {
+        let local = try await startDNS(["93.184.216.60"])
+        defer { Task { await local.stop() } }
+        let dead = try Do53Provider(server: IPAddress("127.0.0.1")!, port: 9)  // closed port: refused at once
+        let resolver = makeResolver([dead], local: try do53(local)) {
+            $0.policy.strict = [try! HostPattern("pay.example.com")]
+        }
+        let r = try await resolver.resolve("www.example.com", .ipv4)
+        #expect(r.source == .fallback(try do53(local).name))
+        #expect(r.ipv4 == [IPAddress("93.184.216.60")!])
+        await #expect(throws: ResolverError.self) { try await resolver.resolve("pay.example.com", .ipv4) }
+        let noFallback = makeResolver([dead], local: try do53(local)) { $0.fallbackToLocalDNS = false }
+        do {
+            _ = try await noFallback.resolve("www.example.com", .ipv4)
+            Issue.record("resolved without any working provider")
+        } catch let error as ResolverError {
+            #expect(error.code == .allProvidersFailed)
+            #expect(error.description.contains("dns:127.0.0.1:9"))
+        }
+    }
+
+    @Test func privateAnswerForAPublicNameIsRejectedAndTheNextProviderUsed() async throws {
+        let poisoned = try await startDNS(["10.0.0.1"])
+        let honest = try await startDNS(["93.184.216.34"])
+        defer {
+            Task {
+                await poisoned.stop(); await honest.stop()
+            }
+        }
+        let resolver = makeResolver([try do53(poisoned), try do53(honest)]) { $0.fallbackToLocalDNS = false }
+        #expect(try await resolver.resolve("www.example.com", .ipv4).ipv4 == [IPAddress("93.184.216.34")!])
+        // The same answer is fine for a name the policy allows to be private.
+        let allowed = makeResolver([try do53(poisoned)]) {
+            $0.policy.allowNonGlobal = [try! HostPattern("*.corp.example.com")]
+        }
+        #expect(try await allowed.resolve("git.corp.example.com", .ipv4).ipv4 == [IPAddress("10.0.0.1")!])
+    }
+
+    @Test func hijackIsDetectedWhenLocalDNSDisagrees() async throws {
+        let trusted = try await startDNS(["127.0.0.1"])
+        let hijacker = try await startDNS(["127.0.0.66"])
+        defer {
+            Task {
+                await trusted.stop(); await hijacker.stop()
+            }
+        }
+        let resolver = makeResolver([try do53(trusted)], local: try do53(hijacker))
+        let report = await resolver.compare("a.test", .ipv4)
+        #expect(report.hijacked)
+        #expect(try report.localDNS.get().ipv4 == [IPAddress("127.0.0.66")!])
+        let honest = makeResolver([try do53(trusted)], local: try do53(trusted))
+        #expect(await honest.compare("a.test", .ipv4).hijacked == false)
+    }
+
+    @Test func namesOutsideThePolicyAndLiteralsNeverReachHTTPDNS() async throws {
+        let trusted = try await startDNS(["93.184.216.70"])
+        let local = try await startDNS(["93.184.216.71"])
+        defer {
+            Task {
+                await trusted.stop(); await local.stop()
+            }
+        }
+        let resolver = makeResolver([try do53(trusted)], local: try do53(local)) {
+            $0.policy = HostPolicy(only: [try! HostPattern("*.app.example.com")])
+        }
+        #expect(try await resolver.resolve("api.app.example.com", .ipv4).ipv4 == [IPAddress("93.184.216.70")!])
+        let outside = try await resolver.resolve("www.other.com", .ipv4)
+        #expect(outside.source == .localDNS(try do53(local).name))
+        #expect(try await resolver.resolve("93.184.216.99").source == .literal)
+        #expect(trusted.queries.udp == 1)
+        // The library default selects nothing.
+        let unconfigured = makeResolver([try do53(trusted)], local: try do53(local)) { $0.policy = .none }
+        #expect(try await unconfigured.resolve("api.app.example.com", .ipv4).source == .localDNS(try do53(local).name))
+    }
+
+    @Test func ipv6OnlyNetworkResolvesOverIPv6() async throws {
+        let server = try await DNSServer.start(host: "::1") { _, type in
+            type == .aaaa ? .init(addresses: [IPAddress("2606:4700::5")!]) : .init(addresses: [])
+        }
+        defer { Task { await server.stop() } }
+        let r = try await makeResolver([try Do53Provider(server: IPAddress("::1")!, port: server.port)]).resolve(
+            "v6.example.com"
+        )
+        #expect(r.ipv6 == [IPAddress("2606:4700::5")!])
+        #expect(r.ipv4.isEmpty)
+        #expect(r.addresses == [IPAddress("2606:4700::5")!])
+    }
+
+    @Test func nxdomainIsCachedAsANegativeAnswer() async throws {
+        let server = try await startDNS(["93.184.216.80"])
+        defer { Task { await server.stop() } }
+        let resolver = makeResolver([try do53(server)]) { $0.fallbackToLocalDNS = false }
+        for _ in 0..<3 {
+            do {
+                _ = try await resolver.resolve("nx.example.com", .ipv4)
+                Issue.record("nx resolved")
+            } catch let e as ResolverError {
+                #expect(e.code == .noAddress)
+            }
+        }
+        #expect(server.queries.udp == 1)
+    }
+
+    @Test func cacheSurvivesARestartAndIsKeptPerNetwork() async throws {
+        let server = try await startDNS(["93.184.216.90"], ttl: 300)
+        defer { Task { await server.stop() } }
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("httpdns-cache-\(UUID()).json").path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let tweak: (inout ResolverConfiguration) -> Void = {
+            $0.persistencePath = path
+            $0.networkID = "wifi-home"
+        }
+        let first = makeResolver([try do53(server)], tweak)
+        _ = try await first.resolve("persist.example.com", .ipv4)
+        try first.persist()
+        let second = makeResolver([try do53(server)], tweak)
+        let restored = try await second.resolve("persist.example.com", .ipv4)
+        #expect(restored.source.description.hasPrefix("cache("))
+        #expect(server.queries.udp == 1)
+        second.networkChanged(to: "cellular")
+        #expect(try await second.resolve("persist.example.com", .ipv4).source.description.hasPrefix("dns:"))
+        #expect(server.queries.udp == 2)
+        // Another network's file is not served on this one.
+        let other = makeResolver([try do53(server)]) {
+            $0.persistencePath = path
+            $0.networkID = "office"
+        }
+        _ = try await other.resolve("persist.example.com", .ipv4)
+        #expect(server.queries.udp == 3)
+    }
+
+    @Test(arguments: [
+        "", "{\"version\":1,\"entries\":[{\"key\":", "not json at all", "{\"version\":99,\"entries\":[]}",
+    ])
+    func tornOrCorruptCacheFileIsIgnored(_ content: String) async throws {
+        let server = try await startDNS(["93.184.216.91"])
+        defer { Task { await server.stop() } }
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("httpdns-corrupt-\(UUID()).json").path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        try Data(content.utf8).write(to: URL(fileURLWithPath: path))
+        let resolver = makeResolver([try do53(server)]) { $0.persistencePath = path }
+        #expect(try await resolver.resolve("c.example.com", .ipv4).ipv4 == [IPAddress("93.184.216.91")!])
+        try resolver.persist()
+        let snapshot = try JSONDecoder().decode(CacheSnapshot.self, from: Data(contentsOf: URL(fileURLWithPath: path)))
+        #expect(snapshot.entries.count == 1)
+    }
+}

@@ -1,0 +1,43 @@
+// The HTTPDNS server: every format, answered to our own resolver (every provider kind), to real DoH
+// clients (curl --doh-url, dig +https), forwarding to a real upstream (kresd), and hostile input.
+
+import Foundation
+import HTTPDNSCore
+import HTTPDNSEngine
+import HTTPDNSLookup
+import HTTPDNSServer
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import NIOSSL
+import Testing
+
+func startService(_ tweak: (inout HTTPDNSService.Configuration) -> Void = { _ in }) async throws -> HTTPDNSService {
+    var config = HTTPDNSService.Configuration()
+    config.staticHosts = [
+        "a.example.com": [IPAddress("198.51.0.1")!, IPAddress("2606:4700::1")!],
+        "v4.example.com": [IPAddress("198.51.0.2")!],
+    ]
+    config.ttl = 90
+    tweak(&config)
+    return try await HTTPDNSService.start(config, logger: testLogger)
+}
+
+func rawGet(
+    _ engine: HTTPEngine,
+    _ url: String,
+    method: HTTPMethod = .GET,
+    headers: HTTPHeaders = [:],
+    body: [UInt8]? = nil
+) async throws -> (Int, String) {
+    let response = try await engine.execute(
+        try HTTPRequest(method: method, url: url, headers: headers, body: body.map { .bytes($0) })
+    )
+    return (Int(response.status.code), String(buffer: try await response.body.collect(upTo: 1 << 20)))
+}
+
+
+func base64url(_ bytes: [UInt8]) -> String {
+    Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+        .replacingOccurrences(of: "=", with: "")
+}

@@ -1,0 +1,60 @@
+// The `httpdns resolve` contract, run as a user would: the built binary, its stdout, stderr and exit code.
+
+@testable import HTTPDNSTestSupport
+import Foundation
+import HTTPDNSEngine
+import NIOPosix
+import Testing
+
+@Suite(.serialized) struct CLIUsageTests {
+    @Test(arguments: [
+        (["resolve", "a.test", "--resolver", "foo:bar"], "--resolver"),
+        (["resolve", "a.test", "--resolver", "doh:ftp://x/"], "--resolver"),
+        (["resolve", "a.test", "--resolver", "system", "--local-dns", "dns:nowhere"], "--local-dns"),
+        (["resolve", "a.test", "--resolver", "system", "--bootstrap", "doh.test"], "--bootstrap"),
+        (["resolve", "a.test", "--resolver", "doh:https://doh.test/dns-query"], "--bootstrap doh.test=IP"),
+        (["resolve", "a.test", "--resolver", "system", "--only", "a*b"], "--only"),
+        (["resolve", "a.test"], "--resolver"),
+    ])
+    func usageErrorsExit64NamingTheFlag(_ arguments: [String], _ mention: String) async throws {
+        let r = try await runCLI(arguments)
+        #expect(r.status == 64)
+        #expect(r.stderr.contains(mention), "\(r.stderr)")
+    }
+
+    @Test func demoRunsEveryStepAndExitsZero() async throws {
+        let r = try await runCLI(["demo"])
+        #expect(r.status == 0, "\(r.stdout)\(r.stderr)")
+        #expect(r.stdout.contains("Every step came out as expected"))
+        #expect(r.stdout.components(separatedBy: "   ok  ").count - 1 == 6)
+        #expect(!r.stdout.contains("FAIL"))
+    }
+}
+
+@Suite struct ServeCLITests {
+    @Test func serveAnswersFromItsHostsFileAndStopsOnSIGTERM() async throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
+        let hosts = FileManager.default.temporaryDirectory.appendingPathComponent("httpdns-serve-\(UUID())").path
+        defer { try? FileManager.default.removeItem(atPath: hosts) }
+        try "198.51.0.7 served.example.com\n".write(toFile: hosts, atomically: true, encoding: .utf8)
+        let (process, line) = try await startInBackground(
+            root.appendingPathComponent(".build/debug/httpdns").path,
+            ["serve", "--listen", "127.0.0.1:0", "--hosts", hosts]
+        )
+        let afterHost = try #require(line.range(of: "127.0.0.1:"), "\(line)")
+        let port = try #require(Int(line[afterHost.upperBound...].prefix { $0.isNumber }), "\(line)")
+        let engine = try HTTPEngine()
+        defer { engine.shutdown() }
+        let response = try await engine.execute(
+            try HTTPRequest(url: "http://127.0.0.1:\(port)/d?dn=served.example.com&ttl=1")
+        )
+        #expect(String(buffer: try await response.body.collect(upTo: 4096)) == "198.51.0.7,60")
+        process.terminate()
+        let status = try await NIOThreadPool.singleton.runIfActive {
+            process.waitUntilExit()
+            return process.terminationStatus
+        }
+        #expect(status == 0)
+    }
+}

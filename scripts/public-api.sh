@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Counts the public declarations of every library module from the symbol graph (issue 11: at most 200
+# in all; synthesized members are not counted). Prints one line per module and the total; exits 1 when
+# the total is over the limit. Usage: scripts/public-api.sh [LIMIT]   (default 200)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+limit="${1:-200}"
+# dump-symbol-graph exits 1 on test modules; the library graphs are written all the same.
+swift package dump-symbol-graph --minimum-access-level public --skip-synthesized-members \
+    >/tmp/httpdns-symbol-graph.log 2>&1 || true
+dir="$(find .build -type d -name symbolgraph -path '*/symbolgraph' | head -1)"
+[ -n "$dir" ] || { echo "no symbol graph written; see /tmp/httpdns-symbol-graph.log" >&2; exit 2; }
+python3 - "$dir" "$limit" <<'PY'
+import json, os, sys
+directory, limit = sys.argv[1], int(sys.argv[2])
+libraries = [l for l in sys.argv[3:]] or None
+counts = {}
+for name in sorted(os.listdir(directory)):
+    if not name.endswith(".symbols.json"):
+        continue
+    module = name.split(".symbols.json")[0].split("@")[0]
+    if not module.startswith("HTTPDNS") or module.endswith("Tests"):
+        continue
+    with open(os.path.join(directory, name)) as f:
+        graph = json.load(f)
+    counts[module] = counts.get(module, 0) + len(graph["symbols"])
+total = 0
+for module, count in sorted(counts.items()):
+    print(f"{module:24} {count:5}")
+    total += count
+print(f"{'total':24} {total:5}  (limit {limit})")
+sys.exit(0 if total <= limit else 1)
+PY
