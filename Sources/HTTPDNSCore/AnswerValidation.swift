@@ -30,7 +30,7 @@ package struct AnswerValidator: Sendable {
             if ip.isUnspecified {
                 rejected.append(.init(address: ip, reason: "unspecified address"))
             } else if !allowNonGlobal, ip.isNonGlobal {
-                rejected.append(.init(address: ip, reason: "non-global address for a package name"))
+                rejected.append(.init(address: ip, reason: "non-global address for a public name"))
             } else {
                 kept.append(ip)
             }

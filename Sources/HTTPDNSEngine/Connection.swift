@@ -285,7 +285,7 @@ func verifyIdentity(hostname: String?, peer: NIOSSLCertificate?, pins: Set<Strin
         let spki = try peer.extractPublicKey().toSPKIBytes()
         let digest = Data(SHA256.hash(data: spki)).base64EncodedString()
         guard pins.contains(digest) else {
-            throw IdentityFailure(reason: "package key pin mismatch (server key sha256/\(digest) is not pinned)")
+            throw IdentityFailure(reason: "public key pin mismatch (server key sha256/\(digest) is not pinned)")
         }
     }
 }

@@ -106,7 +106,7 @@ package final class HTTPDNSProxy: Sendable {
         if !loopback {
             guard configuration.allowNonLoopback, configuration.credentials != nil else {
                 throw ProxyConfigurationError(
-                    "refusing to listen on \(configuration.host): a proxy off loopback needs allowNonLoopback and credentials (--package --proxy-user USER:PASSWORD), or it would be an open relay"
+                    "refusing to listen on \(configuration.host): a proxy off loopback needs allowNonLoopback and credentials (--public --proxy-user USER:PASSWORD), or it would be an open relay"
                 )
             }
         }
