@@ -10,21 +10,21 @@
 // The number of entries is bounded; the least recently used entry goes first.
 
 /// Cache and refresh tuning. Value type, `Sendable`.
-package struct CacheConfiguration: Hashable, Sendable {
+public struct CacheConfiguration: Hashable, Sendable {
     /// TTLs below this are raised to it (seconds). Keeps chatty zero-TTL answers from hammering HTTPDNS.
-    package var minTTL: UInt32 = 10
+    public var minTTL: UInt32 = 10
     /// TTLs above this are lowered to it (seconds).
-    package var maxTTL: UInt32 = 3600
+    public var maxTTL: UInt32 = 3600
     /// How long past expiry an answer may still be served while one refresh runs.
-    package var maxStale: Duration = .seconds(60)
+    public var maxStale: Duration = .seconds(60)
     /// How long a negative answer is kept when the provider gave no TTL (seconds).
     package var negativeTTL: UInt32 = 30
     /// The fraction of the TTL after which a lookup triggers a background refresh.
     package var prefetchFraction: Double = 0.75
     /// Entries kept at most.
-    package var capacity: Int = 4096
+    public var capacity: Int = 4096
 
-    package init() {}
+    public init() {}
 
     func clamp(_ ttl: UInt32?) -> UInt32 {
         Swift.min(Swift.max(ttl ?? minTTL, minTTL), Swift.max(maxTTL, minTTL))

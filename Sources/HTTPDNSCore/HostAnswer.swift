@@ -1,5 +1,5 @@
 /// Which address families a lookup wants.
-package enum AddressQuery: String, Hashable, Sendable, CaseIterable, Codable {
+public enum AddressQuery: String, Hashable, Sendable, CaseIterable, Codable {
     case ipv4 = "a"
     case ipv6 = "aaaa"
     case both

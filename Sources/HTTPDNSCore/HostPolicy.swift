@@ -1,7 +1,7 @@
 /// A hostname pattern: an exact name (`api.example.com`), a wildcard for every name below a domain
 /// (`*.example.com` matches `a.example.com` and `a.b.example.com`, not `example.com` itself), or `*`
 /// for every name. Matching is case-insensitive and ignores a trailing dot.
-package struct HostPattern: Hashable, Sendable, CustomStringConvertible {
+public struct HostPattern: Hashable, Sendable, CustomStringConvertible {
     enum Kind: Hashable, Sendable {
         case any
         case exact(String)
@@ -12,7 +12,7 @@ package struct HostPattern: Hashable, Sendable, CustomStringConvertible {
 
     init(kind: Kind) { self.kind = kind }
 
-    package init(_ text: String) throws {
+    public init(_ text: String) throws {
         let t = normalizeHostname(text.trimmed(of: " \t"))
         if t == "*" {
             kind = .any
@@ -39,7 +39,7 @@ package struct HostPattern: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
-    package var description: String {
+    public var description: String {
         switch kind {
         case .any: return "*"
         case .exact(let n): return n
@@ -53,19 +53,19 @@ package struct HostPattern: Hashable, Sendable, CustomStringConvertible {
 /// The default selects nothing: an embedded library routes no name through HTTPDNS until the app says
 /// which (`only: ["*"]` for everything). The command-line tool starts from `*`.
 /// Value type, `Sendable`.
-package struct HostPolicy: Hashable, Sendable {
+public struct HostPolicy: Hashable, Sendable {
     /// Names resolved through HTTPDNS (empty: none).
-    package var only: [HostPattern]
+    public var only: [HostPattern]
     /// Names never resolved through HTTPDNS even when `only` matches (deny wins).
-    package var except: [HostPattern]
+    public var except: [HostPattern]
     /// Names that never fall back to LocalDNS when every HTTPDNS provider fails.
-    package var strict: [HostPattern]
+    public var strict: [HostPattern]
     /// Public names allowed to resolve to loopback/private/non-global addresses.
     /// Names under special-use domains (`.test`, `.localhost`, `.local`, `.internal`, `.home.arpa`,
     /// `.invalid`, `.example`) may always.
-    package var allowNonGlobal: [HostPattern]
+    public var allowNonGlobal: [HostPattern]
 
-    package init(
+    public init(
         only: [HostPattern] = [],
         except: [HostPattern] = [],
         strict: [HostPattern] = [],
@@ -77,10 +77,26 @@ package struct HostPolicy: Hashable, Sendable {
         self.allowNonGlobal = allowNonGlobal
     }
 
+    /// Builds a policy from pattern texts (`example.com`, `*.example.com`, `*`): throws
+    /// `HTTPDNSConfigurationError` naming the first pattern that is not a valid one.
+    public init(
+        only: [String],
+        except: [String] = [],
+        strict: [String] = [],
+        allowPrivate: [String] = []
+    ) throws {
+        self.init(
+            only: try only.map(HostPattern.init),
+            except: try except.map(HostPattern.init),
+            strict: try strict.map(HostPattern.init),
+            allowNonGlobal: try allowPrivate.map(HostPattern.init)
+        )
+    }
+
     /// Selects nothing (the library default).
-    package static let none = HostPolicy()
+    public static let none = HostPolicy()
     /// Selects every name.
-    package static var all: HostPolicy { HostPolicy(only: [HostPattern(kind: .any)]) }
+    public static var all: HostPolicy { HostPolicy(only: [HostPattern(kind: .any)]) }
 
     /// How a name is to be resolved.
     package enum Route: Hashable, Sendable {

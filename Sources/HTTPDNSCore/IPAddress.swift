@@ -11,12 +11,12 @@
 /// Parsing and formatting use the C library's `inet_pton` / `inet_ntop`, so every textual form the
 /// platform accepts is accepted (and nothing else: no hostnames, no zone IDs).
 /// Value type, `Sendable`.
-package enum IPAddress: Hashable, Sendable, CustomStringConvertible, Codable {
+public enum IPAddress: Hashable, Sendable, CustomStringConvertible, Codable {
     case v4(UInt8, UInt8, UInt8, UInt8)
     case v6([UInt8])
 
     /// Parses a textual IPv4 or IPv6 address. Brackets around IPv6 (`[::1]`) are accepted.
-    package init?(_ text: some StringProtocol) {
+    public init?(_ text: some StringProtocol) {
         var s = String(text)
         if s.hasPrefix("["), s.hasSuffix("]") { s = String(s.dropFirst().dropLast()) }
         guard !s.isEmpty, s.utf8.count <= 64 else { return nil }
@@ -60,13 +60,13 @@ package enum IPAddress: Hashable, Sendable, CustomStringConvertible, Codable {
         }
     }
 
-    package var isIPv6: Bool {
+    public var isIPv6: Bool {
         if case .v6 = self { return true }
         return false
     }
 
     /// The canonical text form (`inet_ntop`), e.g. `127.0.0.1`, `::1`.
-    package var description: String {
+    public var description: String {
         var out = [CChar](repeating: 0, count: 64)
         let family = self.isIPv6 ? AF_INET6 : AF_INET
         let ok = self.bytes.withUnsafeBytes { raw in
@@ -127,7 +127,7 @@ package enum IPAddress: Hashable, Sendable, CustomStringConvertible, Codable {
         return nil
     }
 
-    package init(from decoder: any Decoder) throws {
+    public init(from decoder: any Decoder) throws {
         let text = try decoder.singleValueContainer().decode(String.self)
         guard let ip = IPAddress(text) else {
             throw DecodingError.dataCorrupted(
@@ -137,7 +137,7 @@ package enum IPAddress: Hashable, Sendable, CustomStringConvertible, Codable {
         self = ip
     }
 
-    package func encode(to encoder: any Encoder) throws {
+    public func encode(to encoder: any Encoder) throws {
         var c = encoder.singleValueContainer()
         try c.encode(self.description)
     }

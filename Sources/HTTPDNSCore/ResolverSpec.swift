@@ -4,7 +4,7 @@ import Foundation
 ///
 /// `host` is what TLS verifies and what goes into Host / `:authority`; where the socket connects is
 /// decided separately (an IP literal host, or a bootstrap IP for a name).
-package struct ResolverEndpoint: Hashable, Sendable, CustomStringConvertible {
+public struct ResolverEndpoint: Hashable, Sendable, CustomStringConvertible {
     package var scheme: String
     package var host: String
     package var port: Int
@@ -13,13 +13,13 @@ package struct ResolverEndpoint: Hashable, Sendable, CustomStringConvertible {
     package var query: String?
 
     package var isTLS: Bool { scheme == "https" }
-    package var description: String {
+    public var description: String {
         let h = host.contains(":") ? "[\(host)]" : host
         return "\(scheme)://\(h):\(port)\(path)\(query.map { "?\($0)" } ?? "")"
     }
 
     /// Parses an absolute http or https URL; throws a message saying what to fix.
-    package init(url text: String) throws {
+    public init(url text: String) throws {
         guard let components = URLComponents(string: text), let scheme = components.scheme?.lowercased() else {
             throw ResolverSpecError("\"\(text)\" is not a URL; write it like https://127.0.0.1:8473/dns-query")
         }
@@ -72,7 +72,7 @@ package struct ResolverSpecError: Error, Hashable, Sendable, CustomStringConvert
 
 /// One resolver as given on the command line or in configuration:
 /// `doh:URL`, `doh-post:URL`, `doh-json:URL`, `dnspod:URL`, `json:URL`, `dns:IP[:PORT]`, `system`.
-package enum ResolverSpec: Hashable, Sendable, CustomStringConvertible {
+public enum ResolverSpec: Hashable, Sendable, CustomStringConvertible {
     /// RFC 8484 DNS-over-HTTPS, wire format; GET with `?dns=` or POST with `application/dns-message`.
     case doh(ResolverEndpoint, usePOST: Bool)
     /// JSON DNS-over-HTTPS (`application/dns-json`, `?name=&type=`).
@@ -88,7 +88,7 @@ package enum ResolverSpec: Hashable, Sendable, CustomStringConvertible {
 
     package static let kinds = "doh:URL, doh-post:URL, doh-json:URL, dnspod:URL, json:URL, dns:IP[:PORT], system"
 
-    package init(parsing text: String) throws {
+    public init(parsing text: String) throws {
         if text == "system" {
             self = .system
             return
@@ -145,7 +145,7 @@ package enum ResolverSpec: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
-    package var description: String {
+    public var description: String {
         switch self {
         case .doh(let e, let post): return "\(post ? "doh-post" : "doh"):\(e)"
         case .dohJSON(let e): return "doh-json:\(e)"

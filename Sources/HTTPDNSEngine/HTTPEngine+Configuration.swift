@@ -4,54 +4,54 @@ import NIOSSL
 
 extension HTTPEngine {
     /// How the engine connects and what it allows. A `Sendable` value with defaults for every field.
-    package struct Configuration: Sendable {
-        package var tls = HTTPEngineTLS()
+    public struct Configuration: Sendable {
+        public var tls = HTTPEngineTLS()
         /// Which HTTP versions to offer through ALPN for https.
-        package var versions: HTTPVersionPolicy = .automatic
+        public var versions: HTTPVersionPolicy = .automatic
         /// Speak HTTP/2 without TLS (h2c, prior knowledge) to http:// URLs.
         package var http2PriorKnowledge = false
-        package var timeouts = Timeouts()
+        public var timeouts = Timeouts()
         /// HTTP/1.1 connections kept per (scheme, host, port) at most; requests beyond wait for one.
-        package var maxConnectionsPerHost = 8
+        public var maxConnectionsPerHost = 8
         /// Streams on one HTTP/2 connection at most (lower if the server says so).
         package var maxConcurrentStreams = 100
         /// An idle pooled connection is closed after this long.
-        package var idleConnectionTimeout: Duration = .seconds(60)
+        public var idleConnectionTimeout: Duration = .seconds(60)
         /// Sent when the request has no User-Agent.
-        package var userAgent = "swift-httpdns/0.1"
+        public var userAgent = "swift-httpdns/0.1"
 
-        package init() {}
+        public init() {}
     }
 
     /// Each phase has its own bound and its own error code.
-    package struct Timeouts: Sendable {
+    public struct Timeouts: Sendable {
         /// TCP connect, all happy-eyeballs attempts together.
-        package var connect: Duration = .seconds(10)
-        package var tlsHandshake: Duration = .seconds(10)
+        public var connect: Duration = .seconds(10)
+        public var tlsHandshake: Duration = .seconds(10)
         /// No byte from the server for this long while waiting for or reading a response.
-        package var idleRead: Duration = .seconds(30)
+        public var idleRead: Duration = .seconds(30)
         /// The whole request, body included; nil for none.
-        package var total: Duration?
+        public var total: Duration?
 
-        package init() {}
+        public init() {}
     }
 }
 
 /// TLS settings: trust anchors on top of the system roots, and optional public-key pins.
-package struct HTTPEngineTLS: Sendable {
+public struct HTTPEngineTLS: Sendable {
     /// Extra trusted CA certificates (e.g. a test CA, or a private service's CA).
-    package var additionalTrustRoots: [NIOSSLCertificate]
+    public var additionalTrustRoots: [NIOSSLCertificate]
     /// Per host: base64 SHA-256 digests of SubjectPublicKeyInfo, at least one of which the server's
     /// leaf certificate must carry (the usual `pin-sha256` form). Checked on top of normal verification.
-    package var pins: [String: Set<String>]
+    public var pins: [String: Set<String>]
 
-    package init(additionalTrustRoots: [NIOSSLCertificate] = [], pins: [String: Set<String>] = [:]) {
+    public init(additionalTrustRoots: [NIOSSLCertificate] = [], pins: [String: Set<String>] = [:]) {
         self.additionalTrustRoots = additionalTrustRoots
         self.pins = pins
     }
 
     /// Loads PEM certificates from a file; throws a message naming the file when it holds none.
-    package static func loadPEM(file path: String) throws -> [NIOSSLCertificate] {
+    public static func loadPEM(file path: String) throws -> [NIOSSLCertificate] {
         let certs: [NIOSSLCertificate]
         do {
             certs = try NIOSSLCertificate.fromPEMFile(path)
@@ -69,7 +69,7 @@ package struct HTTPEngineTLS: Sendable {
 }
 
 /// Which HTTP versions the engine may use.
-package enum HTTPVersionPolicy: String, Sendable, Hashable {
+public enum HTTPVersionPolicy: String, Sendable, Hashable {
     /// HTTP/2 when the server agrees through ALPN, else HTTP/1.1.
     case automatic
     /// Offer only http/1.1.
@@ -79,7 +79,7 @@ package enum HTTPVersionPolicy: String, Sendable, Hashable {
 }
 
 /// The HTTP version a response came over.
-package enum HTTPVersionUsed: String, Sendable, Hashable {
+public enum HTTPVersionUsed: String, Sendable, Hashable {
     case http1 = "http/1.1"
     case http2 = "h2"
 }

@@ -21,7 +21,7 @@ import NIOSSL
 /// Sends HTTP requests to addresses from an `AddressSource` while speaking to the real hostname.
 ///
 /// Thread-safe; share one instance. Call `shutdown()` to close pooled connections.
-package final class HTTPEngine: Sendable {
+public final class HTTPEngine: Sendable {
     package let configuration: Configuration
     let group: any EventLoopGroup
     let logger: Logger
@@ -78,7 +78,7 @@ package final class HTTPEngine: Sendable {
     }
 
     /// Closes every pooled connection. Requests started afterwards fail.
-    package func shutdown() {
+    public func shutdown() {
         pool.shutdown()
     }
 
@@ -499,7 +499,7 @@ package final class HTTPEngine: Sendable {
     /// anything but HEAD into GET, dropping the body; 307/308 keep method and body (a body that cannot
     /// be sent again fails the redirect). Credentials and cookies are not carried to another host.
     /// The request's total timeout (`timeout`, else the configuration's) bounds the whole chain.
-    package func send(_ request: HTTPRequest, followRedirects: Int = 0) async throws -> HTTPResponse {
+    public func send(_ request: HTTPRequest, followRedirects: Int = 0) async throws -> HTTPResponse {
         var current = request
         var hops = 0
         let deadline = (request.timeout ?? configuration.timeouts.total).map { ContinuousClock.now + $0 }

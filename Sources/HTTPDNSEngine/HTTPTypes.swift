@@ -56,7 +56,7 @@ package struct HTTPURL: Hashable, Sendable, CustomStringConvertible {
 /// A request body: bytes in memory, a file streamed from disk, or any async sequence of buffers.
 /// Bytes and files can be sent again (redirects that keep the body, retries); a stream only if its
 /// factory can make it again.
-package struct HTTPRequestBody: Sendable {
+public struct HTTPRequestBody: Sendable {
     enum Storage: Sendable {
         case bytes(ByteBuffer)
         case file(String)
@@ -67,7 +67,7 @@ package struct HTTPRequestBody: Sendable {
     /// Bytes in the body when known (sent as content-length; otherwise chunked / h2 DATA until END_STREAM).
     package let length: Int?
 
-    package static func bytes(_ bytes: some Collection<UInt8>) -> HTTPRequestBody {
+    public static func bytes(_ bytes: some Collection<UInt8>) -> HTTPRequestBody {
         HTTPRequestBody(storage: .bytes(ByteBuffer(bytes: bytes)), length: bytes.count)
     }
 
@@ -87,7 +87,7 @@ package struct HTTPRequestBody: Sendable {
 
     /// A body produced by `make`, which is called once per send. Use `AsyncThrowingStream(unfolding:)`
     /// for a producer that is only asked for the next chunk when the connection can take it.
-    package static func stream(
+    public static func stream(
         length: Int?,
         _ make: @escaping @Sendable () -> AsyncThrowingStream<ByteBuffer, any Error>
     ) -> HTTPRequestBody {
@@ -143,15 +143,15 @@ final class FileChunkReader: Sendable {
 }
 
 /// A request: method, URL, headers, optional body.
-package struct HTTPRequest: Sendable {
-    package var method: HTTPMethod
+public struct HTTPRequest: Sendable {
+    public var method: HTTPMethod
     package var url: HTTPURL
-    package var headers: HTTPHeaders
-    package var body: HTTPRequestBody?
+    public var headers: HTTPHeaders
+    public var body: HTTPRequestBody?
     /// Ask for gzip/deflate and decompress the response body.
-    package var decompress = false
+    public var decompress = false
     /// Bound on the whole request, body included (overrides `Configuration.timeouts.total`).
-    package var timeout: Duration?
+    public var timeout: Duration?
     /// Longest wait for the connection and then between two received bytes (overrides
     /// `Configuration.timeouts.connect` and `.idleRead`; URLRequest's `timeoutInterval` means this).
     package var idleTimeout: Duration?
@@ -165,7 +165,7 @@ package struct HTTPRequest: Sendable {
         self.body = body
     }
 
-    package init(method: HTTPMethod = .GET, url: String, headers: HTTPHeaders = [:], body: HTTPRequestBody? = nil) throws
+    public init(method: HTTPMethod = .GET, url: String, headers: HTTPHeaders = [:], body: HTTPRequestBody? = nil) throws
     {
         self.init(method: method, url: try HTTPURL(url), headers: headers, body: body)
     }
@@ -173,28 +173,28 @@ package struct HTTPRequest: Sendable {
 
 /// Where the time of one request went, and what it used. Durations are milliseconds; a phase that did
 /// not happen (a reused connection has no connect or TLS) is nil.
-package struct RequestMetrics: Sendable, Codable, Hashable {
-    package var url: String
+public struct RequestMetrics: Sendable, Codable, Hashable {
+    public var url: String
     /// The address the connection went to.
-    package var ip: String?
-    package var port: Int?
+    public var ip: String?
+    public var port: Int?
     /// "http/1.1" or "h2".
-    package var `protocol`: String?
+    public var `protocol`: String?
     /// Who answered the name: an HTTPDNS provider, cache, LocalDNS, or "literal".
-    package var dnsSource: String?
-    package var dnsMs: Double?
-    package var connectMs: Double?
-    package var tlsMs: Double?
+    public var dnsSource: String?
+    public var dnsMs: Double?
+    public var connectMs: Double?
+    public var tlsMs: Double?
     /// From the start of the request to the response head.
-    package var ttfbMs: Double?
+    public var ttfbMs: Double?
     /// From the start of the request to the last body byte (or the failure).
-    package var totalMs: Double?
-    package var reused: Bool = false
-    package var status: Int?
+    public var totalMs: Double?
+    public var reused: Bool = false
+    public var status: Int?
     /// Body bytes sent and received (after decompression for received).
-    package var bytesSent: Int = 0
-    package var bytesReceived: Int = 0
-    package var redirects: Int = 0
+    public var bytesSent: Int = 0
+    public var bytesReceived: Int = 0
+    public var redirects: Int = 0
 }
 
 /// Collects metrics as a request goes; shared by the engine, the handler and the response body.
@@ -211,23 +211,23 @@ final class MetricsRecorder: Sendable {
 }
 
 /// A response: status and headers as soon as they arrive, the body as it arrives.
-package struct HTTPResponse: Sendable {
-    package var status: HTTPResponseStatus
-    package var headers: HTTPHeaders
-    package var version: HTTPVersionUsed
+public struct HTTPResponse: Sendable {
+    public var status: HTTPResponseStatus
+    public var headers: HTTPHeaders
+    public var version: HTTPVersionUsed
     /// The URL this response answers (after redirects, the last one).
     package var url: HTTPURL
     /// The body, delivered as the server sends it; reading it slowly slows the server down (TCP or h2
     /// flow control). Iterate it once. Dropping it unread cancels the rest of the transfer.
-    package var body: HTTPResponseBody
+    public var body: HTTPResponseBody
     let recorder: MetricsRecorder
     /// Metrics so far; complete (total time, bytes) once the body has been read to the end.
-    package var metrics: RequestMetrics { recorder.snapshot }
+    public var metrics: RequestMetrics { recorder.snapshot }
 }
 
 /// The response body as an async sequence of buffers, with back-pressure.
-package struct HTTPResponseBody: AsyncSequence, Sendable {
-    package typealias Element = ByteBuffer
+public struct HTTPResponseBody: AsyncSequence, Sendable {
+    public typealias Element = ByteBuffer
     typealias Producer = NIOThrowingAsyncSequenceProducer<
         ByteBuffer, any Error, NIOAsyncSequenceProducerBackPressureStrategies.HighLowWatermark, BodyDelegate
     >
@@ -236,11 +236,11 @@ package struct HTTPResponseBody: AsyncSequence, Sendable {
 
     static let empty = HTTPResponseBody(producer: nil, recorder: nil)
 
-    package struct AsyncIterator: AsyncIteratorProtocol {
+    public struct AsyncIterator: AsyncIteratorProtocol {
         var inner: Producer.AsyncIterator?
         let recorder: MetricsRecorder?
 
-        package mutating func next() async throws -> ByteBuffer? {
+        public mutating func next() async throws -> ByteBuffer? {
             guard let it = inner else { return nil }
             do {
                 let chunk = try await it.next()
@@ -260,12 +260,12 @@ package struct HTTPResponseBody: AsyncSequence, Sendable {
         }
     }
 
-    package func makeAsyncIterator() -> AsyncIterator {
+    public func makeAsyncIterator() -> AsyncIterator {
         AsyncIterator(inner: producer?.makeAsyncIterator(), recorder: recorder)
     }
 
     /// Reads the whole body; throws `.responseTooLarge` past `maxBytes`.
-    package func collect(upTo maxBytes: Int) async throws -> ByteBuffer {
+    public func collect(upTo maxBytes: Int) async throws -> ByteBuffer {
         var out = ByteBuffer()
         for try await var chunk in self {
             guard out.readableBytes + chunk.readableBytes <= maxBytes else {

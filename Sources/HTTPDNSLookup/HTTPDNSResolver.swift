@@ -24,7 +24,7 @@ import NIOPosix
 /// Resolves hostnames through HTTPDNS with caching, coalescing, prefetch, persistence and fallback.
 ///
 /// Thread-safe; share one instance. Call `shutdown()` to save the cache before the process exits.
-package final class HTTPDNSResolver: Sendable {
+public final class HTTPDNSResolver: Sendable {
     package let configuration: ResolverConfiguration
     let providers: [any DNSProvider]
     let localDNS: any DNSProvider
@@ -44,14 +44,14 @@ package final class HTTPDNSResolver: Sendable {
     }
 
     /// Counters, for benchmarks and diagnostics.
-    package struct ResolverStatistics: Hashable, Sendable {
+    public struct ResolverStatistics: Hashable, Sendable {
         /// Queries sent to HTTPDNS providers (one per family per name per attempt).
-        package var upstreamQueries = 0
-        package var cacheHits = 0
-        package var staleServed = 0
-        package var prefetches = 0
-        package var fallbacks = 0
-        package var coalesced = 0
+        public var upstreamQueries = 0
+        public var cacheHits = 0
+        public var staleServed = 0
+        public var prefetches = 0
+        public var fallbacks = 0
+        public var coalesced = 0
     }
 
     struct FamilyResult: Sendable {
@@ -99,7 +99,7 @@ package final class HTTPDNSResolver: Sendable {
         self.state = NIOLockedValueBox(State(cache: cache, network: configuration.networkID))
     }
 
-    package var statistics: ResolverStatistics { state.withLockedValue { $0.statistics } }
+    public var statistics: ResolverStatistics { state.withLockedValue { $0.statistics } }
 
     // MARK: Resolving
 
@@ -107,7 +107,7 @@ package final class HTTPDNSResolver: Sendable {
     ///
     /// IP literals come back at once; names outside the policy go to LocalDNS; the rest through the cache
     /// and HTTPDNS as described at the top of this file. Throws `ResolverError`.
-    package func resolve(_ host: String, _ query: AddressQuery = .both) async throws -> Resolution {
+    public func resolve(_ host: String, _ query: AddressQuery = .both) async throws -> Resolution {
         let started = ContinuousClock.now
         // Hot path: a name in normal form that the cache answers needs no parsing, validation or policy
         // (only names routed through HTTPDNS are ever cached, and the policy does not change).
@@ -160,7 +160,7 @@ package final class HTTPDNSResolver: Sendable {
 
     /// Resolves `host` through HTTPDNS whatever the policy says (no fallback), and through LocalDNS,
     /// and compares the two.
-    package func compare(_ host: String, _ query: AddressQuery = .both) async -> HijackReport {
+    public func compare(_ host: String, _ query: AddressQuery = .both) async -> HijackReport {
         let started = ContinuousClock.now
         let deadline = NIODeadline.now() + .nanoseconds(configuration.timeout.nanoseconds)
         async let trusted: Result<Resolution, ResolverError> = capture {
@@ -196,7 +196,7 @@ package final class HTTPDNSResolver: Sendable {
 
     /// Resolves many names ahead of use (e.g. at app start), batching where the first provider can.
     /// Failures are logged, not thrown.
-    package func preResolve(_ hosts: [String], _ query: AddressQuery = .both) async {
+    public func preResolve(_ hosts: [String], _ query: AddressQuery = .both) async {
         let names = hosts.compactMap { try? validatedHostname($0) }.filter {
             if case .httpdns = configuration.policy.route(for: $0) { return true }
             return false
@@ -233,7 +233,7 @@ package final class HTTPDNSResolver: Sendable {
 
     /// Tells the resolver the device moved to another network: later lookups use (and fill) that
     /// network's cache, and failure back-offs start afresh.
-    package func networkChanged(to networkID: String) {
+    public func networkChanged(to networkID: String) {
         state.withLockedValue {
             $0.network = networkID
             $0.health = ProviderHealth()
@@ -242,7 +242,7 @@ package final class HTTPDNSResolver: Sendable {
     }
 
     /// Drops every cached answer (all networks).
-    package func clearCache() {
+    public func clearCache() {
         state.withLockedValue { $0.cache.remove() }
     }
 

@@ -11,12 +11,12 @@ import Foundation
 import HTTPDNSCore
 
 /// A URL rewritten to connect to an address while the server still sees the name.
-package struct IPDirectRewrite: Sendable, Hashable {
+public struct IPDirectRewrite: Sendable, Hashable {
     /// The URL with the address in place of the host.
-    package var url: URL
+    public var url: URL
     /// Headers to send with it (`Host` with the original name and port).
-    package var headers: [String: String]
-    package var address: IPAddress
+    public var headers: [String: String]
+    public var address: IPAddress
 }
 
 package struct RewriteError: Error, CustomStringConvertible, Sendable {
@@ -27,7 +27,7 @@ extension HTTPDNSResolver {
     /// `http://name:port/path` → `http://ADDRESS:port/path` plus `Host: name:port`. IPv4 is preferred
     /// (players take it everywhere). Throws for https (see the top of this file) and for names with no
     /// address.
-    package func ipDirectURL(for url: URL) async throws -> IPDirectRewrite {
+    public func ipDirectURL(for url: URL) async throws -> IPDirectRewrite {
         guard var components = URLComponents(url: url, resolvingAgainstBaseURL: false), let host = components.host,
             !host.isEmpty
         else {
@@ -51,7 +51,7 @@ extension HTTPDNSResolver {
 
     /// One `--resolve` entry per target, every address of the name (curl 7.59+ takes a list; IPv6
     /// in brackets).
-    package func curlResolveEntries(_ targets: [(host: String, port: Int)]) async throws -> [String] {
+    public func curlResolveEntries(_ targets: [(host: String, port: Int)]) async throws -> [String] {
         var entries: [String] = []
         for target in targets {
             let resolution = try await resolve(target.host)
@@ -64,7 +64,7 @@ extension HTTPDNSResolver {
 
     /// AsyncHTTPClient's `dnsOverride`: each host to one address (IPv4 first). AsyncHTTPClient keeps
     /// the name for SNI and certificate checks while connecting there.
-    package func dnsOverride(for hosts: [String]) async throws -> [String: String] {
+    public func dnsOverride(for hosts: [String]) async throws -> [String: String] {
         var map: [String: String] = [:]
         for host in hosts {
             let resolution = try await resolve(host)

@@ -1,7 +1,7 @@
 import HTTPDNSCore
 
 /// Where an answer came from.
-package enum ResolutionSource: Hashable, Sendable, CustomStringConvertible {
+public enum ResolutionSource: Hashable, Sendable, CustomStringConvertible {
     /// The host was an IP literal.
     case literal
     /// Straight from an HTTPDNS provider (named).
@@ -15,7 +15,7 @@ package enum ResolutionSource: Hashable, Sendable, CustomStringConvertible {
     /// Every HTTPDNS provider failed and LocalDNS answered instead.
     case fallback(String)
 
-    package var description: String {
+    public var description: String {
         switch self {
         case .literal: return "literal"
         case .httpdns(let p): return p
@@ -27,7 +27,7 @@ package enum ResolutionSource: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// True when the answer is an HTTPDNS answer (fresh, cached or stale).
-    package var isHTTPDNS: Bool {
+    public var isHTTPDNS: Bool {
         switch self {
         case .httpdns, .cache, .stale: return true
         case .literal, .localDNS, .fallback: return false
@@ -36,14 +36,14 @@ package enum ResolutionSource: Hashable, Sendable, CustomStringConvertible {
 }
 
 /// The addresses of a name, ready to connect to.
-package struct Resolution: Hashable, Sendable {
-    package var name: String
-    package var ipv4: [IPAddress]
-    package var ipv6: [IPAddress]
+public struct Resolution: Hashable, Sendable {
+    public var name: String
+    public var ipv4: [IPAddress]
+    public var ipv6: [IPAddress]
     /// Seconds the answer stays valid (the smaller of the two families'; nil when unknown, e.g. system).
-    package var ttl: UInt32?
-    package var source: ResolutionSource
-    package var elapsed: Duration
+    public var ttl: UInt32?
+    public var source: ResolutionSource
+    public var elapsed: Duration
 
     /// The answer for an IP-literal host: the address itself, no lookup.
     static func literal(_ host: String, _ ip: IPAddress) -> Resolution {
@@ -58,7 +58,7 @@ package struct Resolution: Hashable, Sendable {
     }
 
     /// All addresses, IPv6 and IPv4 interleaved with IPv6 first (RFC 8305 §4), the order to try them in.
-    package var addresses: [IPAddress] {
+    public var addresses: [IPAddress] {
         var out: [IPAddress] = []
         out.reserveCapacity(ipv4.count + ipv6.count)
         for i in 0..<max(ipv4.count, ipv6.count) {
@@ -101,10 +101,10 @@ package struct ResolverError: Error, Hashable, Sendable, CustomStringConvertible
 }
 
 /// LocalDNS and HTTPDNS answers for one name side by side.
-package struct HijackReport: Sendable {
-    package var name: String
-    package var httpdns: Result<Resolution, ResolverError>
-    package var localDNS: Result<Resolution, ResolverError>
+public struct HijackReport: Sendable {
+    public var name: String
+    public var httpdns: Result<Resolution, ResolverError>
+    public var localDNS: Result<Resolution, ResolverError>
 
     /// True when both answered and LocalDNS gave none of the addresses HTTPDNS gave, or LocalDNS gave
     /// addresses for a name HTTPDNS says does not exist. False when they agree on at least one address,
@@ -112,7 +112,7 @@ package struct HijackReport: Sendable {
     ///
     /// CDNs legitimately hand different resolvers different edges, so a mismatch is a signal to
     /// investigate (or to prefer HTTPDNS), not proof.
-    package var hijacked: Bool {
+    public var hijacked: Bool {
         guard case .success(let local) = localDNS else { return false }
         switch httpdns {
         case .success(let trusted):
