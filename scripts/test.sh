@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command (README, .ci/run): installs the Debian packages the tests need when missing, starts
-# the real peers on free loopback ports, runs the whole test suite, stops the peers, fuzzes the parsers.
-# Under CI=true a missing peer is a failure, never a skip.
+# the real peers on free loopback ports, runs every test target (the hermetic ones per module and
+# HTTPDNSIntegrationTests, which needs the peers), stops the peers, fuzzes the parsers, counts the
+# public API and builds the documentation. Under CI=true a missing peer is a failure, never a skip.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir="$(mktemp -d /tmp/httpdns-peers.XXXXXX)"
@@ -21,4 +22,7 @@ else
     swift test --skip-build --filter ChromiumProxyTests
     # Coverage-guided fuzzing of every parser, 30 s each (issue 10); a crash fails the run.
     scripts/fuzz.sh all 30
+    # At most 200 public declarations across the library modules, and DocC without a warning (issue 11).
+    scripts/public-api.sh 200
+    scripts/docs.sh
 fi

@@ -18,7 +18,7 @@ func fuzzProxyTarget(_ data: [UInt8]) {
         check(method == "CONNECT", "tunnel for \(method)")
         check((1...65535).contains(port), "tunnel port \(port)")
         checkHost(host, canonicalIP: true, "CONNECT \(uri)")
-        let again = host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)"
+        let again = formatAuthority(host: host, port: port)
         check(ProxyRequestTarget.parse(method: method, uri: again) == target, "CONNECT \(again) parses otherwise")
     case .forward(let parts):
         check(method != "CONNECT", "forward for CONNECT")

@@ -4,7 +4,8 @@
 // average, so one slow handshake does not condemn an address), a failure records when it failed. When
 // ranking, addresses that failed recently go last (the penalty grows with consecutive failures, from
 // 30 s up to 5 min), known-fast ones first, unknown ones keep the resolver's order in between. Families
-// are not mixed here: happy eyeballs interleaves IPv6 and IPv4 afterwards (RFC 8305).
+// are not mixed here: `interleavedIPv6First` (below) merges the two ranked families afterwards, in the
+// order happy eyeballs tries them (RFC 8305).
 
 /// Connect-outcome memory per address. Plain value type; the owner keeps it under a lock.
 package struct AddressRanker: Sendable {
@@ -73,4 +74,16 @@ package struct AddressRanker: Sendable {
         }
         stats[address] = s
     }
+}
+
+/// IPv6 and IPv4 addresses interleaved, IPv6 first (RFC 8305 §4): v6, v4, v6, v4, … then the rest of the
+/// longer family, each family in its given order. The order to try a name's addresses in.
+package func interleavedIPv6First(ipv4: [IPAddress], ipv6: [IPAddress]) -> [IPAddress] {
+    var out: [IPAddress] = []
+    out.reserveCapacity(ipv4.count + ipv6.count)
+    for i in 0..<max(ipv4.count, ipv6.count) {
+        if i < ipv6.count { out.append(ipv6[i]) }
+        if i < ipv4.count { out.append(ipv4[i]) }
+    }
+    return out
 }

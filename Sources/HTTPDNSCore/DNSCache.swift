@@ -10,21 +10,21 @@
 // The number of entries is bounded; the least recently used entry goes first.
 
 /// Cache and refresh tuning. Value type, `Sendable`.
-public struct CacheConfiguration: Hashable, Sendable {
+package struct CacheConfiguration: Hashable, Sendable {
     /// TTLs below this are raised to it (seconds). Keeps chatty zero-TTL answers from hammering HTTPDNS.
-    public var minTTL: UInt32 = 10
+    package var minTTL: UInt32 = 10
     /// TTLs above this are lowered to it (seconds).
-    public var maxTTL: UInt32 = 3600
+    package var maxTTL: UInt32 = 3600
     /// How long past expiry an answer may still be served while one refresh runs.
-    public var maxStale: Duration = .seconds(60)
+    package var maxStale: Duration = .seconds(60)
     /// How long a negative answer is kept when the provider gave no TTL (seconds).
     package var negativeTTL: UInt32 = 30
     /// The fraction of the TTL after which a lookup triggers a background refresh.
     package var prefetchFraction: Double = 0.75
     /// Entries kept at most.
-    public var capacity: Int = 4096
+    package var capacity: Int = 4096
 
-    public init() {}
+    package init() {}
 
     func clamp(_ ttl: UInt32?) -> UInt32 {
         Swift.min(Swift.max(ttl ?? minTTL, minTTL), Swift.max(maxTTL, minTTL))
@@ -114,14 +114,6 @@ package struct DNSCache: Sendable {
             return .stale(entry, refresh: refresh)
         }
         entries.remove(at: index)
-        return .miss
-    }
-
-    /// What `lookup` would find, without marking anything (no refresh claimed, no LRU touch).
-    package func peek(_ key: CacheKey, now: Timestamp) -> CacheLookup {
-        guard let entry = entries[key] else { return .miss }
-        if now < entry.expiresAt { return .fresh(entry, remaining: entry.expiresAt - now, prefetch: false) }
-        if !entry.isNegative, now < entry.expiresAt + configuration.maxStale { return .stale(entry, refresh: false) }
         return .miss
     }
 

@@ -215,24 +215,16 @@ package struct DNSMessage: Hashable, Sendable {
         self.negativeTTL = negativeTTL
     }
 
-    /// The A/AAAA addresses that answer the question, following the CNAME chain from the question name,
-    /// with the smallest TTL among the records used (nil when there are none).
+    /// The A/AAAA addresses that answer the question, following the CNAME chain from the question name
+    /// (`CNAMEChain`), with the smallest TTL among the records used (nil when there are no addresses).
     package func addresses(for type: DNSRecordType) -> (addresses: [IPAddress], ttl: UInt32?) {
-        var names: Set<String> = [Self.normalize(questionName)]
-        // CNAME chains may come in any order; a few passes settle them (bounded by the record count).
-        var ttl: UInt32?
-        for _ in 0..<min(answers.count, 16) {
-            var grew = false
-            for r in answers where r.type == .cname && names.contains(Self.normalize(r.name)) {
-                if let t = r.target, names.insert(Self.normalize(t)).inserted {
-                    grew = true
-                    ttl = min(ttl ?? r.ttl, r.ttl)
-                }
-            }
-            if !grew { break }
-        }
+        let chain = CNAMEChain(
+            from: questionName,
+            aliases: answers.compactMap { r in r.type == .cname ? r.target.map { (r.name, $0, r.ttl) } : nil }
+        )
+        var ttl = chain.ttl
         var result = AddressCollector()
-        for r in answers where r.type == type && names.contains(Self.normalize(r.name)) {
+        for r in answers where r.type == type && chain.answers(r.name) {
             if result.isFull { break }
             if let ip = IPAddress(bytes: r.data), ip.isIPv6 == (type == .aaaa) {
                 result.add(ip)
@@ -240,12 +232,6 @@ package struct DNSMessage: Hashable, Sendable {
             }
         }
         return (result.addresses, result.addresses.isEmpty ? nil : ttl)
-    }
-
-    static func normalize(_ name: String) -> String {
-        var n = name.lowercased()
-        if n.hasSuffix(".") { n.removeLast() }
-        return n
     }
 }
 
@@ -256,12 +242,6 @@ struct WireReader {
     init(_ bytes: [UInt8]) { self.bytes = bytes }
 
     var remaining: Int { bytes.count - offset }
-
-    mutating func readUInt8() throws -> UInt8 {
-        guard offset < bytes.count else { throw DNSWireError("truncated at byte \(offset)") }
-        defer { offset += 1 }
-        return bytes[offset]
-    }
 
     mutating func readUInt16() throws -> UInt16 {
         guard offset + 2 <= bytes.count else { throw DNSWireError("truncated at byte \(offset)") }

@@ -1,10 +1,10 @@
 // Absolute http(s) URL parsing, pure and fuzzed (Fuzz/Targets/FuzzProxyTarget.swift,
 // FuzzResolverSpec.swift).
 //
-// The engine's `HTTPURL` and the proxy's `ProxyRequestTarget` both parse through here. Foundation's
-// URLComponents splits the text; on top of it: only http and https, a host that is an IP literal or a
-// valid hostname (brackets stripped from IPv6), a port in 1-65535, and no control character anywhere
-// in the text (a CR or LF in a URL that ends up in a request line is request smuggling).
+// The engine's `HTTPURL`, the proxy's `ProxyRequestTarget` and the resolvers' `ResolverEndpoint` all parse
+// through here. Foundation's URLComponents splits the text; on top of it: only http and https, a host that
+// is an IP literal or a valid hostname (brackets stripped from IPv6), a port in 1-65535, and no control
+// character anywhere in the text (a CR or LF in a URL that ends up in a request line is request smuggling).
 
 import Foundation
 
@@ -30,13 +30,13 @@ package struct HTTPURLParts: Hashable, Sendable {
     package var effectivePort: Int { port ?? (scheme == "https" ? 443 : 80) }
 
     /// The URL again as text (`scheme://host[:port]target`, IPv6 in brackets). Parses back to `self`.
-    package var text: String {
-        let h = host.contains(":") ? "[\(host)]" : host
-        return "\(scheme)://\(h)\(port.map { ":\($0)" } ?? "")\(target)"
-    }
+    package var text: String { "\(scheme)://\(formatAuthority(host: host, port: port))\(target)" }
 
-    /// Parses an absolute `http://` or `https://` URL; the error says what is wrong with it.
-    package static func parse(_ text: String) throws(URLParseError) -> HTTPURLParts {
+    /// Parses an absolute `http://` or `https://` URL; the error says what is wrong with it. Credentials
+    /// (`user:password@`) are dropped, or refused with `refusingCredentials`.
+    package static func parse(_ text: String, refusingCredentials: Bool = false) throws(URLParseError)
+        -> HTTPURLParts
+    {
         if let (offset, byte) = text.utf8.enumerated().first(where: { $0.element < 0x20 || $0.element == 0x7F }) {
             throw URLParseError(text: text, problem: .controlCharacter(byte, offset: offset))
         }
@@ -59,6 +59,9 @@ package struct HTTPURLParts: Hashable, Sendable {
             } catch {
                 throw URLParseError(text: text, problem: .badHost("\(error)"))
             }
+        }
+        if refusingCredentials, c.user != nil || c.password != nil {
+            throw URLParseError(text: text, problem: .credentials)
         }
         if let port = c.port, !(1...65535).contains(port) {
             throw URLParseError(text: text, problem: .badPort("\(port)"))
@@ -84,6 +87,8 @@ package struct URLParseError: Error, Hashable, Sendable, CustomStringConvertible
         case badHost(String)
         /// The port as written.
         case badPort(String)
+        /// `user:password@` in a URL parsed with `refusingCredentials`.
+        case credentials
     }
 
     /// The URL as given.
@@ -122,6 +127,8 @@ package struct URLParseError: Error, Hashable, Sendable, CustomStringConvertible
             return "\"\(quoted)\": \(escapedForEcho(why, limit: hostLimit))"
         case .badPort(let port):
             return "\"\(quoted)\": port \(escapedForEcho(port, limit: hostLimit)) is outside 1-65535"
+        case .credentials:
+            return "\"\(quoted)\" carries credentials (user:password@), which are not accepted here"
         }
     }
 }

@@ -1,7 +1,7 @@
 /// A hostname pattern: an exact name (`api.example.com`), a wildcard for every name below a domain
 /// (`*.example.com` matches `a.example.com` and `a.b.example.com`, not `example.com` itself), or `*`
 /// for every name. Matching is case-insensitive and ignores a trailing dot.
-public struct HostPattern: Hashable, Sendable, CustomStringConvertible {
+package struct HostPattern: Hashable, Sendable, CustomStringConvertible {
     enum Kind: Hashable, Sendable {
         case any
         case exact(String)
@@ -12,21 +12,30 @@ public struct HostPattern: Hashable, Sendable, CustomStringConvertible {
 
     init(kind: Kind) { self.kind = kind }
 
-    public init(_ text: String) throws {
+    /// Parses `example.com`, `*.example.com` or `*`. Throws `HTTPDNSConfigurationError` with code
+    /// `.invalidHostPattern` and a message naming the pattern's problem.
+    package init(_ text: String) throws {
+        func hostname(_ name: some StringProtocol) throws -> String {
+            do {
+                return try validatedHostname(name)
+            } catch {
+                throw HTTPDNSConfigurationError(.invalidHostPattern, "\(error)")
+            }
+        }
         let t = normalizeHostname(text.trimmed(of: " \t"))
         if t == "*" {
             kind = .any
         } else if t.hasPrefix("*.") {
-            let base = try validatedHostname(t.dropFirst(2))
-            kind = .suffix("." + base)
+            kind = .suffix("." + (try hostname(t.dropFirst(2))))
         } else if t.contains("*") {
-            throw AnswerFormatError(
+            throw HTTPDNSConfigurationError(
+                .invalidHostPattern,
                 "pattern \"\(text)\": '*' may only stand alone or as the first label (*.example.com)"
             )
         } else if let ip = IPAddress(t) {
             kind = .exact(ip.description)
         } else {
-            kind = .exact(try validatedHostname(t))
+            kind = .exact(try hostname(t))
         }
     }
 
@@ -39,7 +48,7 @@ public struct HostPattern: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
-    public var description: String {
+    package var description: String {
         switch kind {
         case .any: return "*"
         case .exact(let n): return n
@@ -55,17 +64,17 @@ public struct HostPattern: Hashable, Sendable, CustomStringConvertible {
 /// Value type, `Sendable`.
 public struct HostPolicy: Hashable, Sendable {
     /// Names resolved through HTTPDNS (empty: none).
-    public var only: [HostPattern]
+    package var only: [HostPattern]
     /// Names never resolved through HTTPDNS even when `only` matches (deny wins).
-    public var except: [HostPattern]
+    package var except: [HostPattern]
     /// Names that never fall back to LocalDNS when every HTTPDNS provider fails.
-    public var strict: [HostPattern]
+    package var strict: [HostPattern]
     /// Public names allowed to resolve to loopback/private/non-global addresses.
     /// Names under special-use domains (`.test`, `.localhost`, `.local`, `.internal`, `.home.arpa`,
     /// `.invalid`, `.example`) may always.
-    public var allowNonGlobal: [HostPattern]
+    package var allowNonGlobal: [HostPattern]
 
-    public init(
+    package init(
         only: [HostPattern] = [],
         except: [HostPattern] = [],
         strict: [HostPattern] = [],

@@ -90,7 +90,8 @@ package enum DoHJSONFormat {
         package var Answer: [Record]?
     }
 
-    /// Parses an answer to a query for `name` of `type` (A or AAAA), following CNAMEs.
+    /// Parses an answer to a query for `name` of `type` (A or AAAA), following CNAMEs (`CNAMEChain`); the
+    /// TTL is the smallest of the records used, aliases included.
     /// Status 3 (NXDOMAIN) and an empty answer are negative answers; other non-zero statuses are errors.
     package static func parse(_ body: [UInt8], name: String, type: DNSRecordType) throws -> FamilyAnswer {
         let decoded: Body
@@ -108,18 +109,14 @@ package enum DoHJSONFormat {
                 decoded.Status < 16 ? "\(DNSResponseCode(rawValue: UInt8(decoded.Status)))" : "RCODE\(decoded.Status)"
             throw AnswerFormatError("DoH JSON server answered \(code)")
         }
-        var names: Set<String> = [normalizeHostname(name)]
         let records = decoded.Answer ?? []
-        for _ in 0..<min(records.count, 16) {
-            var grew = false
-            for r in records where r.type == DNSRecordType.cname.rawValue && names.contains(normalizeHostname(r.name)) {
-                grew = names.insert(normalizeHostname(r.data)).inserted || grew
-            }
-            if !grew { break }
-        }
+        let chain = CNAMEChain(
+            from: name,
+            aliases: records.filter { $0.type == DNSRecordType.cname.rawValue }.map { ($0.name, $0.data, $0.TTL) }
+        )
         var out = AddressCollector()
-        var ttl: UInt32?
-        for r in records where r.type == type.rawValue && names.contains(normalizeHostname(r.name)) {
+        var ttl = chain.ttl
+        for r in records where r.type == type.rawValue && chain.answers(r.name) {
             if out.isFull { break }
             guard let ip = IPAddress(r.data), ip.isIPv6 == (type == .aaaa) else {
                 throw AnswerFormatError("DoH JSON \(type) record holds \"\(r.data.prefix(60))\"")
@@ -127,7 +124,7 @@ package enum DoHJSONFormat {
             out.add(ip)
             if let t = r.TTL { ttl = min(ttl ?? t, t) }
         }
-        return FamilyAnswer(addresses: out.addresses, ttl: ttl)
+        return FamilyAnswer(addresses: out.addresses, ttl: out.addresses.isEmpty ? nil : ttl)
     }
 
     package static func format(name: String, type: DNSRecordType, rcode: DNSResponseCode, answer: FamilyAnswer)

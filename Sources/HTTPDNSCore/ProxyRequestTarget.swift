@@ -47,33 +47,18 @@ package enum ProxyRequestTarget: Hashable, Sendable {
     }
 
     /// `host:port` or `[v6]:port` → (normalized host or canonical IP, port); nil when malformed.
-    /// The port is 1-5 decimal digits in 1-65535; an IPv6 address must be bracketed.
+    /// The port is 1-5 decimal digits in 1-65535 (`parsePort`); an IPv6 address must be bracketed.
     static func authority(_ text: String) -> (String, Int)? {
-        let host: Substring
-        let portText: Substring
+        guard let (host, portText) = splitHostPort(text[...]), let portText, let port = parsePort(portText) else {
+            return nil
+        }
         if text.hasPrefix("[") {
-            guard let close = text.firstIndex(of: "]"), text[text.index(after: close)...].hasPrefix(":") else {
-                return nil
-            }
-            host = text[text.index(after: text.startIndex)..<close]
-            portText = text[text.index(close, offsetBy: 2)...]
             guard let ip = IPAddress(host), ip.isIPv6 else { return nil }
-            guard let port = Self.port(portText) else { return nil }
             return (ip.description, port)
         }
-        guard let colon = text.lastIndex(of: ":") else { return nil }
-        host = text[..<colon]
-        portText = text[text.index(after: colon)...]
-        guard let port = Self.port(portText), !host.contains(":") else { return nil }
+        guard !host.contains(":") else { return nil }
         if let ip = IPAddress(host) { return (ip.description, port) }
         guard let name = try? validatedHostname(host) else { return nil }
         return (name, port)
-    }
-
-    private static func port(_ text: Substring) -> Int? {
-        guard (1...5).contains(text.utf8.count), text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
-            let port = Int(text), (1...65535).contains(port)
-        else { return nil }
-        return port
     }
 }

@@ -14,39 +14,34 @@ public struct ResolverEndpoint: Hashable, Sendable, CustomStringConvertible {
 
     package var isTLS: Bool { scheme == "https" }
     public var description: String {
-        let h = host.contains(":") ? "[\(host)]" : host
-        return "\(scheme)://\(h):\(port)\(path)\(query.map { "?\($0)" } ?? "")"
+        "\(scheme)://\(formatAuthority(host: host, port: port))\(path)\(query.map { "?\($0)" } ?? "")"
     }
 
-    /// Parses an absolute http or https URL; throws a message saying what to fix.
+    /// Parses an absolute http or https URL (through `HTTPURLParts.parse`, credentials refused). Throws
+    /// `HTTPDNSConfigurationError` with code `.invalidResolverSpec` and a message saying what to fix.
     public init(url text: String) throws {
-        guard let components = URLComponents(string: text), let scheme = components.scheme?.lowercased() else {
-            throw ResolverSpecError("\"\(text)\" is not a URL; write it like https://127.0.0.1:8473/dns-query")
+        let parts: HTTPURLParts
+        do {
+            parts = try HTTPURLParts.parse(text, refusingCredentials: true)
+        } catch {
+            let example = "write it like https://127.0.0.1:8473/dns-query"
+            switch error.problem {
+            case .notAURL: throw invalidSpec("\"\(text)\" is not a URL; \(example)")
+            case .noHost: throw invalidSpec("\"\(text)\" has no host; \(example)")
+            case .unsupportedScheme:
+                let scheme = text.prefix { $0 != ":" }.lowercased()
+                throw invalidSpec("\"\(text)\" uses \(scheme):, only http: and https: resolver URLs are supported")
+            case .badHost(let why): throw invalidSpec(why)
+            case .credentials: throw invalidSpec("\"\(text)\" carries credentials; resolver URLs must not")
+            case .controlCharacter, .badPort: throw invalidSpec(error.reason)
+            }
         }
-        guard scheme == "https" || scheme == "http" else {
-            throw ResolverSpecError("\"\(text)\" uses \(scheme):, only http: and https: resolver URLs are supported")
-        }
-        // encodedHost, not host: see HTTPURLParts.parse (punycode stays punycode).
-        guard var host = components.encodedHost, !host.isEmpty else {
-            throw ResolverSpecError("\"\(text)\" has no host; write it like https://127.0.0.1:8473/dns-query")
-        }
-        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
-        if IPAddress(host) == nil { host = try validatedHostname(host) }
-        guard components.user == nil, components.password == nil else {
-            throw ResolverSpecError("\"\(text)\" carries credentials; resolver URLs must not")
-        }
-        self.scheme = scheme
-        self.host = host
-        // A port too big for an Int comes back as nil, like no port at all: never the default port instead.
-        if components.port == nil, let range = components.rangeOfPort, !range.isEmpty {
-            throw ResolverSpecError("\"\(text)\" has a port outside 1-65535")
-        }
-        self.port = components.port ?? (scheme == "https" ? 443 : 80)
-        guard (1...65535).contains(self.port) else {
-            throw ResolverSpecError("\"\(text)\" has port \(self.port), outside 1-65535")
-        }
-        self.path = components.percentEncodedPath.isEmpty ? "/" : components.percentEncodedPath
-        self.query = components.percentEncodedQuery.flatMap { $0.isEmpty ? nil : $0 }
+        self.scheme = parts.scheme
+        self.host = parts.host
+        self.port = parts.effectivePort
+        let target = parts.target.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
+        self.path = String(target[0])
+        self.query = target.count > 1 && !target[1].isEmpty ? String(target[1]) : nil
     }
 
     /// The request target (path and query) with `parameters` appended, percent-encoded.
@@ -61,13 +56,6 @@ public struct ResolverEndpoint: Hashable, Sendable, CustomStringConvertible {
         allowed.insert(charactersIn: "-._~,")
         return s.addingPercentEncoding(withAllowedCharacters: allowed) ?? s
     }
-}
-
-/// A bad resolver specification, with a message saying how to write it.
-package struct ResolverSpecError: Error, Hashable, Sendable, CustomStringConvertible {
-    package var message: String
-    package init(_ message: String) { self.message = message }
-    package var description: String { message }
 }
 
 /// One resolver as given on the command line or in configuration:
@@ -88,13 +76,15 @@ public enum ResolverSpec: Hashable, Sendable, CustomStringConvertible {
 
     package static let kinds = "doh:URL, doh-post:URL, doh-json:URL, dnspod:URL, json:URL, dns:IP[:PORT], system"
 
+    /// Parses one spec such as `doh:https://127.0.0.1:8473/dns-query` or `dns:127.0.0.1:53`. Throws
+    /// `HTTPDNSConfigurationError` with code `.invalidResolverSpec` and a message saying how to write it.
     public init(parsing text: String) throws {
         if text == "system" {
             self = .system
             return
         }
         guard let colon = text.firstIndex(of: ":") else {
-            throw ResolverSpecError("\"\(text)\" has no kind; use one of \(Self.kinds)")
+            throw invalidSpec("\"\(text)\" has no kind; use one of \(Self.kinds)")
         }
         let kind = text[..<colon].lowercased()
         let rest = String(text[text.index(after: colon)...])
@@ -108,31 +98,22 @@ public enum ResolverSpec: Hashable, Sendable, CustomStringConvertible {
             let (ip, port) = try Self.parseHostPort(rest, defaultPort: 53)
             self = .dns(ip, port: port)
         default:
-            throw ResolverSpecError("unknown resolver kind \"\(kind)\" in \"\(text)\"; use one of \(Self.kinds)")
+            throw invalidSpec("unknown resolver kind \"\(kind)\" in \"\(text)\"; use one of \(Self.kinds)")
         }
     }
 
-    /// `IP`, `IP:PORT`, `[V6]`, `[V6]:PORT` or a bare IPv6 address.
+    /// `IP`, `IP:PORT`, `[V6]`, `[V6]:PORT` or a bare IPv6 address (split by `splitHostPort`, the port
+    /// checked by `parsePort`).
     package static func parseHostPort(_ text: String, defaultPort: Int) throws -> (IPAddress, Int) {
         if let ip = IPAddress(text) { return (ip, defaultPort) }
-        var hostPart = text
-        var portPart: Substring?
-        if text.hasPrefix("["), let close = text.firstIndex(of: "]") {
-            hostPart = String(text[text.index(after: text.startIndex)..<close])
-            let after = text[text.index(after: close)...]
-            if after.hasPrefix(":") { portPart = after.dropFirst() } else if !after.isEmpty { hostPart = text }
-        } else if let colon = text.lastIndex(of: ":") {
-            hostPart = String(text[..<colon])
-            portPart = text[text.index(after: colon)...]
-        }
-        guard let ip = IPAddress(hostPart) else {
-            throw ResolverSpecError(
+        guard let (host, portText) = splitHostPort(text[...]), let ip = IPAddress(host) else {
+            throw invalidSpec(
                 "\"\(text)\" is not IP[:PORT]; a DNS server is given by address, e.g. dns:127.0.0.1:53"
             )
         }
-        guard let p = portPart else { return (ip, defaultPort) }
-        guard let port = Int(p), (1...65535).contains(port) else {
-            throw ResolverSpecError("\"\(text)\" has port \"\(p)\"; use a number from 1 to 65535")
+        guard let portText else { return (ip, defaultPort) }
+        guard let port = parsePort(portText) else {
+            throw invalidSpec("\"\(text)\" has port \"\(portText)\"; use a number from 1 to 65535")
         }
         return (ip, port)
     }
@@ -151,8 +132,13 @@ public enum ResolverSpec: Hashable, Sendable, CustomStringConvertible {
         case .dohJSON(let e): return "doh-json:\(e)"
         case .dnspod(let e): return "dnspod:\(e)"
         case .json(let e): return "json:\(e)"
-        case .dns(let ip, let port): return ip.isIPv6 ? "dns:[\(ip)]:\(port)" : "dns:\(ip):\(port)"
+        case .dns(let ip, let port): return "dns:" + formatAuthority(host: ip.description, port: port)
         case .system: return "system"
         }
     }
+}
+
+/// The error for a resolver spec or endpoint URL that cannot be used; the message says what to fix.
+private func invalidSpec(_ message: String) -> HTTPDNSConfigurationError {
+    HTTPDNSConfigurationError(.invalidResolverSpec, message)
 }

@@ -5,6 +5,10 @@
 // The pipeline is completed inside the ALPN callback, before any application byte is read, so an h2
 // server's SETTINGS frame is never dropped. After BoringSSL has verified the chain, the certificate's
 // DNS names are checked strictly against the hostname (see verifyIdentity) and pins are applied.
+//
+// TLS failures get their code from error values, never from error text: BoringSSL's verdict on the
+// chain is observed through its per-certificate callback (ChainVerdict), our own identity checks throw
+// an IdentityFailure with a kind, and NIOSSL's hostname check has its own error value.
 
 import Crypto
 import Foundation
@@ -71,6 +75,7 @@ final class Connection: Sendable {
         let pins = settings.pins
         let sslContext = settings.sslContext
         let h2c = settings.h2c
+        let verdict = ChainVerdict()
         var bootstrap = ClientBootstrap(group: eventLoop)
             .connectTimeout(.nanoseconds(settings.connectTimeout.nanoseconds))
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
@@ -82,7 +87,7 @@ final class Connection: Sendable {
                         readyPromise.succeed(try configure(channel, version: h2c ? .http2 : .http1))
                         return
                     }
-                    try sync.addHandler(NIOSSLClientHandler(context: sslContext, serverHostname: sni))
+                    try sync.addHandler(try verdict.makeClientHandler(context: sslContext, serverHostname: sni))
                     try sync.addHandler(
                         ApplicationProtocolNegotiationHandler { result, channel in
                             // The handshake is over; reads are held back until the returned future completes.
@@ -152,8 +157,13 @@ final class Connection: Sendable {
         } catch {
             timeout.cancel()
             channel.close(promise: nil)
-            if let e = error as? HTTPEngineError, e.code == .tlsHandshakeTimeout || e.code == .protocolError { throw e }
-            throw HTTPEngineError(.tlsFailed, describeTLSError(error, host: url.host, address: remoteText))
+            if let e = error as? HTTPEngineError { throw e }
+            throw describeTLSFailure(
+                error,
+                host: url.host,
+                address: remoteText,
+                chainRejected: verdict.rejected
+            )
         }
     }
 
@@ -270,7 +280,7 @@ final class SetupWatcher: ChannelInboundHandler {
 /// exactly the hole a poisoned address could use, so for a hostname only the certificate's DNS names
 /// count (swift-certificates' server identity check, RFC 6125, given no IP). Then the pins, if any.
 func verifyIdentity(hostname: String?, peer: NIOSSLCertificate?, pins: Set<String>?) async throws {
-    guard let peer else { throw IdentityFailure(reason: "the server presented no certificate") }
+    guard let peer else { throw IdentityFailure(.noCertificate, "the server presented no certificate") }
     if let hostname {
         let leaf = try Certificate(derEncoded: try peer.toDERBytes())
         var verifier = Verifier(rootCertificates: CertificateStore([leaf])) {
@@ -278,14 +288,17 @@ func verifyIdentity(hostname: String?, peer: NIOSSLCertificate?, pins: Set<Strin
             AlreadyVerifiedExtensions(leaf)
         }
         if case .couldNotValidate = await verifier.validate(leaf: leaf, intermediates: CertificateStore()) {
-            throw IdentityFailure(reason: "no DNS name in the certificate matches")
+            throw IdentityFailure(.nameMismatch, "no DNS name in the certificate matches")
         }
     }
     if let pins, !pins.isEmpty {
         let spki = try peer.extractPublicKey().toSPKIBytes()
         let digest = Data(SHA256.hash(data: spki)).base64EncodedString()
         guard pins.contains(digest) else {
-            throw IdentityFailure(reason: "public key pin mismatch (server key sha256/\(digest) is not pinned)")
+            throw IdentityFailure(
+                .pinMismatch,
+                "public key pin mismatch (server key sha256/\(digest) is not pinned)"
+            )
         }
     }
 }
@@ -306,8 +319,68 @@ struct AlreadyVerifiedExtensions: VerifierPolicy {
     }
 }
 
+/// Our own check of the server's certificate failed (see verifyIdentity); `kind` says which check.
 struct IdentityFailure: Error {
+    enum Kind {
+        case noCertificate
+        case nameMismatch
+        case pinMismatch
+    }
+
+    var kind: Kind
     var reason: String
+
+    init(_ kind: Kind, _ reason: String) {
+        self.kind = kind
+        self.reason = reason
+    }
+}
+
+/// Whether BoringSSL rejected the server's certificate chain during one handshake.
+///
+/// NIOSSL reports a rejected chain as a handshake failure whose only detail is BoringSSL's error text.
+/// Its per-certificate ("preverify") callback sees BoringSSL's verdict as a value, so the handler is
+/// given one that passes the verdict through unchanged and notes a rejection. Where NIOSSL verifies
+/// through the platform instead (Apple platforms with the default trust roots), the callback is not
+/// called and an untrusted chain stays `.tlsFailed`.
+final class ChainVerdict: Sendable {
+    private let rejectedBox = NIOLockedValueBox(false)
+
+    /// True once BoringSSL has rejected a certificate of the chain.
+    var rejected: Bool { rejectedBox.withLockedValue { $0 } }
+
+    func makeClientHandler(context: NIOSSLContext, serverHostname: String?) throws -> NIOSSLClientHandler {
+        let box = rejectedBox
+        return try (PreverifyObservingFactory.self as any ClientHandlerFactory.Type).make(
+            context: context,
+            serverHostname: serverHostname
+        ) { result, _ in
+            if case .failed = result { box.withLockedValue { $0 = true } }
+            return result
+        }
+    }
+}
+
+/// NIOSSL deprecates the per-certificate callback in favour of callbacks that replace its verification
+/// altogether; this one only observes. Reaching the deprecated initializer through a protocol
+/// requirement keeps the build free of a warning we have chosen to accept.
+private protocol ClientHandlerFactory {
+    static func make(
+        context: NIOSSLContext,
+        serverHostname: String?,
+        observe: @escaping NIOSSLVerificationCallback
+    ) throws -> NIOSSLClientHandler
+}
+
+private enum PreverifyObservingFactory: ClientHandlerFactory {
+    @available(*, deprecated, message: "uses NIOSSL's per-certificate verification callback")
+    static func make(
+        context: NIOSSLContext,
+        serverHostname: String?,
+        observe: @escaping NIOSSLVerificationCallback
+    ) throws -> NIOSSLClientHandler {
+        try NIOSSLClientHandler(context: context, serverHostname: serverHostname, verificationCallback: observe)
+    }
 }
 
 func describe(_ address: SocketAddress) -> String {
@@ -333,14 +406,24 @@ func describeConnectFailure(_ error: any Error, url: HTTPURL, timeout: Duration)
                 reason: describeSocketError($0.error)
             )
         }
-        return HTTPEngineError(.connectFailed, "could not connect to \(url.host) at any address", attempts: attempts)
+        return HTTPEngineError(
+            .connectFailed,
+            "could not connect to \(url.host) at any address",
+            attempts: attempts,
+            underlying: e
+        )
     }
     if case ChannelError.connectTimeout = error {
-        return HTTPEngineError(.connectTimeout, "connecting to \(url.host):\(url.port) took longer than \(timeout)")
+        return HTTPEngineError(
+            .connectTimeout,
+            "connecting to \(url.host):\(url.port) took longer than \(timeout)",
+            underlying: error
+        )
     }
     return HTTPEngineError(
         .connectFailed,
-        "could not connect to \(url.host):\(url.port): \(describeSocketError(error))"
+        "could not connect to \(url.host):\(url.port): \(describeSocketError(error))",
+        underlying: error
     )
 }
 
@@ -350,24 +433,44 @@ func describeSocketError(_ error: any Error) -> String {
     return "\(error)"
 }
 
-func describeTLSError(_ error: any Error, host: String, address: String) -> String {
+/// The engine's error for a failed TLS setup: the code from the error's type and value (and from
+/// BoringSSL's verdict on the chain), the message naming the host and the address it was reached at.
+func describeTLSFailure(_ error: any Error, host: String, address: String, chainRejected: Bool) -> HTTPEngineError {
     if let e = error as? IdentityFailure {
-        return "the certificate presented at \(address) is not valid for \(host): \(e.reason)"
+        let code: HTTPEngineError.Code =
+            switch e.kind {
+            case .nameMismatch: .certificateNameMismatch
+            case .pinMismatch: .pinMismatch
+            case .noCertificate: .tlsFailed
+            }
+        // No underlying error: the check is our own, and the code and message say all there is.
+        return HTTPEngineError(code, "the certificate presented at \(address) is not valid for \(host): \(e.reason)")
     }
-    if (error as? NIOSSLExtraError) == .failedToValidateHostname {
-        return "the certificate presented at \(address) is not valid for \(host)"
+    if let e = error as? NIOSSLExtraError, e == .failedToValidateHostname {
+        return HTTPEngineError(
+            .certificateNameMismatch,
+            "the certificate presented at \(address) is not valid for \(host)",
+            underlying: error
+        )
     }
     if let e = error as? NIOSSLError, case .handshakeFailed(let inner) = e {
-        let text = "\(inner)"
-        if text.contains("CERTIFICATE_VERIFY_FAILED") {
-            return
-                "the certificate presented for \(host) at \(address) is not trusted (if it is signed by a private CA, pass that CA with --cacert)"
+        if chainRejected {
+            return HTTPEngineError(
+                .untrustedCertificate,
+                "the certificate presented for \(host) at \(address) is not trusted",
+                underlying: error
+            )
         }
         // BoringSSL's text ends with the source file it came from: keep the reason, drop the path.
+        // (Wording only: the code was decided above, from values.)
+        let text = "\(inner)"
         let reason =
             text.range(of: "OPENSSL_internal:").map { String(text[$0.upperBound...].prefix { $0 != " " }) } ?? text
-        return "TLS handshake with \(host) at \(address) failed: \(reason)"
+        return HTTPEngineError(
+            .tlsFailed,
+            "TLS handshake with \(host) at \(address) failed: \(reason)",
+            underlying: error
+        )
     }
-    if let e = error as? HTTPEngineError { return e.description }
-    return "TLS with \(host) at \(address) failed: \(error)"
+    return HTTPEngineError(.tlsFailed, "TLS with \(host) at \(address) failed: \(error)", underlying: error)
 }

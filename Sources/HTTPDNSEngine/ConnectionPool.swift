@@ -74,7 +74,7 @@ final class ConnectionPool: Sendable {
             try Task.checkCancellation()
             if let deadline, deadline <= .now() {
                 throw HTTPEngineError(
-                    .timeout,
+                    .totalTimeout,
                     "\(key.host): no connection became free before the request's total timeout"
                 )
             }
@@ -104,7 +104,7 @@ final class ConnectionPool: Sendable {
             }
             switch decision {
             case .shutDown:
-                throw HTTPEngineError(.cancelled, "the engine was shut down")
+                throw HTTPEngineError(.shutdown, "the engine was shut down")
             case .use(let conn):
                 return (conn, true)
             case .wait(let id):

@@ -108,7 +108,13 @@ final class ExchangeHandler: ChannelDuplexHandler, RemovableChannelHandler {
         if let error = error as? HTTPEngineError {
             abort(error)
         } else {
-            abort(HTTPEngineError(.protocolError, "the response from \(host) was cut short or malformed: \(error)"))
+            abort(
+                HTTPEngineError(
+                    .protocolError,
+                    "the response from \(host) was cut short or malformed: \(error)",
+                    underlying: error
+                )
+            )
         }
     }
 

@@ -4,63 +4,67 @@ import NIOSSL
 
 extension HTTPEngine {
     /// How the engine connects and what it allows. A `Sendable` value with defaults for every field.
-    public struct Configuration: Sendable {
-        public var tls = HTTPEngineTLS()
+    package struct Configuration: Sendable {
+        package var tls = HTTPEngineTLS()
         /// Which HTTP versions to offer through ALPN for https.
-        public var versions: HTTPVersionPolicy = .automatic
+        package var versions: HTTPVersionPolicy = .automatic
         /// Speak HTTP/2 without TLS (h2c, prior knowledge) to http:// URLs.
         package var http2PriorKnowledge = false
-        public var timeouts = Timeouts()
+        package var timeouts = Timeouts()
         /// HTTP/1.1 connections kept per (scheme, host, port) at most; requests beyond wait for one.
-        public var maxConnectionsPerHost = 8
+        package var maxConnectionsPerHost = 8
         /// Streams on one HTTP/2 connection at most (lower if the server says so).
         package var maxConcurrentStreams = 100
         /// An idle pooled connection is closed after this long.
-        public var idleConnectionTimeout: Duration = .seconds(60)
+        package var idleConnectionTimeout: Duration = .seconds(60)
         /// Sent when the request has no User-Agent.
-        public var userAgent = "swift-httpdns/0.1"
+        package var userAgent = "swift-httpdns/0.1"
 
-        public init() {}
+        package init() {}
     }
 
     /// Each phase has its own bound and its own error code.
-    public struct Timeouts: Sendable {
+    package struct Timeouts: Sendable {
         /// TCP connect, all happy-eyeballs attempts together.
-        public var connect: Duration = .seconds(10)
-        public var tlsHandshake: Duration = .seconds(10)
+        package var connect: Duration = .seconds(10)
+        package var tlsHandshake: Duration = .seconds(10)
         /// No byte from the server for this long while waiting for or reading a response.
-        public var idleRead: Duration = .seconds(30)
+        package var idleRead: Duration = .seconds(30)
         /// The whole request, body included; nil for none.
-        public var total: Duration?
+        package var total: Duration?
 
-        public init() {}
+        package init() {}
     }
 }
 
 /// TLS settings: trust anchors on top of the system roots, and optional public-key pins.
-public struct HTTPEngineTLS: Sendable {
+package struct HTTPEngineTLS: Sendable {
     /// Extra trusted CA certificates (e.g. a test CA, or a private service's CA).
-    public var additionalTrustRoots: [NIOSSLCertificate]
+    package var additionalTrustRoots: [NIOSSLCertificate]
     /// Per host: base64 SHA-256 digests of SubjectPublicKeyInfo, at least one of which the server's
     /// leaf certificate must carry (the usual `pin-sha256` form). Checked on top of normal verification.
-    public var pins: [String: Set<String>]
+    package var pins: [String: Set<String>]
 
-    public init(additionalTrustRoots: [NIOSSLCertificate] = [], pins: [String: Set<String>] = [:]) {
+    package init(additionalTrustRoots: [NIOSSLCertificate] = [], pins: [String: Set<String>] = [:]) {
         self.additionalTrustRoots = additionalTrustRoots
         self.pins = pins
     }
 
-    /// Loads PEM certificates from a file; throws a message naming the file when it holds none.
-    public static func loadPEM(file path: String) throws -> [NIOSSLCertificate] {
+    /// Loads PEM certificates from a file. Throws `HTTPDNSConfigurationError` with code
+    /// `.invalidCertificate`, naming the file, when it cannot be read or holds no certificate.
+    package static func loadPEM(file path: String) throws -> [NIOSSLCertificate] {
         let certs: [NIOSSLCertificate]
         do {
             certs = try NIOSSLCertificate.fromPEMFile(path)
         } catch {
-            throw HTTPEngineError(.invalidRequest, "could not read PEM certificates from \(path): \(error)")
+            throw HTTPDNSConfigurationError(
+                .invalidCertificate,
+                "could not read PEM certificates from \(path): \(error)"
+            )
         }
         guard !certs.isEmpty else {
-            throw HTTPEngineError(
-                .invalidRequest,
+            throw HTTPDNSConfigurationError(
+                .invalidCertificate,
                 "\(path) holds no PEM certificate (expected -----BEGIN CERTIFICATE-----)"
             )
         }
@@ -69,7 +73,7 @@ public struct HTTPEngineTLS: Sendable {
 }
 
 /// Which HTTP versions the engine may use.
-public enum HTTPVersionPolicy: String, Sendable, Hashable {
+package enum HTTPVersionPolicy: String, Sendable, Hashable {
     /// HTTP/2 when the server agrees through ALPN, else HTTP/1.1.
     case automatic
     /// Offer only http/1.1.
@@ -79,7 +83,7 @@ public enum HTTPVersionPolicy: String, Sendable, Hashable {
 }
 
 /// The HTTP version a response came over.
-public enum HTTPVersionUsed: String, Sendable, Hashable {
+package enum HTTPVersionUsed: String, Sendable, Hashable {
     case http1 = "http/1.1"
     case http2 = "h2"
 }

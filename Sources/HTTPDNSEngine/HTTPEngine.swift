@@ -78,7 +78,7 @@ public final class HTTPEngine: Sendable {
     }
 
     /// Closes every pooled connection. Requests started afterwards fail.
-    public func shutdown() {
+    package func shutdown() {
         pool.shutdown()
     }
 
@@ -179,14 +179,14 @@ public final class HTTPEngine: Sendable {
                 found = try await Self.within(
                     deadline,
                     on: group.next(),
-                    orFail: HTTPEngineError(.timeout, "\(host): no address before the request's total timeout")
+                    orFail: HTTPEngineError(.totalTimeout, "\(host): no address before the request's total timeout")
                 ) {
                     try await addressSource.addresses(for: host)
                 }
             } catch let error as HTTPEngineError {
                 throw error
             } catch {
-                throw HTTPEngineError(.nameNotResolved, "could not resolve \(url.host): \(error)")
+                throw HTTPEngineError(.nameNotResolved, "could not resolve \(url.host): \(error)", underlying: error)
             }
         } else {
             recorder.update { $0.dnsSource = "system" }
@@ -244,7 +244,7 @@ public final class HTTPEngine: Sendable {
         var connectTimeout = requested.map { min($0, configuration.timeouts.connect) } ?? configuration.timeouts.connect
         if let deadline {
             let left = Duration.nanoseconds((deadline - .now()).nanoseconds)
-            guard left > .zero else { throw HTTPEngineError(.timeout, "no time left to connect to \(url.host)") }
+            guard left > .zero else { throw HTTPEngineError(.totalTimeout, "no time left to connect to \(url.host)") }
             connectTimeout = min(connectTimeout, left)
         }
         let settings = Connection.Settings(
@@ -308,7 +308,11 @@ public final class HTTPEngine: Sendable {
             channel = try await connection.exchangeChannel(scheme: request.url.scheme)
         } catch {
             pool.release(connection, key: key, reusable: false)
-            throw HTTPEngineError(.protocolError, "could not open a stream to \(request.url.host): \(error)")
+            throw HTTPEngineError(
+                .protocolError,
+                "could not open a stream to \(request.url.host): \(error)",
+                underlying: error
+            )
         }
         let loop = channel.eventLoop
         let headPromise = loop.makePromise(of: HTTPResponseHead.self)
@@ -352,7 +356,7 @@ public final class HTTPEngine: Sendable {
             if let deadline {
                 timeoutTask.value = loop.scheduleTask(deadline: deadline) {
                     box.value?.abort(
-                        HTTPEngineError(.timeout, "\(host): the request did not complete before its total timeout")
+                        HTTPEngineError(.totalTimeout, "\(host): the request did not complete before its total timeout")
                     )
                 }
             }
@@ -507,7 +511,7 @@ public final class HTTPEngine: Sendable {
             if let deadline {
                 let left = deadline - ContinuousClock.now
                 guard left > .zero else {
-                    throw HTTPEngineError(.timeout, "\(current.url.host): no time left for redirect \(hops)")
+                    throw HTTPEngineError(.totalTimeout, "\(current.url.host): no time left for redirect \(hops)")
                 }
                 current.timeout = left
             }

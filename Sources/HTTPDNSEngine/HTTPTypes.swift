@@ -21,14 +21,18 @@ package struct HTTPURL: Hashable, Sendable, CustomStringConvertible {
         self.target = target.isEmpty ? "/" : target
     }
 
-    /// Parses `http://` and `https://` URLs; throws `.invalidRequest` saying what is wrong.
+    /// Parses `http://` and `https://` URLs (`HTTPURLParts.parse`); throws `.invalidRequest` saying what is
+    /// wrong.
     package init(_ text: String) throws {
-        let parts: HTTPURLParts
         do {
-            parts = try HTTPURLParts.parse(text)
+            self.init(try HTTPURLParts.parse(text))
         } catch {
             throw HTTPEngineError(.invalidRequest, error.reason)
         }
+    }
+
+    /// The URL the parser split, its port filled in when it had none.
+    package init(_ parts: HTTPURLParts) {
         self.init(scheme: parts.scheme, host: parts.host, port: parts.port, target: parts.target)
     }
 
@@ -36,10 +40,7 @@ package struct HTTPURL: Hashable, Sendable, CustomStringConvertible {
     package var hostIsIP: Bool { IPAddress(host) != nil }
 
     /// `host[:port]` for Host / :authority; the port is left out when it is the scheme's default.
-    package var authority: String {
-        let h = host.contains(":") ? "[\(host)]" : host
-        return port == (isTLS ? 443 : 80) ? h : "\(h):\(port)"
-    }
+    package var authority: String { formatAuthority(host: host, port: port == (isTLS ? 443 : 80) ? nil : port) }
 
     package var description: String { "\(scheme)://\(authority)\(target)" }
 
@@ -149,7 +150,7 @@ public struct HTTPRequest: Sendable {
     public var headers: HTTPHeaders
     public var body: HTTPRequestBody?
     /// Ask for gzip/deflate and decompress the response body.
-    public var decompress = false
+    package var decompress = false
     /// Bound on the whole request, body included (overrides `Configuration.timeouts.total`).
     public var timeout: Duration?
     /// Longest wait for the connection and then between two received bytes (overrides
@@ -174,7 +175,7 @@ public struct HTTPRequest: Sendable {
 /// Where the time of one request went, and what it used. Durations are milliseconds; a phase that did
 /// not happen (a reused connection has no connect or TLS) is nil.
 public struct RequestMetrics: Sendable, Codable, Hashable {
-    public var url: String
+    package var url: String
     /// The address the connection went to.
     public var ip: String?
     public var port: Int?
@@ -190,10 +191,10 @@ public struct RequestMetrics: Sendable, Codable, Hashable {
     /// From the start of the request to the last body byte (or the failure).
     public var totalMs: Double?
     public var reused: Bool = false
-    public var status: Int?
+    package var status: Int?
     /// Body bytes sent and received (after decompression for received).
-    public var bytesSent: Int = 0
-    public var bytesReceived: Int = 0
+    package var bytesSent: Int = 0
+    package var bytesReceived: Int = 0
     public var redirects: Int = 0
 }
 
@@ -214,7 +215,7 @@ final class MetricsRecorder: Sendable {
 public struct HTTPResponse: Sendable {
     public var status: HTTPResponseStatus
     public var headers: HTTPHeaders
-    public var version: HTTPVersionUsed
+    package var version: HTTPVersionUsed
     /// The URL this response answers (after redirects, the last one).
     package var url: HTTPURL
     /// The body, delivered as the server sends it; reading it slowly slows the server down (TCP or h2

@@ -23,17 +23,17 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 
-package final class HTTPDNSProxy: Sendable {
-    package struct Configuration: Sendable {
-        package var host = "127.0.0.1"
+public final class HTTPDNSProxy: Sendable {
+    public struct Configuration: Sendable {
+        public var host = "127.0.0.1"
         /// 0: any free port (see `port`).
-        package var port = 0
+        public var port = 0
         /// Listen on a non-loopback address. Requires `credentials`.
         package var allowNonLoopback = false
         /// Basic proxy credentials; required off loopback, optional on it.
         package var credentials: (user: String, password: String)?
         /// Ports CONNECT may reach.
-        package var allowedPorts: Set<Int> = [443, 80]
+        public var allowedPorts: Set<Int> = [443, 80]
         /// Hosts whose http:// requests are sent as https://.
         package var upgradeToHTTPS: [HostPattern] = []
         /// Hosts the PAC file sends through the proxy (empty: every host).
@@ -49,7 +49,7 @@ package final class HTTPDNSProxy: Sendable {
         /// Bodies of forwarded http:// requests are read whole up to this size (413 beyond).
         package var maxForwardBodyBytes = 16 << 20
 
-        package init() {}
+        public init() {}
     }
 
     /// One finished tunnel.
@@ -72,7 +72,7 @@ package final class HTTPDNSProxy: Sendable {
     let connections: ConnectionLimiter
 
     /// The port listened on.
-    package var port: Int { channel.localAddress?.port ?? configuration.port }
+    public var port: Int { channel.localAddress?.port ?? configuration.port }
     /// The last tunnels (at most 1,000), oldest first.
     package var recentTunnels: [TunnelMetrics] { recent.withLockedValue { $0 } }
     package var openConnections: Int { connections.count }
@@ -90,7 +90,8 @@ package final class HTTPDNSProxy: Sendable {
     }
 
     /// Starts the proxy. `engine` sends forwarded http:// requests; it should have `resolver` as its
-    /// address source.
+    /// address source. Throws `HTTPDNSConfigurationError` with code `.invalidProxyConfiguration` for a
+    /// listen address that is not an IP, or one off loopback without `allowNonLoopback` and credentials.
     package static func start(
         _ configuration: Configuration,
         resolver: HTTPDNSResolver,
@@ -100,13 +101,17 @@ package final class HTTPDNSProxy: Sendable {
         onTunnelClosed: (@Sendable (TunnelMetrics) -> Void)? = nil
     ) async throws -> HTTPDNSProxy {
         guard let bindIP = IPAddress(configuration.host) else {
-            throw ProxyConfigurationError("listen address \"\(configuration.host)\" is not an IP address")
+            throw HTTPDNSConfigurationError(
+                .invalidProxyConfiguration,
+                "listen address \"\(configuration.host)\" is not an IP address"
+            )
         }
         let loopback = bindIP.isIPv6 ? bindIP == IPAddress("::1")! : bindIP.bytes[0] == 127
         if !loopback {
             guard configuration.allowNonLoopback, configuration.credentials != nil else {
-                throw ProxyConfigurationError(
-                    "refusing to listen on \(configuration.host): a proxy off loopback needs allowNonLoopback and credentials (--public --proxy-user USER:PASSWORD), or it would be an open relay"
+                throw HTTPDNSConfigurationError(
+                    .invalidProxyConfiguration,
+                    "refusing to listen on \(configuration.host): a proxy off loopback needs allowNonLoopback and credentials, or it would be an open relay"
                 )
             }
         }
@@ -154,14 +159,21 @@ package final class HTTPDNSProxy: Sendable {
         return HTTPDNSProxy(configuration: configuration, channel: channel, recent: recent, connections: connections)
     }
 
-    package func stop() async {
+    /// Where the proxy serves its PAC file (`http://HOST:PORT/proxy.pac`), for clients configured by
+    /// a proxy auto-config URL (web views, players, the system's proxy settings).
+    public var pacURL: URL {
+        URL(string: "http://\(formatAuthority(host: configuration.host, port: port))/proxy.pac")!
+    }
+
+    /// Stops listening and closes every open tunnel and forwarded request.
+    public func stop() async {
         try? await channel.close()
         await connections.closeAll()
     }
 
     /// The PAC file served at /proxy.pac.
     static func pacFile(_ configuration: Configuration, port: Int) -> String {
-        let proxy = "PROXY \(configuration.host.contains(":") ? "[\(configuration.host)]" : configuration.host):\(port)"
+        let proxy = "PROXY \(formatAuthority(host: configuration.host, port: port))"
         guard !configuration.pacHosts.isEmpty, !configuration.pacHosts.contains(where: { $0.description == "*" }) else {
             return "function FindProxyForURL(url, host) {\n  return \"\(proxy)\";\n}\n"
         }
@@ -172,12 +184,6 @@ package final class HTTPDNSProxy: Sendable {
         return
             "function FindProxyForURL(url, host) {\n  if (\(tests.joined(separator: " ||\n      "))) return \"\(proxy)\";\n  return \"DIRECT\";\n}\n"
     }
-}
-
-/// A configuration the proxy refuses to start with; the text says what to change.
-package struct ProxyConfigurationError: Error, CustomStringConvertible {
-    package var description: String
-    init(_ d: String) { description = d }
 }
 
 struct ProxyShared: Sendable {

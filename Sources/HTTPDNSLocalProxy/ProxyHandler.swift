@@ -104,7 +104,7 @@ final class ProxyHandler: ChannelInboundHandler, RemovableChannelHandler {
             state = .busy
             connect(host: host, port: port, context: context)
         case .forward(let parts):
-            let url = HTTPURL(scheme: parts.scheme, host: parts.host, port: parts.effectivePort, target: parts.target)
+            let url = HTTPURL(parts)
             // The same port rule as CONNECT: otherwise http://127.0.0.1:ANYPORT/ reaches any local service.
             guard shared.configuration.allowedPorts.contains(url.port) else {
                 state = .busy
@@ -206,7 +206,8 @@ final class ProxyHandler: ChannelInboundHandler, RemovableChannelHandler {
             case .failure(let error):
                 let why = Self.describe(error)
                 shared.record(.failed(host: host, port: port, after: ContinuousClock.now - started, error: why))
-                me.reply(.badGateway, "could not connect to \(host):\(port): \(why)", close: true, context: context)
+                let authority = formatAuthority(host: host, port: port)
+                me.reply(.badGateway, "could not connect to \(authority): \(why)", close: true, context: context)
             }
         }
     }
@@ -222,7 +223,7 @@ final class ProxyHandler: ChannelInboundHandler, RemovableChannelHandler {
         let client = context.channel
         let counters = TunnelCounters()
         let (clientGlue, upstreamGlue) = GlueHandler.matchedPair(counters: counters)
-        let address = upstream.remoteAddress.map { "\($0.ipAddress ?? "?"):\($0.port ?? 0)" }
+        let address = upstream.remoteAddress.map { formatAuthority(host: $0.ipAddress ?? "?", port: $0.port ?? 0) }
         let shared = self.shared
         let idle = TimeAmount.nanoseconds(shared.configuration.tunnelIdleTimeout.nanoseconds)
         do {

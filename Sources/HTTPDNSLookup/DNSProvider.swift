@@ -36,10 +36,20 @@ extension DNSProvider {
     }
 }
 
-/// A provider could not answer. The message says what went wrong with which server.
+/// A provider could not answer. The message says what went wrong with which server; `underlying`
+/// keeps the lower-level error as a value (the engine's `HTTPEngineError`, a socket error), if any.
+/// Equal when the messages are.
 package struct ProviderError: Error, Hashable, Sendable, CustomStringConvertible {
     package var message: String
-    package init(_ message: String) { self.message = message }
+    package var underlying: (any Error)?
+
+    package init(_ message: String, underlying: (any Error)? = nil) {
+        self.message = message
+        self.underlying = underlying
+    }
+
+    package static func == (l: ProviderError, r: ProviderError) -> Bool { l.message == r.message }
+    package func hash(into hasher: inout Hasher) { hasher.combine(message) }
     package var description: String { message }
 }
 

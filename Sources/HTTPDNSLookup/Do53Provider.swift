@@ -1,9 +1,11 @@
 // Classic DNS (RFC 1035) to one server: a UDP query with a random id (resent once if nothing came back
 // within a second), matched on id, source address and question; retried over TCP when the answer is
-// truncated (TC bit).
+// truncated (TC bit). Over TCP every message goes with its length in two bytes (RFC 1035 §4.2.2):
+// NIOExtras' LengthFieldPrepender and LengthFieldBasedFrameDecoder add and strip it.
 
 import HTTPDNSCore
 import NIOCore
+import NIOExtras
 import NIOPosix
 
 package struct Do53Provider: DNSProvider {
@@ -53,7 +55,7 @@ package struct Do53Provider: DNSProvider {
                 }
                 .connect(to: server).get()  // connected: ICMP "port unreachable" fails the query at once
         } catch {
-            throw ProviderError("could not open a UDP socket: \(error)")
+            throw ProviderError("could not open a UDP socket: \(error)", underlying: error)
         }
         defer { channel.close(promise: nil) }
         let envelope = AddressedEnvelope(remoteAddress: server, data: ByteBuffer(bytes: query))
@@ -78,7 +80,7 @@ package struct Do53Provider: DNSProvider {
         } catch let error as ProviderError {
             throw error
         } catch {
-            throw ProviderError("\(error)")
+            throw ProviderError("\(error)", underlying: error)
         }
     }
 
@@ -91,17 +93,19 @@ package struct Do53Provider: DNSProvider {
                 .connectTimeout(max(deadline - .now(), .milliseconds(1)))
                 .channelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
-                        try channel.pipeline.syncOperations.addHandler(TCPAnswerHandler(promise: promise))
+                        let sync = channel.pipeline.syncOperations
+                        let decoder = LengthFieldBasedFrameDecoder(lengthFieldBitLength: .twoBytes)
+                        try sync.addHandler(ByteToMessageHandler(decoder))
+                        try sync.addHandler(LengthFieldPrepender(lengthFieldBitLength: .twoBytes))
+                        try sync.addHandler(TCPAnswerHandler(promise: promise))
                     }
                 }
                 .connect(to: server).get()
         } catch {
-            throw ProviderError("TCP retry after a truncated answer failed to connect: \(error)")
+            throw ProviderError("TCP retry after a truncated answer failed to connect: \(error)", underlying: error)
         }
         defer { channel.close(promise: nil) }
-        var framed: [UInt8] = [UInt8(query.count >> 8), UInt8(query.count & 0xFF)]
-        framed.append(contentsOf: query)
-        channel.writeAndFlush(ByteBuffer(bytes: framed)).whenFailure { promise.fail($0) }
+        channel.writeAndFlush(ByteBuffer(bytes: query)).whenFailure { promise.fail($0) }
         let timeout = eventLoop.scheduleTask(deadline: deadline) {
             promise.fail(ProviderError("no answer (TCP) before the timeout"))
         }
@@ -145,26 +149,20 @@ final class UDPAnswerHandler: ChannelInboundHandler {
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         // ICMP port unreachable shows up here as ECONNREFUSED: the server is not there.
-        promise.fail(ProviderError(describeUDPError(error)))
+        promise.fail(ProviderError(describeUDPError(error), underlying: error))
     }
 }
 
-/// Reads one length-prefixed DNS message from a TCP stream.
+/// Takes the first DNS message off a TCP stream (the frame decoder before it has removed the length).
 final class TCPAnswerHandler: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
     let promise: EventLoopPromise<[UInt8]>
-    var buffer: [UInt8] = []
 
     init(promise: EventLoopPromise<[UInt8]>) { self.promise = promise }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        buffer.append(contentsOf: unwrapInboundIn(data).readableBytesView)
-        guard buffer.count >= 2 else { return }
-        let length = Int(buffer[0]) << 8 | Int(buffer[1])
-        if buffer.count >= 2 + length {
-            promise.succeed(Array(buffer[2..<(2 + length)]))
-            context.close(promise: nil)
-        }
+        promise.succeed(Array(unwrapInboundIn(data).readableBytesView))
+        context.close(promise: nil)
     }
 
     func channelInactive(context: ChannelHandlerContext) {
@@ -172,6 +170,8 @@ final class TCPAnswerHandler: ChannelInboundHandler {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        // Part of a message left at close: channelInactive, which follows, says so.
+        if error is NIOExtrasErrors.LeftOverBytesError { return }
         promise.fail(error)
     }
 }

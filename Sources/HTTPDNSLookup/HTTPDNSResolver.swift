@@ -44,14 +44,14 @@ public final class HTTPDNSResolver: Sendable {
     }
 
     /// Counters, for benchmarks and diagnostics.
-    public struct ResolverStatistics: Hashable, Sendable {
+    package struct ResolverStatistics: Hashable, Sendable {
         /// Queries sent to HTTPDNS providers (one per family per name per attempt).
-        public var upstreamQueries = 0
-        public var cacheHits = 0
-        public var staleServed = 0
-        public var prefetches = 0
-        public var fallbacks = 0
-        public var coalesced = 0
+        package var upstreamQueries = 0
+        package var cacheHits = 0
+        package var staleServed = 0
+        package var prefetches = 0
+        package var fallbacks = 0
+        package var coalesced = 0
     }
 
     struct FamilyResult: Sendable {
@@ -59,8 +59,9 @@ public final class HTTPDNSResolver: Sendable {
         var source: String
     }
 
-    /// Builds the providers from `configuration`. Throws `ResolverSpecError` for a provider that cannot
-    /// be reached as configured (e.g. a hostname endpoint without a bootstrap address).
+    /// Builds the providers from `configuration`. Throws `HTTPDNSConfigurationError` with code
+    /// `.invalidResolverSpec` for a provider that cannot be reached as configured (e.g. a hostname
+    /// endpoint without a bootstrap address).
     package convenience init(
         configuration: ResolverConfiguration,
         engine: HTTPEngine,
@@ -99,7 +100,7 @@ public final class HTTPDNSResolver: Sendable {
         self.state = NIOLockedValueBox(State(cache: cache, network: configuration.networkID))
     }
 
-    public var statistics: ResolverStatistics { state.withLockedValue { $0.statistics } }
+    package var statistics: ResolverStatistics { state.withLockedValue { $0.statistics } }
 
     // MARK: Resolving
 
@@ -142,7 +143,9 @@ public final class HTTPDNSResolver: Sendable {
             let mayFallBack = !strict && configuration.fallbackToLocalDNS
             do {
                 return try await resolveThroughHTTPDNS(name, query, started: started, reserveForFallback: mayFallBack)
-            } catch let error as ResolverError where error.code == .allProvidersFailed && mayFallBack {
+            } catch let error as ResolverError
+                where mayFallBack && (error.code == .allProvidersFailed || error.code == .timeout)
+            {
                 state.withLockedValue { $0.statistics.fallbacks += 1 }
                 logger.debug("falling back to LocalDNS", metadata: ["name": "\(name)"])
                 let share = TimeAmount.nanoseconds(configuration.timeout.nanoseconds / Int64(providers.count + 1))
@@ -152,7 +155,7 @@ public final class HTTPDNSResolver: Sendable {
                     started: started,
                     deadline: max(deadline, .now() + share),
                     fallback: true,
-                    reason: error.message
+                    reason: error
                 )
             }
         }
@@ -196,7 +199,7 @@ public final class HTTPDNSResolver: Sendable {
 
     /// Resolves many names ahead of use (e.g. at app start), batching where the first provider can.
     /// Failures are logged, not thrown.
-    public func preResolve(_ hosts: [String], _ query: AddressQuery = .both) async {
+    package func preResolve(_ hosts: [String], _ query: AddressQuery = .both) async {
         let names = hosts.compactMap { try? validatedHostname($0) }.filter {
             if case .httpdns = configuration.policy.route(for: $0) { return true }
             return false
@@ -233,7 +236,7 @@ public final class HTTPDNSResolver: Sendable {
 
     /// Tells the resolver the device moved to another network: later lookups use (and fill) that
     /// network's cache, and failure back-offs start afresh.
-    public func networkChanged(to networkID: String) {
+    package func networkChanged(to networkID: String) {
         state.withLockedValue {
             $0.network = networkID
             $0.health = ProviderHealth()
@@ -282,7 +285,7 @@ public final class HTTPDNSResolver: Sendable {
         var ipv6: [IPAddress] = []
         var ttls: [UInt32] = []
         var sources: [ResolutionSource] = []
-        var errors: [String] = []
+        var errors: [any Error] = []
         for (r, isV6) in [(r4, false), (r6, true)] {
             switch r {
             case .none: continue
@@ -294,7 +297,7 @@ public final class HTTPDNSResolver: Sendable {
                 case .stale: sources.append(.stale(fr.source))
                 default: sources.append(.httpdns(fr.source))
                 }
-            case .failure(let e): errors.append((e as? ResolverError)?.message ?? "\(e)")
+            case .failure(let e): errors.append(e)
             }
         }
         if ipv4.isEmpty && ipv6.isEmpty {
@@ -306,14 +309,7 @@ public final class HTTPDNSResolver: Sendable {
                     "\(name): no \(query == .both ? "A or AAAA" : query == .ipv4 ? "A" : "AAAA") record (HTTPDNS)"
                 )
             }
-            // Both families usually fail the same way: say it once.
-            var unique: [String] = []
-            for e in errors where !unique.contains(e) { unique.append(e) }
-            throw ResolverError(
-                .allProvidersFailed,
-                name: name,
-                "\(name): every HTTPDNS provider failed: \(unique.joined(separator: "; "))"
-            )
+            throw Self.combined(errors, name: name)
         }
         // Prefer the source of a fresh upstream answer, then stale, then cache, in that order of interest.
         let source =
@@ -486,15 +482,12 @@ public final class HTTPDNSResolver: Sendable {
     /// Tries the providers in health order, each with a fair share of the time left.
     func queryProviders(_ name: String, _ family: AddressFamily, _ budget: QueryBudget) async throws -> FamilyResult {
         guard !providers.isEmpty else {
-            throw ResolverError(
-                .allProvidersFailed,
-                name: name,
-                "no HTTPDNS provider configured (add one with --resolver)"
-            )
+            throw ResolverError(.allProvidersFailed, name: name, "no HTTPDNS provider configured")
         }
         let deadline = NIODeadline.now() + .nanoseconds(configuration.timeout.nanoseconds)
         let order = state.withLockedValue { $0.health.order(count: providers.count, now: clock.now()) }
-        var failures: [String] = []
+        var failures: [ProviderFailure] = []
+        var messages: [String] = []
         for (position, index) in order.enumerated() {
             let provider = providers[index]
             let left = deadline - .now()
@@ -520,11 +513,47 @@ public final class HTTPDNSResolver: Sendable {
             } catch {
                 state.withLockedValue { $0.health.failed(index, now: clock.now()) }
                 logger.debug("provider failed", metadata: ["provider": "\(provider.name)", "error": "\(error)"])
-                failures.append("\(provider.name): \(error)")
+                messages.append("\(provider.name): \(error)")
+                // The provider's own error as a value: the engine's, when the exchange with it failed.
+                failures.append(
+                    ProviderFailure(provider: provider.name, error: (error as? ProviderError)?.underlying ?? error)
+                )
             }
         }
-        if failures.isEmpty { failures.append("no time left (timeout \(configuration.timeout))") }
-        throw ResolverError(.allProvidersFailed, name: name, failures.joined(separator: "; "))
+        let message = messages.joined(separator: "; ")
+        if failures.isEmpty {
+            throw ResolverError(.timeout, name: name, "no time left (timeout \(configuration.timeout))")
+        }
+        if failures.allSatisfy({ ($0.error as? HTTPEngineError)?.code == .shutdown }) {
+            throw ResolverError(.shutdown, name: name, message, failures: failures)
+        }
+        throw ResolverError(.allProvidersFailed, name: name, message, failures: failures)
+    }
+
+    /// One error for a lookup whose families all failed: their provider failures together (each said
+    /// once: both families usually fail the same way), with the code they share, else
+    /// `.allProvidersFailed`. A cancelled task's lookup is `.cancelled`.
+    static func combined(_ errors: [any Error], name: String) -> ResolverError {
+        var messages: [String] = []
+        var failures: [ProviderFailure] = []
+        var seen: Set<String> = []
+        var codes: Set<ResolverError.Code> = []
+        for error in errors {
+            let resolverError = error as? ResolverError
+            codes.insert(resolverError?.code ?? .allProvidersFailed)
+            let text = resolverError?.message ?? "\(error)"
+            if !messages.contains(text) { messages.append(text) }
+            for failure in resolverError?.failures ?? [] where seen.insert(failure.description).inserted {
+                failures.append(failure)
+            }
+        }
+        let message = "\(name): every HTTPDNS provider failed: \(messages.joined(separator: "; "))"
+        if Task.isCancelled {
+            return ResolverError(.cancelled, name: name, "\(name): the lookup was cancelled", failures: failures)
+        }
+        let shared = codes.count == 1 ? codes.first! : .allProvidersFailed
+        let code = [ResolverError.Code.timeout, .shutdown].contains(shared) ? shared : .allProvidersFailed
+        return ResolverError(code, name: name, message, failures: failures)
     }
 
     func resolveLocally(
@@ -533,7 +562,7 @@ public final class HTTPDNSResolver: Sendable {
         started: ContinuousClock.Instant,
         deadline: NIODeadline,
         fallback: Bool,
-        reason: String?
+        reason: ResolverError?
     ) async throws -> Resolution {
         async let v4: Result<FamilyAnswer, any Error>? =
             query.wantsIPv4 ? result { try await self.localDNS.resolve(name, family: .ipv4, deadline: deadline) } : nil
@@ -544,15 +573,35 @@ public final class HTTPDNSResolver: Sendable {
         let ipv6 = (try? r6?.get())?.addresses ?? []
         let ttl = [try? r4?.get(), try? r6?.get()].compactMap { $0??.ttl }.min()
         guard !ipv4.isEmpty || !ipv6.isEmpty else {
-            let errors = [r4, r6].compactMap { r -> String? in
-                if case .failure(let e) = r { return "\(e)" } else { return nil }
+            let errors = [r4, r6].compactMap { r -> (any Error)? in
+                if case .failure(let e) = r { return e } else { return nil }
             }
             let prefix =
-                reason.map { "\($0); then LocalDNS (\(localDNS.name)): " } ?? "\(name): LocalDNS (\(localDNS.name)): "
+                reason.map { "\($0.message); then LocalDNS (\(localDNS.name)): " }
+                ?? "\(name): LocalDNS (\(localDNS.name)): "
+            var failures = reason?.failures ?? []
             if errors.isEmpty {
-                throw ResolverError(fallback ? .allProvidersFailed : .noAddress, name: name, prefix + "no address")
+                throw ResolverError(
+                    fallback ? .allProvidersFailed : .noAddress,
+                    name: name,
+                    prefix + "no address",
+                    failures: failures
+                )
             }
-            throw ResolverError(.allProvidersFailed, name: name, prefix + errors.joined(separator: "; "))
+            var seen: Set<String> = []
+            for error in errors {
+                let failure = ProviderFailure(
+                    provider: localDNS.name,
+                    error: (error as? ProviderError)?.underlying ?? error
+                )
+                if seen.insert(failure.description).inserted { failures.append(failure) }
+            }
+            throw ResolverError(
+                .allProvidersFailed,
+                name: name,
+                prefix + errors.map { "\($0)" }.joined(separator: "; "),
+                failures: failures
+            )
         }
         let source: ResolutionSource = fallback ? .fallback(localDNS.name) : .localDNS(localDNS.name)
         return Resolution(

@@ -29,8 +29,9 @@ struct EndpointClient: Sendable {
                 source: "bootstrap"
             )
         } else {
-            throw ResolverSpecError(
-                "resolver host \(endpoint.host) has no bootstrap address; add --bootstrap \(endpoint.host)=IP (a resolver must be reachable without DNS)"
+            throw HTTPDNSConfigurationError(
+                .invalidResolverSpec,
+                "resolver host \(endpoint.host) has no bootstrap address (a resolver must be reachable without DNS)"
             )
         }
     }
@@ -74,7 +75,7 @@ struct EndpointClient: Sendable {
             }
             return Array(body.readableBytesView)
         } catch let error as HTTPEngineError {
-            throw ProviderError(error.description)
+            throw ProviderError(error.description, underlying: error)
         }
     }
 }

@@ -11,65 +11,66 @@ import Foundation
 import HTTPDNSCore
 
 /// A URL rewritten to connect to an address while the server still sees the name.
-public struct IPDirectRewrite: Sendable, Hashable {
+package struct IPDirectRewrite: Sendable, Hashable {
     /// The URL with the address in place of the host.
-    public var url: URL
+    package var url: URL
     /// Headers to send with it (`Host` with the original name and port).
-    public var headers: [String: String]
-    public var address: IPAddress
-}
-
-package struct RewriteError: Error, CustomStringConvertible, Sendable {
-    package var description: String
+    package var headers: [String: String]
+    package var address: IPAddress
 }
 
 extension HTTPDNSResolver {
     /// `http://name:port/path` → `http://ADDRESS:port/path` plus `Host: name:port`. IPv4 is preferred
-    /// (players take it everywhere). Throws for https (see the top of this file) and for names with no
-    /// address.
-    public func ipDirectURL(for url: URL) async throws -> IPDirectRewrite {
+    /// (players take it everywhere). Throws `ResolverError`: `.notRewritable` for a URL without a host
+    /// or not http (see the top of this file), and the lookup's own error for a name with no address.
+    package func ipDirectURL(for url: URL) async throws -> IPDirectRewrite {
         guard var components = URLComponents(url: url, resolvingAgainstBaseURL: false), let host = components.host,
             !host.isEmpty
         else {
-            throw RewriteError(description: "\(url) has no host")
+            throw ResolverError(.notRewritable, name: url.absoluteString, "\(url) has no host")
         }
         guard components.scheme?.lowercased() == "http" else {
-            throw RewriteError(
-                description:
-                    "\(url): only http URLs can be rewritten to an IP (https would send the IP as SNI); use HTTPDNSProxy or HTTPDNSURLProtocol"
+            throw ResolverError(
+                .notRewritable,
+                name: url.absoluteString,
+                "\(url): only http URLs can be rewritten to an IP (https would send the IP as SNI); use HTTPDNSProxy or HTTPDNSURLProtocol"
             )
         }
         let resolution = try await resolve(host)
         guard let address = resolution.ipv4.first ?? resolution.ipv6.first else {
-            throw RewriteError(description: "\(host) has no address")
+            throw ResolverError(.noAddress, name: host, "\(host) has no address")
         }
-        components.host = address.isIPv6 ? "[\(address)]" : "\(address)"
-        guard let rewritten = components.url else { throw RewriteError(description: "cannot rewrite \(url)") }
+        components.host = formatAuthority(host: address.description, port: nil)
+        guard let rewritten = components.url else {
+            throw ResolverError(.notRewritable, name: url.absoluteString, "cannot rewrite \(url)")
+        }
         let authority = components.port.map { "\(host):\($0)" } ?? host
         return IPDirectRewrite(url: rewritten, headers: ["Host": authority], address: address)
     }
 
     /// One `--resolve` entry per target, every address of the name (curl 7.59+ takes a list; IPv6
-    /// in brackets).
+    /// in brackets). Throws `ResolverError`.
     public func curlResolveEntries(_ targets: [(host: String, port: Int)]) async throws -> [String] {
         var entries: [String] = []
         for target in targets {
             let resolution = try await resolve(target.host)
-            let addresses = (resolution.ipv4 + resolution.ipv6).map { $0.isIPv6 ? "[\($0)]" : "\($0)" }
-            guard !addresses.isEmpty else { throw RewriteError(description: "\(target.host) has no address") }
+            let addresses = (resolution.ipv4 + resolution.ipv6).map { formatAuthority(host: $0.description, port: nil) }
+            guard !addresses.isEmpty else {
+                throw ResolverError(.noAddress, name: target.host, "\(target.host) has no address")
+            }
             entries.append("\(target.host):\(target.port):\(addresses.joined(separator: ","))")
         }
         return entries
     }
 
     /// AsyncHTTPClient's `dnsOverride`: each host to one address (IPv4 first). AsyncHTTPClient keeps
-    /// the name for SNI and certificate checks while connecting there.
+    /// the name for SNI and certificate checks while connecting there. Throws `ResolverError`.
     public func dnsOverride(for hosts: [String]) async throws -> [String: String] {
         var map: [String: String] = [:]
         for host in hosts {
             let resolution = try await resolve(host)
             guard let address = resolution.ipv4.first ?? resolution.ipv6.first else {
-                throw RewriteError(description: "\(host) has no address")
+                throw ResolverError(.noAddress, name: host, "\(host) has no address")
             }
             map[host] = "\(address)"
         }

@@ -27,7 +27,7 @@ public enum ResolutionSource: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// True when the answer is an HTTPDNS answer (fresh, cached or stale).
-    public var isHTTPDNS: Bool {
+    package var isHTTPDNS: Bool {
         switch self {
         case .httpdns, .cache, .stale: return true
         case .literal, .localDNS, .fallback: return false
@@ -69,35 +69,91 @@ public struct Resolution: Hashable, Sendable {
     }
 }
 
-/// Why a name could not be resolved. Compare by `code`; `description` says what happened with each
-/// provider that was asked.
-package struct ResolverError: Error, Hashable, Sendable, CustomStringConvertible {
-    package enum Code: Hashable, Sendable {
+/// Why a name could not be resolved.
+///
+/// Compare errors, or switch on `code`, to decide what to do; `description` says what happened with
+/// each provider that was asked, and `failures` keeps each provider's own error as a value (an
+/// `HTTPEngineError` for a DoH server whose certificate is not trusted, for one). Two errors are
+/// equal when their codes and names are. New codes may be added in minor releases.
+public struct ResolverError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// What kind of failure this is. An open set of values, like an enum that may grow.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        private enum Base: String, Hashable, Sendable {
+            case invalidName
+            case noAddress
+            case allProvidersFailed
+            case timeout
+            case cancelled
+            case shutdown
+            case calledOnEventLoop
+            case notRewritable
+        }
+
+        private let base: Base
+        private init(_ base: Base) { self.base = base }
+
         /// The name is not a valid hostname.
-        case invalidName
+        public static let invalidName = Code(.invalidName)
         /// The name exists nowhere, or has no address of the families asked.
-        case noAddress
-        /// Every provider failed (and the fallback, if allowed).
-        case allProvidersFailed
+        public static let noAddress = Code(.noAddress)
+        /// Every provider failed (and LocalDNS too, when it was allowed to answer instead); see `failures`.
+        public static let allProvidersFailed = Code(.allProvidersFailed)
+        /// The lookup's own deadline passed before an answer came.
+        public static let timeout = Code(.timeout)
+        /// The lookup was cancelled.
+        public static let cancelled = Code(.cancelled)
+        /// The resolver, or the HTTP engine its providers use, was shut down.
+        public static let shutdown = Code(.shutdown)
+        /// A blocking lookup was called on a SwiftNIO event loop thread and refused (it could deadlock).
+        public static let calledOnEventLoop = Code(.calledOnEventLoop)
+        /// The URL cannot be rewritten to connect to an address (no host, or not an http URL).
+        public static let notRewritable = Code(.notRewritable)
+
+        /// The code's name, e.g. `allProvidersFailed`.
+        public var description: String { base.rawValue }
     }
 
-    package let code: Code
-    package let name: String
-    package let message: String
+    /// What kind of failure this is.
+    public let code: Code
+    /// The name that was looked up (or the URL, for `.notRewritable`).
+    public let name: String
+    /// What happened, in words, with each provider that was asked.
+    public let message: String
+    /// Each provider that was asked and failed, with its own error, in the order they were asked
+    /// (LocalDNS last when it was the fallback). Empty when no provider was asked.
+    public var failures: [ProviderFailure]
 
-    package init(_ code: Code, name: String, _ message: String) {
+    package init(_ code: Code, name: String, _ message: String, failures: [ProviderFailure] = []) {
         self.code = code
         self.name = name
         self.message = message
+        self.failures = failures
     }
 
-    package static func == (l: ResolverError, r: ResolverError) -> Bool { l.code == r.code && l.name == r.name }
-    package func hash(into hasher: inout Hasher) {
-        hasher.combine(code)
-        hasher.combine(name)
+    /// Errors are equal when their codes and names are.
+    public static func == (l: ResolverError, r: ResolverError) -> Bool { l.code == r.code && l.name == r.name }
+    /// Hashes the code and the name, consistent with `==`.
+
+    /// The message.
+    public var description: String { message }
+}
+
+/// One provider that could not answer a lookup, and why.
+public struct ProviderFailure: Sendable, CustomStringConvertible {
+    /// The provider as named in output, e.g. `doh:https://127.0.0.1:8473/dns-query` (its resolver spec
+    /// without the query string, which may carry an account token).
+    public var provider: String
+    /// The provider's own error: an `HTTPEngineError` when the HTTP exchange with it failed (untrusted
+    /// certificate, timeout, refused connection…), otherwise an error describing its answer.
+    public var error: any Error
+
+    package init(provider: String, error: any Error) {
+        self.provider = provider
+        self.error = error
     }
 
-    package var description: String { message }
+    /// `provider: error`.
+    public var description: String { "\(provider): \(error)" }
 }
 
 /// LocalDNS and HTTPDNS answers for one name side by side.

@@ -4,10 +4,13 @@
 //
 // Malformed queries are dropped (UDP) or answered FORMERR when the header is readable; the server
 // never stops serving because of one. Truncation can be forced to exercise a client's TCP retry.
+// Over TCP every message goes with its length in two bytes (RFC 1035 §4.2.2): NIOExtras'
+// LengthFieldBasedFrameDecoder and LengthFieldPrepender strip and add it.
 
 import HTTPDNSCore
 import NIOConcurrencyHelpers
 import NIOCore
+import NIOExtras
 import NIOPosix
 
 /// Thread-safe; `stop()` closes both sockets.
@@ -65,9 +68,11 @@ package final class DNSServer: Sendable {
                 .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
                 .childChannelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
-                        try channel.pipeline.syncOperations.addHandler(
-                            TCPQueryHandler(responder: responder, counters: counters)
-                        )
+                        let sync = channel.pipeline.syncOperations
+                        let decoder = LengthFieldBasedFrameDecoder(lengthFieldBitLength: .twoBytes)
+                        try sync.addHandler(ByteToMessageHandler(decoder))
+                        try sync.addHandler(LengthFieldPrepender(lengthFieldBitLength: .twoBytes))
+                        try sync.addHandler(TCPQueryHandler(responder: responder, counters: counters))
                     }
                 }
                 .bind(host: host, port: port).get()
@@ -149,12 +154,14 @@ final class UDPQueryHandler: ChannelInboundHandler {
     }
 }
 
+/// Answers each query of a TCP connection, in order (the frame decoder before it hands over one whole
+/// message at a time); closes the connection at the first one it cannot read at all.
 final class TCPQueryHandler: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
     let responder: DNSServer.Responder
     let counters: NIOLockedValueBox<(udp: Int, tcp: Int)>
-    var buffer: [UInt8] = []
+    var closing = false
 
     init(responder: @escaping DNSServer.Responder, counters: NIOLockedValueBox<(udp: Int, tcp: Int)>) {
         self.responder = responder
@@ -162,22 +169,15 @@ final class TCPQueryHandler: ChannelInboundHandler {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        buffer.append(contentsOf: unwrapInboundIn(data).readableBytesView)
-        while buffer.count >= 2 {
-            let length = Int(buffer[0]) << 8 | Int(buffer[1])
-            guard buffer.count >= 2 + length else { return }
-            let query = Array(buffer[2..<(2 + length)])
-            buffer.removeFirst(2 + length)
-            counters.withLockedValue { $0.tcp += 1 }
-            guard let reply = DNSServer.respond(to: query, responder: responder, truncate: false) else {
-                context.close(promise: nil)
-                return
-            }
-            var out = context.channel.allocator.buffer(capacity: reply.count + 2)
-            out.writeInteger(UInt16(reply.count))
-            out.writeBytes(reply)
-            context.writeAndFlush(wrapOutboundOut(out), promise: nil)
+        guard !closing else { return }
+        counters.withLockedValue { $0.tcp += 1 }
+        let query = Array(unwrapInboundIn(data).readableBytesView)
+        guard let reply = DNSServer.respond(to: query, responder: responder, truncate: false) else {
+            closing = true
+            context.close(promise: nil)
+            return
         }
+        context.writeAndFlush(wrapOutboundOut(ByteBuffer(bytes: reply)), promise: nil)
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {

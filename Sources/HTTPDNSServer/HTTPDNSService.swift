@@ -247,7 +247,7 @@ struct ServiceCore: Sendable {
         }
     }
 
-    /// Raised by the synchronous lookup for a name only the upstream can answer.
+    /// Thrown out of `route` (by the lookup `handle` gives it) for a name only the upstream can answer.
     struct NeedsUpstream: Error {
         var name: String
     }
@@ -261,20 +261,6 @@ struct ServiceCore: Sendable {
             ipv4: FamilyAnswer(addresses: r.ipv4, ttl: r.ttl),
             ipv6: FamilyAnswer(addresses: r.ipv6, ttl: r.ttl)
         )
-    }
-
-    /// Answers on the event loop when every name is known already (nil: the async path is needed).
-    func handleImmediately(_ request: ListenerRequest) -> ListenerResponse? {
-        do {
-            return try route(request) { name in
-                guard let known = immediateLookup(name) else { throw NeedsUpstream(name: name) }
-                return known
-            }
-        } catch is NeedsUpstream {
-            return nil
-        } catch {
-            return ListenerResponse(status: .badRequest, text: "\(error)")
-        }
     }
 
     /// Answers a request, asking the upstream for the names that need it, then routing again with

@@ -34,12 +34,12 @@ import NIOHTTP1
 
 /// Metrics of one URLSession task served by the protocol, one entry per request sent (a redirect
 /// followed inside the protocol adds one).
-package struct HTTPDNSTaskMetrics: Sendable {
-    package var taskIdentifier: Int?
-    package var url: URL?
-    package var hops: [RequestMetrics]
+public struct HTTPDNSTaskMetrics: Sendable {
+    public var taskIdentifier: Int?
+    public var url: URL?
+    public var hops: [RequestMetrics]
     /// Why the task failed, nil on success or when the app cancelled it.
-    package var error: String?
+    public var error: String?
 }
 
 package final class HTTPDNSURLProtocol: URLProtocol {
@@ -59,6 +59,13 @@ package final class HTTPDNSURLProtocol: URLProtocol {
         /// Called once per load, just before the task completes (so the figures are there when the app
         /// sees the result), on no particular thread; keep it short.
         package var onMetrics: (@Sendable (HTTPDNSTaskMetrics) -> Void)?
+
+        /// Uses `engine` (which should resolve through `resolver`) for the intercepted requests.
+        package init(resolver: HTTPDNSResolver, engine: HTTPEngine, intercept: HostPolicy? = nil) {
+            self.resolver = resolver
+            self.engine = engine
+            self.intercept = intercept ?? resolver.configuration.policy
+        }
 
         /// - Parameters:
         ///   - engineConfiguration: TLS trust and pins, versions, timeouts of the engine built here.
@@ -103,11 +110,11 @@ package final class HTTPDNSURLProtocol: URLProtocol {
     package override class func canInit(with request: URLRequest) -> Bool {
         guard let setup = current, let url = request.url,
             let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https",
-            var host = url.host, !host.isEmpty,
+            let host = url.host, !host.isEmpty,
             request.value(forHTTPHeaderField: handledHeader) == nil
         else { return false }
-        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
-        if case .httpdns = setup.intercept.route(for: normalizeHostname(host)) { return true }
+        // `route` takes the host as URL gives it: an IP literal bracketed or not, a name in any case.
+        if case .httpdns = setup.intercept.route(for: host) { return true }
         return false
     }
 

@@ -183,24 +183,35 @@ enum Translation {
         return (next, rule.keepsBody)
     }
 
+    /// The URLError code for each engine error code: the one table of the mapping (a code missing
+    /// here becomes `.unknown`).
+    static let urlErrorCodes: [HTTPEngineError.Code: URLError.Code] = [
+        .invalidRequest: .badURL,
+        .nameNotResolved: .cannotFindHost,
+        .noAddresses: .cannotFindHost,
+        .connectFailed: .cannotConnectToHost,
+        .connectTimeout: .timedOut,
+        .untrustedCertificate: .serverCertificateUntrusted,
+        .certificateNameMismatch: .secureConnectionFailed,
+        .pinMismatch: .secureConnectionFailed,
+        .tlsFailed: .secureConnectionFailed,
+        .tlsHandshakeTimeout: .timedOut,
+        .readTimeout: .timedOut,
+        .totalTimeout: .timedOut,
+        .protocolError: .networkConnectionLost,
+        .responseTooLarge: .dataLengthExceedsMaximum,
+        .tooManyRedirects: .httpTooManyRedirects,
+        .cancelled: .cancelled,
+        .shutdown: .cancelled,
+    ]
+
     /// The URLError an app expects for an engine failure; the engine's error is kept under
     /// `HTTPDNSURLProtocol.engineErrorKey` and its text as the localized description.
     static func urlError(_ error: any Error, url: URL?) -> URLError {
         if let e = error as? URLError { return e }
         let code: URLError.Code
         if let e = error as? HTTPEngineError {
-            switch e.code {
-            case .invalidRequest: code = .badURL
-            case .nameNotResolved, .noAddresses: code = .cannotFindHost
-            case .connectFailed: code = .cannotConnectToHost
-            case .connectTimeout, .timeout, .readTimeout, .tlsHandshakeTimeout: code = .timedOut
-            case .tlsFailed:
-                code = e.message.contains("not trusted") ? .serverCertificateUntrusted : .secureConnectionFailed
-            case .protocolError: code = .networkConnectionLost
-            case .responseTooLarge: code = .dataLengthExceedsMaximum
-            case .tooManyRedirects: code = .httpTooManyRedirects
-            case .cancelled: code = .cancelled
-            }
+            code = urlErrorCodes[e.code] ?? .unknown
         } else if error is CancellationError {
             code = .cancelled
         } else {

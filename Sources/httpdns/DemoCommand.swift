@@ -227,7 +227,7 @@ struct DemoOrigin {
         tls.applicationProtocols = ["h2", "http/1.1"]
         tls.sslContextCallback = { values, promise in
             var override = NIOSSLContextConfigurationOverride()
-            if let sni = values.serverHostname, let (cert, key) = byName[sni.lowercased()] {
+            if let sni = values.serverHostname, let (cert, key) = byName[normalizeHostname(sni)] {
                 override.certificateChain = [.certificate(cert)]
                 override.privateKey = .privateKey(key)
             }
@@ -242,7 +242,8 @@ struct DemoOrigin {
             limits: limits,
             logger: logger
         ) { request in
-            let host = (request.headers.first(name: "host") ?? "").split(separator: ":").first.map(String.init) ?? ""
+            let authority = splitHostPort((request.headers.first(name: "host") ?? "")[...])
+            let host = authority.map { String($0.host) } ?? ""
             let vhost = names.contains(host) ? host : "default"
             switch request.uri {
             case "/":
@@ -257,7 +258,7 @@ struct DemoOrigin {
                     body: [UInt8](),
                     headers: [
                         "location":
-                            "https://b.test:\(request.headers.first(name: "host")?.split(separator: ":").last ?? "443")/"
+                            "https://b.test:\(authority?.port ?? "443")/"
                     ]
                 )
             default:

@@ -247,22 +247,35 @@ struct FetchCommand: AsyncParsableCommand {
         var description: String { message }
     }
 
+    /// curl's exit status for each engine error code: the one table of the mapping (a code missing
+    /// here exits 1).
+    static let curlExitCodes: [HTTPEngineError.Code: Int32] = [
+        .invalidRequest: 3,  // CURLE_URL_MALFORMAT
+        .nameNotResolved: 6,  // CURLE_COULDNT_RESOLVE_HOST
+        .noAddresses: 6,
+        .connectFailed: 7,  // CURLE_COULDNT_CONNECT
+        .connectTimeout: 28,  // CURLE_OPERATION_TIMEDOUT
+        .tlsHandshakeTimeout: 28,
+        .readTimeout: 28,
+        .totalTimeout: 28,
+        .untrustedCertificate: 60,  // CURLE_PEER_FAILED_VERIFICATION
+        .certificateNameMismatch: 35,  // CURLE_SSL_CONNECT_ERROR
+        .pinMismatch: 35,
+        .tlsFailed: 35,
+        .tooManyRedirects: 47,  // CURLE_TOO_MANY_REDIRECTS
+        .protocolError: 56,  // CURLE_RECV_ERROR
+        .responseTooLarge: 56,
+        .cancelled: 42,  // CURLE_ABORTED_BY_CALLBACK
+        .shutdown: 42,
+    ]
+
     /// Prints the error like curl does and maps it to curl's exit code.
     func failure(_ error: any Error) -> ExitCode {
         let code: Int32
-        let text: String
+        var text: String
         if let e = error as? HTTPEngineError {
             text = e.description
-            switch e.code {
-            case .invalidRequest: code = 3
-            case .nameNotResolved, .noAddresses: code = 6
-            case .connectFailed: code = 7
-            case .connectTimeout, .timeout, .readTimeout, .tlsHandshakeTimeout: code = 28
-            case .tlsFailed: code = e.message.contains("not trusted") ? 60 : 35
-            case .tooManyRedirects: code = 47
-            case .protocolError, .responseTooLarge: code = 56
-            case .cancelled: code = 42
-            }
+            code = Self.curlExitCodes[e.code] ?? 1
         } else if let e = error as? URLError {
             text = e.localizedDescription
             switch e.code {
@@ -283,6 +296,7 @@ struct FetchCommand: AsyncParsableCommand {
             text = "\(error)"
             code = 1
         }
+        if let advice = resolver.advice(for: error) { text += advice }
         FileHandle.standardError.write(Data("httpdns: \(text)\n".utf8))
         return ExitCode(code)
     }

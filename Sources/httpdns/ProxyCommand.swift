@@ -91,11 +91,16 @@ struct ProxyCommand: AsyncParsableCommand {
         do {
             proxy = try await HTTPDNSProxy.start(config, resolver: resolver, engine: engine, logger: logger)
         } catch {
-            FileHandle.standardError.write(Data("httpdns proxy: \(error)\n".utf8))
+            var advice = ""
+            let refused = (error as? HTTPDNSConfigurationError)?.code == .invalidProxyConfiguration
+            if refused, !allowPublic || proxyUser == nil {
+                advice = " (to listen off loopback, pass --public and --proxy-user USER:PASSWORD)"
+            }
+            FileHandle.standardError.write(Data("httpdns proxy: \(error)\(advice)\n".utf8))
             throw ExitCode(1)
         }
-        let h = config.host.contains(":") ? "[\(config.host)]" : config.host
-        print("httpdns proxy: listening on http://\(h):\(proxy.port) (PAC: http://\(h):\(proxy.port)/proxy.pac)")
+        let authority = formatAuthority(host: config.host, port: proxy.port)
+        print("httpdns proxy: listening on http://\(authority) (PAC: \(proxy.pacURL.absoluteString))")
         fflush(nil)
         await waitForSignal()
         await proxy.stop()

@@ -43,6 +43,12 @@ struct ResolveCommand: AsyncParsableCommand {
         var error: String?
         var localDNS: Local?
         var hijacked: Bool?
+        /// What to do about `error`, in this tool's flags: printed on stderr, not part of the JSON.
+        var advice: String?
+
+        enum CodingKeys: String, CodingKey {
+            case name, addresses, ttl, source, elapsedMs, error, localDNS, hijacked
+        }
 
         struct Local: Encodable {
             var addresses: [String]
@@ -62,6 +68,7 @@ struct ResolveCommand: AsyncParsableCommand {
         }
         let type = self.type
         let compare = self.compare
+        let options = self.resolver
         // Names are resolved concurrently, printed in the order given.
         let outputs = await withTaskGroup(of: (Int, Output).self) { group in
             for (i, name) in names.enumerated() {
@@ -98,6 +105,7 @@ struct ResolveCommand: AsyncParsableCommand {
                         out.elapsedMs = (r.elapsed.milliseconds * 1000).rounded() / 1000
                     case .failure(let e):
                         out.error = e.description
+                        out.advice = options.advice(for: e)
                     }
                     return (i, out)
                 }
@@ -109,7 +117,7 @@ struct ResolveCommand: AsyncParsableCommand {
         await resolver.shutdown()
 
         for out in outputs where out.error != nil {
-            FileHandle.standardError.write(Data("httpdns: \(out.error!)\n".utf8))
+            FileHandle.standardError.write(Data("httpdns: \(out.error!)\(out.advice ?? "")\n".utf8))
         }
         if json {
             let encoder = JSONEncoder()

@@ -130,10 +130,10 @@ struct ResolverOptions: ParsableArguments {
             strict: try patterns(strict, flag: "--strict"),
             allowNonGlobal: try patterns(allowPrivate, flag: "--allow-private")
         )
-        for r in resolvers {
+        for (r, flag) in resolvers.map({ ($0, "--resolver") }) + [(local, "--local-dns")] {
             if let e = r.endpoint, IPAddress(e.host) == nil, bootstrap[e.host] == nil {
                 throw ValidationError(
-                    "--resolver: \(e.host) has no address; add --bootstrap \(e.host)=IP (resolvers are reached without DNS)"
+                    "\(flag): \(e.host) has no address; add --bootstrap \(e.host)=IP (resolvers are reached without DNS)"
                 )
             }
         }

@@ -125,8 +125,8 @@ struct ServeCommand: AsyncParsableCommand {
         }
         let scheme = config.tls == nil ? "http" : "https"
         for (listener, (host, _)) in zip(service.listeners, config.listen) {
-            let h = host.contains(":") ? "[\(host)]" : host
-            print("httpdns serve: listening on \(scheme)://\(h):\(listener.port) (/d, /resolve, /dns-query, /healthz)")
+            let authority = formatAuthority(host: host, port: listener.port)
+            print("httpdns serve: listening on \(scheme)://\(authority) (/d, /resolve, /dns-query, /healthz)")
         }
         fflush(nil)  // scripts wait for these lines; stdout to a file or pipe is block-buffered
         await waitForSignal()

@@ -261,7 +261,9 @@ import Testing
                 "Fuzz/Regressions/resolver-spec/bad-port-overflowing-int"
             )
         )
-        #expect(throws: ResolverSpecError.self) { try ResolverSpec(parsing: String(decoding: spec, as: UTF8.self)) }
+        #expect(throws: HTTPDNSConfigurationError(.invalidResolverSpec, "")) {
+            try ResolverSpec(parsing: String(decoding: spec, as: UTF8.self))
+        }
     }
 
     @Test func resolverSpec() throws {

@@ -167,7 +167,7 @@ import Testing
         "dns:1.2.3.4:99999", "doh:https://u:p@1.2.3.4/q",
     ])
     func rejectsBadSpecs(_ text: String) {
-        #expect(throws: ResolverSpecError.self) { try ResolverSpec(parsing: text) }
+        #expect(throws: HTTPDNSConfigurationError(.invalidResolverSpec, "")) { try ResolverSpec(parsing: text) }
     }
 }
 
@@ -179,7 +179,8 @@ import Testing
         #expect(!p.matches("example.com"))
         #expect(!p.matches("badexample.com"))
         #expect(try HostPattern("*").matches("anything"))
-        #expect(throws: AnswerFormatError.self) { try HostPattern("a*.com") }
+        #expect(throws: HTTPDNSConfigurationError(.invalidHostPattern, "")) { try HostPattern("a*.com") }
+        #expect(throws: HTTPDNSConfigurationError(.invalidHostPattern, "")) { try HostPattern("*.a b.com") }
     }
 
     @Test func defaultSelectsNothingAndLiteralsBypass() {

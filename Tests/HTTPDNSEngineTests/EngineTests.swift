@@ -63,7 +63,7 @@ import Testing
             _ = try await engine.execute(request)
             Issue.record("a silent server answered")
         } catch let e as HTTPEngineError {
-            #expect(e.code == .timeout)
+            #expect(e.code == .totalTimeout)
         }
     }
 

@@ -42,7 +42,7 @@ struct FetchCLITests {
         #expect(trace.dnsSource == "doh:https://127.0.0.1:8473/dns-query")
     }
 
-    @Test func blackholedFirstAddressSucceedsOnTheSecondWithin350ms() async throws {
+    @Test func blackholedFirstAddressSucceedsOnTheSecondAfterTheAttemptDelay() async throws {
         let peers = try Peers.require()
         // nginx's static /d answer lists 127.0.0.2 (SYNs dropped in the namespace) before 127.0.0.1.
         let r = try await runCLI(
@@ -56,7 +56,10 @@ struct FetchCLITests {
         let trace = try lastJSONLine(r.stderr, as: Trace.self)
         #expect(trace.ip == "127.0.0.1")
         #expect(trace.status == 200)
-        #expect((trace.connectMs ?? 999) < 350, "connect took \(trace.connectMs ?? -1) ms")
+        // The second address is tried 250 ms after the first, not after the first's 10 s connect timeout.
+        // The upper bound is generous (4 times the delay, a tenth of the timeout): it tells those apart
+        // without timing a loaded machine; the lower bound is the delay itself, which load cannot shorten.
+        #expect((trace.connectMs ?? 9999) < 1000, "connect took \(trace.connectMs ?? -1) ms")
         #expect((trace.connectMs ?? 0) >= 240, "the first attempt was not given its 250 ms")
     }
 

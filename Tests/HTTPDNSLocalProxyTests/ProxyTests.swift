@@ -160,7 +160,7 @@ import Testing
 
     @Test func offLoopbackNeedsCredentialsAndChecksThem() async throws {
         let resolver = makeResolver([])
-        await #expect(throws: ProxyConfigurationError.self) {
+        await #expect(throws: HTTPDNSConfigurationError(.invalidProxyConfiguration, "")) {
             _ = try await startProxy(resolver, engine: try HTTPEngine()) { $0.host = "0.0.0.0" }
         }
         let (proxy, echo) = try await plainProxy { $0.credentials = ("u", "p") }

@@ -132,7 +132,9 @@ import Testing
     }
 
     @Test func endpointNamedByHostnameNeedsABootstrapAddress() async throws {
-        #expect(throws: ResolverSpecError.self) { try resolver("doh:https://dns.example.net/dns-query") }
+        #expect(throws: HTTPDNSConfigurationError(.invalidResolverSpec, "")) {
+            try resolver("doh:https://dns.example.net/dns-query")
+        }
         let server = try await Self.startServer()
         defer { Task { await server.stop() } }
         let r = try resolver("json:http://httpdns.example.net:\(server.port)/resolve") {

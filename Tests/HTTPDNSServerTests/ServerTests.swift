@@ -148,24 +148,24 @@ import Testing
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("httpdns-hosts-\(UUID())").path
         defer { try? FileManager.default.removeItem(atPath: path) }
         try "198.51.0.10 live.example.com\n".write(toFile: path, atomically: true, encoding: .utf8)
-        let service = try await startService { $0.hostsFile = path }
+        let log = LogRecorder()
+        let service = try await startService(logger: log.logger(level: .warning)) { $0.hostsFile = path }
         defer { Task { await service.stop() } }
         let engine = try HTTPEngine()
         defer { engine.shutdown() }
         let url = "http://127.0.0.1:\(service.ports[0])/d?dn=live.example.com"
         #expect(try await rawGet(engine, url).1 == "198.51.0.10")
+        // (Each file below differs from the one before in size, so the reloader sees the change even
+        // when the modification time does not move.)
         try "198.51.0.11 live.example.com   # moved\n".write(toFile: path, atomically: true, encoding: .utf8)
-        let deadline = ContinuousClock.now + .seconds(5)
-        var answer = ""
-        while ContinuousClock.now < deadline {
-            answer = try await rawGet(engine, url).1
-            if answer == "198.51.0.11" { break }
-            try await Task.sleep(for: .milliseconds(100))  // polling the condition, bounded
+        try await eventually("the server answers from the changed hosts file", pollEvery: .milliseconds(100)) {
+            try await rawGet(engine, url).1 == "198.51.0.11"
         }
-        #expect(answer == "198.51.0.11")
-        // A broken file keeps the previous table.
+        // A broken file keeps the previous table: wait until the reloader has read it and said so, then ask.
         try "not-an-ip live.example.com\n".write(toFile: path, atomically: true, encoding: .utf8)
-        try await Task.sleep(for: .milliseconds(1500))
+        try await eventually("the reloader rejects the broken hosts file") {
+            log.logged("hosts file not reloaded", level: .warning)
+        }
         #expect(try await rawGet(engine, url).1 == "198.51.0.11")
     }
 

@@ -6,13 +6,17 @@ import HTTPDNSCore
 import HTTPDNSEngine
 import HTTPDNSLookup
 import HTTPDNSServer
+import Logging
 import NIOCore
 import NIOHTTP1
 import NIOPosix
 import NIOSSL
 import Testing
 
-func startService(_ tweak: (inout HTTPDNSService.Configuration) -> Void = { _ in }) async throws -> HTTPDNSService {
+func startService(
+    logger: Logger = testLogger,
+    _ tweak: (inout HTTPDNSService.Configuration) -> Void = { _ in }
+) async throws -> HTTPDNSService {
     var config = HTTPDNSService.Configuration()
     config.staticHosts = [
         "a.example.com": [IPAddress("198.51.0.1")!, IPAddress("2606:4700::1")!],
@@ -20,7 +24,7 @@ func startService(_ tweak: (inout HTTPDNSService.Configuration) -> Void = { _ in
     ]
     config.ttl = 90
     tweak(&config)
-    return try await HTTPDNSService.start(config, logger: testLogger)
+    return try await HTTPDNSService.start(config, logger: logger)
 }
 
 func rawGet(

@@ -1,0 +1,42 @@
+// Hostnames, in the one form every cache key, policy match and comparison uses: lower case, no trailing
+// dot. `normalizeHostname` makes that form from anything; `validatedHostname` also checks that the name
+// can go into a DNS query (and is what every parser of a user- or peer-supplied name calls).
+// Host-and-port text (`[::1]:443`) is in HostPort.swift.
+
+/// Lower-cases a hostname and drops a trailing dot: the one form every key and comparison uses.
+package func normalizeHostname(_ name: some StringProtocol) -> String {
+    var n = name.lowercased()
+    if n.hasSuffix(".") { n.removeLast() }
+    return n
+}
+
+/// True when `name` is already lower case without a trailing dot (a cheap byte scan, no allocation).
+package func isNormalizedHostname(_ name: String) -> Bool {
+    var last: UInt8 = 0
+    for c in name.utf8 {
+        if c >= 0x41 && c <= 0x5A { return false }
+        last = c
+    }
+    return last != 0x2E && last != 0
+}
+
+/// Checks that `name` is something we may put in a query: 1–253 bytes, labels of 1–63 bytes made of
+/// letters, digits, `-` and `_`. Returns the normalized name or throws a message saying what is wrong.
+package func validatedHostname(_ name: some StringProtocol) throws -> String {
+    let n = normalizeHostname(name)
+    guard !n.isEmpty else { throw AnswerFormatError("empty hostname") }
+    guard n.utf8.count <= 253 else { throw AnswerFormatError("hostname longer than 253 bytes") }
+    for label in n.split(separator: ".", omittingEmptySubsequences: false) {
+        guard !label.isEmpty, label.utf8.count <= 63 else {
+            throw AnswerFormatError("\"\(name)\" has an empty or over-long label")
+        }
+        guard
+            label.utf8.allSatisfy({ c in
+                (c >= 0x61 && c <= 0x7A) || (c >= 0x30 && c <= 0x39) || c == 0x2D || c == 0x5F
+            })
+        else {
+            throw AnswerFormatError("\"\(name)\" is not a hostname (letters, digits, '-', '_' and dots only)")
+        }
+    }
+    return n
+}

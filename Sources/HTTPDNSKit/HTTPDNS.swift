@@ -1,0 +1,224 @@
+// The front door. One `HTTPDNS` owns what an app needs: the resolver (providers, policy, cache), the
+// engine that reaches the providers, the engine that sends the app's own requests with the real
+// hostname as SNI and Host while connecting to the resolved address, and their lifecycle. Everything
+// else is handed out from here: a URLSession configuration, the loopback proxy, a SwiftNIO resolver,
+// curl's --resolve entries.
+//
+//     import HTTPDNSKit
+//     let httpdns = try HTTPDNS(resolvers: ["doh:https://223.5.5.5/dns-query"], only: ["*.example.com"])
+//     let session = URLSession(configuration: httpdns.urlSessionConfiguration())
+
+import Foundation
+import HTTPDNSCore
+import HTTPDNSEngine
+import HTTPDNSLocalProxy
+import HTTPDNSLookup
+import HTTPDNSURLSession
+import Logging
+import NIOCore
+import NIOPosix
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// Resolves hostnames through a trusted HTTPDNS or DNS-over-HTTPS service and connects to the answer,
+/// keeping the hostname for TLS SNI, the certificate check and the Host header.
+///
+/// Make one per app, early, and keep it: it is thread-safe. Call ``shutdown()`` before the process
+/// exits to save the cache (when ``Configuration/persistencePath`` is set) and close connections.
+public final class HTTPDNS: Sendable {
+    /// Everything an `HTTPDNS` is made from. A value; build it once.
+    public struct Configuration: Sendable {
+        /// HTTPDNS and DoH services, in order of preference; the next is asked when one fails.
+        public var resolvers: [ResolverSpec]
+        /// Which names go through HTTPDNS. The default selects none: an app opts its own names in.
+        public var policy: HostPolicy = .none
+        /// The network's own resolver: names outside the policy, and the fallback.
+        public var localDNS: ResolverSpec = .system
+        /// Fall back to `localDNS` when every resolver fails (names in `policy.strict` never do).
+        public var fallbackToLocalDNS = true
+        /// Bound on one lookup, every resolver and the fallback included.
+        public var lookupTimeout: Duration = .seconds(5)
+        /// Addresses of resolvers named by hostname (a resolver must be reachable without DNS).
+        public var bootstrap: [String: [IPAddress]] = [:]
+        /// A file the cache is kept in across launches (nil: memory only).
+        public var persistencePath: String?
+        /// The network the device is on now; answers are cached per network (see
+        /// ``HTTPDNS/networkChanged(to:)``).
+        public var networkID = "default"
+        /// PEM files of certificate authorities trusted on top of the system's (a private resolver or
+        /// origin); loaded when the `HTTPDNS` is made.
+        public var trustedCertificateFiles: [String] = []
+        /// Public-key pins: host to the base64 SHA-256 of the certificate's SubjectPublicKeyInfo. A host
+        /// listed here connects only when one of its keys matches (on top of the normal verification).
+        public var pins: [String: Set<String>] = [:]
+        /// Bound on connecting to one address (the next address is tried meanwhile, RFC 8305).
+        public var connectTimeout: Duration = .seconds(10)
+        /// Longest wait for the next byte of a response.
+        public var readTimeout: Duration = .seconds(30)
+        /// Bound on a whole request, body included (nil: none beyond the other timeouts).
+        public var requestTimeout: Duration?
+        /// http:// hosts (patterns such as `api.example.com`, `*.example.com`) whose requests are sent
+        /// over https instead, HTTP/2 when the server offers it (URLSession and the proxy).
+        public var upgradeToHTTPS: [String] = []
+        /// Cache bounds (TTL clamps, stale window, size); package-only until they settle.
+        package var cache = CacheConfiguration()
+
+        /// A configuration asking `resolvers` for the names `policy` selects.
+        public init(resolvers: [ResolverSpec], policy: HostPolicy = .none) {
+            self.resolvers = resolvers
+            self.policy = policy
+        }
+    }
+
+    /// What this instance was made from.
+    package let configuration: Configuration
+    let upgradeToHTTPS: [HostPattern]
+    /// The resolver: async, completion-handler, blocking and cached-or-start lookups, hijack checks.
+    public let resolver: HTTPDNSResolver
+    /// The engine for the app's own requests, resolving through ``resolver`` at connect time.
+    public let engine: HTTPEngine
+    /// The engine that reaches the resolvers themselves (never through DNS).
+    let resolverEngine: HTTPEngine
+    let logger: Logger
+
+    /// Makes the resolver and both engines from `configuration`.
+    ///
+    /// Throws `HTTPDNSConfigurationError` when a resolver cannot be reached as configured (a resolver
+    /// named by hostname without a ``Configuration/bootstrap`` address) or the TLS settings are invalid.
+    public init(_ configuration: Configuration, logger: Logger = Logger(label: "httpdns")) throws {
+        self.configuration = configuration
+        self.logger = logger
+        self.upgradeToHTTPS = try configuration.upgradeToHTTPS.map(HostPattern.init)
+        var http = HTTPEngine.Configuration()
+        http.tls = HTTPEngineTLS(
+            additionalTrustRoots: try configuration.trustedCertificateFiles.flatMap(HTTPEngineTLS.loadPEM(file:)),
+            pins: configuration.pins
+        )
+        http.timeouts.connect = configuration.connectTimeout
+        http.timeouts.idleRead = configuration.readTimeout
+        http.timeouts.total = configuration.requestTimeout
+        let resolverEngine = try HTTPEngine(configuration: http, logger: logger)
+        var resolverConfiguration = ResolverConfiguration(providers: configuration.resolvers)
+        resolverConfiguration.policy = configuration.policy
+        resolverConfiguration.localDNS = configuration.localDNS
+        resolverConfiguration.fallbackToLocalDNS = configuration.fallbackToLocalDNS
+        resolverConfiguration.timeout = configuration.lookupTimeout
+        resolverConfiguration.bootstrap = configuration.bootstrap
+        resolverConfiguration.cache = configuration.cache
+        resolverConfiguration.persistencePath = configuration.persistencePath
+        resolverConfiguration.networkID = configuration.networkID
+        let resolver = try HTTPDNSResolver(configuration: resolverConfiguration, engine: resolverEngine, logger: logger)
+        self.resolverEngine = resolverEngine
+        self.resolver = resolver
+        self.engine = try HTTPEngine(configuration: http, addressSource: resolver, logger: logger)
+    }
+
+    /// The short form: resolver specs and name patterns as text.
+    ///
+    /// `resolvers` take the CLI's forms (`doh:URL`, `doh-post:URL`, `doh-json:URL`, `dnspod:URL`,
+    /// `json:URL`, `dns:IP[:PORT]`, `system`); `only` the names to resolve through them (`example.com`,
+    /// `*.example.com`, `*` for every name). Throws `HTTPDNSConfigurationError` naming a bad entry.
+    public convenience init(resolvers: [String], only: [String]) throws {
+        try self.init(
+            Configuration(
+                resolvers: try resolvers.map(ResolverSpec.init(parsing:)),
+                policy: try HostPolicy(only: only)
+            )
+        )
+    }
+
+    // MARK: URLSession
+
+    /// A copy of `base` whose sessions send the requests ``Configuration/policy`` selects through
+    /// HTTPDNS (other requests go on as usual). Makes this instance the one every such session uses.
+    public func urlSessionConfiguration(
+        _ base: URLSessionConfiguration = .default
+    ) -> URLSessionConfiguration {
+        install()
+        return base.withHTTPDNS()
+    }
+
+    /// Enables HTTPDNS on a configuration another stack built and will make its session from
+    /// (AFNetworking/Alamofire-style code). Makes this instance the one every such session uses.
+    public func enable(on configuration: URLSessionConfiguration) {
+        install()
+        configuration.enableHTTPDNS()
+    }
+
+    /// Also intercepts the requests of sessions made without a configuration from this instance, where
+    /// the platform consults globally registered protocols (`URLSession.shared` on Apple platforms).
+    public func registerGlobally() {
+        install()
+        HTTPDNSURLProtocol.registerGlobally()
+    }
+
+    /// Marks `request` so HTTPDNS leaves it to URLSession's own loading (an `X-HTTPDNS-Handled`
+    /// header, which servers ignore).
+    public static func markHandled(_ request: inout URLRequest) {
+        HTTPDNSURLProtocol.markHandled(&request)
+    }
+
+    /// The key, in the `userInfo` of the `URLError`s intercepted requests fail with, of the engine's
+    /// own `HTTPEngineError` (its code, and every address tried).
+    public static let engineErrorKey = HTTPDNSURLProtocol.engineErrorKey
+
+    /// Per-request timing of the URLSession integration: called once per load, just before the task
+    /// completes, on no particular thread.
+    public func onURLSessionMetrics(_ handler: @escaping @Sendable (HTTPDNSTaskMetrics) -> Void) {
+        HTTPDNSURLProtocol.install(setup(onMetrics: handler))
+    }
+
+    private func install() {
+        if HTTPDNSURLProtocol.current?.resolver !== resolver {
+            HTTPDNSURLProtocol.install(setup(onMetrics: nil))
+        }
+    }
+
+    private func setup(onMetrics: (@Sendable (HTTPDNSTaskMetrics) -> Void)?) -> HTTPDNSURLProtocol.Setup {
+        var setup = HTTPDNSURLProtocol.Setup(resolver: resolver, engine: engine, intercept: configuration.policy)
+        setup.upgradeToHTTPS = upgradeToHTTPS
+        setup.onMetrics = onMetrics
+        return setup
+    }
+
+    // MARK: Clients outside URLSession
+
+    /// Starts the loopback proxy for clients that only take a proxy setting (web views, players, other
+    /// processes). Stop it with ``HTTPDNSProxy/stop()``.
+    public func startProxy(_ configuration: HTTPDNSProxy.Configuration = .init()) async throws -> HTTPDNSProxy {
+        var configuration = configuration
+        configuration.upgradeToHTTPS = upgradeToHTTPS
+        return try await HTTPDNSProxy.start(configuration, resolver: resolver, engine: engine, logger: logger)
+    }
+
+    /// A SwiftNIO `Resolver` for one `ClientBootstrap` connect, so any NIO client (gRPC, a database
+    /// driver) resolves through HTTPDNS: `ClientBootstrap(group:).resolver(httpdns.nioResolver(on: loop))`.
+    public func nioResolver(on eventLoop: any EventLoop) -> any Resolver & Sendable {
+        HTTPDNSNIOResolver(resolver, eventLoop: eventLoop)
+    }
+
+    // MARK: Lifecycle
+
+    /// Resolves every name in `hosts` ahead of use (at launch, for the names the app will need), so
+    /// the first requests find their answers cached.
+    public func preResolve(_ hosts: [String]) async {
+        await resolver.preResolve(hosts)
+    }
+
+    /// Tells HTTPDNS the device moved to another network (Wi-Fi to cellular, another Wi-Fi): answers
+    /// are cached per network, and failure back-offs start afresh.
+    public func networkChanged(to networkID: String) {
+        resolver.networkChanged(to: networkID)
+    }
+
+    /// Saves the cache (when ``Configuration/persistencePath`` is set), closes every connection and
+    /// stops URLSession interception if this instance had it. Requests started afterwards fail.
+    public func shutdown() async {
+        if HTTPDNSURLProtocol.current?.resolver === resolver { HTTPDNSURLProtocol.uninstall() }
+        await resolver.shutdown()
+        engine.shutdown()
+        resolverEngine.shutdown()
+    }
+}

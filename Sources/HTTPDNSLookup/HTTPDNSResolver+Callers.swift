@@ -1,0 +1,102 @@
+// The resolver for callers that are not async: a completion handler, a blocking call with a timeout,
+// and "the cached answer now, or nil and a lookup started" (the vendors' resolveHostSyncNonBlocking /
+// WGGetHostByName). Plus a batch call that returns every name's own result.
+//
+// The blocking call refuses to run on a SwiftNIO event loop thread: the lookup it waits for needs an
+// event loop (DoH over the engine, Do53), and if that loop is the one blocked the wait could only end
+// by its timeout. It cannot tell the main thread from any other on Linux, so "never on the main thread"
+// is the caller's rule, said in its documentation.
+
+import Dispatch
+import HTTPDNSCore
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+
+extension HTTPDNSResolver {
+    /// Resolves `host` and calls `completion` once with the result, on no particular thread.
+    ///
+    /// For callers that are not async (Objective-C era code, delegate-based stacks). Returns at once.
+    public func resolve(
+        _ host: String,
+        _ query: AddressQuery = .both,
+        completion: @escaping @Sendable (Result<Resolution, ResolverError>) -> Void
+    ) {
+        Task {
+            completion(await self.result(host, query))
+        }
+    }
+
+    /// Resolves `host`, blocking the calling thread for at most `timeout`.
+    ///
+    /// Never call it on the main thread of an app (it blocks the UI for up to `timeout`). Called on a
+    /// SwiftNIO event loop thread it throws `ResolverError.Code.calledOnEventLoop` at once instead of
+    /// risking a deadlock. When `timeout` passes first it throws `.timeout` and the lookup goes on in
+    /// the background (its answer is cached for the next call).
+    public func resolveBlocking(
+        _ host: String,
+        _ query: AddressQuery = .both,
+        timeout: Duration = .seconds(5)
+    ) throws -> Resolution {
+        if MultiThreadedEventLoopGroup.currentEventLoop != nil {
+            throw ResolverError(
+                .calledOnEventLoop,
+                name: host,
+                "\(host): a blocking resolve was called on a SwiftNIO event loop thread; use the async or completion-handler resolve there"
+            )
+        }
+        let done = DispatchSemaphore(value: 0)
+        let box = NIOLockedValueBox<Result<Resolution, ResolverError>?>(nil)
+        resolve(host, query) { result in
+            box.withLockedValue { $0 = result }
+            done.signal()
+        }
+        let nanoseconds = max(0, Int(timeout.components.seconds) * 1_000_000_000 + Int(timeout.components.attoseconds / 1_000_000_000))
+        guard done.wait(timeout: .now() + .nanoseconds(nanoseconds)) == .success,
+            let result = box.withLockedValue({ $0 })
+        else {
+            throw ResolverError(.timeout, name: host, "\(host): no answer within \(timeout)")
+        }
+        return try result.get()
+    }
+
+    /// The cached answer for `host` now, or nil; never waits for the network.
+    ///
+    /// When the cache cannot answer every family asked, a lookup starts in the background and this
+    /// returns nil: call again later (or on the next request) to get its answer. A stale or aging
+    /// cached answer is returned and refreshed in the background. IP literals are answered at once.
+    public func resolveCachedOrStart(_ host: String, _ query: AddressQuery = .both) -> Resolution? {
+        if let ip = IPAddress(host) { return .literal(host, ip) }
+        if let cached = cached(host, query) { return cached }
+        Task { _ = try? await self.resolve(host, query) }
+        return nil
+    }
+
+    /// Resolves every name in `hosts` concurrently and returns each name's own result (a name that
+    /// fails does not fail the others). Names repeated in `hosts` are looked up once.
+    public func resolve(
+        _ hosts: [String],
+        _ query: AddressQuery = .both
+    ) async -> [String: Result<Resolution, ResolverError>] {
+        await withTaskGroup(of: (String, Result<Resolution, ResolverError>).self) { group in
+            for host in Set(hosts) {
+                group.addTask { (host, await self.result(host, query)) }
+            }
+            var results: [String: Result<Resolution, ResolverError>] = [:]
+            for await (host, result) in group { results[host] = result }
+            return results
+        }
+    }
+
+    private func result(_ host: String, _ query: AddressQuery) async -> Result<Resolution, ResolverError> {
+        do {
+            return .success(try await resolve(host, query))
+        } catch let error as ResolverError {
+            return .failure(error)
+        } catch is CancellationError {
+            return .failure(ResolverError(.cancelled, name: host, "\(host): the lookup was cancelled"))
+        } catch {
+            return .failure(ResolverError(.allProvidersFailed, name: host, "\(host): \(error)"))
+        }
+    }
+}

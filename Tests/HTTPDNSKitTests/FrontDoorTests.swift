@@ -1,0 +1,138 @@
+// The front door, hermetic: a classic DNS server and an HTTP origin in-process on loopback stand in
+// for the HTTPDNS service and the app's server. Covers the three-line path, the non-async resolve
+// calls and configuration errors.
+
+import Foundation
+import HTTPDNSKit
+import NIOCore
+import NIOPosix
+import Testing
+@testable import HTTPDNSTestSupport
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+@Suite struct FrontDoorTests {
+    /// An `HTTPDNS` asking an in-process DNS server that answers 127.0.0.1 for every name (and
+    /// NXDOMAIN for `nx.*`), for the names under `.test`.
+    func withHTTPDNS(_ body: (HTTPDNS) async throws -> Void) async throws {
+        let dns = try await startDNS(["127.0.0.1"])
+        let httpdns = try HTTPDNS(resolvers: ["dns:127.0.0.1:\(dns.port)"], only: ["*.test"])
+        do {
+            try await body(httpdns)
+        } catch {
+            await httpdns.shutdown()
+            await dns.stop()
+            throw error
+        }
+        await httpdns.shutdown()
+        await dns.stop()
+    }
+
+    @Test func engineConnectsToTheResolvedAddressKeepingTheName() async throws {
+        let origin = try await HTTPFixtureServer.start { _, _, headers in
+            (.ok, "text/plain", Array("host=\(headers.first(name: "host") ?? "")".utf8))
+        }
+        defer { Task { await origin.stop() } }
+        try await withHTTPDNS { httpdns in
+            let response = try await httpdns.engine.send(
+                try HTTPRequest(url: "http://app.test:\(origin.port)/hello")
+            )
+            #expect(response.status == .ok)
+            let body = try await response.body.collect(upTo: 1 << 16)
+            #expect(String(buffer: body) == "host=app.test:\(origin.port)")
+            #expect(response.metrics.ip == "127.0.0.1")
+            #expect(response.metrics.dnsSource?.hasPrefix("dns:") == true)
+        }
+    }
+
+    @Test func completionHandlerResolve() async throws {
+        try await withHTTPDNS { httpdns in
+            let result = await withCheckedContinuation { continuation in
+                httpdns.resolver.resolve("a.test") { continuation.resume(returning: $0) }
+            }
+            let resolution = try result.get()
+            #expect(resolution.ipv4 == [IPAddress("127.0.0.1")!])
+            let failure = await withCheckedContinuation { continuation in
+                httpdns.resolver.resolve("nx.test") { continuation.resume(returning: $0) }
+            }
+            #expect(throws: ResolverError.self) { try failure.get() }
+        }
+    }
+
+    @Test func blockingResolveOnAPlainThread() async throws {
+        try await withHTTPDNS { httpdns in
+            let resolver = httpdns.resolver
+            let result = await withCheckedContinuation { continuation in
+                Thread.detachNewThread {
+                    continuation.resume(returning: Result { try resolver.resolveBlocking("b.test", timeout: .seconds(10)) })
+                }
+            }
+            let resolution = try result.get()
+            #expect(resolution.ipv4 == [IPAddress("127.0.0.1")!])
+        }
+    }
+
+    @Test func blockingResolveRefusesAnEventLoopThread() async throws {
+        try await withHTTPDNS { httpdns in
+            let resolver = httpdns.resolver
+            let loop = MultiThreadedEventLoopGroup.singleton.any()
+            let result = try await loop.submit {
+                Result { try resolver.resolveBlocking("c.test", timeout: .seconds(10)) }
+            }.get()
+            #expect(throws: ResolverError.self) { try result.get() }
+            if case .failure(let error) = result {
+                #expect((error as? ResolverError)?.code == .calledOnEventLoop)
+            }
+        }
+    }
+
+    @Test func cachedOrStartAnswersNilThenTheLookupsAnswer() async throws {
+        try await withHTTPDNS { httpdns in
+            #expect(httpdns.resolver.resolveCachedOrStart("d.test") == nil)
+            // The lookup it started (or this one, sharing it) fills the cache.
+            _ = try await httpdns.resolver.resolve("d.test")
+            let answer = httpdns.resolver.resolveCachedOrStart("d.test")
+            #expect(answer?.ipv4 == [IPAddress("127.0.0.1")!])
+            #expect(httpdns.resolver.resolveCachedOrStart("127.0.0.9")?.source == .literal)
+        }
+    }
+
+    @Test func batchResolveReturnsEveryNamesOwnResult() async throws {
+        try await withHTTPDNS { httpdns in
+            let results = await httpdns.resolver.resolve(["e.test", "nx.test", "e.test"])
+            #expect(results.count == 2)
+            let resolution = try #require(results["e.test"]).get()
+            #expect(resolution.ipv4 == [IPAddress("127.0.0.1")!])
+            guard case .failure(let error)? = results["nx.test"] else {
+                Issue.record("nx.test should fail")
+                return
+            }
+            #expect(error.code == .noAddress)
+        }
+    }
+
+    @Test func configurationErrorsNameTheBadEntry() throws {
+        #expect {
+            _ = try HTTPDNS(resolvers: ["carrier-pigeon:x"], only: ["*"])
+        } throws: { error in
+            (error as? HTTPDNSConfigurationError)?.code == .invalidResolverSpec
+        }
+        #expect {
+            _ = try HTTPDNS(resolvers: ["system"], only: ["exa mple.com"])
+        } throws: { error in
+            (error as? HTTPDNSConfigurationError)?.code == .invalidHostPattern
+        }
+    }
+
+    @Test func urlSessionConfigurationPutsTheProtocolFirst() async throws {
+        try await withHTTPDNS { httpdns in
+            let configuration = httpdns.urlSessionConfiguration(.ephemeral)
+            #expect(configuration.protocolClasses?.first.map { "\($0)" } == "HTTPDNSURLProtocol")
+            let other = URLSessionConfiguration.ephemeral
+            httpdns.enable(on: other)
+            #expect(other.protocolClasses?.first.map { "\($0)" } == "HTTPDNSURLProtocol")
+        }
+    }
+}

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Builds the DocC documentation of every public library module (issue 11) and fails on any DocC
+# warning: a broken symbol link, an article that does not resolve. Output: .build/docs/.
+# Usage: scripts/docs.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+targets=(HTTPDNSKit HTTPDNSCore HTTPDNSEngine HTTPDNSLookup HTTPDNSLocalProxy HTTPDNSURLSession)
+args=()
+for t in "${targets[@]}"; do args+=(--target "$t"); done
+log=/tmp/httpdns-docs.log
+swift package --disable-sandbox --allow-writing-to-directory .build/docs generate-documentation \
+    "${args[@]}" --enable-experimental-combined-documentation --output-path .build/docs \
+    --warnings-as-errors 2>&1 | tee "$log" | grep -E "warning|error|Finished|Generated" || true
+if grep -qE "^(warning|error)|: (warning|error):" "$log" || ! grep -q "Generated" "$log"; then
+    echo "docs: DocC reported problems (full log: $log)" >&2
+    exit 1
+fi
