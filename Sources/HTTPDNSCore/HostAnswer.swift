@@ -1,7 +1,10 @@
 /// Which address families a lookup wants.
 public enum AddressQuery: String, Hashable, Sendable, CaseIterable, Codable {
+    /// A records only.
     case ipv4 = "a"
+    /// AAAA records only.
     case ipv6 = "aaaa"
+    /// A and AAAA, looked up in parallel.
     case both
 
     package var wantsIPv4: Bool { self != .ipv6 }

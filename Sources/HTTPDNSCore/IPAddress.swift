@@ -12,7 +12,9 @@
 /// platform accepts is accepted (and nothing else: no hostnames, no zone IDs).
 /// Value type, `Sendable`.
 public enum IPAddress: Hashable, Sendable, CustomStringConvertible, Codable {
+    /// An IPv4 address, its four bytes in network order.
     case v4(UInt8, UInt8, UInt8, UInt8)
+    /// An IPv6 address, its sixteen bytes in network order.
     case v6([UInt8])
 
     /// Parses a textual IPv4 or IPv6 address. Brackets around IPv6 (`[::1]`) are accepted.
@@ -60,6 +62,7 @@ public enum IPAddress: Hashable, Sendable, CustomStringConvertible, Codable {
         }
     }
 
+    /// True for an IPv6 address.
     public var isIPv6: Bool {
         if case .v6 = self { return true }
         return false
@@ -127,6 +130,7 @@ public enum IPAddress: Hashable, Sendable, CustomStringConvertible, Codable {
         return nil
     }
 
+    /// Decodes the textual form.
     public init(from decoder: any Decoder) throws {
         let text = try decoder.singleValueContainer().decode(String.self)
         guard let ip = IPAddress(text) else {
@@ -137,6 +141,7 @@ public enum IPAddress: Hashable, Sendable, CustomStringConvertible, Codable {
         self = ip
     }
 
+    /// Encodes the textual form.
     public func encode(to encoder: any Encoder) throws {
         var c = encoder.singleValueContainer()
         try c.encode(self.description)

@@ -13,6 +13,7 @@ public struct ResolverEndpoint: Hashable, Sendable, CustomStringConvertible {
     package var query: String?
 
     package var isTLS: Bool { scheme == "https" }
+    /// The endpoint's URL.
     public var description: String {
         "\(scheme)://\(formatAuthority(host: host, port: port))\(path)\(query.map { "?\($0)" } ?? "")"
     }
@@ -126,6 +127,7 @@ public enum ResolverSpec: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
+    /// The spec in the form `init(parsing:)` takes.
     public var description: String {
         switch self {
         case .doh(let e, let post): return "\(post ? "doh-post" : "doh"):\(e)"

@@ -137,7 +137,7 @@ final class Connection: Sendable {
         let connected = ContinuousClock.now
         // Read now: a channel the server closed at once (a failed handshake) has no remote address later.
         let remote = channel.remoteAddress ?? remotes.withLockedValue { $0[ObjectIdentifier(channel)] }
-        let remoteText = remote.map(describe) ?? "\(url.host):\(url.port)"
+        let remoteText = remote.map(describe) ?? formatAuthority(host: url.host, port: url.port)
         let timeout = eventLoop.scheduleTask(in: .nanoseconds(settings.tlsTimeout.nanoseconds)) {
             readyPromise.fail(
                 HTTPEngineError(
@@ -385,7 +385,7 @@ private enum PreverifyObservingFactory: ClientHandlerFactory {
 
 func describe(_ address: SocketAddress) -> String {
     guard let ip = address.ipAddress, let port = address.port else { return "\(address)" }
-    return ip.contains(":") ? "[\(ip)]:\(port)" : "\(ip):\(port)"
+    return formatAuthority(host: ip, port: port)
 }
 
 extension SocketAddress {
@@ -416,13 +416,13 @@ func describeConnectFailure(_ error: any Error, url: HTTPURL, timeout: Duration)
     if case ChannelError.connectTimeout = error {
         return HTTPEngineError(
             .connectTimeout,
-            "connecting to \(url.host):\(url.port) took longer than \(timeout)",
+            "connecting to \(formatAuthority(host: url.host, port: url.port)) took longer than \(timeout)",
             underlying: error
         )
     }
     return HTTPEngineError(
         .connectFailed,
-        "could not connect to \(url.host):\(url.port): \(describeSocketError(error))",
+        "could not connect to \(formatAuthority(host: url.host, port: url.port)): \(describeSocketError(error))",
         underlying: error
     )
 }

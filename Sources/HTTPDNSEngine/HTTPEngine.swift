@@ -276,11 +276,7 @@ public final class HTTPEngine: Sendable {
     private func learn(from connection: Connection, addresses: ResolvedAddresses?) {
         guard let addresses, let winner = connection.remote.httpdnsIP else { return }
         let now = clock.now()
-        var order: [IPAddress] = []
-        for i in 0..<max(addresses.ipv4.count, addresses.ipv6.count) {
-            if i < addresses.ipv6.count { order.append(addresses.ipv6[i]) }
-            if i < addresses.ipv4.count { order.append(addresses.ipv4[i]) }
-        }
+        let order = interleavedIPv6First(ipv4: addresses.ipv4, ipv6: addresses.ipv6)
         ranker.withLockedValue { r in
             for ip in order.prefix(while: { $0 != winner }) { r.recordFailure(ip, now: now) }
             r.recordSuccess(winner, connectTime: connection.connectDuration, now: now)
@@ -289,9 +285,8 @@ public final class HTTPEngine: Sendable {
 
     private func learn(from error: HTTPEngineError) {
         let now = clock.now()
-        let failed = error.attempts.compactMap {
-            IPAddress($0.address.split(separator: ":").dropLast().joined(separator: ":"))
-        }
+        // Attempts name their address as `ip:port`, IPv6 in brackets.
+        let failed = error.attempts.compactMap { splitHostPort($0.address[...]).flatMap { IPAddress($0.host) } }
         ranker.withLockedValue { r in failed.forEach { r.recordFailure($0, now: now) } }
     }
 

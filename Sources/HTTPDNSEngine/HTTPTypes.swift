@@ -68,6 +68,7 @@ public struct HTTPRequestBody: Sendable {
     /// Bytes in the body when known (sent as content-length; otherwise chunked / h2 DATA until END_STREAM).
     package let length: Int?
 
+    /// A body held in memory (sent with its length; can be sent again on a redirect).
     public static func bytes(_ bytes: some Collection<UInt8>) -> HTTPRequestBody {
         HTTPRequestBody(storage: .bytes(ByteBuffer(bytes: bytes)), length: bytes.count)
     }
@@ -145,9 +146,12 @@ final class FileChunkReader: Sendable {
 
 /// A request: method, URL, headers, optional body.
 public struct HTTPRequest: Sendable {
+    /// The request method.
     public var method: HTTPMethod
     package var url: HTTPURL
+    /// Headers to send; `Host` is set from the URL when absent.
     public var headers: HTTPHeaders
+    /// The body, or nil for none.
     public var body: HTTPRequestBody?
     /// Ask for gzip/deflate and decompress the response body.
     package var decompress = false
@@ -166,6 +170,8 @@ public struct HTTPRequest: Sendable {
         self.body = body
     }
 
+    /// A request for `url` (an http or https URL with a hostname or an IP); throws
+    /// `HTTPEngineError` with code `.invalidRequest` for a URL it cannot use.
     public init(method: HTTPMethod = .GET, url: String, headers: HTTPHeaders = [:], body: HTTPRequestBody? = nil) throws
     {
         self.init(method: method, url: try HTTPURL(url), headers: headers, body: body)
@@ -178,23 +184,29 @@ public struct RequestMetrics: Sendable, Codable, Hashable {
     package var url: String
     /// The address the connection went to.
     public var ip: String?
+    /// The port connected to.
     public var port: Int?
     /// "http/1.1" or "h2".
     public var `protocol`: String?
     /// Who answered the name: an HTTPDNS provider, cache, LocalDNS, or "literal".
     public var dnsSource: String?
+    /// Time spent resolving the name.
     public var dnsMs: Double?
+    /// Time to establish TCP (nil on a reused connection).
     public var connectMs: Double?
+    /// Time of the TLS handshake (nil on a reused connection or plain http).
     public var tlsMs: Double?
     /// From the start of the request to the response head.
     public var ttfbMs: Double?
     /// From the start of the request to the last body byte (or the failure).
     public var totalMs: Double?
+    /// True when the request went on a pooled connection.
     public var reused: Bool = false
     package var status: Int?
     /// Body bytes sent and received (after decompression for received).
     package var bytesSent: Int = 0
     package var bytesReceived: Int = 0
+    /// Redirects followed before this response.
     public var redirects: Int = 0
 }
 
@@ -213,7 +225,9 @@ final class MetricsRecorder: Sendable {
 
 /// A response: status and headers as soon as they arrive, the body as it arrives.
 public struct HTTPResponse: Sendable {
+    /// The response status.
     public var status: HTTPResponseStatus
+    /// The response headers.
     public var headers: HTTPHeaders
     package var version: HTTPVersionUsed
     /// The URL this response answers (after redirects, the last one).
@@ -228,6 +242,7 @@ public struct HTTPResponse: Sendable {
 
 /// The response body as an async sequence of buffers, with back-pressure.
 public struct HTTPResponseBody: AsyncSequence, Sendable {
+    /// Each chunk of the body as it arrives.
     public typealias Element = ByteBuffer
     typealias Producer = NIOThrowingAsyncSequenceProducer<
         ByteBuffer, any Error, NIOAsyncSequenceProducerBackPressureStrategies.HighLowWatermark, BodyDelegate
@@ -237,10 +252,12 @@ public struct HTTPResponseBody: AsyncSequence, Sendable {
 
     static let empty = HTTPResponseBody(producer: nil, recorder: nil)
 
+    /// Reads the body chunk by chunk; reading drives back-pressure.
     public struct AsyncIterator: AsyncIteratorProtocol {
         var inner: Producer.AsyncIterator?
         let recorder: MetricsRecorder?
 
+        /// The next chunk, or nil at the end of the body; throws `HTTPEngineError` when it is cut short.
         public mutating func next() async throws -> ByteBuffer? {
             guard let it = inner else { return nil }
             do {
@@ -261,6 +278,7 @@ public struct HTTPResponseBody: AsyncSequence, Sendable {
         }
     }
 
+    /// The body can be read once.
     public func makeAsyncIterator() -> AsyncIterator {
         AsyncIterator(inner: producer?.makeAsyncIterator(), recorder: recorder)
     }

@@ -186,7 +186,7 @@ public final class HTTPDNS: Sendable {
     // MARK: Clients outside URLSession
 
     /// Starts the loopback proxy for clients that only take a proxy setting (web views, players, other
-    /// processes). Stop it with ``HTTPDNSProxy/stop()``.
+    /// processes). Stop it with its `stop()`.
     public func startProxy(_ configuration: HTTPDNSProxy.Configuration = .init()) async throws -> HTTPDNSProxy {
         var configuration = configuration
         configuration.upgradeToHTTPS = upgradeToHTTPS

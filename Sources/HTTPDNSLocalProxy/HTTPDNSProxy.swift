@@ -23,8 +23,12 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 
+/// A forward proxy on loopback resolving through HTTPDNS, for clients that only take a proxy
+/// setting (web views, media players, other processes). Made by `HTTPDNS.startProxy(_:)`.
 public final class HTTPDNSProxy: Sendable {
+    /// Where the proxy listens and what it lets through.
     public struct Configuration: Sendable {
+        /// The address to listen on (loopback unless configured otherwise inside the package).
         public var host = "127.0.0.1"
         /// 0: any free port (see `port`).
         public var port = 0
@@ -49,6 +53,7 @@ public final class HTTPDNSProxy: Sendable {
         /// Bodies of forwarded http:// requests are read whole up to this size (413 beyond).
         package var maxForwardBodyBytes = 16 << 20
 
+        /// Loopback, any free port, CONNECT to ports 443 and 80.
         public init() {}
     }
 

@@ -15,6 +15,7 @@ public enum ResolutionSource: Hashable, Sendable, CustomStringConvertible {
     /// Every HTTPDNS provider failed and LocalDNS answered instead.
     case fallback(String)
 
+    /// The source as the CLI prints it: the provider, `cache(provider)`, `stale(provider)`, `localdns(…)`.
     public var description: String {
         switch self {
         case .literal: return "literal"
@@ -37,12 +38,17 @@ public enum ResolutionSource: Hashable, Sendable, CustomStringConvertible {
 
 /// The addresses of a name, ready to connect to.
 public struct Resolution: Hashable, Sendable {
+    /// The name looked up, in normal form (lower case, no trailing dot).
     public var name: String
+    /// IPv4 addresses, in the order to try them.
     public var ipv4: [IPAddress]
+    /// IPv6 addresses, in the order to try them.
     public var ipv6: [IPAddress]
     /// Seconds the answer stays valid (the smaller of the two families'; nil when unknown, e.g. system).
     public var ttl: UInt32?
+    /// Where the answer came from.
     public var source: ResolutionSource
+    /// How long the lookup took (zero for an IP literal).
     public var elapsed: Duration
 
     /// The answer for an IP-literal host: the address itself, no lookup.
@@ -58,15 +64,7 @@ public struct Resolution: Hashable, Sendable {
     }
 
     /// All addresses, IPv6 and IPv4 interleaved with IPv6 first (RFC 8305 §4), the order to try them in.
-    public var addresses: [IPAddress] {
-        var out: [IPAddress] = []
-        out.reserveCapacity(ipv4.count + ipv6.count)
-        for i in 0..<max(ipv4.count, ipv6.count) {
-            if i < ipv6.count { out.append(ipv6[i]) }
-            if i < ipv4.count { out.append(ipv4[i]) }
-        }
-        return out
-    }
+    public var addresses: [IPAddress] { interleavedIPv6First(ipv4: ipv4, ipv6: ipv6) }
 }
 
 /// Why a name could not be resolved.
@@ -158,8 +156,11 @@ public struct ProviderFailure: Sendable, CustomStringConvertible {
 
 /// LocalDNS and HTTPDNS answers for one name side by side.
 public struct HijackReport: Sendable {
+    /// The name compared.
     public var name: String
+    /// What HTTPDNS answered.
     public var httpdns: Result<Resolution, ResolverError>
+    /// What the network's own resolver answered.
     public var localDNS: Result<Resolution, ResolverError>
 
     /// True when both answered and LocalDNS gave none of the addresses HTTPDNS gave, or LocalDNS gave

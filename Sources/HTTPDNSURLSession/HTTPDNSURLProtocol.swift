@@ -35,8 +35,11 @@ import NIOHTTP1
 /// Metrics of one URLSession task served by the protocol, one entry per request sent (a redirect
 /// followed inside the protocol adds one).
 public struct HTTPDNSTaskMetrics: Sendable {
+    /// The URLSession task's identifier, when the load belongs to a task.
     public var taskIdentifier: Int?
+    /// The URL the load started with.
     public var url: URL?
+    /// One entry per request sent: the first, then each redirect hop followed.
     public var hops: [RequestMetrics]
     /// Why the task failed, nil on success or when the app cancelled it.
     public var error: String?
