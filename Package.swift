@@ -28,6 +28,28 @@ let swiftSettings: [SwiftSetting] = [
     .enableUpcomingFeature("ExistentialAny")
 ]
 
+/// What every test target but the pure core's builds on: the shared helpers (HTTPDNSTestSupport), the
+/// modules they start (servers, resolvers) and the NIO pieces tests drive directly.
+let testDependencies: [Target.Dependency] = [
+    "HTTPDNSTestSupport",
+    "HTTPDNSCore",
+    "HTTPDNSEngine",
+    "HTTPDNSLookup",
+    "HTTPDNSServer",
+    .product(name: "NIOCore", package: "swift-nio"),
+    .product(name: "NIOPosix", package: "swift-nio"),
+    .product(name: "NIOHTTP1", package: "swift-nio"),
+    .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+    .product(name: "Logging", package: "swift-log"),
+    .product(name: "Crypto", package: "swift-crypto"),
+    .product(name: "NIOSSL", package: "swift-nio-ssl"),
+]
+
+/// A test target named after the module it tests, on `testDependencies` plus `extra`.
+func testTarget(_ name: String, _ extra: [Target.Dependency] = []) -> Target {
+    .testTarget(name: name, dependencies: testDependencies + extra, swiftSettings: swiftSettings)
+}
+
 let package = Package(
     name: "swift-httpdns",
     platforms: [.macOS(.v13), .iOS(.v16), .tvOS(.v16), .watchOS(.v9)],
@@ -194,156 +216,14 @@ let package = Package(
             dependencies: ["HTTPDNSCore"],
             swiftSettings: swiftSettings
         ),
-        .testTarget(
-            name: "HTTPDNSEngineTests",
-            dependencies: [
-                "HTTPDNSTestSupport",
-                "HTTPDNSCore",
-                "HTTPDNSEngine",
-                "HTTPDNSLookup",
-                "HTTPDNSServer",
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
-            ],
-            swiftSettings: swiftSettings
-        ),
-        .testTarget(
-            name: "HTTPDNSLookupTests",
-            dependencies: [
-                "HTTPDNSTestSupport",
-                "HTTPDNSCore",
-                "HTTPDNSEngine",
-                "HTTPDNSLookup",
-                "HTTPDNSServer",
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
-            ],
-            swiftSettings: swiftSettings
-        ),
-        .testTarget(
-            name: "HTTPDNSServerTests",
-            dependencies: [
-                "HTTPDNSTestSupport",
-                "HTTPDNSCore",
-                "HTTPDNSEngine",
-                "HTTPDNSLookup",
-                "HTTPDNSServer",
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
-            ],
-            swiftSettings: swiftSettings
-        ),
-        .testTarget(
-            name: "HTTPDNSLocalProxyTests",
-            dependencies: [
-                "HTTPDNSTestSupport",
-                "HTTPDNSCore",
-                "HTTPDNSEngine",
-                "HTTPDNSLookup",
-                "HTTPDNSServer",
-                "HTTPDNSLocalProxy",
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
-            ],
-            swiftSettings: swiftSettings
-        ),
-        .testTarget(
-            name: "HTTPDNSURLSessionTests",
-            dependencies: [
-                "HTTPDNSTestSupport",
-                "HTTPDNSCore",
-                "HTTPDNSEngine",
-                "HTTPDNSLookup",
-                "HTTPDNSServer",
-                "HTTPDNSURLSession",
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
-            ],
-            swiftSettings: swiftSettings
-        ),
-        .testTarget(
-            name: "HTTPDNSKitTests",
-            dependencies: [
-                "HTTPDNSTestSupport",
-                "HTTPDNSCore",
-                "HTTPDNSEngine",
-                "HTTPDNSLookup",
-                "HTTPDNSServer",
-                "HTTPDNSKit",
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
-            ],
-            swiftSettings: swiftSettings
-        ),
-        .testTarget(
-            name: "httpdnsTests",
-            dependencies: [
-                "HTTPDNSTestSupport",
-                "HTTPDNSCore",
-                "HTTPDNSEngine",
-                "HTTPDNSLookup",
-                "HTTPDNSServer",
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
-            ],
-            swiftSettings: swiftSettings
-        ),
-        .testTarget(
-            name: "HTTPDNSIntegrationTests",
-            dependencies: [
-                "HTTPDNSTestSupport",
-                "HTTPDNSCore",
-                "HTTPDNSEngine",
-                "HTTPDNSLookup",
-                "HTTPDNSServer",
-                "HTTPDNSKit",
-                "HTTPDNSLocalProxy",
-                "HTTPDNSURLSession",
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
-            ],
-            swiftSettings: swiftSettings
-        ),
+        testTarget("HTTPDNSEngineTests"),
+        testTarget("HTTPDNSLookupTests"),
+        testTarget("HTTPDNSServerTests"),
+        testTarget("HTTPDNSLocalProxyTests", ["HTTPDNSLocalProxy"]),
+        testTarget("HTTPDNSURLSessionTests", ["HTTPDNSURLSession"]),
+        testTarget("HTTPDNSKitTests", ["HTTPDNSKit"]),
+        testTarget("httpdnsTests"),
+        testTarget("HTTPDNSIntegrationTests", ["HTTPDNSKit", "HTTPDNSLocalProxy", "HTTPDNSURLSession"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -64,7 +64,8 @@ import Testing
             payload: []
         )
         #expect(status.hasPrefix("HTTP/1.1 403"))
-        #expect(proxy.recentTunnels.last?.error == "port not allowed")
+        // The refusal is recorded as the connection closes, which may be just after the reply arrives.
+        try await eventually("the refusal is recorded") { proxy.recentTunnels.last?.error == "port not allowed" }
     }
 
     @Test func malformedAndOversizedRequestsAreRejectedWhileATunnelKeepsFlowing() async throws {
@@ -112,7 +113,9 @@ import Testing
     }
 
     @Test func slowClientIsTimedOutWhileOthersAreServed() async throws {
-        let (proxy, echo) = try await plainProxy { $0.requestHeadTimeout = .seconds(1) }
+        // 2 s: long enough that a complete head sent at once beats it even while plain `swift test`
+        // runs the hostile suites alongside, short enough to keep the test quick.
+        let (proxy, echo) = try await plainProxy { $0.requestHeadTimeout = .seconds(2) }
         defer {
             Task {
                 await proxy.stop(); try? await echo.close()
@@ -127,16 +130,24 @@ import Testing
         let reply = try await channel.executeThenClose { inbound, outbound in
             try? await outbound.write(ByteBuffer(string: "CONNECT 127.0.0.1:"))  // a head that never ends
             var text = ""
-            for try await chunk in inbound { text += String(buffer: chunk) }
+            do {
+                for try await chunk in inbound { text += String(buffer: chunk) }
+            } catch let error as IOError where error.errnoCode == ECONNRESET {
+                // The proxy closed on us; its 408 may be lost to the reset. Closed is what matters.
+                return text.isEmpty ? "reset" : text
+            }
             return text
         }
-        #expect(reply.hasPrefix("HTTP/1.1 408"))
+        #expect(reply.hasPrefix("HTTP/1.1 408") || reply == "reset")
         // Others are served meanwhile and after.
         let target = "127.0.0.1:\(echo.localAddress!.port!)"
-        #expect(
-            try await rawTunnel(proxyPort: proxy.port, request: "CONNECT \(target) HTTP/1.1\r\n\r\n", payload: [9]).1
-                == [9]
+        let (status, echoed) = try await rawTunnel(
+            proxyPort: proxy.port,
+            request: "CONNECT \(target) HTTP/1.1\r\n\r\n",
+            payload: [9]
         )
+        #expect(status.contains(" 200 "))
+        #expect(echoed == [9])
     }
 
     @Test func pacFileListsTheHosts() async throws {

@@ -106,7 +106,7 @@ func makeResolver(
 ) -> HTTPDNSResolver {
     var config = ResolverConfiguration()
     config.policy = .all
-    config.timeout = .seconds(3)
+    config.timeout = .seconds(10)  // generous: plain `swift test` runs suites in parallel on a small machine
     config.cache.minTTL = 1
     tweak(&config)
     return HTTPDNSResolver(
