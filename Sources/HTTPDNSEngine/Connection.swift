@@ -24,9 +24,6 @@ import SwiftASN1
 import X509
 
 final class Connection: Sendable {
-    private static let ids = ManagedAtomicCounter()
-
-    let id: Int
     let channel: any Channel
     let version: HTTPVersionUsed
     let multiplexer: NIOLoopBound<NIOHTTP2Handler.StreamMultiplexer>?
@@ -35,7 +32,6 @@ final class Connection: Sendable {
     let tlsDuration: Duration?
 
     private init(channel: any Channel, ready: Ready, remote: SocketAddress, connect: Duration, tls: Duration?) {
-        self.id = Self.ids.next()
         self.channel = channel
         self.version = ready.version
         self.multiplexer = ready.multiplexer
@@ -244,16 +240,6 @@ final class RankedResolver: Resolver, Sendable {
         eventLoop.makeSucceededFuture(ipv6)
     }
     func cancelQueries() {}
-}
-
-/// A thread-safe counter for connection ids.
-final class ManagedAtomicCounter: Sendable {
-    private let value = NIOLockedValueBox(0)
-    func next() -> Int {
-        value.withLockedValue {
-            $0 += 1; return $0
-        }
-    }
 }
 
 /// Sits at the end of a TLS pipeline until the handshake is over and turns an error or an early close
