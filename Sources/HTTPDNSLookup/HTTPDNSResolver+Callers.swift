@@ -51,8 +51,7 @@ extension HTTPDNSResolver {
             box.withLockedValue { $0 = result }
             done.signal()
         }
-        let nanoseconds = max(0, Int(timeout.components.seconds) * 1_000_000_000 + Int(timeout.components.attoseconds / 1_000_000_000))
-        guard done.wait(timeout: .now() + .nanoseconds(nanoseconds)) == .success,
+        guard done.wait(timeout: .now() + .nanoseconds(Int(max(0, timeout.nanoseconds)))) == .success,
             let result = box.withLockedValue({ $0 })
         else {
             throw ResolverError(.timeout, name: host, "\(host): no answer within \(timeout)")
@@ -88,15 +87,8 @@ extension HTTPDNSResolver {
         }
     }
 
+    /// `resolve(host, query)` as a result.
     private func result(_ host: String, _ query: AddressQuery) async -> Result<Resolution, ResolverError> {
-        do {
-            return .success(try await resolve(host, query))
-        } catch let error as ResolverError {
-            return .failure(error)
-        } catch is CancellationError {
-            return .failure(ResolverError(.cancelled, name: host, "\(host): the lookup was cancelled"))
-        } catch {
-            return .failure(ResolverError(.allProvidersFailed, name: host, "\(host): \(error)"))
-        }
+        await captured(host, otherwise: .allProvidersFailed) { try await resolve(host, query) }
     }
 }

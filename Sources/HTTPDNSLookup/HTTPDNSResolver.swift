@@ -166,7 +166,7 @@ public final class HTTPDNSResolver: Sendable {
     public func compare(_ host: String, _ query: AddressQuery = .both) async -> HijackReport {
         let started = ContinuousClock.now
         let deadline = NIODeadline.now() + .nanoseconds(configuration.timeout.nanoseconds)
-        async let trusted: Result<Resolution, ResolverError> = capture {
+        async let trusted = captured(host, otherwise: .invalidName) {
             try await self.resolveThroughHTTPDNS(
                 try validatedHostname(host),
                 query,
@@ -174,7 +174,7 @@ public final class HTTPDNSResolver: Sendable {
                 reserveForFallback: false
             )
         }
-        async let local: Result<Resolution, ResolverError> = capture {
+        async let local = captured(host, otherwise: .invalidName) {
             try await self.resolveLocally(
                 try validatedHostname(host),
                 query,
@@ -187,13 +187,21 @@ public final class HTTPDNSResolver: Sendable {
         return HijackReport(name: host, httpdns: await trusted, localDNS: await local)
     }
 
-    private func capture(_ body: () async throws -> Resolution) async -> Result<Resolution, ResolverError> {
+    /// The lookup `body` does for `host`, as a result: a cancelled one is `.cancelled`, and an error
+    /// other than a `ResolverError` gets the code `otherwise`.
+    func captured(
+        _ host: String,
+        otherwise code: ResolverError.Code,
+        _ body: () async throws -> Resolution
+    ) async -> Result<Resolution, ResolverError> {
         do {
             return .success(try await body())
         } catch let error as ResolverError {
             return .failure(error)
+        } catch is CancellationError {
+            return .failure(ResolverError(.cancelled, name: host, "\(host): the lookup was cancelled"))
         } catch {
-            return .failure(ResolverError(.invalidName, name: "", "\(error)"))
+            return .failure(ResolverError(code, name: host, "\(error)"))
         }
     }
 
@@ -516,7 +524,7 @@ public final class HTTPDNSResolver: Sendable {
                 messages.append("\(provider.name): \(error)")
                 // The provider's own error as a value: the engine's, when the exchange with it failed.
                 failures.append(
-                    ProviderFailure(provider: provider.name, error: (error as? ProviderError)?.underlying ?? error)
+                    ProviderFailure(provider: provider.name, error: error)
                 )
             }
         }
@@ -590,10 +598,7 @@ public final class HTTPDNSResolver: Sendable {
             }
             var seen: Set<String> = []
             for error in errors {
-                let failure = ProviderFailure(
-                    provider: localDNS.name,
-                    error: (error as? ProviderError)?.underlying ?? error
-                )
+                let failure = ProviderFailure(provider: localDNS.name, error: error)
                 if seen.insert(failure.description).inserted { failures.append(failure) }
             }
             throw ResolverError(

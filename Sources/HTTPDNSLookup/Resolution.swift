@@ -145,9 +145,11 @@ public struct ProviderFailure: Sendable, CustomStringConvertible {
     /// certificate, timeout, refused connection…), otherwise an error describing its answer.
     public var error: any Error
 
+    /// Keeps the provider's own error: the one a `ProviderError` carries (the engine's, when the
+    /// exchange failed), else `error` itself.
     package init(provider: String, error: any Error) {
         self.provider = provider
-        self.error = error
+        self.error = (error as? ProviderError)?.underlying ?? error
     }
 
     /// `provider: error`.
