@@ -22,6 +22,7 @@ let fuzzTargets: [(name: String, run: @Sendable ([UInt8]) -> Void)] = [
     ("cache-file", fuzzCacheFile),
     ("proxy-target", fuzzProxyTarget),
     ("resolver-spec", fuzzResolverSpec),
+    ("des", fuzzDES),
 ]
 
 /// The target chosen by HTTPDNS_FUZZ_TARGET; exits with a message when it names none.

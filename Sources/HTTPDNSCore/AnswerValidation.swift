@@ -35,6 +35,8 @@ package struct AnswerValidator: Sendable {
                 kept.append(ip)
             }
         }
-        return Outcome(answer: FamilyAnswer(addresses: kept, ttl: answer.ttl), rejectedPairs: rejected)
+        var checked = answer
+        checked.addresses = kept
+        return Outcome(answer: checked, rejectedPairs: rejected)
     }
 }

@@ -66,13 +66,15 @@ package struct CacheEntry: Hashable, Sendable, Codable {
     package var expiresAt: Timestamp
     /// Which provider gave it (e.g. `doh:https://…`).
     package var source: String
+    /// The address the provider saw the query come from, when it said (DNSPod `clientip=1`).
+    package var clientAddress: IPAddress?
     var lastUsed: Timestamp
     var refreshing: Bool = false
 
     package var isNegative: Bool { addresses.isEmpty }
 
     enum CodingKeys: String, CodingKey {
-        case addresses, ttl, storedAt, expiresAt, source, lastUsed
+        case addresses, ttl, storedAt, expiresAt, source, clientAddress, lastUsed
     }
 }
 
@@ -119,9 +121,14 @@ package struct DNSCache: Sendable {
 
     /// Stores an answer (empty addresses: a negative answer). Clears the refresh mark.
     @discardableResult
-    package mutating func store(_ key: CacheKey, addresses: [IPAddress], ttl: UInt32?, source: String, now: Timestamp)
-        -> CacheEntry
-    {
+    package mutating func store(
+        _ key: CacheKey,
+        addresses: [IPAddress],
+        ttl: UInt32?,
+        source: String,
+        clientAddress: IPAddress? = nil,
+        now: Timestamp
+    ) -> CacheEntry {
         let applied =
             addresses.isEmpty
             ? Swift.min(ttl ?? configuration.negativeTTL, configuration.negativeTTL) : configuration.clamp(ttl)
@@ -131,6 +138,7 @@ package struct DNSCache: Sendable {
             storedAt: now,
             expiresAt: now + .seconds(Int64(applied)),
             source: source,
+            clientAddress: clientAddress,
             lastUsed: now
         )
         if entries[key] == nil, entries.count >= configuration.capacity { evictLeastRecentlyUsed() }

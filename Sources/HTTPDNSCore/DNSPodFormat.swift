@@ -1,11 +1,17 @@
-// The DNSPod / Tencent D+ text API (`GET /d?dn=NAME&ttl=1[&type=aaaa|addrs]`).
+// The DNSPod / Tencent Cloud HTTPDNS text API (`GET /d?dn=NAME&ttl=1&clientip=1[&type=aaaa|addrs]`).
 //
-// Body shapes, all plain text:
+// Body shapes, all plain text (after decryption for the AES and DES forms):
 //   single name, one family          `1.2.3.4;5.6.7.8,300`            (`,TTL` only with ttl=1)
-//   dual stack (`type=addrs`)        `1.2.3.4;5.6.7.8,300-2001:db8::1,300`
-//   batch (`dn=a.com,b.com`)         one line per name: `a.com.:1.2.3.4,300` (dual stack as above)
+//   dual stack (`type=addrs`)        `1.2.3.4;5.6.7.8,300-2001:db8::1,300`   (a side with no records: `0`)
+//   with `clientip=1`                `…|203.0.113.9`: the address the service saw the query come from
+//   batch (`dn=a.com,b.com`)         one line per name: `a.com.:1.2.3.4,300` (dual stack as above);
+//                                    the vendor's docs put `|clientip` on the last line only, its SDKs
+//                                    expect it on every line: both are read
+//   `query=1`                        a single-name answer carries the `name.:` prefix too
 //   no answer                        `0` (or an empty body / empty part)
-// IPv6 addresses never contain '-', so '-' safely splits the v4 and v6 parts.
+// IPv6 addresses never contain '-' or '|', so those split the parts safely. Facts from the vendor's
+// SDKs (DNSPod/httpdns-sdk-ios `MSDKDnsInfoTool.m`, `HttpsDnsResolver.m`; httpdns-sdk-android
+// `ResponseParser.java`) and its API pages (cloud.tencent.com/document/product/379/95497, /379/61200).
 
 /// Builds DNSPod queries and parses their answers.
 package enum DNSPodFormat {
@@ -25,14 +31,29 @@ package enum DNSPodFormat {
     package static func parse(_ body: String, names: [String], query: AddressQuery) throws -> [String: HostAnswer] {
         guard body.utf8.count <= 256 * 1024 else { throw AnswerFormatError("DNSPod answer larger than 256 KiB") }
         // "\r\n" is one Character in Swift, equal to neither "\n" nor "\r": CRLF lines need their own case.
-        let lines = body.split(whereSeparator: { $0 == "\n" || $0 == "\r" || $0 == "\r\n" }).map {
+        let rawLines = body.split(whereSeparator: { $0 == "\n" || $0 == "\r" || $0 == "\r\n" }).map {
             $0.trimmed(of: " \t")
         }.filter { !$0.isEmpty }
+        // `|clientip` first: from every line that has it (the last one seen wins).
+        var clientAddress: IPAddress?
+        let lines = try rawLines.map { line -> String in
+            guard let bar = line.firstIndex(of: "|") else { return line }
+            let text = line[line.index(after: bar)...].trimmed(of: " \t")
+            if !text.isEmpty, text != "0" {
+                guard let ip = IPAddress(text) else {
+                    throw AnswerFormatError(
+                        "DNSPod answer's client address \"\(text.prefix(60))\" is not an IP address"
+                    )
+                }
+                clientAddress = ip
+            }
+            return String(line[..<bar])
+        }
         var result: [String: HostAnswer] = [:]
         let wanted = Set(names.map { normalizeHostname($0) })
         if names.count == 1, lines.count <= 1, !(lines.first ?? "").contains(".:") {
             result[normalizeHostname(names[0])] = try parseLine(lines.first ?? "0", query: query)
-            return result
+            return result.mapValues { $0.seenFrom(clientAddress) }
         }
         for line in lines {
             guard let sep = line.range(of: ".:") ?? line.range(of: ":") else {
@@ -42,7 +63,7 @@ package enum DNSPodFormat {
             guard wanted.contains(name) else { continue }
             result[name] = try parseLine(String(line[sep.upperBound...]), query: query)
         }
-        return result
+        return result.mapValues { $0.seenFrom(clientAddress) }
     }
 
     static func parseLine(_ line: String, query: AddressQuery) throws -> HostAnswer {
@@ -94,7 +115,18 @@ package enum DNSPodFormat {
     }
 
     /// Formats an answer the way a DNSPod server does (used by the project's own server and fixtures).
-    package static func format(_ answer: HostAnswer, query: AddressQuery, withTTL: Bool) -> String {
+    /// With `clientAddress`, `|ADDRESS` is appended (`clientip=1`).
+    package static func format(
+        _ answer: HostAnswer,
+        query: AddressQuery,
+        withTTL: Bool,
+        clientAddress: IPAddress? = nil
+    ) -> String {
+        let text = formatAddresses(answer, query: query, withTTL: withTTL)
+        return clientAddress.map { "\(text)|\($0)" } ?? text
+    }
+
+    static func formatAddresses(_ answer: HostAnswer, query: AddressQuery, withTTL: Bool) -> String {
         func part(_ f: FamilyAnswer?) -> String {
             guard let f, !f.addresses.isEmpty else { return "0" }
             let ips = f.addresses.map(\.description).joined(separator: ";")
@@ -109,7 +141,7 @@ package enum DNSPodFormat {
 }
 
 extension StringProtocol {
-    func trimmed(of set: String) -> String {
+    package func trimmed(of set: String) -> String {
         let chars = Set(set)
         var s = Substring(self)
         while let f = s.first, chars.contains(f) { s.removeFirst() }

@@ -1,5 +1,5 @@
-/// A configuration value that cannot be used: a resolver spec, a host pattern, a certificate file, a
-/// proxy setting or a hostname. Thrown when the configuration is built or started, never during lookups.
+/// A configuration value that cannot be used: a resolver spec (or its credentials), a host pattern, a
+/// certificate file or a proxy setting. Thrown when the configuration is built or started, never during lookups.
 ///
 /// Compare errors, or switch on `code`, to decide what to do; `message` says which value is wrong
 /// and how. Two errors are equal when their codes are. New codes may be added in minor releases.
@@ -11,7 +11,6 @@ public struct HTTPDNSConfigurationError: Error, Equatable, Sendable, CustomStrin
             case invalidHostPattern
             case invalidCertificate
             case invalidProxyConfiguration
-            case invalidHostname
         }
 
         private let base: Base
@@ -25,8 +24,6 @@ public struct HTTPDNSConfigurationError: Error, Equatable, Sendable, CustomStrin
         public static let invalidCertificate = Code(.invalidCertificate)
         /// The local proxy's settings are unusable or unsafe (e.g. off loopback without credentials).
         public static let invalidProxyConfiguration = Code(.invalidProxyConfiguration)
-        /// A name given in the configuration is not a valid hostname.
-        public static let invalidHostname = Code(.invalidHostname)
 
         /// The code's name, e.g. `invalidHostPattern`.
         public var description: String { base.rawValue }

@@ -1,9 +1,9 @@
 /// Which address families a lookup wants.
-public enum AddressQuery: String, Hashable, Sendable, CaseIterable, Codable {
+public enum AddressQuery: Hashable, Sendable, CaseIterable {
     /// A records only.
-    case ipv4 = "a"
+    case ipv4
     /// AAAA records only.
-    case ipv6 = "aaaa"
+    case ipv6
     /// A and AAAA, looked up in parallel.
     case both
 
@@ -18,10 +18,14 @@ package struct FamilyAnswer: Hashable, Sendable, Codable {
     package var addresses: [IPAddress]
     /// Seconds, as the provider gave it (nil when the format carries none).
     package var ttl: UInt32?
+    /// The address the service saw the query come from, when it says (DNSPod `clientip=1`, Alibaba
+    /// `client_ip`).
+    package var clientAddress: IPAddress?
 
-    package init(addresses: [IPAddress], ttl: UInt32?) {
+    package init(addresses: [IPAddress], ttl: UInt32?, clientAddress: IPAddress? = nil) {
         self.addresses = addresses
         self.ttl = ttl
+        self.clientAddress = clientAddress
     }
 
     package static let empty = FamilyAnswer(addresses: [], ttl: nil)
@@ -38,6 +42,15 @@ package struct HostAnswer: Hashable, Sendable {
     }
 
     package var allAddresses: [IPAddress] { (ipv4?.addresses ?? []) + (ipv6?.addresses ?? []) }
+
+    /// The same answer with `clientAddress` recorded on each family given.
+    package func seenFrom(_ clientAddress: IPAddress?) -> HostAnswer {
+        guard let clientAddress else { return self }
+        var copy = self
+        copy.ipv4?.clientAddress = clientAddress
+        copy.ipv6?.clientAddress = clientAddress
+        return copy
+    }
 }
 
 /// Why a provider's answer could not be used. The text says what was wrong with it.

@@ -1,7 +1,9 @@
 import Foundation
 
-/// The Alibaba-style JSON API: `GET /resolve?host=NAME[&query=4,6]` answered with
-/// `{"host":"a.com","ips":["1.2.3.4"],"ipsv6":["2001:db8::1"],"ttl":60,"origin_ttl":600}`.
+/// The Alibaba-style JSON API: `GET /resolve?host=NAME[&query=4,6]` (Alibaba Cloud EMAS:
+/// `/ACCOUNT/d?host=`, signed `/ACCOUNT/sign_d?host=&t=&s=`) answered with
+/// `{"host":"a.com","ips":["1.2.3.4"],"ipsv6":["2001:db8::1"],"ttl":60,"origin_ttl":600,"client_ip":"…"}`.
+/// A refused query is answered HTTP 403 (or 400) with `{"code":"InvalidSignature"}` and the like.
 package enum AlibabaJSONFormat {
     struct Body: Codable {
         var host: String?
@@ -9,6 +11,31 @@ package enum AlibabaJSONFormat {
         var ipsv6: [String]?
         var ttl: UInt32?
         var origin_ttl: UInt32?
+        var client_ip: String?
+    }
+
+    struct ErrorBody: Codable {
+        var code: String
+    }
+
+    /// The service's error code in a refusal's body (`{"code":"SignatureExpired"}`), if it has one;
+    /// only letters, digits and `._-` are kept, at most 64 of them.
+    package static func errorCode(_ body: [UInt8]) -> String? {
+        guard let decoded = try? JSONDecoder().decode(ErrorBody.self, from: Data(body)) else { return nil }
+        return sanitizedCode(decoded.code)
+    }
+
+    /// A service's code with only letters, digits and `._-` kept (at most 64), nil when nothing is left.
+    package static func sanitizedCode(_ code: String) -> String? {
+        let kept = code.unicodeScalars.filter {
+            $0.isASCII && (CharacterSet.alphanumerics.contains($0) || "._-".unicodeScalars.contains($0))
+        }
+        return kept.isEmpty ? nil : String(String.UnicodeScalarView(kept.prefix(64)))
+    }
+
+    /// The body of a refusal: `{"code":"CODE"}`.
+    package static func formatError(_ code: String) -> [UInt8] {
+        Array((try? JSONEncoder().encode(ErrorBody(code: code))) ?? Data("{}".utf8))
     }
 
     /// The `query` parameter: `4`, `6` or `4,6`.
@@ -47,22 +74,115 @@ package enum AlibabaJSONFormat {
             }
             return FamilyAnswer(addresses: out.addresses, ttl: out.addresses.isEmpty ? nil : decoded.ttl)
         }
+        var clientAddress: IPAddress?
+        if let text = decoded.client_ip, !text.isEmpty {
+            guard let ip = IPAddress(text) else {
+                throw AnswerFormatError("JSON API answer's client_ip \"\(text.prefix(60))\" is not an IP address")
+            }
+            clientAddress = ip
+        }
         return HostAnswer(
             ipv4: query.wantsIPv4 ? try family(decoded.ips, ipv6: false) : nil,
             ipv6: query.wantsIPv6 ? try family(decoded.ipsv6, ipv6: true) : nil
-        )
+        ).seenFrom(clientAddress)
     }
 
-    package static func format(host: String, answer: HostAnswer) -> [UInt8] {
+    package static func format(host: String, answer: HostAnswer, clientAddress: IPAddress? = nil) -> [UInt8] {
         let ttl = answer.ipv4?.ttl ?? answer.ipv6?.ttl ?? 0
         let body = Body(
             host: host,
             ips: answer.ipv4?.addresses.map(\.description) ?? [],
             ipsv6: answer.ipv6?.addresses.map(\.description) ?? [],
             ttl: ttl,
-            origin_ttl: ttl
+            origin_ttl: ttl,
+            client_ip: clientAddress?.description
         )
         return Array((try? JSONEncoder().encode(body)) ?? Data("{}".utf8))
+    }
+}
+
+/// Alibaba Cloud EMAS's newer API, `/v2/d` (its iOS 3.x, Android and Node SDKs): plain mode (`m=0`)
+/// answers `{"code":"success","mode":0,"data":{"cip":"…","answers":[{"dn":"a.com",
+/// "v4":{"ips":["1.2.3.4"],"ttl":60},"v6":{"ips":[…],"ttl":60}}]}}`; a refusal has another `code`.
+package enum AlibabaV2Format {
+    struct Family: Codable {
+        var ips: [String]?
+        var ttl: UInt32?
+    }
+
+    struct Answer: Codable {
+        var dn: String
+        var v4: Family?
+        var v6: Family?
+    }
+
+    struct Data: Codable {
+        var cip: String?
+        var answers: [Answer]?
+    }
+
+    struct Body: Codable {
+        var code: String
+        var mode: Int?
+        var data: Data?
+    }
+
+    /// Parses an answer to a query for `host`; a `code` other than `success` is an error naming it.
+    package static func parse(_ body: [UInt8], query: AddressQuery, host: String) throws -> HostAnswer {
+        let decoded: Body
+        do {
+            decoded = try JSONDecoder().decode(Body.self, from: Foundation.Data(body))
+        } catch {
+            throw AnswerFormatError("v2 answer is not the expected {\"code\",\"mode\",\"data\"} object")
+        }
+        guard decoded.code == "success" else {
+            throw AnswerFormatError("v2 answer has code \(AlibabaJSONFormat.sanitizedCode(decoded.code) ?? "?")")
+        }
+        guard (decoded.mode ?? 0) == 0 else {
+            throw AnswerFormatError("v2 answer is encrypted (mode \(decoded.mode ?? 0)); only plain mode is supported")
+        }
+        let wanted = normalizeHostname(host)
+        let answer = decoded.data?.answers?.first { normalizeHostname($0.dn) == wanted }
+        func family(_ f: Family?, ipv6: Bool) throws -> FamilyAnswer {
+            var out = AddressCollector()
+            for t in f?.ips ?? [] {
+                if out.isFull { break }
+                guard let ip = IPAddress(t), ip.isIPv6 == ipv6 else {
+                    throw AnswerFormatError(
+                        "v2 answer lists \"\(t.prefix(60))\" as an \(ipv6 ? "IPv6" : "IPv4") address"
+                    )
+                }
+                out.add(ip)
+            }
+            return FamilyAnswer(addresses: out.addresses, ttl: out.addresses.isEmpty ? nil : f?.ttl)
+        }
+        var clientAddress: IPAddress?
+        if let text = decoded.data?.cip, !text.isEmpty {
+            guard let ip = IPAddress(text) else {
+                throw AnswerFormatError("v2 answer's cip \"\(text.prefix(60))\" is not an IP address")
+            }
+            clientAddress = ip
+        }
+        return HostAnswer(
+            ipv4: query.wantsIPv4 ? try family(answer?.v4, ipv6: false) : nil,
+            ipv6: query.wantsIPv6 ? try family(answer?.v6, ipv6: true) : nil
+        ).seenFrom(clientAddress)
+    }
+
+    /// A plain-mode answer for each name (the server's side).
+    package static func format(_ answers: [(String, HostAnswer)], clientAddress: IPAddress?) -> [UInt8] {
+        func family(_ f: FamilyAnswer?) -> Family? {
+            f.map { Family(ips: $0.addresses.map(\.description), ttl: $0.ttl ?? 0) }
+        }
+        let body = Body(
+            code: "success",
+            mode: 0,
+            data: Data(
+                cip: clientAddress?.description,
+                answers: answers.map { Answer(dn: $0.0, v4: family($0.1.ipv4), v6: family($0.1.ipv6)) }
+            )
+        )
+        return Array((try? JSONEncoder().encode(body)) ?? Foundation.Data("{}".utf8))
     }
 }
 

@@ -45,11 +45,22 @@ public struct ResolverEndpoint: Hashable, Sendable, CustomStringConvertible {
         self.query = target.count > 1 && !target[1].isEmpty ? String(target[1]) : nil
     }
 
-    /// The request target (path and query) with `parameters` appended, percent-encoded.
-    package func target(adding parameters: [(String, String)]) -> String {
-        var parts: [String] = query.map { [$0] } ?? []
+    /// The request target (path and query) with `parameters` appended, percent-encoded; `path`
+    /// replaces the endpoint's path and query (a signed form's own path, its parameters all given).
+    package func target(adding parameters: [(String, String)], path: String? = nil) -> String {
+        var parts: [String] = path == nil ? query.map { [$0] } ?? [] : []
         for (k, v) in parameters { parts.append("\(Self.encode(k))=\(Self.encode(v))") }
+        let path = path ?? self.path
         return parts.isEmpty ? path : "\(path)?\(parts.joined(separator: "&"))"
+    }
+
+    /// The value of `name` in the URL's own query string, if there.
+    package func queryValue(_ name: String) -> String? {
+        for pair in (query ?? "").split(separator: "&") {
+            let kv = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            if kv[0] == name { return kv.count > 1 ? String(kv[1]).removingPercentEncoding : "" }
+        }
+        return nil
     }
 
     static func encode(_ s: String) -> String {
@@ -66,10 +77,13 @@ public enum ResolverSpec: Hashable, Sendable, CustomStringConvertible {
     case doh(ResolverEndpoint, usePOST: Bool)
     /// JSON DNS-over-HTTPS (`application/dns-json`, `?name=&type=`).
     case dohJSON(ResolverEndpoint)
-    /// DNSPod / Tencent D+ text API (`/d?dn=`).
-    case dnspod(ResolverEndpoint)
-    /// Alibaba-style JSON API (`/resolve?host=`).
-    case json(ResolverEndpoint)
+    /// DNSPod / Tencent Cloud HTTPDNS text API (`/d?dn=`): the free form without `auth`; with it, the
+    /// enterprise forms (AES- or DES-encrypted, or an HTTPS token).
+    case dnspod(ResolverEndpoint, auth: DNSPodAuth? = nil)
+    /// Alibaba-style JSON API (`/resolve?host=`, or Alibaba Cloud's `/ACCOUNT/d?host=`). With `secret`
+    /// (Alibaba Cloud EMAS), `/ACCOUNT/d` queries are signed and sent to `/ACCOUNT/sign_d`; an endpoint
+    /// `/v2/d?id=ACCOUNT` speaks the newer API, signed with the hex `secret` when given.
+    case json(ResolverEndpoint, secret: ResolverSecret? = nil)
     /// Classic DNS over UDP (TCP when truncated).
     case dns(IPAddress, port: Int)
     /// The operating system's resolver (getaddrinfo).
@@ -122,18 +136,19 @@ public enum ResolverSpec: Hashable, Sendable, CustomStringConvertible {
     /// The endpoint of an HTTP-based resolver (nil for `dns:` and `system`).
     package var endpoint: ResolverEndpoint? {
         switch self {
-        case .doh(let e, _), .dohJSON(let e), .dnspod(let e), .json(let e): return e
+        case .doh(let e, _), .dohJSON(let e), .dnspod(let e, _), .json(let e, _): return e
         case .dns, .system: return nil
         }
     }
 
-    /// The spec in the form `init(parsing:)` takes.
+    /// The spec in the form `init(parsing:)` takes. Credentials are not part of it: they never appear
+    /// in text.
     public var description: String {
         switch self {
         case .doh(let e, let post): return "\(post ? "doh-post" : "doh"):\(e)"
         case .dohJSON(let e): return "doh-json:\(e)"
-        case .dnspod(let e): return "dnspod:\(e)"
-        case .json(let e): return "json:\(e)"
+        case .dnspod(let e, _): return "dnspod:\(e)"
+        case .json(let e, _): return "json:\(e)"
         case .dns(let ip, let port): return "dns:" + formatAuthority(host: ip.description, port: port)
         case .system: return "system"
         }

@@ -180,7 +180,7 @@ public struct HTTPRequest: Sendable {
 
 /// Where the time of one request went, and what it used. Durations are milliseconds; a phase that did
 /// not happen (a reused connection has no connect or TLS) is nil.
-public struct RequestMetrics: Sendable, Codable, Hashable {
+public struct RequestMetrics: Sendable, Encodable, Hashable {
     package var url: String
     /// The address the connection went to.
     public var ip: String?

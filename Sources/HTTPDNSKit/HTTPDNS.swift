@@ -44,9 +44,9 @@ public final class HTTPDNS: Sendable {
         public var bootstrap: [String: [IPAddress]] = [:]
         /// A file the cache is kept in across launches (nil: memory only).
         public var persistencePath: String?
-        /// The network the device is on now; answers are cached per network (see
-        /// ``HTTPDNS/networkChanged(to:)``).
-        public var networkID = "default"
+        /// The network the device is on at start; answers are cached per network. Apps tell a change
+        /// with ``HTTPDNS/networkChanged(to:)``.
+        package var networkID = "default"
         /// PEM files of certificate authorities trusted on top of the system's (a private resolver or
         /// origin); loaded when the `HTTPDNS` is made.
         public var trustedCertificateFiles: [String] = []

@@ -29,7 +29,7 @@ public final class HTTPDNSProxy: Sendable {
     /// Where the proxy listens and what it lets through.
     public struct Configuration: Sendable {
         /// The address to listen on (loopback unless configured otherwise inside the package).
-        public var host = "127.0.0.1"
+        package var host = "127.0.0.1"
         /// 0: any free port (see `port`).
         public var port = 0
         /// Listen on a non-loopback address. Requires `credentials`.

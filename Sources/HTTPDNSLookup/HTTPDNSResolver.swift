@@ -294,11 +294,13 @@ public final class HTTPDNSResolver: Sendable {
         var ttls: [UInt32] = []
         var sources: [ResolutionSource] = []
         var errors: [any Error] = []
+        var clientAddress: IPAddress?
         for (r, isV6) in [(r4, false), (r6, true)] {
             switch r {
             case .none: continue
             case .success((let fr, let lookup)):
                 if isV6 { ipv6 = fr.answer.addresses } else { ipv4 = fr.answer.addresses }
+                clientAddress = clientAddress ?? fr.answer.clientAddress
                 if !fr.answer.addresses.isEmpty, let t = fr.answer.ttl { ttls.append(t) }
                 switch lookup {
                 case .fresh: sources.append(.cache(fr.source))
@@ -330,7 +332,8 @@ public final class HTTPDNSResolver: Sendable {
             ipv6: ipv6,
             ttl: ttls.min(),
             source: source,
-            elapsed: ContinuousClock.now - started
+            elapsed: ContinuousClock.now - started,
+            clientAddress: clientAddress
         )
     }
 
@@ -361,6 +364,7 @@ public final class HTTPDNSResolver: Sendable {
                     resolution.ipv6 = hit.answer.addresses
                 }
                 if case .stale = found { stale = true }
+                resolution.clientAddress = resolution.clientAddress ?? hit.answer.clientAddress
                 if let ttl = hit.answer.ttl, !hit.answer.addresses.isEmpty {
                     resolution.ttl = min(resolution.ttl ?? ttl, ttl)
                 }
@@ -416,11 +420,17 @@ public final class HTTPDNSResolver: Sendable {
                 startRefresh(key, &state)
             }
             let left = UInt32(max(1, remaining.nanoseconds / 1_000_000_000))
-            return FamilyResult(answer: FamilyAnswer(addresses: entry.addresses, ttl: left), source: entry.source)
+            return FamilyResult(
+                answer: FamilyAnswer(addresses: entry.addresses, ttl: left, clientAddress: entry.clientAddress),
+                source: entry.source
+            )
         case .stale(let entry, let refresh):
             state.statistics.staleServed += 1
             if refresh { startRefresh(key, &state) }
-            return FamilyResult(answer: FamilyAnswer(addresses: entry.addresses, ttl: 0), source: entry.source)
+            return FamilyResult(
+                answer: FamilyAnswer(addresses: entry.addresses, ttl: 0, clientAddress: entry.clientAddress),
+                source: entry.source
+            )
         case .miss:
             return nil
         }
@@ -463,7 +473,14 @@ public final class HTTPDNSResolver: Sendable {
     private func store(key: CacheKey, answer: FamilyAnswer, source: String) {
         let now = clock.now()
         let scheduleSave = state.withLockedValue { state -> Bool in
-            state.cache.store(key, addresses: answer.addresses, ttl: answer.ttl, source: source, now: now)
+            state.cache.store(
+                key,
+                addresses: answer.addresses,
+                ttl: answer.ttl,
+                source: source,
+                clientAddress: answer.clientAddress,
+                now: now
+            )
             state.inFlight[key] = nil
             guard configuration.persistencePath != nil, !state.saveScheduled else { return false }
             state.saveScheduled = true

@@ -48,7 +48,10 @@ struct EndpointClient: Sendable {
         body: [UInt8]? = nil,
         contentType: String? = nil,
         deadline: NIODeadline,
-        maxBytes: Int = 64 * 1024
+        maxBytes: Int = 64 * 1024,
+        path: String? = nil,
+        refusalCode: (@Sendable ([UInt8]) -> String?)? = nil,
+        redacting secret: ResolverSecret? = nil
     ) async throws -> [UInt8] {
         var headers = HTTPHeaders([("accept", accept)])
         if let contentType { headers.add(name: "content-type", value: contentType) }
@@ -58,7 +61,7 @@ struct EndpointClient: Sendable {
                 scheme: endpoint.scheme,
                 host: endpoint.host,
                 port: endpoint.port,
-                target: endpoint.target(adding: parameters)
+                target: endpoint.target(adding: parameters, path: path)
             ),
             headers: headers,
             body: body.map { .bytes($0) }
@@ -70,7 +73,17 @@ struct EndpointClient: Sendable {
             let response = try await engine.execute(request, addresses: addresses)
             let body = try await response.body.collect(upTo: maxBytes)
             guard response.status == .ok else {
-                let snippet = String(buffer: body).prefix(120).split(separator: "\n").first ?? ""
+                if let code = refusalCode?(Array(body.readableBytesView)) {
+                    throw ProviderError("answered HTTP \(response.status.code) \(code)")
+                }
+                var snippet = String(String(buffer: body).prefix(120).split(separator: "\n").first ?? "")
+                if let secret, !secret.isEmpty {
+                    // A server that echoes the query must not put a token into our messages and logs.
+                    snippet = snippet.replacingOccurrences(
+                        of: String(decoding: secret.bytes, as: UTF8.self),
+                        with: "<redacted>"
+                    )
+                }
                 throw ProviderError("answered HTTP \(response.status.code) \(snippet)")
             }
             return Array(body.readableBytesView)
@@ -170,11 +183,33 @@ package struct DoHJSONProvider: DNSProvider {
     }
 }
 
-/// The DNSPod / Tencent D+ text API: `/d?dn=NAME[,NAME…]&ttl=1[&type=aaaa]`. Batches up to 20 names.
+/// The DNSPod / Tencent Cloud HTTPDNS text API: `/d?dn=NAME[,NAME…]&ttl=1&clientip=1[&type=aaaa]`,
+/// free or, with `auth`, the enterprise forms (`&id=ID&alg=aes|des` with `dn` and the answer encrypted,
+/// or `&id=ID&token=TOKEN` over HTTPS). Batches up to 8 names, the service's limit
+/// (cloud.tencent.com/document/product/213/3522).
 package struct DNSPodProvider: DNSProvider {
     let client: EndpointClient
+    let auth: DNSPodAuth?
+    let cipher: DNSPodCipher?
     package var name: String { client.name("dnspod") }
-    package var maximumBatch: Int { 20 }
+    package var maximumBatch: Int { 8 }
+
+    init(client: EndpointClient, auth: DNSPodAuth?) throws {
+        if let auth {
+            if let problem = auth.problem {
+                throw HTTPDNSConfigurationError(.invalidResolverSpec, "dnspod \(auth.form) credentials: \(problem)")
+            }
+            if case .token = auth, !client.endpoint.isTLS {
+                throw HTTPDNSConfigurationError(
+                    .invalidResolverSpec,
+                    "a DNSPod token is sent only over HTTPS (it would travel in clear text); use an https:// resolver URL, or an AES key over http"
+                )
+            }
+        }
+        self.client = client
+        self.auth = auth
+        self.cipher = auth.flatMap(DNSPodCipher.init)
+    }
 
     package func resolve(_ name: String, family: AddressFamily, deadline: NIODeadline) async throws -> FamilyAnswer {
         let answers = try await resolveBatch([name], family: family, deadline: deadline)
@@ -188,36 +223,144 @@ package struct DNSPodProvider: DNSProvider {
         FamilyAnswer]
     {
         let query: AddressQuery = family == .ipv4 ? .ipv4 : .ipv6
-        var parameters = [("dn", names.joined(separator: ",")), ("ttl", "1")]
-        if let type = DNSPodFormat.typeParameter(for: query) { parameters.append(("type", type)) }
-        let body = try await client.send(parameters, accept: "text/plain", deadline: deadline, maxBytes: 256 * 1024)
+        let body = try await client.send(
+            parameters(names, query: query),
+            accept: "text/plain",
+            deadline: deadline,
+            maxBytes: 256 * 1024,
+            redacting: auth?.token
+        )
         let parsed: [String: HostAnswer]
         do {
-            parsed = try DNSPodFormat.parse(String(decoding: body, as: UTF8.self), names: names, query: query)
+            parsed = try DNSPodFormat.parse(try text(of: body), names: names, query: query)
         } catch let error as AnswerFormatError {
             throw ProviderError("\(error)")
         }
         return parsed.compactMapValues { family == .ipv4 ? $0.ipv4 : $0.ipv6 }
     }
+
+    /// The query's parameters, in the order the vendor's iOS SDK sends them.
+    func parameters(_ names: [String], query: AddressQuery) -> [(String, String)] {
+        let dn = names.joined(separator: ",")
+        var parameters = [("dn", cipher?.seal(dn) ?? dn), ("clientip", "1"), ("ttl", "1")]
+        if let auth { parameters.append(("id", auth.id)) }
+        if let type = DNSPodFormat.typeParameter(for: query) { parameters.append(("type", type)) }
+        switch auth {
+        case .aes: parameters.append(("alg", "aes"))
+        case .des: parameters.append(("alg", "des"))
+        case .token(_, let token): parameters.append(("token", String(decoding: token.bytes, as: UTF8.self)))
+        case nil: break
+        }
+        return parameters
+    }
+
+    /// The answer's text: decrypted for the AES and DES forms. With credentials, an empty body is a
+    /// failure (the service answers a wrong id, key or token that way; the vendor's SDKs treat it as
+    /// an error too); without, it means "no address".
+    func text(of body: [UInt8]) throws -> String {
+        if auth != nil, body.allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }) {
+            throw ProviderError(
+                "answered an empty body, which the service sends for a wrong account id, key or token"
+            )
+        }
+        guard let cipher else { return String(decoding: body, as: UTF8.self) }
+        do {
+            return try cipher.open(String(decoding: body, as: UTF8.self))
+        } catch {
+            throw ProviderError("\(cipher.algorithm.rawValue.uppercased())-encrypted answer \(error.reason)")
+        }
+    }
 }
 
-/// The Alibaba-style JSON API: `/resolve?host=NAME&query=4|6`.
+/// The Alibaba-style JSON API: `/resolve?host=NAME&query=4|6` and Alibaba Cloud's `/ACCOUNT/d?host=`;
+/// with a secret, its signed form `/ACCOUNT/sign_d?host=&query=&t=&s=`. An endpoint `/v2/d?id=ACCOUNT`
+/// speaks Alibaba Cloud's newer API in plain mode, signed when given a secret (see AlibabaSigning).
 package struct AlibabaJSONProvider: DNSProvider {
+    enum Form {
+        /// `/resolve` or `/ACCOUNT/d`, as given.
+        case unsigned
+        /// `/ACCOUNT/sign_d` with the MD5 signature.
+        case signD(path: String, secret: ResolverSecret)
+        /// `/v2/d`, HMAC-SHA256-signed when `key` is given.
+        case v2(account: String, key: [UInt8]?)
+    }
+
     let client: EndpointClient
+    let form: Form
     package var name: String { client.name("json") }
+
+    init(client: EndpointClient, secret: ResolverSecret?) throws {
+        self.client = client
+        func invalid(_ message: String) -> HTTPDNSConfigurationError {
+            HTTPDNSConfigurationError(.invalidResolverSpec, message)
+        }
+        if secret?.isEmpty == true { throw invalid("the Alibaba signing secret is empty") }
+        if client.endpoint.path == AlibabaSigning.v2Path {
+            guard let account = client.endpoint.queryValue("id"), !account.isEmpty else {
+                throw invalid("the v2 API needs the account: give the resolver as json:http://HOST/v2/d?id=ACCOUNT")
+            }
+            var key: [UInt8]?
+            if let secret {
+                // The console shows the secret as hex; the v2 API keys its HMAC with the decoded bytes.
+                guard let decoded = hexDecoded(String(decoding: secret.bytes, as: UTF8.self)), !decoded.isEmpty else {
+                    throw invalid("the v2 API's secret is hex, as the console shows it; this one is not")
+                }
+                key = decoded
+            }
+            form = .v2(account: account, key: key)
+        } else if let secret {
+            guard let signed = AlibabaSigning.signedPath(for: client.endpoint.path) else {
+                throw invalid(
+                    "signed Alibaba queries go to /ACCOUNT/sign_d or /v2/d: give the resolver as json:http://HOST/ACCOUNT/d or json:http://HOST/v2/d?id=ACCOUNT (the path is \(client.endpoint.path))"
+                )
+            }
+            form = .signD(path: signed, secret: secret)
+        } else {
+            form = .unsigned
+        }
+    }
 
     package func resolve(_ name: String, family: AddressFamily, deadline: NIODeadline) async throws -> FamilyAnswer {
         let query: AddressQuery = family == .ipv4 ? .ipv4 : .ipv6
+        let types = AlibabaJSONFormat.queryParameter(for: query)
+        var parameters: [(String, String)]
+        var path: String?
+        switch form {
+        case .unsigned:
+            parameters = [("host", name), ("query", types)]
+        case .signD(let signedPath, let secret):
+            let expiry = unixTime() + AlibabaSigning.validity
+            parameters = [("host", name), ("query", types), ("t", "\(expiry)")]
+            parameters.append(("s", AlibabaSigning.signature(host: name, secret: secret, expiry: expiry)))
+            path = signedPath
+        case .v2(let account, let key):
+            // The iOS SDK's order: id, m, exp, v, dn, q, s.
+            parameters = [("id", account), ("m", "0")]
+            if key != nil { parameters.append(("exp", "\(unixTime() + AlibabaSigning.validity)")) }
+            parameters += [("v", AlibabaSigning.v2Version), ("dn", name), ("q", types)]
+            if let key { parameters.append(("s", AlibabaSigning.v2Signature(parameters, key: key))) }
+            path = AlibabaSigning.v2Path
+        }
         let body = try await client.send(
-            [("host", name), ("query", AlibabaJSONFormat.queryParameter(for: query))],
+            parameters,
             accept: "application/json",
-            deadline: deadline
+            deadline: deadline,
+            path: path,
+            refusalCode: { AlibabaJSONFormat.errorCode($0) }
         )
         do {
-            let answer = try AlibabaJSONFormat.parse(body, query: query, host: name)
+            let answer: HostAnswer
+            if case .v2 = form {
+                answer = try AlibabaV2Format.parse(body, query: query, host: name)
+            } else {
+                answer = try AlibabaJSONFormat.parse(body, query: query, host: name)
+            }
             return (family == .ipv4 ? answer.ipv4 : answer.ipv6) ?? .empty
         } catch let error as AnswerFormatError {
             throw ProviderError("\(error)")
         }
     }
 }
+
+/// Seconds since 1970, for signature expiry.
+func unixTime() -> Int { Int(Date().timeIntervalSince1970) }

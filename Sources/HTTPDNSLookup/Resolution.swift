@@ -49,7 +49,11 @@ public struct Resolution: Hashable, Sendable {
     /// Where the answer came from.
     public var source: ResolutionSource
     /// How long the lookup took (zero for an IP literal).
-    public var elapsed: Duration
+    package var elapsed: Duration
+    /// The address the HTTPDNS service saw the query come from, when it says (Tencent Cloud / DNSPod
+    /// `clientip=1`, Alibaba `client_ip`): the public address of the device's network as the service
+    /// sees it, which is what it chose the answer for. Nil for other sources.
+    public var clientAddress: IPAddress? = nil
 
     /// The answer for an IP-literal host: the address itself, no lookup.
     static func literal(_ host: String, _ ip: IPAddress) -> Resolution {
@@ -159,7 +163,7 @@ public struct ProviderFailure: Sendable, CustomStringConvertible {
 /// LocalDNS and HTTPDNS answers for one name side by side.
 public struct HijackReport: Sendable {
     /// The name compared.
-    public var name: String
+    package var name: String
     /// What HTTPDNS answered.
     public var httpdns: Result<Resolution, ResolverError>
     /// What the network's own resolver answered.

@@ -46,11 +46,15 @@ package enum ProviderFactory {
             )
         case .dohJSON(let endpoint):
             return DoHJSONProvider(client: try EndpointClient(engine: engine, endpoint: endpoint, bootstrap: bootstrap))
-        case .dnspod(let endpoint):
-            return DNSPodProvider(client: try EndpointClient(engine: engine, endpoint: endpoint, bootstrap: bootstrap))
-        case .json(let endpoint):
-            return AlibabaJSONProvider(
-                client: try EndpointClient(engine: engine, endpoint: endpoint, bootstrap: bootstrap)
+        case .dnspod(let endpoint, let auth):
+            return try DNSPodProvider(
+                client: try EndpointClient(engine: engine, endpoint: endpoint, bootstrap: bootstrap),
+                auth: auth
+            )
+        case .json(let endpoint, let secret):
+            return try AlibabaJSONProvider(
+                client: try EndpointClient(engine: engine, endpoint: endpoint, bootstrap: bootstrap),
+                secret: secret
             )
         case .dns(let ip, let port):
             return try Do53Provider(server: ip, port: port, group: group)

@@ -1,7 +1,12 @@
 // The self-hostable HTTPDNS server: one process speaking every format our clients speak.
 //
-//   GET  /d?dn=NAME[,NAME…][&type=aaaa|addrs][&ttl=1][&ip=CLIENT]   DNSPod text (single or batch)
+//   GET  /d?dn=NAME[,NAME…][&type=aaaa|addrs][&ttl=1][&clientip=1][&query=1][&ip=CLIENT]
+//                                                                    DNSPod text (single or batch); with
+//                                                                    &id=ID&alg=aes|des or &id=ID&token=T,
+//                                                                    Tencent Cloud's enterprise forms
 //   GET  /resolve?host=NAME[&query=4|6|4,6]                          Alibaba-style JSON
+//   GET  /ACCOUNT/d?host=…, /ACCOUNT/sign_d?host=…&t=&s=             Alibaba Cloud EMAS (unsigned, signed)
+//   GET  /v2/d?id=ACCOUNT&m=0&dn=NAME&q=4|6|4,6[&exp=&v=&s=]          Alibaba Cloud EMAS v2, plain mode
 //   GET  /dns-query?dns=BASE64URL, POST /dns-query                   RFC 8484 wire format
 //   GET  /dns-query?name=NAME&type=A|AAAA (or Accept: dns-json)      JSON DoH
 //   GET  /healthz
@@ -39,6 +44,13 @@ package final class HTTPDNSService: Sendable {
         /// Names in one `/d` batch at most.
         package var maxBatch = 50
         package var limits = HTTPListener.Limits()
+        /// The accounts of the authenticated forms (Tencent Cloud DNSPod, Alibaba Cloud EMAS).
+        package var accounts = VendorAccounts()
+        /// Refuse every unauthenticated form (free `/d`, `/resolve`, `/ACCOUNT/d`, unsigned `/v2/d`,
+        /// `/dns-query`).
+        package var requireAuth = false
+        /// Unix seconds now, for signature expiry; tests move it to make signatures expired or early.
+        package var unixTime: @Sendable () -> Int = { Int(Date().timeIntervalSince1970) }
 
         package init() {}
     }
@@ -289,14 +301,30 @@ struct ServiceCore: Sendable {
                 return ListenerResponse(status: .ok, text: "ok")
             case "/d":
                 try require(request, .GET)
-                return try dnspod(query, lookup)
+                if query["id"] != nil || query["token"] != nil || query["alg"] != nil {
+                    return try dnspodAuthenticated(request, query, lookup)
+                }
+                if let refusal = refuseUnauthenticated("/d without id=") { return refusal }
+                return try dnspod(query, names: query["dn"], clientAddress: request.remoteIP, lookup)
             case "/resolve":
                 try require(request, .GET)
-                return try alibaba(query, lookup)
+                if let refusal = refuseUnauthenticated("/resolve") { return refusal }
+                return try alibaba(query, lookup, clientAddress: request.remoteIP)
             case "/dns-query":
+                if let refusal = refuseUnauthenticated("/dns-query") { return refusal }
                 return try doh(request, query, lookup)
+            case AlibabaSigning.v2Path:
+                try require(request, .GET)
+                return try alibabaV2(request, query, lookup)
             default:
-                return ListenerResponse(status: .notFound, text: "not found: use /d, /resolve, /dns-query or /healthz")
+                if let (account, signed) = alibabaAccountPath(path) {
+                    try require(request, .GET)
+                    return try alibabaAccount(request, account: account, signed: signed, query, lookup)
+                }
+                return ListenerResponse(
+                    status: .notFound,
+                    text: "not found: use /d, /resolve, /ACCOUNT/d, /ACCOUNT/sign_d, /v2/d, /dns-query or /healthz"
+                )
             }
         } catch let e as BadRequest {
             return ListenerResponse(status: .badRequest, text: e.reason)
@@ -345,8 +373,16 @@ struct ServiceCore: Sendable {
 
     // MARK: formats
 
-    func dnspod(_ query: [String: String], _ lookup: (String) throws -> Lookup) throws -> ListenerResponse {
-        guard let dn = query["dn"], !dn.isEmpty else { throw BadRequest(reason: "missing dn=NAME[,NAME...]") }
+    /// The DNSPod answer for the names in `dn` (plain text; the caller encrypts it for the AES and DES
+    /// forms). `clientAddress` is appended to every line when the query says `clientip=1`, as the
+    /// vendor's SDKs expect.
+    func dnspodText(
+        _ query: [String: String],
+        names dn: String?,
+        clientAddress: IPAddress?,
+        _ lookup: (String) throws -> Lookup
+    ) throws -> String {
+        guard let dn, !dn.isEmpty else { throw BadRequest(reason: "missing dn=NAME[,NAME...]") }
         let names = try dn.split(separator: ",", omittingEmptySubsequences: false).map {
             try name(String($0), parameter: "dn")
         }
@@ -361,21 +397,41 @@ struct ServiceCore: Sendable {
         case let other?: throw BadRequest(reason: "type=\(other) is not supported; use aaaa or addrs")
         }
         let withTTL = query["ttl"] == "1"
+        let client = query["clientip"] == "1" ? clientAddress : nil
         var lines: [String] = []
         for n in names {
             let text: String
             switch try lookup(n) {
             case .found(let v4, let v6):
-                text = DNSPodFormat.format(HostAnswer(ipv4: v4, ipv6: v6), query: family, withTTL: withTTL)
+                text = DNSPodFormat.format(
+                    HostAnswer(ipv4: v4, ipv6: v6),
+                    query: family,
+                    withTTL: withTTL,
+                    clientAddress: client
+                )
             case .nxdomain, .failure:
-                text = family == .both ? "0-0" : "0"
+                text = (family == .both ? "0-0" : "0") + (client.map { "|\($0)" } ?? "")
             }
-            lines.append(names.count > 1 ? "\(n).:\(text)" : text)
+            lines.append(names.count > 1 || query["query"] == "1" ? "\(n).:\(text)" : text)
         }
-        return ListenerResponse(body: Array(lines.joined(separator: "\n").utf8))
+        return lines.joined(separator: "\n")
     }
 
-    func alibaba(_ query: [String: String], _ lookup: (String) throws -> Lookup) throws -> ListenerResponse {
+    func dnspod(
+        _ query: [String: String],
+        names: String?,
+        clientAddress: IPAddress?,
+        _ lookup: (String) throws -> Lookup
+    ) throws -> ListenerResponse {
+        let text = try dnspodText(query, names: names, clientAddress: clientAddress, lookup)
+        return ListenerResponse(body: Array(text.utf8))
+    }
+
+    func alibaba(
+        _ query: [String: String],
+        _ lookup: (String) throws -> Lookup,
+        clientAddress: IPAddress? = nil
+    ) throws -> ListenerResponse {
         let host = try name(query["host"], parameter: "host")
         let wants: AddressQuery
         switch query["query"] {
@@ -389,12 +445,16 @@ struct ServiceCore: Sendable {
             let answer = HostAnswer(ipv4: wants.wantsIPv4 ? v4 : nil, ipv6: wants.wantsIPv6 ? v6 : nil)
             return ListenerResponse(
                 contentType: "application/json",
-                body: AlibabaJSONFormat.format(host: host, answer: answer)
+                body: AlibabaJSONFormat.format(host: host, answer: answer, clientAddress: clientAddress)
             )
         case .nxdomain:
             return ListenerResponse(
                 contentType: "application/json",
-                body: AlibabaJSONFormat.format(host: host, answer: HostAnswer(ipv4: .empty, ipv6: .empty))
+                body: AlibabaJSONFormat.format(
+                    host: host,
+                    answer: HostAnswer(ipv4: .empty, ipv6: .empty),
+                    clientAddress: clientAddress
+                )
             )
         case .failure:
             return ListenerResponse(status: .badGateway, text: "the upstream DNS server did not answer")

@@ -8,6 +8,7 @@
 // closes the connection). A malformed request gets 400 and its connection closed, the rest of the
 // server carries on.
 
+import HTTPDNSCore
 import HTTPDNSEngine
 import Logging
 import NIOCore
@@ -27,6 +28,8 @@ package struct ListenerRequest: Sendable {
     package var version: String
     package var isTLS: Bool
     package var remote: String
+    /// The client's address, for answers that report it (DNSPod `clientip=1`).
+    package var remoteIP: IPAddress? = nil
 }
 
 /// One response.
@@ -118,6 +121,7 @@ package final class HTTPListener: Sendable {
                     let context = ConnectionContext(
                         isTLS: tls != nil,
                         remote: channel.remoteAddress.map { "\($0)" } ?? "?",
+                        remoteIP: channel.remoteAddress?.ipAddress.flatMap { IPAddress($0) },
                         limits: limits,
                         logger: logger,
                         immediate: immediate,
@@ -189,6 +193,7 @@ package final class HTTPListener: Sendable {
 struct ConnectionContext: Sendable {
     var isTLS: Bool
     var remote: String
+    var remoteIP: IPAddress?
     var limits: HTTPListener.Limits
     var logger: Logger
     var immediate: HTTPListener.ImmediateHandler?
@@ -367,13 +372,15 @@ final class RequestHandler: ChannelInboundHandler {
                 body: body,
                 version: version,
                 isTLS: self.context.isTLS,
-                remote: self.context.remote
+                remote: self.context.remote,
+                remoteIP: self.context.remoteIP
             )
             if let immediate = self.context.immediate, let response = immediate(request) {
                 self.context.logger.debug(
                     "request",
                     metadata: [
-                        "method": "\(head.method)", "uri": "\(head.uri)", "status": "\(response.status.code)",
+                        "method": "\(head.method)", "uri": "\(redactingSecrets(head.uri))",
+                        "status": "\(response.status.code)",
                         "version": "\(version)",
                     ]
                 )
@@ -388,7 +395,8 @@ final class RequestHandler: ChannelInboundHandler {
                 logger.debug(
                     "request",
                     metadata: [
-                        "method": "\(head.method)", "uri": "\(head.uri)", "status": "\(response.status.code)",
+                        "method": "\(head.method)", "uri": "\(redactingSecrets(head.uri))",
+                        "status": "\(response.status.code)",
                         "version": "\(me.version)",
                     ]
                 )
@@ -421,4 +429,15 @@ final class RequestHandler: ChannelInboundHandler {
         self.context.logger.debug("connection error", metadata: ["error": "\(error)"])
         context.close(promise: nil)
     }
+}
+
+/// `uri` with the values of the query parameters that carry secrets (`token`, the signature `s`)
+/// replaced by `<redacted>`, for logs.
+package func redactingSecrets(_ uri: String) -> String {
+    guard let q = uri.firstIndex(of: "?") else { return uri }
+    let pairs = uri[uri.index(after: q)...].split(separator: "&", omittingEmptySubsequences: false).map { pair in
+        let key = pair.prefix { $0 != "=" }
+        return ["token", "s", "key", "secret"].contains(key.lowercased()) ? "\(key)=<redacted>" : String(pair)
+    }
+    return uri[..<q] + "?" + pairs.joined(separator: "&")
 }

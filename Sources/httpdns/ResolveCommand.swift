@@ -144,4 +144,24 @@ struct ResolveCommand: AsyncParsableCommand {
     }
 }
 
-extension AddressQuery: ExpressibleByArgument {}
+extension AddressQuery: ExpressibleByArgument {
+    /// `--type a|aaaa|both`, as before.
+    public init?(argument: String) {
+        switch argument.lowercased() {
+        case "a": self = .ipv4
+        case "aaaa": self = .ipv6
+        case "both": self = .both
+        default: return nil
+        }
+    }
+
+    public var defaultValueDescription: String {
+        switch self {
+        case .ipv4: return "a"
+        case .ipv6: return "aaaa"
+        case .both: return "both"
+        }
+    }
+
+    public static var allValueStrings: [String] { ["a", "aaaa", "both"] }
+}

@@ -88,6 +88,9 @@ struct ResolverOptions: ParsableArguments {
     @Flag(name: .customLong("debug"), help: "Log the resolver's decisions on stderr.")
     var debug = false
 
+    @OptionGroup(title: "Commercial HTTPDNS credentials (secrets from files or the environment)")
+    var credentials: CredentialOptions
+
     func validate() throws {
         _ = try parsed()
     }
@@ -113,7 +116,7 @@ struct ResolverOptions: ParsableArguments {
                 do { return try HostPattern(text) } catch { throw ValidationError("\(flag): \(error)") }
             }
         }
-        let resolvers = try self.resolvers.map { try spec($0, flag: "--resolver") }
+        let resolvers = try credentials.apply(to: try self.resolvers.map { try spec($0, flag: "--resolver") })
         let local = try spec(localDNS, flag: "--local-dns")
         var bootstrap: [String: [IPAddress]] = [:]
         for entry in self.bootstrap {

@@ -4,6 +4,7 @@ import ArgumentParser
 import Dispatch
 import Foundation
 import HTTPDNSCore
+import HTTPDNSLookup
 import HTTPDNSServer
 import Logging
 
@@ -21,6 +22,9 @@ struct ServeCommand: AsyncParsableCommand {
             Answers from --hosts first (re-read when it changes), then from --upstream; other names are \
             NXDOMAIN. HTTPS with h2 and http/1.1 when given --tls-cert and --tls-key, plain HTTP/1.1 and h2c \
             otherwise.
+            Stands in for Tencent Cloud DNSPod (encrypted and token forms) and Alibaba Cloud EMAS (signed \
+            /ACCOUNT/sign_d and /v2/d) for the accounts given with --dnspod-account, --dnspod-token and \
+            --alibaba-account; secrets are read from files.
             Example: httpdns serve --listen 127.0.0.1:8053 --hosts hosts.txt --upstream dns:127.0.0.1:5302
             """
     )
@@ -64,6 +68,39 @@ struct ServeCommand: AsyncParsableCommand {
     @Flag(name: .customLong("debug"), help: "Log every request on stderr.")
     var debug = false
 
+    @Option(
+        name: .customLong("dnspod-account"),
+        help: ArgumentHelp(
+            "Answer Tencent Cloud DNSPod's encrypted form for this account (repeatable); the key is read from FILE.",
+            valueName: "ID:aes|des:FILE"
+        )
+    )
+    var dnspodAccounts: [String] = []
+
+    @Option(
+        name: .customLong("dnspod-token"),
+        help: ArgumentHelp(
+            "Answer DNSPod's token form for this account (repeatable); the token is read from FILE.",
+            valueName: "ID:FILE"
+        )
+    )
+    var dnspodTokens: [String] = []
+
+    @Option(
+        name: .customLong("alibaba-account"),
+        help: ArgumentHelp(
+            "Answer Alibaba Cloud EMAS signed queries (/ACCOUNT/sign_d) for this account (repeatable); the secret is read from FILE.",
+            valueName: "ACCOUNT:FILE"
+        )
+    )
+    var alibabaAccounts: [String] = []
+
+    @Flag(
+        name: .customLong("require-auth"),
+        help: "Refuse the unauthenticated forms (/d without id, /resolve, /ACCOUNT/d, unsigned /v2/d, /dns-query)."
+    )
+    var requireAuth = false
+
     func validate() throws {
         guard !listen.isEmpty else {
             throw ValidationError("--listen: give at least one, e.g. --listen 127.0.0.1:8053")
@@ -95,6 +132,46 @@ struct ServeCommand: AsyncParsableCommand {
         guard maxConnections > 0 else { throw ValidationError("--max-connections: give a positive number") }
         _ = try seconds(requestTimeout, flag: "--request-timeout", range: 0.01...3600)
         _ = try seconds(idleTimeout, flag: "--idle-timeout", range: 0.01...86400)
+        let accounts = try vendorAccounts()
+        if requireAuth, accounts.isEmpty {
+            throw ValidationError(
+                "--require-auth: no account to authenticate; add --dnspod-account, --dnspod-token or --alibaba-account"
+            )
+        }
+    }
+
+    /// The accounts of --dnspod-account, --dnspod-token and --alibaba-account, keys read from their files.
+    func vendorAccounts() throws -> VendorAccounts {
+        func check(_ auth: DNSPodAuth, flag: String) throws {
+            if let problem = auth.problem { throw ValidationError("\(flag): \(problem)") }
+        }
+        var accounts = VendorAccounts()
+        for entry in dnspodAccounts {
+            let flag = "--dnspod-account"
+            let parts = entry.split(separator: ":", maxSplits: 2).map(String.init)
+            guard parts.count == 3, let algorithm = DNSPodCipher.Algorithm(rawValue: parts[1].lowercased()) else {
+                throw ValidationError("\(flag): \"\(entry)\" is not ID:aes:FILE or ID:des:FILE")
+            }
+            let key = try readSecret(parts[2], flag: flag)
+            let auth: DNSPodAuth = algorithm == .aes ? .aes(id: parts[0], key: key) : .des(id: parts[0], key: key)
+            try check(auth, flag: flag)
+            accounts.dnspodKeys[parts[0]] = DNSPodCipher(auth)
+        }
+        for entry in dnspodTokens {
+            let parts = entry.split(separator: ":", maxSplits: 1).map(String.init)
+            guard parts.count == 2 else { throw ValidationError("--dnspod-token: \"\(entry)\" is not ID:FILE") }
+            let token = try readSecret(parts[1], flag: "--dnspod-token")
+            try check(.token(id: parts[0], token: token), flag: "--dnspod-token")
+            accounts.dnspodTokens[parts[0]] = token
+        }
+        for entry in alibabaAccounts {
+            let parts = entry.split(separator: ":", maxSplits: 1).map(String.init)
+            guard parts.count == 2, !parts[0].isEmpty, !parts[0].contains("/") else {
+                throw ValidationError("--alibaba-account: \"\(entry)\" is not ACCOUNT:FILE")
+            }
+            accounts.alibaba[parts[0]] = try readSecret(parts[1], flag: "--alibaba-account")
+        }
+        return accounts
     }
 
     func run() async throws {
@@ -116,6 +193,8 @@ struct ServeCommand: AsyncParsableCommand {
         config.limits.maxConnections = maxConnections
         config.limits.requestTimeout = try seconds(requestTimeout, flag: "--request-timeout", range: 0.01...3600)
         config.limits.idleTimeout = try seconds(idleTimeout, flag: "--idle-timeout", range: 0.01...86400)
+        config.accounts = try vendorAccounts()
+        config.requireAuth = requireAuth
         let service: HTTPDNSService
         do {
             service = try await HTTPDNSService.start(config, logger: logger)

@@ -146,7 +146,7 @@ import Testing
             Issue.record("not doh-post")
             return
         }
-        guard case .dnspod(let d) = try ResolverSpec(parsing: "dnspod:http://119.29.29.98/d?id=1") else {
+        guard case .dnspod(let d, _) = try ResolverSpec(parsing: "dnspod:http://119.29.29.98/d?id=1") else {
             Issue.record("not dnspod")
             return
         }

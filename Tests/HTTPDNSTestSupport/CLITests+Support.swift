@@ -51,17 +51,20 @@ func runProcessBlocking(_ path: String, _ arguments: [String]) throws -> CLIResu
     )
 }
 
-
-
-
 /// Starts a long-running program and returns it with the first line it prints (its listening address).
-func startInBackground(_ path: String, _ arguments: [String]) async throws -> (Process, String) {
+/// `stderr`: a file its standard error goes to (discarded without).
+func startInBackground(_ path: String, _ arguments: [String], stderr: String? = nil) async throws -> (Process, String) {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: path)
     process.arguments = arguments
     let out = Pipe()
     process.standardOutput = out
-    process.standardError = FileHandle.nullDevice
+    if let stderr {
+        _ = FileManager.default.createFile(atPath: stderr, contents: nil)
+        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: stderr))
+    } else {
+        process.standardError = FileHandle.nullDevice
+    }
     try process.run()
     // Read off the concurrency pool: availableData blocks.
     let line = try await NIOThreadPool.singleton.runIfActive { () -> String in

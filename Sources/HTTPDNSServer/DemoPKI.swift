@@ -1,5 +1,6 @@
-// A throw-away certificate authority for the demo, made at start with swift-certificates (P-256):
-// one CA and one leaf per name, valid for a day, never written to disk.
+// A throw-away certificate authority for the demo and the tests, made at start with swift-certificates
+// (P-256): one CA and one leaf per name, valid for a day. The demo never writes it to disk; tests that
+// run the CLI write the PEM texts to a temporary folder.
 
 import Crypto
 import Foundation
@@ -7,13 +8,13 @@ import NIOSSL
 import SwiftASN1
 import X509
 
-struct DemoPKI {
-    let caPEM: String
-    let caCertificate: NIOSSLCertificate
+package struct DemoPKI {
+    package let caPEM: String
+    package let caCertificate: NIOSSLCertificate
     private let caKey: P256.Signing.PrivateKey
     private let caName: DistinguishedName
 
-    init() throws {
+    package init() throws {
         caKey = P256.Signing.PrivateKey()
         caName = try DistinguishedName { CommonName("swift-httpdns demo CA (throw-away)") }
         let now = Date()
@@ -37,7 +38,16 @@ struct DemoPKI {
     }
 
     /// A leaf certificate for `name` (DNS SAN only) and its key.
-    func leaf(_ name: String) throws -> (NIOSSLCertificate, NIOSSLPrivateKey) {
+    package func leaf(_ name: String) throws -> (NIOSSLCertificate, NIOSSLPrivateKey) {
+        let (certificate, key) = try leafPEM(name)
+        return (
+            try NIOSSLCertificate(bytes: Array(certificate.utf8), format: .pem),
+            try NIOSSLPrivateKey(bytes: Array(key.utf8), format: .pem)
+        )
+    }
+
+    /// A leaf certificate for `name` (DNS SAN only) and its key, as PEM text.
+    package func leafPEM(_ name: String) throws -> (certificate: String, key: String) {
         let key = P256.Signing.PrivateKey()
         let now = Date()
         let cert = try Certificate(
@@ -57,10 +67,6 @@ struct DemoPKI {
             },
             issuerPrivateKey: .init(caKey)
         )
-        let pem = try cert.serializeAsPEM().pemString
-        return (
-            try NIOSSLCertificate(bytes: Array(pem.utf8), format: .pem),
-            try NIOSSLPrivateKey(bytes: Array(key.pemRepresentation.utf8), format: .pem)
-        )
+        return (try cert.serializeAsPEM().pemString, key.pemRepresentation)
     }
 }

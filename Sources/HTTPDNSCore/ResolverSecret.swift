@@ -1,0 +1,125 @@
+// Credentials of commercial HTTPDNS services (issue 12). A secret is held as bytes in a type that never
+// shows them: its reflection (which `print`, string interpolation, `String(reflecting:)` and `dump`
+// use) says `<redacted>`, and nothing in the library formats its bytes except to use them.
+
+import Foundation
+
+/// A key, token or signing secret for an HTTPDNS service. Its bytes are never shown: printed,
+/// interpolated or dumped it reads `ResolverSecret(value: "<redacted>")`.
+///
+/// Build it from what the vendor's console shows (a key such as `0123456789abcdef`, a token, a secret),
+/// read from the keychain or a file at run time, never from source code.
+public struct ResolverSecret: Hashable, Sendable, CustomReflectable {
+    package let bytes: [UInt8]
+
+    /// The secret as the vendor's console shows it; its UTF-8 bytes are used, surrounding white space
+    /// (a trailing newline from a file) removed.
+    public init(_ value: String) {
+        bytes = Array(value.trimmingCharacters(in: .whitespacesAndNewlines).utf8)
+    }
+
+    package init(bytes: [UInt8]) { self.bytes = bytes }
+
+    /// Shows `<redacted>` in place of the secret.
+    public var customMirror: Mirror { Mirror(self, children: ["value": "<redacted>"], displayStyle: .struct) }
+
+    package var isEmpty: Bool { bytes.isEmpty }
+}
+
+/// How queries to a Tencent Cloud HTTPDNS (DNSPod enterprise) account are protected, as the account's
+/// console gives it: the account id with an AES key, a DES key or an HTTPS token.
+///
+/// - `aes`: the name is sent AES-128-CBC encrypted (`alg=aes`), the answer comes back encrypted; the
+///   key is 16 bytes.
+/// - `des`: the same with DES-ECB (`alg=des`); only the key's first 8 bytes are used, as the vendor's
+///   SDKs do. DES is weak (a 56-bit key): use it only where the account offers nothing else.
+/// - `token`: plain name and answer over HTTPS (`token=`); refused on an `http:` endpoint.
+public enum DNSPodAuth: Hashable, Sendable {
+    /// Account id and 16-byte AES key (`alg=aes`).
+    case aes(id: String, key: ResolverSecret)
+    /// Account id and DES key, at least 8 bytes (`alg=des`). Weak; see above.
+    case des(id: String, key: ResolverSecret)
+    /// Account id and token, sent over HTTPS only.
+    case token(id: String, token: ResolverSecret)
+
+    package var id: String {
+        switch self {
+        case .aes(let id, _), .des(let id, _), .token(let id, _): return id
+        }
+    }
+
+    /// The token of the token form, nil for the others.
+    package var token: ResolverSecret? {
+        if case .token(_, let token) = self { return token }
+        return nil
+    }
+
+    /// `aes`, `des` or `token`.
+    package var form: String {
+        switch self {
+        case .aes: return "aes"
+        case .des: return "des"
+        case .token: return "token"
+        }
+    }
+
+    /// Nil when usable, else what is wrong (the secret itself is never in the text).
+    package var problem: String? {
+        guard !id.isEmpty, id.utf8.allSatisfy({ (0x30...0x39).contains($0) }) else {
+            return "the DNSPod account id \"\(id.prefix(40))\" is not a number (the console shows it as a number)"
+        }
+        switch self {
+        case .aes(_, let key) where key.bytes.count != 16:
+            return "an AES key is 16 bytes; this one is \(key.bytes.count)"
+        case .des(_, let key) where key.bytes.count < 8:
+            return "a DES key is at least 8 bytes (the first 8 are used); this one is \(key.bytes.count)"
+        case .token(_, let token) where token.isEmpty:
+            return "the token is empty"
+        default:
+            return nil
+        }
+    }
+}
+
+// MARK: hex
+
+/// Lower-case hex, as the vendors' SDKs write it.
+package func hexEncoded(_ bytes: some Sequence<UInt8>) -> String {
+    let digits = Array("0123456789abcdef".utf8)
+    var out: [UInt8] = []
+    for b in bytes {
+        out.append(digits[Int(b >> 4)])
+        out.append(digits[Int(b & 0x0F)])
+    }
+    return String(decoding: out, as: UTF8.self)
+}
+
+/// Bytes of a hex string (either case); nil when the length is odd or a character is not a hex digit.
+package func hexDecoded(_ text: some StringProtocol) -> [UInt8]? {
+    let utf8 = Array(text.utf8)
+    guard utf8.count % 2 == 0 else { return nil }
+    func nibble(_ c: UInt8) -> UInt8? {
+        switch c {
+        case 0x30...0x39: return c - 0x30
+        case 0x61...0x66: return c - 0x61 + 10
+        case 0x41...0x46: return c - 0x41 + 10
+        default: return nil
+        }
+    }
+    var out: [UInt8] = []
+    out.reserveCapacity(utf8.count / 2)
+    for i in stride(from: 0, to: utf8.count, by: 2) {
+        guard let high = nibble(utf8[i]), let low = nibble(utf8[i + 1]) else { return nil }
+        out.append(high << 4 | low)
+    }
+    return out
+}
+
+/// Compares in time that depends on the lengths only, not on where the bytes differ (for signatures
+/// and tokens a server checks).
+package func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+    guard a.count == b.count else { return false }
+    var difference: UInt8 = 0
+    for i in a.indices { difference |= a[i] ^ b[i] }
+    return difference == 0
+}

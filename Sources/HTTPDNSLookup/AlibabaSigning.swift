@@ -1,0 +1,64 @@
+// Alibaba Cloud EMAS HTTPDNS request signing, the `sign_d` form its Go and C SDKs send and its iOS and
+// Android SDKs sent before 3.x (aliyun/alicloud-httpdns-go-sdk `auth.go`, alibabacloud-httpdns-c-sdk
+// `hdns_sign.c`; help.aliyun.com/document_detail/56810):
+//   GET /ACCOUNT/sign_d?host=NAME[&query=4|6|4,6]&t=EXPIRY&s=SIGNATURE
+//   SIGNATURE = lower-case hex MD5 of the UTF-8 string "NAME-SECRET-EXPIRY"
+//   EXPIRY    = Unix seconds when the signature stops being valid; the service accepts at most 24 h
+//               ahead. The iOS and Android SDKs use now + 10 minutes, as we do.
+// A refused query is HTTP 403 with `{"code":"InvalidSignature"}` or `{"code":"SignatureExpired"}`.
+// The docs' vector: www.aliyun.com, IAmASecret, 1534316400 -> 60c71e98b6d7fcbb366243e224eab457.
+//
+// The newer API, `/v2/d`, is what its iOS 3.x, Android and Node SDKs send (aliyun/alibabacloud-httpdns-
+// ios-sdk `HttpdnsRemoteResolver.m`, alicloud-httpdns-nodejs-sdk `src/auth.ts`):
+//   GET /v2/d?id=ACCOUNT&m=0&exp=EXPIRY&v=1.0&dn=NAME&q=4|6|4,6&s=SIGNATURE
+//   SIGNATURE = lower-case hex HMAC-SHA256 over the signed parameters (dn, exp, id, m, q, v and any
+//               sdns-* / tags) sorted by name and joined as `k=v&…` with raw (not percent-encoded)
+//               values, keyed with the hex-decoded secret (the console shows it as hex).
+// `m=0` is plain mode; `m=1`/`m=2` encrypt the parameters and answer with a second key (AES-CBC or
+// AES-GCM): not supported here. The answer is `{"code":"success","mode":0,"data":{"cip":…,"answers":…}}`.
+
+import Crypto
+import Foundation
+import HTTPDNSCore
+
+package enum AlibabaSigning {
+    /// How long a signature is valid: the vendor SDKs' default.
+    package static let validity: Int = 600
+    /// The longest validity the service accepts (a later expiry is refused).
+    package static let maximumValidity: Int = 24 * 3600
+
+    /// The `s` parameter for `host` expiring at `expiry` (Unix seconds).
+    package static func signature(host: String, secret: ResolverSecret, expiry: Int) -> String {
+        var input = Array("\(host)-".utf8)
+        input += secret.bytes
+        input += Array("-\(expiry)".utf8)
+        return hexEncoded(Insecure.MD5.hash(data: input))
+    }
+
+    /// The v2 API's path.
+    package static let v2Path = "/v2/d"
+    /// The v2 API's version parameter, as the iOS and Android SDKs send it.
+    package static let v2Version = "1.0"
+
+    /// The v2 `s` parameter over `parameters` (every signed one), keyed with the decoded secret.
+    package static func v2Signature(_ parameters: [(String, String)], key: [UInt8]) -> String {
+        let text = parameters.sorted { $0.0 < $1.0 }.map { "\($0.0)=\($0.1)" }.joined(separator: "&")
+        return hexEncoded(HMAC<SHA256>.authenticationCode(for: Array(text.utf8), using: SymmetricKey(data: key)))
+    }
+
+    /// The parameters a v2 signature covers, out of a query's.
+    package static func v2Signed(_ query: [String: String]) -> [(String, String)] {
+        query.filter { ["dn", "exp", "id", "m", "q", "v", "tags"].contains($0.key) || $0.key.hasPrefix("sdns-") }
+            .map { ($0.key, $0.value) }
+    }
+
+    /// The signed path for an unsigned one: `/ACCOUNT/d` becomes `/ACCOUNT/sign_d`. Nil when the path
+    /// is not `/ACCOUNT/d`.
+    package static func signedPath(for path: String) -> String? {
+        let parts = path.split(separator: "/", omittingEmptySubsequences: false)
+        guard parts.count == 3, parts[0].isEmpty, !parts[1].isEmpty, parts[2] == "d" || parts[2] == "sign_d" else {
+            return nil
+        }
+        return "/\(parts[1])/sign_d"
+    }
+}

@@ -1,0 +1,195 @@
+// The authenticated forms of the commercial services, so `httpdns serve` can stand in for them for apps
+// built on the vendors' SDKs (issue 12). The wire facts are in DNSPodCipher.swift and
+// AlibabaSigning.swift; how a refusal looks follows the vendors:
+//   Tencent Cloud DNSPod  a wrong id, key or token, or a `dn` that does not decrypt, is answered
+//                         HTTP 200 with an empty body (the service documents 200 for every well-formed
+//                         call; its SDKs treat an empty body as a failure). Answers to the AES and DES
+//                         forms are encrypted with the account's key (AES: a fresh IV each time).
+//   Alibaba Cloud EMAS    HTTP 403 with `{"code":"…"}`: InvalidSignature (wrong `s`, or an expiry more
+//                         than 24 h ahead, which the service does not accept), SignatureExpired (`t` in
+//                         the past by the server's clock), InvalidAccount (an account this server does
+//                         not know; the vendor's code for it is not public, this one is ours). A signed
+//                         query without `t` or `s` is 400 `{"code":"MissingArgument"}`. The v2 API
+//                         (`/v2/d`) is answered in plain mode only (`m=0`); `m=1`/`m=2` get 400
+//                         `{"code":"UnsupportedMode"}` (ours). Its signature is checked like the
+//                         vendor's (HMAC-SHA256 keyed with the hex-decoded secret; a secret that is
+//                         not hex cannot sign v2 queries, so they are InvalidSignature).
+// Signatures and tokens are compared in constant time. `requireAuth` refuses the unauthenticated forms
+// with 403 and a text saying which forms are accepted.
+
+import Foundation
+import HTTPDNSCore
+import HTTPDNSLookup
+import NIOHTTP1
+
+/// Who may query the authenticated forms, and with which secrets.
+package struct VendorAccounts: Sendable {
+    /// DNSPod enterprise accounts with an AES or DES key, by account id.
+    package var dnspodKeys: [String: DNSPodCipher] = [:]
+    /// DNSPod enterprise accounts with an HTTPS token, by account id.
+    package var dnspodTokens: [String: ResolverSecret] = [:]
+    /// Alibaba Cloud EMAS accounts and their signing secrets, by account id.
+    package var alibaba: [String: ResolverSecret] = [:]
+
+    package init() {}
+
+    package var isEmpty: Bool { dnspodKeys.isEmpty && dnspodTokens.isEmpty && alibaba.isEmpty }
+}
+
+extension ServiceCore {
+    /// Nil when the unauthenticated form may be answered, else the refusal.
+    func refuseUnauthenticated(_ form: String) -> ListenerResponse? {
+        guard configuration.requireAuth else { return nil }
+        return ListenerResponse(
+            status: .forbidden,
+            text:
+                "\(form) is refused: this server answers only authenticated queries (/d with id= and alg=aes|des or token=, /ACCOUNT/sign_d)"
+        )
+    }
+
+    /// `/d` with `id=`: the AES, DES and token forms. Refusals are an empty 200, as the vendor's.
+    func dnspodAuthenticated(
+        _ request: ListenerRequest,
+        _ query: [String: String],
+        _ lookup: (String) throws -> Lookup
+    ) throws -> ListenerResponse {
+        let refused = ListenerResponse(body: [UInt8]())
+        guard let id = query["id"], !id.isEmpty else { return refused }
+        let accounts = configuration.accounts
+        if let token = query["token"] {
+            guard let expected = accounts.dnspodTokens[id], constantTimeEqual(Array(token.utf8), expected.bytes) else {
+                logger.debug("dnspod token refused", metadata: ["id": "\(id)"])
+                return refused
+            }
+            return try dnspod(query, names: query["dn"], clientAddress: request.remoteIP, lookup)
+        }
+        // The service reads a query with neither alg nor token as DES.
+        let algorithm = DNSPodCipher.Algorithm(rawValue: query["alg"]?.lowercased() ?? "des")
+        guard let algorithm, let cipher = accounts.dnspodKeys[id], cipher.algorithm == algorithm else {
+            logger.debug("dnspod account or algorithm refused", metadata: ["id": "\(id)"])
+            return refused
+        }
+        let names: String
+        do {
+            names = try cipher.open(query["dn"] ?? "")
+        } catch {
+            logger.debug("dnspod dn refused", metadata: ["id": "\(id)", "why": "\(error.reason)"])
+            return refused
+        }
+        let text = try dnspodText(query, names: names, clientAddress: request.remoteIP, lookup)
+        return ListenerResponse(body: Array(cipher.seal(text).utf8))
+    }
+
+    /// `/ACCOUNT/d` or `/ACCOUNT/sign_d`: the account and whether the path is the signed one.
+    func alibabaAccountPath(_ path: String) -> (String, Bool)? {
+        let parts = path.split(separator: "/", omittingEmptySubsequences: false)
+        guard parts.count == 3, parts[0].isEmpty, !parts[1].isEmpty, parts[1].utf8.count <= 64,
+            parts[2] == "d" || parts[2] == "sign_d"
+        else { return nil }
+        return (String(parts[1]), parts[2] == "sign_d")
+    }
+
+    /// Alibaba Cloud EMAS: `/ACCOUNT/d` answered like `/resolve` (unless `requireAuth`), `/ACCOUNT/sign_d`
+    /// only with a valid, unexpired signature of a known account.
+    func alibabaAccount(
+        _ request: ListenerRequest,
+        account: String,
+        signed: Bool,
+        _ query: [String: String],
+        _ lookup: (String) throws -> Lookup
+    ) throws -> ListenerResponse {
+        func refuse(_ code: String, status: HTTPResponseStatus = .forbidden) -> ListenerResponse {
+            logger.debug("alibaba query refused", metadata: ["account": "\(account)", "code": "\(code)"])
+            return ListenerResponse(
+                status: status,
+                contentType: "application/json",
+                body: AlibabaJSONFormat.formatError(code)
+            )
+        }
+        guard signed else {
+            if configuration.requireAuth { return refuse("MissingArgument") }
+            return try alibaba(query, lookup, clientAddress: request.remoteIP)
+        }
+        guard let secret = configuration.accounts.alibaba[account] else { return refuse("InvalidAccount") }
+        guard let host = query["host"], let t = query["t"], let s = query["s"] else {
+            return refuse("MissingArgument", status: .badRequest)
+        }
+        guard let expiry = Int(t), t.utf8.count <= 12 else { return refuse("InvalidSignature") }
+        let now = configuration.unixTime()
+        guard expiry >= now else { return refuse("SignatureExpired") }
+        guard expiry <= now + AlibabaSigning.maximumValidity else { return refuse("InvalidSignature") }
+        let expected = AlibabaSigning.signature(host: host, secret: secret, expiry: expiry)
+        guard constantTimeEqual(Array(s.lowercased().utf8), Array(expected.utf8)) else {
+            return refuse("InvalidSignature")
+        }
+        return try alibaba(query, lookup, clientAddress: request.remoteIP)
+    }
+
+    /// Alibaba Cloud EMAS `/v2/d`, plain mode: signed queries of a known account with an unexpired,
+    /// valid `s`; unsigned ones unless `requireAuth`.
+    func alibabaV2(
+        _ request: ListenerRequest,
+        _ query: [String: String],
+        _ lookup: (String) throws -> Lookup
+    ) throws -> ListenerResponse {
+        func refuse(_ code: String, status: HTTPResponseStatus = .forbidden) -> ListenerResponse {
+            logger.debug("alibaba v2 query refused", metadata: ["code": "\(code)"])
+            return ListenerResponse(
+                status: status,
+                contentType: "application/json",
+                body: AlibabaJSONFormat.formatError(code)
+            )
+        }
+        guard let account = query["id"], !account.isEmpty, let dn = query["dn"] else {
+            return refuse("MissingArgument", status: .badRequest)
+        }
+        guard (query["m"] ?? "0") == "0" else { return refuse("UnsupportedMode", status: .badRequest) }
+        if let s = query["s"] {
+            guard let secret = configuration.accounts.alibaba[account] else { return refuse("InvalidAccount") }
+            guard let expiry = query["exp"].flatMap({ Int($0) }) else {
+                return refuse("MissingArgument", status: .badRequest)
+            }
+            let now = configuration.unixTime()
+            guard expiry >= now else { return refuse("SignatureExpired") }
+            guard expiry <= now + AlibabaSigning.maximumValidity,
+                let key = hexDecoded(String(decoding: secret.bytes, as: UTF8.self)), !key.isEmpty
+            else { return refuse("InvalidSignature") }
+            let expected = AlibabaSigning.v2Signature(AlibabaSigning.v2Signed(query), key: key)
+            guard constantTimeEqual(Array(s.lowercased().utf8), Array(expected.utf8)) else {
+                return refuse("InvalidSignature")
+            }
+        } else if configuration.requireAuth {
+            return refuse("MissingArgument")
+        }
+        let wants: AddressQuery
+        switch query["q"] {
+        case nil, "", "4": wants = .ipv4
+        case "6": wants = .ipv6
+        case "4,6", "6,4": wants = .both
+        case let other?: throw BadRequest(reason: "q=\(other) is not supported; use 4, 6 or 4,6")
+        }
+        let names = try dn.split(separator: ",", omittingEmptySubsequences: false).map {
+            try name(String($0), parameter: "dn")
+        }
+        guard names.count <= configuration.maxBatch else {
+            throw BadRequest(reason: "\(names.count) names in one request; at most \(configuration.maxBatch)")
+        }
+        var answers: [(String, HostAnswer)] = []
+        for n in names {
+            switch try lookup(n) {
+            case .found(let v4, let v6):
+                answers.append((n, HostAnswer(ipv4: wants.wantsIPv4 ? v4 : nil, ipv6: wants.wantsIPv6 ? v6 : nil)))
+            case .nxdomain:
+                answers.append(
+                    (n, HostAnswer(ipv4: wants.wantsIPv4 ? .empty : nil, ipv6: wants.wantsIPv6 ? .empty : nil))
+                )
+            case .failure:
+                return ListenerResponse(status: .badGateway, text: "the upstream DNS server did not answer")
+            }
+        }
+        return ListenerResponse(
+            contentType: "application/json",
+            body: AlibabaV2Format.format(answers, clientAddress: request.remoteIP)
+        )
+    }
+}

@@ -1,0 +1,205 @@
+// Our client against our server in every authenticated form (issue 12): Tencent Cloud DNSPod AES, DES
+// and HTTPS token, Alibaba Cloud EMAS signed queries; wrong keys, tokens and signatures, expired and
+// future-dated signatures, and --require-auth.
+
+@testable import HTTPDNSTestSupport
+import Foundation
+import HTTPDNSCore
+import HTTPDNSEngine
+import HTTPDNSLookup
+import HTTPDNSServer
+import NIOSSL
+import Testing
+
+@Suite struct CommercialServiceTests {
+    static let aesKey = ResolverSecret("0123456789abcdef")
+    static let desKey = ResolverSecret("dnspodpass")
+    static let token = ResolverSecret("tok-9f2c")
+    /// Hex, as Alibaba's console shows it: `sign_d` uses its text, `/v2/d` its decoded bytes.
+    static let aliSecret = ResolverSecret("00112233445566778899aabbccddeeff")
+
+    /// A server with one account of each kind; `tls` serves HTTPS as `dnspod.test` with a throw-away CA.
+    static func startVendorService(
+        tls pki: DemoPKI? = nil,
+        requireAuth: Bool = false,
+        unixTime: @escaping @Sendable () -> Int = { Int(Date().timeIntervalSince1970) }
+    ) async throws -> HTTPDNSService {
+        try await startService { config in
+            config.accounts.dnspodKeys["1001"] = DNSPodCipher(.aes, key: aesKey)
+            config.accounts.dnspodKeys["1002"] = DNSPodCipher(.des, key: desKey)
+            config.accounts.dnspodTokens["1003"] = token
+            config.accounts.alibaba["139450"] = aliSecret
+            config.requireAuth = requireAuth
+            config.unixTime = unixTime
+            if let pki, let (chain, key) = try? pki.leaf("dnspod.test") {
+                config.tls = .init(chain: [chain], key: key)
+            }
+        }
+    }
+
+    static func resolver(_ spec: ResolverSpec, pki: DemoPKI? = nil) throws -> HTTPDNSResolver {
+        var config = ResolverConfiguration(providers: [spec])
+        config.policy = .all
+        config.fallbackToLocalDNS = false
+        config.timeout = .seconds(10)
+        config.bootstrap = ["dnspod.test": [IPAddress("127.0.0.1")!]]
+        let tls = HTTPEngineTLS(additionalTrustRoots: pki.map { [$0.caCertificate] } ?? [])
+        return try HTTPDNSResolver(configuration: config, engine: try HTTPEngine(tls: tls), logger: testLogger)
+    }
+
+    static func endpoint(_ url: String) throws -> ResolverEndpoint { try ResolverEndpoint(url: url) }
+
+    @Test(arguments: ["aes", "des", "token", "alibaba", "alibaba-v2"])
+    func ourClientResolvesAgainstOurServerInEachForm(_ form: String) async throws {
+        let pki = form == "token" ? try DemoPKI() : nil
+        let service = try await Self.startVendorService(tls: pki, requireAuth: true)
+        defer { Task { await service.stop() } }
+        let port = service.ports[0]
+        let spec: ResolverSpec
+        switch form {
+        case "aes":
+            spec = .dnspod(try Self.endpoint("http://127.0.0.1:\(port)/d"), auth: .aes(id: "1001", key: Self.aesKey))
+        case "des":
+            spec = .dnspod(try Self.endpoint("http://127.0.0.1:\(port)/d"), auth: .des(id: "1002", key: Self.desKey))
+        case "token":
+            spec = .dnspod(
+                try Self.endpoint("https://dnspod.test:\(port)/d"),
+                auth: .token(id: "1003", token: Self.token)
+            )
+        case "alibaba": spec = .json(try Self.endpoint("http://127.0.0.1:\(port)/139450/d"), secret: Self.aliSecret)
+        default: spec = .json(try Self.endpoint("http://127.0.0.1:\(port)/v2/d?id=139450"), secret: Self.aliSecret)
+        }
+        let resolver = try Self.resolver(spec, pki: pki)
+        let r = try await resolver.resolve("a.example.com")
+        #expect(r.ipv4 == [IPAddress("198.51.0.1")!])
+        #expect(r.ipv6 == [IPAddress("2606:4700::1")!])
+        #expect(r.ttl == 90)
+        #expect(r.clientAddress == IPAddress("127.0.0.1"))
+        // The second answer comes from the cache, with the client address it was given with.
+        let cached = try await resolver.resolve("a.example.com")
+        #expect(cached.clientAddress == IPAddress("127.0.0.1"))
+        await #expect(throws: ResolverError.self) { try await resolver.resolve("unknown.example.com") }
+    }
+
+    @Test func theServersAESAnswerIsEncryptedWithAFreshIV() async throws {
+        let service = try await Self.startVendorService()
+        defer { Task { await service.stop() } }
+        let engine = try HTTPEngine()
+        defer { engine.shutdown() }
+        let cipher = DNSPodCipher(.aes, key: Self.aesKey)
+        let url =
+            "http://127.0.0.1:\(service.ports[0])/d?dn=\(cipher.seal("a.example.com"))&id=1001&alg=aes&ttl=1&clientip=1"
+        let (status1, body1) = try await rawGet(engine, url)
+        let (_, body2) = try await rawGet(engine, url)
+        #expect(status1 == 200)
+        #expect(body1 != body2)
+        #expect(hexDecoded(body1) != nil)
+        #expect(try cipher.open(body1) == "198.51.0.1,90|127.0.0.1")
+        #expect(try cipher.open(body2) == "198.51.0.1,90|127.0.0.1")
+    }
+
+    /// What the vendor does for a wrong id, key or token: HTTP 200 with an empty body. Our client
+    /// reports that as the provider failing, saying why, so fallback rules apply.
+    @Test(arguments: ["wrong-key", "wrong-alg", "unknown-id", "wrong-token"])
+    func wrongDNSPodCredentialsGetAnEmptyAnswerAndAClearFailure(_ mistake: String) async throws {
+        let pki = mistake == "wrong-token" ? try DemoPKI() : nil
+        let service = try await Self.startVendorService(tls: pki)
+        defer { Task { await service.stop() } }
+        let port = service.ports[0]
+        let http = try Self.endpoint("http://127.0.0.1:\(port)/d")
+        let auth: DNSPodAuth
+        switch mistake {
+        case "wrong-key": auth = .aes(id: "1001", key: ResolverSecret("fedcba9876543210"))
+        case "wrong-alg": auth = .des(id: "1001", key: Self.desKey)
+        case "unknown-id": auth = .aes(id: "9999", key: Self.aesKey)
+        default: auth = .token(id: "1003", token: ResolverSecret("tok-wrong"))
+        }
+        let spec: ResolverSpec =
+            mistake == "wrong-token"
+            ? .dnspod(try Self.endpoint("https://dnspod.test:\(port)/d"), auth: auth) : .dnspod(http, auth: auth)
+        let resolver = try Self.resolver(spec, pki: pki)
+        do {
+            _ = try await resolver.resolve("a.example.com")
+            Issue.record("resolved with \(mistake)")
+        } catch let error as ResolverError {
+            #expect(error.code == .allProvidersFailed)
+            #expect(error.message.contains("empty body"), "\(error.message)")
+            #expect(!error.message.contains("fedcba9876543210") && !error.message.contains("tok-wrong"))
+        }
+    }
+
+    @Test func aTokenIsNeverSentOverPlainHTTP() throws {
+        let spec = ResolverSpec.dnspod(
+            try Self.endpoint("http://127.0.0.1:1/d"),
+            auth: .token(id: "1003", token: Self.token)
+        )
+        #expect(throws: HTTPDNSConfigurationError.self) { try Self.resolver(spec) }
+    }
+
+    /// Alibaba's refusals are 403 with a code, which our client's message carries.
+    @Test(
+        arguments: [
+            ("wrong-secret", "InvalidSignature"),
+            ("expired", "SignatureExpired"),
+            ("future-dated", "InvalidSignature"),
+            ("unknown-account", "InvalidAccount"),
+        ],
+        ["sign_d", "v2"]
+    )
+    func refusedAlibabaSignaturesCarryTheServiceCode(_ mistakeAndCode: (String, String), _ api: String) async throws {
+        let (mistake, code) = mistakeAndCode
+        // The server's clock is moved instead of the client's: 20 minutes ahead makes our 10-minute
+        // signatures expired; 2 days behind makes them more than 24 h in the future.
+        let skew = ["expired": 1200, "future-dated": -2 * 86400][mistake] ?? 0
+        let service = try await Self.startVendorService(unixTime: { Int(Date().timeIntervalSince1970) + skew })
+        defer { Task { await service.stop() } }
+        let account = mistake == "unknown-account" ? "777" : "139450"
+        let secret = mistake == "wrong-secret" ? ResolverSecret("ffeeddccbbaa99887766554433221100") : Self.aliSecret
+        let path = api == "v2" ? "/v2/d?id=\(account)" : "/\(account)/d"
+        let spec = ResolverSpec.json(try Self.endpoint("http://127.0.0.1:\(service.ports[0])\(path)"), secret: secret)
+        do {
+            _ = try await Self.resolver(spec).resolve("a.example.com")
+            Issue.record("resolved with \(mistake)")
+        } catch let error as ResolverError {
+            #expect(error.message.contains("HTTP 403 \(code)"), "\(error.message)")
+            #expect(!error.message.contains("ffeeddccbbaa") && !error.message.contains("00112233"))
+        }
+    }
+
+    @Test func requireAuthRefusesEveryUnauthenticatedForm() async throws {
+        let service = try await Self.startVendorService(requireAuth: true)
+        defer { Task { await service.stop() } }
+        let engine = try HTTPEngine()
+        defer { engine.shutdown() }
+        let base = "http://127.0.0.1:\(service.ports[0])"
+        for path in [
+            "/d?dn=a.example.com", "/resolve?host=a.example.com", "/139450/d?host=a.example.com",
+            "/dns-query?name=a.example.com&type=A", "/v2/d?id=139450&m=0&dn=a.example.com&q=4",
+        ] {
+            let (status, body) = try await rawGet(engine, base + path)
+            #expect(status == 403, "\(path)")
+            #expect(!body.contains("198.51.0.1"), "\(path)")
+        }
+        let (health, _) = try await rawGet(engine, base + "/healthz")
+        #expect(health == 200)
+        // A signed query without t= and s= is a bad request with the vendor's code.
+        let (missing, body) = try await rawGet(engine, base + "/139450/sign_d?host=a.example.com")
+        #expect(missing == 400)
+        #expect(body.contains("MissingArgument"))
+    }
+
+    @Test func tamperedOrGarbageDNSPodQueriesGetTheEmptyAnswer() async throws {
+        let service = try await Self.startVendorService()
+        defer { Task { await service.stop() } }
+        let engine = try HTTPEngine()
+        defer { engine.shutdown() }
+        let base = "http://127.0.0.1:\(service.ports[0])/d?id=1001&alg=aes&dn="
+        var sealed = Array(DNSPodCipher(.aes, key: Self.aesKey).seal("a.example.com"))
+        sealed[sealed.count - 1] = sealed[sealed.count - 1] == "0" ? "1" : "0"
+        for dn in [String(sealed), "abc", "zz", "", String(repeating: "0", count: 32)] {
+            let (status, body) = try await rawGet(engine, base + dn)
+            #expect(status == 200)
+            #expect(body.isEmpty, "\(dn): \(body)")
+        }
+    }
+}
