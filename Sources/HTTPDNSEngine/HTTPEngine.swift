@@ -266,6 +266,16 @@ public final class HTTPEngine: Sendable {
             return connection
         } catch let error as HTTPEngineError {
             learn(from: error)
+            // When the request's total timeout was the shorter bound, that is the timeout to report.
+            if let deadline, error.code == .connectTimeout || error.code == .tlsHandshakeTimeout,
+                deadline <= .now()
+            {
+                throw HTTPEngineError(
+                    .totalTimeout,
+                    "\(url.host): the request's total timeout passed while connecting (\(error.message))",
+                    underlying: error
+                )
+            }
             throw error
         }
     }
