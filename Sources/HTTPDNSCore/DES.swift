@@ -12,11 +12,30 @@
 
 /// DES in ECB mode with PKCS#7 padding (8-byte key, 8-byte blocks). Weak; see the file's note.
 package enum DESECB {
+    /// A key with its sixteen round keys worked out once (a cipher keeps one per account).
+    package struct Key: Sendable {
+        let subkeys: [UInt64]
+
+        /// An 8-byte key; its parity bits are ignored, as in every DES implementation.
+        package init(_ bytes: [UInt8]) {
+            precondition(bytes.count == 8, "a DES key is 8 bytes")
+            subkeys = DESECB.schedule(bytes)
+        }
+    }
+
     /// Encrypts `plaintext` (padded with PKCS#7 to a multiple of 8 bytes) under an 8-byte key.
-    /// The key's parity bits are ignored, as in every DES implementation.
     package static func encrypt(_ plaintext: [UInt8], key: [UInt8]) -> [UInt8] {
-        precondition(key.count == 8, "a DES key is 8 bytes")
-        let subkeys = schedule(key)
+        encrypt(plaintext, key: Key(key))
+    }
+
+    /// Decrypts and removes PKCS#7 padding (see `decrypt(_:key:)` with a `Key`).
+    package static func decrypt(_ ciphertext: [UInt8], key: [UInt8]) -> [UInt8]? {
+        decrypt(ciphertext, key: Key(key))
+    }
+
+    /// Encrypts `plaintext`, padded with PKCS#7 to a multiple of 8 bytes.
+    package static func encrypt(_ plaintext: [UInt8], key: Key) -> [UInt8] {
+        let subkeys = key.subkeys
         let padCount = 8 - plaintext.count % 8
         let padded = plaintext + [UInt8](repeating: UInt8(padCount), count: padCount)
         var out: [UInt8] = []
@@ -30,10 +49,9 @@ package enum DESECB {
 
     /// Decrypts and removes PKCS#7 padding. Nil when the input is not a whole number of blocks or the
     /// padding is wrong (a wrong key, or a tampered or truncated ciphertext).
-    package static func decrypt(_ ciphertext: [UInt8], key: [UInt8]) -> [UInt8]? {
-        precondition(key.count == 8, "a DES key is 8 bytes")
+    package static func decrypt(_ ciphertext: [UInt8], key: Key) -> [UInt8]? {
         guard !ciphertext.isEmpty, ciphertext.count % 8 == 0 else { return nil }
-        let subkeys = schedule(key)
+        let subkeys = key.subkeys
         var out: [UInt8] = []
         out.reserveCapacity(ciphertext.count)
         for start in stride(from: 0, to: ciphertext.count, by: 8) {
@@ -56,16 +74,24 @@ package enum DESECB {
         return permute(UInt64(right) << 32 | UInt64(left), width: 64, table: finalPermutation)
     }
 
+    /// E, the key, then the S-boxes and P in one lookup per box (`spBoxes`).
     static func feistel(_ half: UInt32, _ subkey: UInt64) -> UInt32 {
         let expanded = permute(UInt64(half), width: 32, table: expansion) ^ subkey
-        var substituted: UInt32 = 0
-        for box in 0..<8 {
-            let six = Int((expanded >> (42 - 6 * box)) & 0x3F)
+        var out: UInt32 = 0
+        for box in 0..<8 { out |= spBoxes[box][Int((expanded >> (42 - 6 * box)) & 0x3F)] }
+        return out
+    }
+
+    /// `spBoxes[box][six]`: S-box `box` applied to the six bits `six`, its four output bits put in the
+    /// box's place and then through P. P only moves bits, so P of the whole S output is the OR of
+    /// these: the round's S and P steps become eight lookups. Worked out from the FIPS tables below.
+    static let spBoxes: [[UInt32]] = (0..<8).map { box in
+        (0..<64).map { six in
             let row = (six & 0x20) >> 4 | (six & 0x01)
             let column = (six >> 1) & 0x0F
-            substituted = substituted << 4 | UInt32(sBoxes[box][row * 16 + column])
+            let placed = UInt64(sBoxes[box][row * 16 + column]) << (28 - 4 * box)
+            return UInt32(permute(placed, width: 32, table: roundPermutation))
         }
-        return UInt32(permute(UInt64(substituted), width: 32, table: roundPermutation))
     }
 
     /// The sixteen 48-bit round keys.

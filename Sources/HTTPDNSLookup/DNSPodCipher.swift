@@ -20,15 +20,31 @@ package struct DNSPodCipher: Sendable {
         case aes, des
     }
 
-    package let algorithm: Algorithm
-    private let key: [UInt8]
+    /// The key, ready to use: AES's as a `SymmetricKey`, DES's with its round keys worked out once.
+    private enum Material: Sendable {
+        case aes(SymmetricKey)
+        case des(DESECB.Key)
+    }
+
+    private let material: Material
+    package var algorithm: Algorithm {
+        switch material {
+        case .aes: return .aes
+        case .des: return .des
+        }
+    }
 
     /// `key`: 16 bytes for AES; at least 8 for DES (the first 8 are used). The caller has checked it
     /// (`DNSPodAuth.problem`).
     package init(_ algorithm: Algorithm, key: ResolverSecret) {
-        self.algorithm = algorithm
-        self.key = algorithm == .des ? Array(key.bytes.prefix(8)) : key.bytes
-        precondition(self.key.count == (algorithm == .des ? 8 : 16), "DNSPod key length not checked")
+        switch algorithm {
+        case .aes:
+            precondition(key.bytes.count == 16, "DNSPod AES key length not checked")
+            material = .aes(SymmetricKey(data: key.bytes))
+        case .des:
+            precondition(key.bytes.count >= 8, "DNSPod DES key length not checked")
+            material = .des(DESECB.Key(Array(key.bytes.prefix(8))))
+        }
     }
 
     /// The cipher of an AES or DES account, nil for the token form.
@@ -43,13 +59,13 @@ package struct DNSPodCipher: Sendable {
     /// `text` encrypted and hex-encoded (AES: a fresh IV in front).
     package func seal(_ text: String) -> String {
         let plain = Array(text.utf8)
-        switch algorithm {
-        case .des:
+        switch material {
+        case .des(let key):
             return hexEncoded(DESECB.encrypt(plain, key: key))
-        case .aes:
+        case .aes(let key):
             let iv = AES._CBC.IV()
             // Cannot fail: the key is 16 bytes and the IV is 16 bytes.
-            let sealed = (try? AES._CBC.encrypt(plain, using: SymmetricKey(data: key), iv: iv)) ?? Data()
+            let sealed = (try? AES._CBC.encrypt(plain, using: key, iv: iv)) ?? Data()
             return hexEncoded(Array(iv)) + hexEncoded(sealed)
         }
     }
@@ -65,8 +81,8 @@ package struct DNSPodCipher: Sendable {
             )
         }
         let plain: [UInt8]
-        switch algorithm {
-        case .des:
+        switch material {
+        case .des(let key):
             guard bytes.count % 8 == 0 else {
                 throw DNSPodCipherError("is \(bytes.count) bytes, not whole 8-byte DES blocks (truncated?)")
             }
@@ -74,7 +90,7 @@ package struct DNSPodCipher: Sendable {
                 throw DNSPodCipherError("does not decrypt with the DES key (bad padding: wrong key, or tampered)")
             }
             plain = opened
-        case .aes:
+        case .aes(let key):
             guard bytes.count >= 32, bytes.count % 16 == 0 else {
                 throw DNSPodCipherError(
                     "is \(bytes.count) bytes, not a 16-byte IV and whole AES blocks (truncated?)"
@@ -82,7 +98,7 @@ package struct DNSPodCipher: Sendable {
             }
             do {
                 let iv = try AES._CBC.IV(ivBytes: bytes[0..<16])
-                plain = Array(try AES._CBC.decrypt(bytes[16...], using: SymmetricKey(data: key), iv: iv))
+                plain = Array(try AES._CBC.decrypt(bytes[16...], using: key, iv: iv))
             } catch {
                 throw DNSPodCipherError("does not decrypt with the AES key (bad padding: wrong key, or tampered)")
             }

@@ -43,7 +43,26 @@ extension ServiceCore {
         return ListenerResponse(
             status: .forbidden,
             text:
-                "\(form) is refused: this server answers only authenticated queries (/d with id= and alg=aes|des or token=, /ACCOUNT/sign_d)"
+                "\(form) is refused: this server answers only authenticated queries (/d with id= and alg=aes|des or token=, /ACCOUNT/sign_d, /v2/d with s=)"
+        )
+    }
+
+    /// The refusal of a signature expiring at `expiry` by the server's clock: expired, or further ahead
+    /// than the service accepts. Nil when in range.
+    func expiryRefusal(_ expiry: Int) -> ListenerResponse? {
+        let now = configuration.unixTime()
+        if expiry < now { return alibabaRefusal("SignatureExpired") }
+        if expiry > now + AlibabaSigning.maximumValidity { return alibabaRefusal("InvalidSignature") }
+        return nil
+    }
+
+    /// Alibaba's refusal: `status` (403 unless said) with `{"code":CODE}`, logged at debug.
+    func alibabaRefusal(_ code: String, status: HTTPResponseStatus = .forbidden) -> ListenerResponse {
+        logger.debug("alibaba query refused", metadata: ["code": "\(code)"])
+        return ListenerResponse(
+            status: status,
+            contentType: "application/json",
+            body: AlibabaJSONFormat.formatError(code)
         )
     }
 
@@ -98,29 +117,19 @@ extension ServiceCore {
         _ query: [String: String],
         _ lookup: (String) throws -> Lookup
     ) throws -> ListenerResponse {
-        func refuse(_ code: String, status: HTTPResponseStatus = .forbidden) -> ListenerResponse {
-            logger.debug("alibaba query refused", metadata: ["account": "\(account)", "code": "\(code)"])
-            return ListenerResponse(
-                status: status,
-                contentType: "application/json",
-                body: AlibabaJSONFormat.formatError(code)
-            )
-        }
         guard signed else {
-            if configuration.requireAuth { return refuse("MissingArgument") }
+            if configuration.requireAuth { return alibabaRefusal("MissingArgument") }
             return try alibaba(query, lookup, clientAddress: request.remoteIP)
         }
-        guard let secret = configuration.accounts.alibaba[account] else { return refuse("InvalidAccount") }
+        guard let secret = configuration.accounts.alibaba[account] else { return alibabaRefusal("InvalidAccount") }
         guard let host = query["host"], let t = query["t"], let s = query["s"] else {
-            return refuse("MissingArgument", status: .badRequest)
+            return alibabaRefusal("MissingArgument", status: .badRequest)
         }
-        guard let expiry = Int(t), t.utf8.count <= 12 else { return refuse("InvalidSignature") }
-        let now = configuration.unixTime()
-        guard expiry >= now else { return refuse("SignatureExpired") }
-        guard expiry <= now + AlibabaSigning.maximumValidity else { return refuse("InvalidSignature") }
+        guard let expiry = Int(t), t.utf8.count <= 12 else { return alibabaRefusal("InvalidSignature") }
+        if let refusal = expiryRefusal(expiry) { return refusal }
         let expected = AlibabaSigning.signature(host: host, secret: secret, expiry: expiry)
         guard constantTimeEqual(Array(s.lowercased().utf8), Array(expected.utf8)) else {
-            return refuse("InvalidSignature")
+            return alibabaRefusal("InvalidSignature")
         }
         return try alibaba(query, lookup, clientAddress: request.remoteIP)
     }
@@ -132,42 +141,27 @@ extension ServiceCore {
         _ query: [String: String],
         _ lookup: (String) throws -> Lookup
     ) throws -> ListenerResponse {
-        func refuse(_ code: String, status: HTTPResponseStatus = .forbidden) -> ListenerResponse {
-            logger.debug("alibaba v2 query refused", metadata: ["code": "\(code)"])
-            return ListenerResponse(
-                status: status,
-                contentType: "application/json",
-                body: AlibabaJSONFormat.formatError(code)
-            )
-        }
         guard let account = query["id"], !account.isEmpty, let dn = query["dn"] else {
-            return refuse("MissingArgument", status: .badRequest)
+            return alibabaRefusal("MissingArgument", status: .badRequest)
         }
-        guard (query["m"] ?? "0") == "0" else { return refuse("UnsupportedMode", status: .badRequest) }
+        guard (query["m"] ?? "0") == "0" else { return alibabaRefusal("UnsupportedMode", status: .badRequest) }
         if let s = query["s"] {
-            guard let secret = configuration.accounts.alibaba[account] else { return refuse("InvalidAccount") }
+            guard let secret = configuration.accounts.alibaba[account] else { return alibabaRefusal("InvalidAccount") }
             guard let expiry = query["exp"].flatMap({ Int($0) }) else {
-                return refuse("MissingArgument", status: .badRequest)
+                return alibabaRefusal("MissingArgument", status: .badRequest)
             }
-            let now = configuration.unixTime()
-            guard expiry >= now else { return refuse("SignatureExpired") }
-            guard expiry <= now + AlibabaSigning.maximumValidity,
-                let key = hexDecoded(String(decoding: secret.bytes, as: UTF8.self)), !key.isEmpty
-            else { return refuse("InvalidSignature") }
+            if let refusal = expiryRefusal(expiry) { return refusal }
+            guard let key = hexDecoded(String(decoding: secret.bytes, as: UTF8.self)), !key.isEmpty else {
+                return alibabaRefusal("InvalidSignature")
+            }
             let expected = AlibabaSigning.v2Signature(AlibabaSigning.v2Signed(query), key: key)
             guard constantTimeEqual(Array(s.lowercased().utf8), Array(expected.utf8)) else {
-                return refuse("InvalidSignature")
+                return alibabaRefusal("InvalidSignature")
             }
         } else if configuration.requireAuth {
-            return refuse("MissingArgument")
+            return alibabaRefusal("MissingArgument")
         }
-        let wants: AddressQuery
-        switch query["q"] {
-        case nil, "", "4": wants = .ipv4
-        case "6": wants = .ipv6
-        case "4,6", "6,4": wants = .both
-        case let other?: throw BadRequest(reason: "q=\(other) is not supported; use 4, 6 or 4,6")
-        }
+        let wants = try addressTypes(query["q"], parameter: "q")
         let names = try dn.split(separator: ",", omittingEmptySubsequences: false).map {
             try name(String($0), parameter: "dn")
         }

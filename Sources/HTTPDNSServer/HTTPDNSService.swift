@@ -433,13 +433,7 @@ struct ServiceCore: Sendable {
         clientAddress: IPAddress? = nil
     ) throws -> ListenerResponse {
         let host = try name(query["host"], parameter: "host")
-        let wants: AddressQuery
-        switch query["query"] {
-        case nil, "", "4": wants = .ipv4
-        case "6": wants = .ipv6
-        case "4,6", "6,4": wants = .both
-        case let other?: throw BadRequest(reason: "query=\(other) is not supported; use 4, 6 or 4,6")
-        }
+        let wants = try addressTypes(query["query"], parameter: "query")
         switch try lookup(host) {
         case .found(let v4, let v6):
             let answer = HostAnswer(ipv4: wants.wantsIPv4 ? v4 : nil, ipv6: wants.wantsIPv6 ? v6 : nil)
@@ -458,6 +452,16 @@ struct ServiceCore: Sendable {
             )
         case .failure:
             return ListenerResponse(status: .badGateway, text: "the upstream DNS server did not answer")
+        }
+    }
+
+    /// Alibaba's families parameter (`query=` or v2's `q=`): `4` (the default), `6` or `4,6`.
+    func addressTypes(_ value: String?, parameter: String) throws -> AddressQuery {
+        switch value {
+        case nil, "", "4": return .ipv4
+        case "6": return .ipv6
+        case "4,6", "6,4": return .both
+        case let other?: throw BadRequest(reason: "\(parameter)=\(other) is not supported; use 4, 6 or 4,6")
         }
     }
 
