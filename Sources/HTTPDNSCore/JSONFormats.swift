@@ -18,6 +18,23 @@ package enum AlibabaJSONFormat {
         var code: String
     }
 
+    /// The v2 API's path (`/v2/d?id=ACCOUNT`).
+    package static let v2Path = "/v2/d"
+
+    /// `/ACCOUNT/d` or `/ACCOUNT/sign_d`: the account and whether the path is the signed one.
+    package static func accountPath(_ path: String) -> (account: String, signed: Bool)? {
+        let parts = path.split(separator: "/", omittingEmptySubsequences: false)
+        guard parts.count == 3, parts[0].isEmpty, !parts[1].isEmpty, parts[2] == "d" || parts[2] == "sign_d" else {
+            return nil
+        }
+        return (String(parts[1]), parts[2] == "sign_d")
+    }
+
+    /// The signed path for an account's path: `/ACCOUNT/d` becomes `/ACCOUNT/sign_d`.
+    package static func signedPath(for path: String) -> String? {
+        accountPath(path).map { "/\($0.account)/sign_d" }
+    }
+
     /// The service's error code in a refusal's body (`{"code":"SignatureExpired"}`), if it has one;
     /// only letters, digits and `._-` are kept, at most 64 of them.
     package static func errorCode(_ body: [UInt8]) -> String? {

@@ -24,6 +24,13 @@ public struct ResolverSecret: Hashable, Sendable, CustomReflectable {
     public var customMirror: Mirror { Mirror(self, children: ["value": "<redacted>"], displayStyle: .struct) }
 
     package var isEmpty: Bool { bytes.isEmpty }
+
+    /// The secret as text, to send (a token) or to decode (a hex key). Never for messages or logs.
+    package var text: String { String(decoding: bytes, as: UTF8.self) }
+
+    /// The bytes of a secret written in hex (Alibaba's v2 key, as its console shows it); nil when it is
+    /// empty or not hex.
+    package var hexBytes: [UInt8]? { hexDecoded(text).flatMap { $0.isEmpty ? nil : $0 } }
 }
 
 /// How queries to a Tencent Cloud HTTPDNS (DNSPod enterprise) account are protected, as the account's
@@ -54,18 +61,12 @@ public enum DNSPodAuth: Hashable, Sendable {
         return nil
     }
 
-    /// `aes`, `des` or `token`.
-    package var form: String {
-        switch self {
-        case .aes: return "aes"
-        case .des: return "des"
-        case .token: return "token"
-        }
-    }
+    /// The console shows an account id as a number.
+    package var hasValidID: Bool { !id.isEmpty && id.utf8.allSatisfy { (0x30...0x39).contains($0) } }
 
     /// Nil when usable, else what is wrong (the secret itself is never in the text).
     package var problem: String? {
-        guard !id.isEmpty, id.utf8.allSatisfy({ (0x30...0x39).contains($0) }) else {
+        guard hasValidID else {
             return "the DNSPod account id \"\(id.prefix(40))\" is not a number (the console shows it as a number)"
         }
         switch self {
@@ -75,6 +76,54 @@ public enum DNSPodAuth: Hashable, Sendable {
             return "a DES key is at least 8 bytes (the first 8 are used); this one is \(key.bytes.count)"
         case .token(_, let token) where token.isEmpty:
             return "the token is empty"
+        default:
+            return nil
+        }
+    }
+}
+
+/// Which credential of a resolver spec a problem is with (the CLI names the flag that gave it).
+package enum ResolverCredential: Sendable {
+    case dnspodID, dnspodKey, dnspodToken, alibabaSecret
+}
+
+extension ResolverSpec {
+    /// Nil when the spec's credentials fit its endpoint, else which credential is wrong (nil: the
+    /// resolver URL itself) and what to do; never the secret. The one check for the library (the
+    /// resolver refuses such a spec) and the CLI (a usage error naming the flag).
+    package var credentialProblem: (credential: ResolverCredential?, reason: String)? {
+        switch self {
+        case .dnspod(let endpoint, let auth?):
+            if let problem = auth.problem {
+                let credential: ResolverCredential =
+                    !auth.hasValidID ? .dnspodID : auth.token == nil ? .dnspodKey : .dnspodToken
+                return (credential, problem)
+            }
+            if auth.token != nil, !endpoint.isTLS {
+                return (
+                    .dnspodToken,
+                    "the token travels only over HTTPS, and \(self) is http; use an https:// resolver URL (e.g. https://119.29.29.99/d), or a key"
+                )
+            }
+            return nil
+        case .json(let endpoint, let secret):
+            if secret?.isEmpty == true { return (.alibabaSecret, "the Alibaba signing secret is empty") }
+            if endpoint.path == AlibabaJSONFormat.v2Path {
+                guard let account = endpoint.queryValue("id"), !account.isEmpty else {
+                    return (nil, "the v2 API needs the account: give the resolver as json:http://HOST/v2/d?id=ACCOUNT")
+                }
+                if let secret, secret.hexBytes == nil {
+                    return (.alibabaSecret, "the v2 API's secret is hex, as the console shows it; this one is not")
+                }
+                return nil
+            }
+            if secret != nil, AlibabaJSONFormat.accountPath(endpoint.path) == nil {
+                return (
+                    .alibabaSecret,
+                    "signed queries need the account; give the resolver as json:http://HOST/ACCOUNT/d or json:http://HOST/v2/d?id=ACCOUNT, not \(self)"
+                )
+            }
+            return nil
         default:
             return nil
         }

@@ -35,8 +35,6 @@ package enum AlibabaSigning {
         return hexEncoded(Insecure.MD5.hash(data: input))
     }
 
-    /// The v2 API's path.
-    package static let v2Path = "/v2/d"
     /// The v2 API's version parameter, as the iOS and Android SDKs send it.
     package static let v2Version = "1.0"
 
@@ -50,15 +48,5 @@ package enum AlibabaSigning {
     package static func v2Signed(_ query: [String: String]) -> [(String, String)] {
         query.filter { ["dn", "exp", "id", "m", "q", "v", "tags"].contains($0.key) || $0.key.hasPrefix("sdns-") }
             .map { ($0.key, $0.value) }
-    }
-
-    /// The signed path for an unsigned one: `/ACCOUNT/d` becomes `/ACCOUNT/sign_d`. Nil when the path
-    /// is not `/ACCOUNT/d`.
-    package static func signedPath(for path: String) -> String? {
-        let parts = path.split(separator: "/", omittingEmptySubsequences: false)
-        guard parts.count == 3, parts[0].isEmpty, !parts[1].isEmpty, parts[2] == "d" || parts[2] == "sign_d" else {
-            return nil
-        }
-        return "/\(parts[1])/sign_d"
     }
 }

@@ -35,7 +35,7 @@ package struct DNSPodCipher: Sendable {
     }
 
     /// `key`: 16 bytes for AES; at least 8 for DES (the first 8 are used). The caller has checked it
-    /// (`DNSPodAuth.problem`).
+    /// (`ResolverSpec.credentialProblem`, `DNSPodAuth.problem`).
     package init(_ algorithm: Algorithm, key: ResolverSecret) {
         switch algorithm {
         case .aes:

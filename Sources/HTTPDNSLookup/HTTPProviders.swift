@@ -79,10 +79,7 @@ struct EndpointClient: Sendable {
                 var snippet = String(String(buffer: body).prefix(120).split(separator: "\n").first ?? "")
                 if let secret, !secret.isEmpty {
                     // A server that echoes the query must not put a token into our messages and logs.
-                    snippet = snippet.replacingOccurrences(
-                        of: String(decoding: secret.bytes, as: UTF8.self),
-                        with: "<redacted>"
-                    )
+                    snippet = snippet.replacingOccurrences(of: secret.text, with: "<redacted>")
                 }
                 throw ProviderError("answered HTTP \(response.status.code) \(snippet)")
             }
@@ -194,18 +191,8 @@ package struct DNSPodProvider: DNSProvider {
     package var name: String { client.name("dnspod") }
     package var maximumBatch: Int { 8 }
 
-    init(client: EndpointClient, auth: DNSPodAuth?) throws {
-        if let auth {
-            if let problem = auth.problem {
-                throw HTTPDNSConfigurationError(.invalidResolverSpec, "dnspod \(auth.form) credentials: \(problem)")
-            }
-            if case .token = auth, !client.endpoint.isTLS {
-                throw HTTPDNSConfigurationError(
-                    .invalidResolverSpec,
-                    "a DNSPod token is sent only over HTTPS (it would travel in clear text); use an https:// resolver URL, or an AES key over http"
-                )
-            }
-        }
+    /// `auth` has passed `ResolverSpec.credentialProblem` (ProviderFactory checks it).
+    init(client: EndpointClient, auth: DNSPodAuth?) {
         self.client = client
         self.auth = auth
         self.cipher = auth.flatMap(DNSPodCipher.init)
@@ -248,7 +235,7 @@ package struct DNSPodProvider: DNSProvider {
         switch auth {
         case .aes: parameters.append(("alg", "aes"))
         case .des: parameters.append(("alg", "des"))
-        case .token(_, let token): parameters.append(("token", String(decoding: token.bytes, as: UTF8.self)))
+        case .token(_, let token): parameters.append(("token", token.text))
         case nil: break
         }
         return parameters
@@ -289,31 +276,15 @@ package struct AlibabaJSONProvider: DNSProvider {
     let form: Form
     package var name: String { client.name("json") }
 
-    init(client: EndpointClient, secret: ResolverSecret?) throws {
+    /// `secret` has passed `ResolverSpec.credentialProblem` (ProviderFactory checks it): a v2 endpoint
+    /// names its account and its secret is hex; a signed one is `/ACCOUNT/d`.
+    init(client: EndpointClient, secret: ResolverSecret?) {
         self.client = client
-        func invalid(_ message: String) -> HTTPDNSConfigurationError {
-            HTTPDNSConfigurationError(.invalidResolverSpec, message)
-        }
-        if secret?.isEmpty == true { throw invalid("the Alibaba signing secret is empty") }
-        if client.endpoint.path == AlibabaSigning.v2Path {
-            guard let account = client.endpoint.queryValue("id"), !account.isEmpty else {
-                throw invalid("the v2 API needs the account: give the resolver as json:http://HOST/v2/d?id=ACCOUNT")
-            }
-            var key: [UInt8]?
-            if let secret {
-                // The console shows the secret as hex; the v2 API keys its HMAC with the decoded bytes.
-                guard let decoded = hexDecoded(String(decoding: secret.bytes, as: UTF8.self)), !decoded.isEmpty else {
-                    throw invalid("the v2 API's secret is hex, as the console shows it; this one is not")
-                }
-                key = decoded
-            }
-            form = .v2(account: account, key: key)
-        } else if let secret {
-            guard let signed = AlibabaSigning.signedPath(for: client.endpoint.path) else {
-                throw invalid(
-                    "signed Alibaba queries go to /ACCOUNT/sign_d or /v2/d: give the resolver as json:http://HOST/ACCOUNT/d or json:http://HOST/v2/d?id=ACCOUNT (the path is \(client.endpoint.path))"
-                )
-            }
+        let endpoint = client.endpoint
+        if endpoint.path == AlibabaJSONFormat.v2Path {
+            // The console shows the secret as hex; the v2 API keys its HMAC with the decoded bytes.
+            form = .v2(account: endpoint.queryValue("id") ?? "", key: secret?.hexBytes)
+        } else if let secret, let signed = AlibabaJSONFormat.signedPath(for: endpoint.path) {
             form = .signD(path: signed, secret: secret)
         } else {
             form = .unsigned
@@ -339,7 +310,7 @@ package struct AlibabaJSONProvider: DNSProvider {
             if key != nil { parameters.append(("exp", "\(unixTime() + AlibabaSigning.validity)")) }
             parameters += [("v", AlibabaSigning.v2Version), ("dn", name), ("q", types)]
             if let key { parameters.append(("s", AlibabaSigning.v2Signature(parameters, key: key))) }
-            path = AlibabaSigning.v2Path
+            path = AlibabaJSONFormat.v2Path
         }
         let body = try await client.send(
             parameters,

@@ -38,6 +38,9 @@ package enum ProviderFactory {
         bootstrap: [String: [IPAddress]],
         group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) throws -> any DNSProvider {
+        if let problem = spec.credentialProblem {
+            throw HTTPDNSConfigurationError(.invalidResolverSpec, problem.reason)
+        }
         switch spec {
         case .doh(let endpoint, let post):
             return DoHProvider(
@@ -47,12 +50,12 @@ package enum ProviderFactory {
         case .dohJSON(let endpoint):
             return DoHJSONProvider(client: try EndpointClient(engine: engine, endpoint: endpoint, bootstrap: bootstrap))
         case .dnspod(let endpoint, let auth):
-            return try DNSPodProvider(
+            return DNSPodProvider(
                 client: try EndpointClient(engine: engine, endpoint: endpoint, bootstrap: bootstrap),
                 auth: auth
             )
         case .json(let endpoint, let secret):
-            return try AlibabaJSONProvider(
+            return AlibabaJSONProvider(
                 client: try EndpointClient(engine: engine, endpoint: endpoint, bootstrap: bootstrap),
                 secret: secret
             )

@@ -99,15 +99,6 @@ extension ServiceCore {
         return ListenerResponse(body: Array(cipher.seal(text).utf8))
     }
 
-    /// `/ACCOUNT/d` or `/ACCOUNT/sign_d`: the account and whether the path is the signed one.
-    func alibabaAccountPath(_ path: String) -> (String, Bool)? {
-        let parts = path.split(separator: "/", omittingEmptySubsequences: false)
-        guard parts.count == 3, parts[0].isEmpty, !parts[1].isEmpty, parts[1].utf8.count <= 64,
-            parts[2] == "d" || parts[2] == "sign_d"
-        else { return nil }
-        return (String(parts[1]), parts[2] == "sign_d")
-    }
-
     /// Alibaba Cloud EMAS: `/ACCOUNT/d` answered like `/resolve` (unless `requireAuth`), `/ACCOUNT/sign_d`
     /// only with a valid, unexpired signature of a known account.
     func alibabaAccount(
@@ -151,7 +142,7 @@ extension ServiceCore {
                 return alibabaRefusal("MissingArgument", status: .badRequest)
             }
             if let refusal = expiryRefusal(expiry) { return refusal }
-            guard let key = hexDecoded(String(decoding: secret.bytes, as: UTF8.self)), !key.isEmpty else {
+            guard let key = secret.hexBytes else {
                 return alibabaRefusal("InvalidSignature")
             }
             let expected = AlibabaSigning.v2Signature(AlibabaSigning.v2Signed(query), key: key)

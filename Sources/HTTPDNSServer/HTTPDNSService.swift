@@ -313,11 +313,11 @@ struct ServiceCore: Sendable {
             case "/dns-query":
                 if let refusal = refuseUnauthenticated("/dns-query") { return refusal }
                 return try doh(request, query, lookup)
-            case AlibabaSigning.v2Path:
+            case AlibabaJSONFormat.v2Path:
                 try require(request, .GET)
                 return try alibabaV2(request, query, lookup)
             default:
-                if let (account, signed) = alibabaAccountPath(path) {
+                if let (account, signed) = AlibabaJSONFormat.accountPath(path), account.utf8.count <= 64 {
                     try require(request, .GET)
                     return try alibabaAccount(request, account: account, signed: signed, query, lookup)
                 }

@@ -6,7 +6,6 @@
 import ArgumentParser
 import Foundation
 import HTTPDNSCore
-import HTTPDNSLookup
 
 struct CredentialOptions: ParsableArguments {
     @Option(
@@ -55,8 +54,9 @@ struct CredentialOptions: ParsableArguments {
     static let tokenVariable = "HTTPDNS_DNSPOD_TOKEN"
     static let alibabaVariable = "HTTPDNS_ALIBABA_SECRET"
 
-    /// `specs` with the credentials attached. Every mistake is a usage error (exit 64) naming the flag;
-    /// no message ever carries a secret.
+    /// `specs` with the credentials attached, each checked by `ResolverSpec.credentialProblem` (the
+    /// library's own check). Every mistake is a usage error (exit 64) naming the flag; no message ever
+    /// carries a secret.
     func apply(to specs: [ResolverSpec], environment: [String: String] = ProcessInfo.processInfo.environment)
         throws -> [ResolverSpec]
     {
@@ -65,32 +65,27 @@ struct CredentialOptions: ParsableArguments {
         let auth = try dnspodAuth(environment: environment, hasResolver: !dnspodResolvers.isEmpty)
         let alibaba = try alibabaSecret(environment: environment, hasResolver: !jsonResolvers.isEmpty)
         return try specs.map { spec in
+            let attached: ResolverSpec
             switch spec {
-            case .dnspod(let endpoint, _) where auth != nil:
-                if case .token = auth, !endpoint.isTLS {
-                    throw ValidationError(
-                        "--dnspod-token-file: the token travels only over HTTPS, and \(spec) is http; use the https:// endpoint (e.g. https://119.29.29.99/d) or --dnspod-key-file"
-                    )
-                }
-                return .dnspod(endpoint, auth: auth)
-            case .json(let endpoint, _) where alibaba != nil:
-                guard AlibabaSigning.signedPath(for: endpoint.path) != nil || endpoint.path == AlibabaSigning.v2Path
-                else {
-                    throw ValidationError(
-                        "--alibaba-secret-file: signed queries need the account; give the resolver as json:http://HOST/ACCOUNT/d or json:http://HOST/v2/d?id=ACCOUNT, not \(spec)"
-                    )
-                }
-                if endpoint.path == AlibabaSigning.v2Path, let alibaba,
-                    hexDecoded(String(decoding: alibaba.bytes, as: UTF8.self))?.isEmpty != false
-                {
-                    throw ValidationError(
-                        "--alibaba-secret-file: the v2 API's secret is hex, as the console shows it; this one is not"
-                    )
-                }
-                return .json(endpoint, secret: alibaba)
-            default:
-                return spec
+            case .dnspod(let endpoint, _) where auth != nil: attached = .dnspod(endpoint, auth: auth)
+            case .json(let endpoint, _) where alibaba != nil: attached = .json(endpoint, secret: alibaba)
+            default: attached = spec
             }
+            if let problem = attached.credentialProblem {
+                throw ValidationError("\(flag(for: problem.credential)): \(problem.reason)")
+            }
+            return attached
+        }
+    }
+
+    /// The flag (or environment variable) that gave `credential`; `--resolver` for the URL itself.
+    func flag(for credential: ResolverCredential?) -> String {
+        switch credential {
+        case .dnspodID: return "--dnspod-id"
+        case .dnspodKey: return dnspodKeyFile != nil ? "--dnspod-key-file" : Self.keyVariable
+        case .dnspodToken: return dnspodTokenFile != nil ? "--dnspod-token-file" : Self.tokenVariable
+        case .alibabaSecret: return alibabaSecretFile != nil ? "--alibaba-secret-file" : Self.alibabaVariable
+        case nil: return "--resolver"
         }
     }
 
@@ -136,11 +131,6 @@ struct CredentialOptions: ParsableArguments {
             }
             auth = .token(id: id, token: token)
         }
-        if let problem = auth.problem {
-            let flag =
-                key == nil ? "--dnspod-token-file" : dnspodKeyFile != nil ? "--dnspod-key-file" : Self.keyVariable
-            throw ValidationError("\(problem.hasPrefix("the DNSPod account id") ? "--dnspod-id" : flag): \(problem)")
-        }
         return auth
     }
 
@@ -151,16 +141,12 @@ struct CredentialOptions: ParsableArguments {
             )
         }
         guard hasResolver else { return nil }
-        guard
-            let secret = try secret(
-                file: alibabaSecretFile,
-                flag: "--alibaba-secret-file",
-                variable: Self.alibabaVariable,
-                environment
-            )
-        else { return nil }
-        guard !secret.isEmpty else { throw ValidationError("--alibaba-secret-file: the secret is empty") }
-        return secret
+        return try secret(
+            file: alibabaSecretFile,
+            flag: "--alibaba-secret-file",
+            variable: Self.alibabaVariable,
+            environment
+        )
     }
 
     /// The secret in `file`, else in the environment `variable`; nil when neither is given.

@@ -100,10 +100,10 @@ import Testing
     }
 
     @Test func signedPathTakesTheAccountFromTheUnsignedOne() {
-        #expect(AlibabaSigning.signedPath(for: "/139450/d") == "/139450/sign_d")
-        #expect(AlibabaSigning.signedPath(for: "/139450/sign_d") == "/139450/sign_d")
-        #expect(AlibabaSigning.signedPath(for: "/resolve") == nil)
-        #expect(AlibabaSigning.signedPath(for: "/a/b/d") == nil)
-        #expect(AlibabaSigning.signedPath(for: "//d") == nil)
+        #expect(AlibabaJSONFormat.signedPath(for: "/139450/d") == "/139450/sign_d")
+        #expect(AlibabaJSONFormat.signedPath(for: "/139450/sign_d") == "/139450/sign_d")
+        #expect(AlibabaJSONFormat.signedPath(for: "/resolve") == nil)
+        #expect(AlibabaJSONFormat.signedPath(for: "/a/b/d") == nil)
+        #expect(AlibabaJSONFormat.signedPath(for: "//d") == nil)
     }
 }
