@@ -28,10 +28,9 @@ let swiftSettings: [SwiftSetting] = [
     .enableUpcomingFeature("ExistentialAny")
 ]
 
-/// What every test target but the pure core's builds on: the shared helpers (HTTPDNSTestSupport), the
-/// modules they start (servers, resolvers) and the NIO pieces tests drive directly.
-let testDependencies: [Target.Dependency] = [
-    "HTTPDNSTestSupport",
+/// The modules tests start (servers, resolvers) and the NIO pieces they drive directly: what the shared
+/// helpers (HTTPDNSTestSupport) and every test target but the pure core's build on.
+let sharedTestDependencies: [Target.Dependency] = [
     "HTTPDNSCore",
     "HTTPDNSEngine",
     "HTTPDNSLookup",
@@ -44,6 +43,7 @@ let testDependencies: [Target.Dependency] = [
     .product(name: "Crypto", package: "swift-crypto"),
     .product(name: "NIOSSL", package: "swift-nio-ssl"),
 ]
+let testDependencies: [Target.Dependency] = ["HTTPDNSTestSupport"] + sharedTestDependencies
 
 /// A test target named after the module it tests, on `testDependencies` plus `extra`.
 func testTarget(_ name: String, _ extra: [Target.Dependency] = []) -> Target {
@@ -197,22 +197,7 @@ let package = Package(
         ),
         .target(
             name: "HTTPDNSTestSupport",
-            dependencies: [
-                "HTTPDNSKit",
-                "HTTPDNSCore",
-                "HTTPDNSEngine",
-                "HTTPDNSLookup",
-                "HTTPDNSServer",
-                "HTTPDNSLocalProxy",
-                "HTTPDNSURLSession",
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
-            ],
+            dependencies: sharedTestDependencies + ["HTTPDNSKit", "HTTPDNSLocalProxy", "HTTPDNSURLSession"],
             path: "Tests/HTTPDNSTestSupport",
             swiftSettings: swiftSettings
         ),

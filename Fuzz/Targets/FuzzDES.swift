@@ -3,7 +3,7 @@
 // Whatever decrypts with valid padding encrypts back to exactly the input (ECB is deterministic),
 // whatever encrypts decrypts back, and hex round-trips in either case.
 
-private let key = Array("dnspodpa".utf8)
+private let key = DESECB.Key(Array("dnspodpa".utf8))
 
 func fuzzDES(_ data: [UInt8]) {
     let hex = hexEncoded(data)

@@ -23,16 +23,6 @@ package enum DESECB {
         }
     }
 
-    /// Encrypts `plaintext` (padded with PKCS#7 to a multiple of 8 bytes) under an 8-byte key.
-    package static func encrypt(_ plaintext: [UInt8], key: [UInt8]) -> [UInt8] {
-        encrypt(plaintext, key: Key(key))
-    }
-
-    /// Decrypts and removes PKCS#7 padding (see `decrypt(_:key:)` with a `Key`).
-    package static func decrypt(_ ciphertext: [UInt8], key: [UInt8]) -> [UInt8]? {
-        decrypt(ciphertext, key: Key(key))
-    }
-
     /// Encrypts `plaintext`, padded with PKCS#7 to a multiple of 8 bytes.
     package static func encrypt(_ plaintext: [UInt8], key: Key) -> [UInt8] {
         let subkeys = key.subkeys

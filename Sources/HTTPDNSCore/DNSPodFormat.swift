@@ -39,12 +39,8 @@ package enum DNSPodFormat {
         let lines = try rawLines.map { line -> String in
             guard let bar = line.firstIndex(of: "|") else { return line }
             let text = line[line.index(after: bar)...].trimmed(of: " \t")
-            if !text.isEmpty, text != "0" {
-                guard let ip = IPAddress(text) else {
-                    throw AnswerFormatError(
-                        "DNSPod answer's client address \"\(text.prefix(60))\" is not an IP address"
-                    )
-                }
+            // `0` is DNSPod's "none".
+            if text != "0", let ip = try reportedClientAddress(text, field: "DNSPod answer's client address") {
                 clientAddress = ip
             }
             return String(line[..<bar])
@@ -122,26 +118,23 @@ package enum DNSPodFormat {
         withTTL: Bool,
         clientAddress: IPAddress? = nil
     ) -> String {
-        let text = formatAddresses(answer, query: query, withTTL: withTTL)
-        return clientAddress.map { "\(text)|\($0)" } ?? text
-    }
-
-    static func formatAddresses(_ answer: HostAnswer, query: AddressQuery, withTTL: Bool) -> String {
         func part(_ f: FamilyAnswer?) -> String {
             guard let f, !f.addresses.isEmpty else { return "0" }
             let ips = f.addresses.map(\.description).joined(separator: ";")
             return withTTL ? "\(ips),\(f.ttl ?? 0)" : ips
         }
+        let text: String
         switch query {
-        case .ipv4: return part(answer.ipv4)
-        case .ipv6: return part(answer.ipv6)
-        case .both: return part(answer.ipv4) + "-" + part(answer.ipv6)
+        case .ipv4: text = part(answer.ipv4)
+        case .ipv6: text = part(answer.ipv6)
+        case .both: text = part(answer.ipv4) + "-" + part(answer.ipv6)
         }
+        return clientAddress.map { "\(text)|\($0)" } ?? text
     }
 }
 
 extension StringProtocol {
-    package func trimmed(of set: String) -> String {
+    func trimmed(of set: String) -> String {
         let chars = Set(set)
         var s = Substring(self)
         while let f = s.first, chars.contains(f) { s.removeFirst() }

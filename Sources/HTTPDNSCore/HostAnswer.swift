@@ -53,6 +53,16 @@ package struct HostAnswer: Hashable, Sendable {
     }
 }
 
+/// The client's address as a service reports it (`|clientip`, `client_ip`, `cip`): nil when absent or
+/// empty; an `AnswerFormatError` naming `field` when it is not an IP address.
+package func reportedClientAddress(_ text: (some StringProtocol)?, field: String) throws -> IPAddress? {
+    guard let text, !text.isEmpty else { return nil }
+    guard let ip = IPAddress(text) else {
+        throw AnswerFormatError("\(field) \"\(text.prefix(60))\" is not an IP address")
+    }
+    return ip
+}
+
 /// Why a provider's answer could not be used. The text says what was wrong with it.
 package struct AnswerFormatError: Error, Hashable, Sendable, CustomStringConvertible {
     package var reason: String

@@ -55,13 +55,38 @@ package enum AlibabaJSONFormat {
         Array((try? JSONEncoder().encode(ErrorBody(code: code))) ?? Data("{}".utf8))
     }
 
-    /// The `query` parameter: `4`, `6` or `4,6`.
+    /// The `query` parameter (v2: `q`): `4`, `6` or `4,6`.
     package static func queryParameter(for query: AddressQuery) -> String {
         switch query {
         case .ipv4: return "4"
         case .ipv6: return "6"
         case .both: return "4,6"
         }
+    }
+
+    /// The families a `query` (v2: `q`) parameter asks for: `4` (also when absent), `6`, `4,6` or `6,4`;
+    /// nil for anything else.
+    package static func addressQuery(parameter: String?) -> AddressQuery? {
+        switch parameter {
+        case nil, "", "4": return .ipv4
+        case "6": return .ipv6
+        case "4,6", "6,4": return .both
+        default: return nil
+        }
+    }
+
+    /// One family's addresses as listed in either API's answer (at most `AddressCollector`'s bound), each
+    /// checked to be of that family; the TTL only with addresses.
+    static func family(_ texts: [String]?, ipv6: Bool, ttl: UInt32?, answer: String) throws -> FamilyAnswer {
+        var out = AddressCollector()
+        for t in texts ?? [] {
+            if out.isFull { break }
+            guard let ip = IPAddress(t), ip.isIPv6 == ipv6 else {
+                throw AnswerFormatError("\(answer) lists \"\(t.prefix(60))\" as an \(ipv6 ? "IPv6" : "IPv4") address")
+            }
+            out.add(ip)
+        }
+        return FamilyAnswer(addresses: out.addresses, ttl: out.addresses.isEmpty ? nil : ttl)
     }
 
     /// Parses an answer to a query for `host` (when given: an answer whose `host` field names another
@@ -79,29 +104,12 @@ package enum AlibabaJSONFormat {
             )
         }
         func family(_ texts: [String]?, ipv6: Bool) throws -> FamilyAnswer {
-            var out = AddressCollector()
-            for t in texts ?? [] {
-                if out.isFull { break }
-                guard let ip = IPAddress(t), ip.isIPv6 == ipv6 else {
-                    throw AnswerFormatError(
-                        "JSON API answer lists \"\(t.prefix(60))\" as an \(ipv6 ? "IPv6" : "IPv4") address"
-                    )
-                }
-                out.add(ip)
-            }
-            return FamilyAnswer(addresses: out.addresses, ttl: out.addresses.isEmpty ? nil : decoded.ttl)
-        }
-        var clientAddress: IPAddress?
-        if let text = decoded.client_ip, !text.isEmpty {
-            guard let ip = IPAddress(text) else {
-                throw AnswerFormatError("JSON API answer's client_ip \"\(text.prefix(60))\" is not an IP address")
-            }
-            clientAddress = ip
+            try Self.family(texts, ipv6: ipv6, ttl: decoded.ttl, answer: "JSON API answer")
         }
         return HostAnswer(
             ipv4: query.wantsIPv4 ? try family(decoded.ips, ipv6: false) : nil,
             ipv6: query.wantsIPv6 ? try family(decoded.ipsv6, ipv6: true) : nil
-        ).seenFrom(clientAddress)
+        ).seenFrom(try reportedClientAddress(decoded.client_ip, field: "JSON API answer's client_ip"))
     }
 
     package static func format(host: String, answer: HostAnswer, clientAddress: IPAddress? = nil) -> [UInt8] {
@@ -161,29 +169,12 @@ package enum AlibabaV2Format {
         let wanted = normalizeHostname(host)
         let answer = decoded.data?.answers?.first { normalizeHostname($0.dn) == wanted }
         func family(_ f: Family?, ipv6: Bool) throws -> FamilyAnswer {
-            var out = AddressCollector()
-            for t in f?.ips ?? [] {
-                if out.isFull { break }
-                guard let ip = IPAddress(t), ip.isIPv6 == ipv6 else {
-                    throw AnswerFormatError(
-                        "v2 answer lists \"\(t.prefix(60))\" as an \(ipv6 ? "IPv6" : "IPv4") address"
-                    )
-                }
-                out.add(ip)
-            }
-            return FamilyAnswer(addresses: out.addresses, ttl: out.addresses.isEmpty ? nil : f?.ttl)
-        }
-        var clientAddress: IPAddress?
-        if let text = decoded.data?.cip, !text.isEmpty {
-            guard let ip = IPAddress(text) else {
-                throw AnswerFormatError("v2 answer's cip \"\(text.prefix(60))\" is not an IP address")
-            }
-            clientAddress = ip
+            try AlibabaJSONFormat.family(f?.ips, ipv6: ipv6, ttl: f?.ttl, answer: "v2 answer")
         }
         return HostAnswer(
             ipv4: query.wantsIPv4 ? try family(answer?.v4, ipv6: false) : nil,
             ipv6: query.wantsIPv6 ? try family(answer?.v6, ipv6: true) : nil
-        ).seenFrom(clientAddress)
+        ).seenFrom(try reportedClientAddress(decoded.data?.cip, field: "v2 answer's cip"))
     }
 
     /// A plain-mode answer for each name (the server's side).

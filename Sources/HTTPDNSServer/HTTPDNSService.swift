@@ -457,12 +457,10 @@ struct ServiceCore: Sendable {
 
     /// Alibaba's families parameter (`query=` or v2's `q=`): `4` (the default), `6` or `4,6`.
     func addressTypes(_ value: String?, parameter: String) throws -> AddressQuery {
-        switch value {
-        case nil, "", "4": return .ipv4
-        case "6": return .ipv6
-        case "4,6", "6,4": return .both
-        case let other?: throw BadRequest(reason: "\(parameter)=\(other) is not supported; use 4, 6 or 4,6")
+        guard let query = AlibabaJSONFormat.addressQuery(parameter: value) else {
+            throw BadRequest(reason: "\(parameter)=\(value ?? "") is not supported; use 4, 6 or 4,6")
         }
+        return query
     }
 
     func doh(_ request: ListenerRequest, _ query: [String: String], _ lookup: (String) throws -> Lookup) throws

@@ -145,17 +145,8 @@ struct ResolveCommand: AsyncParsableCommand {
 }
 
 extension AddressQuery: ExpressibleByArgument {
-    /// `--type a|aaaa|both`, as before.
-    public init?(argument: String) {
-        switch argument.lowercased() {
-        case "a": self = .ipv4
-        case "aaaa": self = .ipv6
-        case "both": self = .both
-        default: return nil
-        }
-    }
-
-    public var defaultValueDescription: String {
+    /// The `--type` word: `a`, `aaaa` or `both`.
+    var argument: String {
         switch self {
         case .ipv4: return "a"
         case .ipv6: return "aaaa"
@@ -163,5 +154,12 @@ extension AddressQuery: ExpressibleByArgument {
         }
     }
 
-    public static var allValueStrings: [String] { ["a", "aaaa", "both"] }
+    public init?(argument: String) {
+        guard let query = Self.allCases.first(where: { $0.argument == argument.lowercased() }) else { return nil }
+        self = query
+    }
+
+    public var defaultValueDescription: String { argument }
+
+    public static var allValueStrings: [String] { allCases.map(\.argument) }
 }

@@ -20,10 +20,10 @@ import Testing
         ),
     ])
     func encryptsAsOpenSSLDoes(_ plain: String, _ key: String, _ expected: String) throws {
-        let sealed = DESECB.encrypt(Array(plain.utf8), key: Array(key.utf8))
+        let sealed = DESECB.encrypt(Array(plain.utf8), key: DESECB.Key(Array(key.utf8)))
         #expect(hexEncoded(sealed) == expected)
         let bytes = try #require(hexDecoded(expected))
-        let opened = try #require(DESECB.decrypt(bytes, key: Array(key.utf8)))
+        let opened = try #require(DESECB.decrypt(bytes, key: DESECB.Key(Array(key.utf8))))
         #expect(String(decoding: opened, as: UTF8.self) == plain)
     }
 
@@ -36,12 +36,12 @@ import Testing
 
     @Test func wrongKeyTruncatedOrTamperedInputIsRefusedNotTrapped() throws {
         let sealed = try #require(hexDecoded("87ae992c1321f299da3c0210a9900ae7"))
-        #expect(DESECB.decrypt(sealed, key: Array("wrongkey".utf8)) == nil)
-        #expect(DESECB.decrypt(Array(sealed.dropLast(3)), key: Array("dnspodpa".utf8)) == nil)
-        #expect(DESECB.decrypt([], key: Array("dnspodpa".utf8)) == nil)
+        #expect(DESECB.decrypt(sealed, key: DESECB.Key(Array("wrongkey".utf8))) == nil)
+        #expect(DESECB.decrypt(Array(sealed.dropLast(3)), key: DESECB.Key(Array("dnspodpa".utf8))) == nil)
+        #expect(DESECB.decrypt([], key: DESECB.Key(Array("dnspodpa".utf8))) == nil)
         var tampered = sealed
         tampered[tampered.count - 1] ^= 0x01
-        #expect(DESECB.decrypt(tampered, key: Array("dnspodpa".utf8)) == nil)
+        #expect(DESECB.decrypt(tampered, key: DESECB.Key(Array("dnspodpa".utf8))) == nil)
     }
 }
 
