@@ -5,6 +5,8 @@
 #   nginx   HTTPS origin: a.test and b.test with their own certificates on one port (SNI), h2 + http/1.1
 #   netns   a network namespace whose system resolver (resolv.conf) is a hijacking dnsmasq, with its own
 #           nginx and kresd, and 127.0.0.2 blackholed (SYNs silently dropped)
+#   nat64   an IPv6-only network behind NAT64 (tayga) and DNS64 (kresd): four namespaces — an IPv6-only
+#           client, a dual-stack client, the router, and an IPv4-only origin running nginx
 # Usage: scripts/peers.sh start DIR   (writes DIR/env with the ports, to be sourced)
 #        scripts/peers.sh stop DIR
 # Certificates are generated here, at test time, from a throw-away CA.
@@ -27,6 +29,7 @@ ensure_packages() {
     command -v iptables >/dev/null || missing+=(iptables)
     command -v chromium >/dev/null || missing+=(chromium)
     command -v certutil >/dev/null || missing+=(libnss3-tools)
+    command -v tayga >/dev/null || missing+=(tayga)
     [ ${#missing[@]} -eq 0 ] && return 0
     echo "peers: installing ${missing[*]}" >&2
     # Keep package scripts from starting services on hosts with an init system.
@@ -87,7 +90,7 @@ gen_certs() { # dir
     leaf doh "DNS:doh.test,IP:127.0.0.1,IP:::1"
     leaf a.test "DNS:a.test"
     leaf b.test "DNS:b.test"
-    leaf default.test "DNS:default.test,IP:127.0.0.1,IP:::1"
+    leaf default.test "DNS:default.test,IP:127.0.0.1,IP:::1,IP:198.18.0.2"
 }
 
 # nginx from the fixture templates into DIR/NAME, listening on ADDRS (space-separated) at the ports.
@@ -153,6 +156,109 @@ stop_netns() { # dir
     rm -rf "/etc/netns/$ns"
 }
 
+# Run CMD inside namespace NS until it succeeds (10 s at most).
+wait_ns() { # ns what cmd...
+    local ns="$1" what="$2"; shift 2
+    for _ in $(seq 1 100); do
+        if ip netns exec "$ns" "$@" >/dev/null 2>&1; then return 0; fi
+        sleep 0.1
+    done
+    echo "peers: $what did not come up in netns $ns" >&2
+    return 1
+}
+
+# The NAT64 network. Only 198.18.0.0/15 and fd00::/8; every link is a veth pair created straight into
+# its two namespaces, so interface names never meet the host's. The router runs tayga (NAT64,
+# fd00:64:64::/96 <-> IPv4, clients mapped into 198.18.254.0/24) and the DNS64 kresd on port 53.
+#   client (IPv6 only)  fd00:64::2 ---- fd00:64::1              router  198.18.0.1 ---- 198.18.0.2  origin
+#   dual               198.18.1.2 ---- 198.18.1.1                                                  (nginx,
+#                      fd00:65::2 ---- fd00:65::1                                                   IPv4 only)
+start_nat64() { # dir
+    local dir="$1" n="$1/nat64"
+    local router="n64r$$" client="n64c$$" dual="n64d$$" origin="n64o$$" tls=8443 http=8080 ns l
+    mkdir -p "$n"
+    rm -rf "$n/tayga" "$n/kresd-run"
+    mkdir -p "$n/tayga" "$n/kresd-run"
+    : > "$n/names"
+    for ns in "$router" "$client" "$dual" "$origin"; do
+        ip netns add "$ns"
+        echo "$ns" >> "$n/names"
+        ip -n "$ns" link set lo up
+    done
+    echo "$router" > "$n/router"; echo "$client" > "$n/client"; echo "$dual" > "$n/dual"; echo "$origin" > "$n/origin"
+    echo "$tls" > "$n/tls_port"; echo "$http" > "$n/http_port"
+    ip link add r-client netns "$router" type veth peer name eth0 netns "$client"
+    ip link add r-dual netns "$router" type veth peer name eth0 netns "$dual"
+    ip link add r-origin netns "$router" type veth peer name eth0 netns "$origin"
+    # nodad: the IPv6 addresses are usable (bindable, routable) at once instead of "tentative" for a while.
+    ip -n "$router" addr add fd00:64::1/64 dev r-client nodad
+    ip -n "$router" addr add 198.18.1.1/24 dev r-dual
+    ip -n "$router" addr add fd00:65::1/64 dev r-dual nodad
+    ip -n "$router" addr add 198.18.0.1/24 dev r-origin
+    ip -n "$client" addr add fd00:64::2/64 dev eth0 nodad
+    ip -n "$dual" addr add 198.18.1.2/24 dev eth0
+    ip -n "$dual" addr add fd00:65::2/64 dev eth0 nodad
+    ip -n "$origin" addr add 198.18.0.2/24 dev eth0
+    for l in r-client r-dual r-origin; do ip -n "$router" link set "$l" up; done
+    for ns in "$client" "$dual" "$origin"; do ip -n "$ns" link set eth0 up; done
+    ip -n "$client" -6 route add default via fd00:64::1 dev eth0
+    ip -n "$dual" route add default via 198.18.1.1 dev eth0
+    ip -n "$dual" -6 route add default via fd00:65::1 dev eth0
+    ip -n "$origin" route add default via 198.18.0.1 dev eth0
+    ip netns exec "$router" sysctl -qw net.ipv4.ip_forward=1 net.ipv6.conf.all.forwarding=1
+    for ns in "$client" "$dual"; do
+        mkdir -p "/etc/netns/$ns"
+        printf '127.0.0.1 localhost\n::1 localhost\n' > "/etc/netns/$ns/hosts"
+    done
+    echo "nameserver fd00:64::1" > "/etc/netns/$client/resolv.conf"
+    echo "nameserver fd00:65::1" > "/etc/netns/$dual/resolv.conf"
+    # tayga: make the tun, route the prefix and the pool to it, then run it in the foreground (-d) in the
+    # background — the form that stays up; its pid is the one to kill.
+    sed -e "s|@ROOT@|$dir|g" "$fixtures/tayga.conf" > "$n/tayga.conf"
+    ip netns exec "$router" tayga -c "$n/tayga.conf" --mktun > "$n/tayga.log" 2>&1
+    ip -n "$router" link set nat64 up
+    ip -n "$router" route add 198.18.254.0/24 dev nat64
+    ip -n "$router" -6 route add fd00:64:64::/96 dev nat64
+    ip netns exec "$router" tayga -c "$n/tayga.conf" -d >> "$n/tayga.log" 2>&1 &
+    echo $! > "$n/tayga.pid"
+    # DNS64: kresd on the router's client-side addresses, ipv4only.arpa from a dnsmasq on the router's loopback.
+    sed -e "s|@ROOT@|$dir|g" -e "s|@PORT@|5353|g" "$fixtures/nat64-dnsmasq.conf" > "$n/dnsmasq.conf"
+    ip netns exec "$router" dnsmasq -C "$n/dnsmasq.conf"
+    sed -e "s|@PREFIX@|fd00:64:64::|g" -e "s|@LISTEN_V6ONLY@|fd00:64::1|g" \
+        -e "s|@LISTEN_DUAL@|fd00:65::1|g" -e "s|@ZONE@|127.0.0.1@5353|g" \
+        "$fixtures/kresd-dns64.conf" > "$n/kresd.conf"
+    ip netns exec "$router" kresd -n -c "$n/kresd.conf" "$n/kresd-run" > "$n/kresd.log" 2>&1 &
+    echo $! > "$n/kresd.pid"
+    # The IPv4-only origin: in a fresh namespace every port is free.
+    setup_nginx "$dir" nat64-nginx "$tls" "$http" 8081 198.18.0.2
+    ip netns exec "$origin" nginx -p "$dir/nat64-nginx" -c "$dir/nat64-nginx/nginx.conf"
+    wait_ns "$origin" "nginx (https)" bash -c "(exec 3<>/dev/tcp/198.18.0.2/$tls)" \
+        || { cat "$dir/nat64-nginx/error.log" >&2; return 1; }
+    wait_ns "$origin" "nginx (http)" bash -c "(exec 3<>/dev/tcp/198.18.0.2/$http)"
+    # tayga forwards: the origin through the NAT64 prefix (198.18.0.2 = c612:2), from both clients.
+    wait_ns "$client" "NAT64 (tayga)" bash -c "(exec 3<>/dev/tcp/fd00:64:64::c612:2/$tls)" \
+        || { cat "$n/tayga.log" >&2; return 1; }
+    wait_ns "$dual" "NAT64 (tayga)" bash -c "(exec 3<>/dev/tcp/fd00:64:64::c612:2/$tls)"
+    wait_ns "$client" "DNS64 (kresd)" bash -c 'dig @fd00:64::1 +short +time=1 +tries=1 AAAA ipv4only.arpa | grep -q c000:aa' \
+        || { cat "$n/kresd.log" >&2; return 1; }
+    wait_ns "$dual" "DNS64 (kresd)" bash -c 'dig @fd00:65::1 +short +time=1 +tries=1 AAAA ipv4only.arpa | grep -q c000:aa'
+}
+
+stop_nat64() { # dir
+    local dir="$1" n="$1/nat64"
+    [ -s "$n/names" ] || return 0
+    for f in "$n/tayga.pid" "$n/kresd.pid" "$n/dnsmasq.pid" "$dir/nat64-nginx/nginx.pid"; do
+        [ -s "$f" ] && kill "$(cat "$f")" 2>/dev/null || true
+    done
+    local ns
+    while read -r ns; do
+        [ -n "$ns" ] || continue
+        ip netns del "$ns" 2>/dev/null || true
+        rm -rf "/etc/netns/$ns"
+    done < "$n/names"
+    rm -f "$n/names" "$n/tayga.pid" "$n/kresd.pid" "$n/dnsmasq.pid"
+}
+
 start() {
     local dir="$1"
     mkdir -p "$dir"
@@ -181,6 +287,7 @@ start() {
     wait_tcp 127.0.0.1 "$tls_port" "nginx (https)" || { cat "$dir/nginx/error.log" >&2; return 1; }
     wait_tcp 127.0.0.1 "$http_port" "nginx (http)"
     start_netns "$dir"
+    start_nat64 "$dir"
     wait_tcp 127.0.0.1 "$doh2_port" "kresd doh2" || { cat "$dir/kresd.log" >&2; return 1; }
     wait_tcp 127.0.0.1 "$legacy_port" "kresd doh_legacy" || { cat "$dir/kresd.log" >&2; return 1; }
     wait_dns 127.0.0.1 "$dns_port" a.test "kresd Do53"
@@ -198,12 +305,21 @@ export HTTPDNS_NGINX_HTTP_PORT='$http_port'
 export HTTPDNS_NGINX_H2C_PORT='$h2c_port'
 export HTTPDNS_WWW='$dir/www'
 export HTTPDNS_NETNS='$(cat "$dir/netns/name")'
+export HTTPDNS_NAT64_CLIENT_NS='$(cat "$dir/nat64/client")'
+export HTTPDNS_NAT64_DUAL_NS='$(cat "$dir/nat64/dual")'
+export HTTPDNS_NAT64_ROUTER_NS='$(cat "$dir/nat64/router")'
+export HTTPDNS_NAT64_ORIGIN_NS='$(cat "$dir/nat64/origin")'
+export HTTPDNS_NAT64_ORIGIN_IP='198.18.0.2'
+export HTTPDNS_NAT64_PREFIX='fd00:64:64::/96'
+export HTTPDNS_NAT64_TLS_PORT='$(cat "$dir/nat64/tls_port")'
+export HTTPDNS_NAT64_HTTP_PORT='$(cat "$dir/nat64/http_port")'
 ENV
-    echo "peers: kresd dns=$dns_port doh2=$doh2_port doh_legacy=$legacy_port; dnsmasq 127.0.0.2:$hj_port; nginx https=$tls_port http=$http_port; netns $(cat "$dir/netns/name")" >&2
+    echo "peers: kresd dns=$dns_port doh2=$doh2_port doh_legacy=$legacy_port; dnsmasq 127.0.0.2:$hj_port; nginx https=$tls_port http=$http_port; netns $(cat "$dir/netns/name"); nat64 client $(cat "$dir/nat64/client") dual $(cat "$dir/nat64/dual")" >&2
 }
 
 stop() {
     local dir="$1"
+    stop_nat64 "$dir"
     stop_netns "$dir"
     for f in "$dir/kresd.pid" "$dir/dnsmasq.pid" "$dir/nginx/nginx.pid"; do
         [ -s "$f" ] && kill "$(cat "$f")" 2>/dev/null || true

@@ -23,6 +23,7 @@ let fuzzTargets: [(name: String, run: @Sendable ([UInt8]) -> Void)] = [
     ("proxy-target", fuzzProxyTarget),
     ("resolver-spec", fuzzResolverSpec),
     ("des", fuzzDES),
+    ("nat64", fuzzNAT64),
 ]
 
 /// The target chosen by HTTPDNS_FUZZ_TARGET; exits with a message when it names none.

@@ -156,6 +156,16 @@ package struct DNSCache: Sendable {
         if let network { entries = entries.filter { $0.key.network != network } } else { entries.removeAll() }
     }
 
+    /// The names of `network` with an answer used at or after `since`, most recently used first, at
+    /// most `limit` (what to re-resolve when the device moves to another network).
+    package func namesInUse(network: String, since: Timestamp, limit: Int) -> [String] {
+        var latest: [String: Timestamp] = [:]
+        for (key, entry) in entries where key.network == network && entry.lastUsed >= since && !entry.isNegative {
+            latest[key.name] = Swift.max(latest[key.name] ?? entry.lastUsed, entry.lastUsed)
+        }
+        return latest.sorted { $0.value > $1.value }.prefix(limit).map(\.key)
+    }
+
     /// Entries fit to persist: positive answers not yet past their stale window.
     package func snapshot(now: Timestamp) -> CacheSnapshot {
         let kept = entries.filter { !$0.value.isNegative && now < $0.value.expiresAt + configuration.maxStale }

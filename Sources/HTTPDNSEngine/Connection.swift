@@ -30,12 +30,22 @@ final class Connection: Sendable {
     let remote: SocketAddress
     let connectDuration: Duration
     let tlsDuration: Duration?
+    /// The IPv4 address the answer gave, when `remote` is its NAT64-synthesized IPv6 form.
+    let synthesizedFrom: IPAddress?
 
-    private init(channel: any Channel, ready: Ready, remote: SocketAddress, connect: Duration, tls: Duration?) {
+    private init(
+        channel: any Channel,
+        ready: Ready,
+        remote: SocketAddress,
+        synthesizedFrom: IPAddress?,
+        connect: Duration,
+        tls: Duration?
+    ) {
         self.channel = channel
         self.version = ready.version
         self.multiplexer = ready.multiplexer
         self.remote = remote
+        self.synthesizedFrom = synthesizedFrom
         self.connectDuration = connect
         self.tlsDuration = tls
     }
@@ -47,13 +57,17 @@ final class Connection: Sendable {
 
     struct Settings: Sendable {
         var sslContext: NIOSSLContext?
+        /// The IP address the certificate must name when BoringSSL's own name check is off (an IPv4
+        /// literal reached through its NAT64-synthesized address).
+        var identityIP: IPAddress?
         var pins: Set<String>?
         var h2c: Bool
         var connectTimeout: Duration
         var tlsTimeout: Duration
     }
 
-    /// Connects to `url`'s host at `addresses` (nil: an IP-literal host, connected to as is).
+    /// Connects to `url`'s host at `addresses` (nil: an IP-literal host, connected to as is; an IPv4
+    /// literal reached through NAT64 comes with its synthesized address).
     static func establish(
         url: HTTPURL,
         addresses: ResolvedAddresses?,
@@ -69,6 +83,7 @@ final class Connection: Sendable {
         // against the IP, as NIOSSL does by itself.
         let sni: String? = url.hostIsIP ? nil : url.host
         let pins = settings.pins
+        let identityIP = settings.identityIP
         let sslContext = settings.sslContext
         let h2c = settings.h2c
         let verdict = ChainVerdict()
@@ -90,7 +105,7 @@ final class Connection: Sendable {
                             let peer = try? channel.pipeline.syncOperations.handler(type: NIOSSLClientHandler.self)
                                 .peerCertificate
                             let checked = channel.eventLoop.makeFutureWithTask {
-                                try await verifyIdentity(hostname: sni, peer: peer, pins: pins)
+                                try await verifyIdentity(hostname: sni, ip: identityIP, peer: peer, pins: pins)
                             }
                             return checked.flatMapThrowing {
                                 let version: HTTPVersionUsed = result == .negotiated("h2") ? .http2 : .http1
@@ -108,7 +123,7 @@ final class Connection: Sendable {
         let started = ContinuousClock.now
         let channel: any Channel
         do {
-            if let ip = IPAddress(url.host) {
+            if addresses == nil, let ip = IPAddress(url.host) {
                 channel = try await bootstrap.connect(to: try SocketAddress(ip, port: url.port)).get()
             } else {
                 guard let addresses, !(addresses.ipv4.isEmpty && addresses.ipv6.isEmpty) else {
@@ -149,7 +164,14 @@ final class Connection: Sendable {
                 throw HTTPEngineError(.protocolError, "connection to \(remoteText) closed at once")
             }
             let tls: Duration? = sslContext == nil ? nil : ContinuousClock.now - connected
-            return Connection(channel: channel, ready: ready, remote: remote, connect: connected - started, tls: tls)
+            return Connection(
+                channel: channel,
+                ready: ready,
+                remote: remote,
+                synthesizedFrom: remote.httpdnsIP.flatMap { addresses?.synthesized[$0] },
+                connect: connected - started,
+                tls: tls
+            )
         } catch {
             timeout.cancel()
             channel.close(promise: nil)
@@ -265,16 +287,23 @@ final class SetupWatcher: ChannelInboundHandler {
 /// matches the socket address whatever the hostname. When we connect by IP on behalf of a name that is
 /// exactly the hole a poisoned address could use, so for a hostname only the certificate's DNS names
 /// count (swift-certificates' server identity check, RFC 6125, given no IP). Then the pins, if any.
-func verifyIdentity(hostname: String?, peer: NIOSSLCertificate?, pins: Set<String>?) async throws {
+func verifyIdentity(hostname: String?, ip: IPAddress? = nil, peer: NIOSSLCertificate?, pins: Set<String>?)
+    async throws
+{
     guard let peer else { throw IdentityFailure(.noCertificate, "the server presented no certificate") }
-    if let hostname {
+    if hostname != nil || ip != nil {
         let leaf = try Certificate(derEncoded: try peer.toDERBytes())
         var verifier = Verifier(rootCertificates: CertificateStore([leaf])) {
-            ServerIdentityPolicy(serverHostname: hostname, serverIP: nil)
+            ServerIdentityPolicy(serverHostname: hostname, serverIP: ip?.description)
             AlreadyVerifiedExtensions(leaf)
         }
         if case .couldNotValidate = await verifier.validate(leaf: leaf, intermediates: CertificateStore()) {
-            throw IdentityFailure(.nameMismatch, "no DNS name in the certificate matches")
+            throw IdentityFailure(
+                .nameMismatch,
+                hostname != nil
+                    ? "no DNS name in the certificate matches"
+                    : "no IP address in the certificate matches \(ip!)"
+            )
         }
     }
     if let pins, !pins.isEmpty {

@@ -45,6 +45,12 @@ final class ConnectionPool: Sendable {
         /// tasks on the event loop (300k at 5k requests/s), and NIO cancels a timer by a linear scan.
         var idleSince: [ObjectIdentifier: NIODeadline] = [:]
         var idleTimerArmed: Set<ObjectIdentifier> = []
+        /// Bumped when the network path changes (`retireConnections`): connections made before it are
+        /// not pooled again.
+        var generation = 0
+        var born: [ObjectIdentifier: Int] = [:]
+        /// Retired HTTP/2 connections still carrying streams: how many; closed when the last ends.
+        var draining: [ObjectIdentifier: Int] = [:]
     }
 
     let maxConnectionsPerHost: Int
@@ -145,6 +151,7 @@ final class ConnectionPool: Sendable {
                     var entry = state.entries[key] ?? Entry()
                     entry.connecting -= 1
                     entry.total += 1
+                    state.born[ObjectIdentifier(conn)] = state.generation
                     if conn.version == .http2 {
                         if entry.http2?.isActive != true {
                             entry.http2 = conn
@@ -165,9 +172,15 @@ final class ConnectionPool: Sendable {
     func release(_ conn: Connection, key: PoolKey, reusable: Bool) {
         let wake = state.withLockedValue { state -> [CheckedContinuation<Void, Never>] in
             guard var entry = state.entries[key] else { return [] }
+            let id = ObjectIdentifier(conn)
             if conn.version == .http2 {
-                if entry.http2 === conn { entry.streams = max(0, entry.streams - 1) }
-            } else if reusable, conn.isActive, !state.closed {
+                if entry.http2 === conn {
+                    entry.streams = max(0, entry.streams - 1)
+                } else if let streams = state.draining[id] {
+                    state.draining[id] = streams - 1
+                    if streams <= 1 { conn.close() }
+                }
+            } else if reusable, conn.isActive, !state.closed, state.born[id] == state.generation {
                 entry.idle.append(conn)
             } else {
                 conn.close()  // forget() adjusts the count when it has closed
@@ -216,6 +229,8 @@ final class ConnectionPool: Sendable {
             guard var entry = state.entries[key] else { return [] }
             entry.total -= 1
             entry.idle.removeAll { $0 === conn }
+            state.born[ObjectIdentifier(conn)] = nil
+            state.draining[ObjectIdentifier(conn)] = nil
             state.idleSince[ObjectIdentifier(conn)] = nil
             state.idleTimerArmed.remove(ObjectIdentifier(conn))
             if entry.http2 === conn {
@@ -258,6 +273,32 @@ final class ConnectionPool: Sendable {
             return nil
         }
         c?.resume()
+    }
+
+    /// The network path changed: connections made on the old one are not used for new requests. Idle
+    /// ones close now; busy HTTP/1.1 ones close when their exchange ends; a busy HTTP/2 one takes no new
+    /// streams and closes when its last stream ends.
+    func retireConnections() {
+        let close = state.withLockedValue { state -> [Connection] in
+            state.generation += 1
+            var close: [Connection] = []
+            for (key, var entry) in state.entries {
+                close += entry.idle
+                entry.idle = []
+                if let h2 = entry.http2 {
+                    if entry.streams == 0 {
+                        close.append(h2)
+                    } else {
+                        state.draining[ObjectIdentifier(h2)] = entry.streams
+                    }
+                    entry.http2 = nil
+                    entry.streams = 0
+                }
+                state.entries[key] = entry
+            }
+            return close
+        }
+        close.forEach { $0.close() }
     }
 
     /// Closes every connection; later leases fail.

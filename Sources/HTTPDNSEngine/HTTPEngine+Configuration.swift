@@ -92,6 +92,12 @@ package enum HTTPVersionUsed: String, Sendable, Hashable {
 package protocol AddressSource: Sendable {
     /// Addresses of `host`, each family in preference order, and who answered.
     func addresses(for host: String) async throws -> ResolvedAddresses
+    /// The network path the source detects, for engines that connect to its answers (nil: none).
+    var networkPath: NetworkPath? { get }
+}
+
+extension AddressSource {
+    package var networkPath: NetworkPath? { nil }
 }
 
 /// A host's addresses as the engine uses them.
@@ -100,6 +106,8 @@ package struct ResolvedAddresses: Sendable, Hashable {
     package var ipv6: [IPAddress]
     /// Who answered (for metrics), e.g. `doh:https://…`, `cache(…)`, `system`.
     package var source: String
+    /// NAT64-synthesized addresses among `ipv6`, each to the IPv4 address it reaches.
+    package var synthesized: [IPAddress: IPAddress] = [:]
 
     package init(ipv4: [IPAddress], ipv6: [IPAddress], source: String) {
         self.ipv4 = ipv4

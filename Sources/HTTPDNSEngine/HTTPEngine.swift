@@ -27,36 +27,37 @@ public final class HTTPEngine: Sendable {
     let logger: Logger
     let addressSource: (any AddressSource)?
     let sslContexts: [HTTPVersionPolicy: NIOSSLContext]
+    /// For IPv4-literal https URLs reached through NAT64 (made when first needed): BoringSSL still
+    /// verifies the chain, but the identity check is ours, against the IPv4 literal (BoringSSL would
+    /// check the synthesized IPv6 address it connected to).
+    let literalContexts = NIOLockedValueBox<[HTTPVersionPolicy: NIOSSLContext]>([:])
     let pool: ConnectionPool
     let ranker = NIOLockedValueBox(AddressRanker())
     let clock = SystemWallClock()
+    /// The network path: where IPv4 is reached through NAT64, IPv4 addresses are connected to through
+    /// their synthesized IPv6 form; when it changes, pooled connections are retired.
+    package let path: NetworkPath
 
     /// - Parameters:
     ///   - addressSource: where host names are resolved at connect time (the HTTPDNS resolver). Without
     ///     one, names go to getaddrinfo; IP-literal URLs never need one.
+    ///   - path: the network path to connect on; by default the address source's, else one that stays
+    ///     unprobed (addresses used as they are).
     package init(
         configuration: Configuration = Configuration(),
         addressSource: (any AddressSource)? = nil,
+        path: NetworkPath? = nil,
         eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         logger: Logger = Logger(label: "httpdns.engine")
     ) throws {
         self.configuration = configuration
         self.addressSource = addressSource
+        self.path = path ?? addressSource?.networkPath ?? NetworkPath()
         self.group = eventLoopGroup
         self.logger = logger
         var contexts: [HTTPVersionPolicy: NIOSSLContext] = [:]
         for policy in [HTTPVersionPolicy.automatic, .http1Only, .http2Only] {
-            var tls = TLSConfiguration.makeClientConfiguration()
-            tls.minimumTLSVersion = .tlsv12
-            if !configuration.tls.additionalTrustRoots.isEmpty {
-                tls.additionalTrustRoots = [.certificates(configuration.tls.additionalTrustRoots)]
-            }
-            switch policy {
-            case .automatic: tls.applicationProtocols = ["h2", "http/1.1"]
-            case .http1Only: tls.applicationProtocols = ["http/1.1"]
-            case .http2Only: tls.applicationProtocols = ["h2"]
-            }
-            contexts[policy] = try NIOSSLContext(configuration: tls)
+            contexts[policy] = try Self.makeSSLContext(policy, configuration.tls, checksName: true)
         }
         self.sslContexts = contexts
         self.pool = ConnectionPool(
@@ -64,6 +65,42 @@ public final class HTTPEngine: Sendable {
             maxConcurrentStreams: configuration.maxConcurrentStreams,
             idleTimeout: configuration.idleConnectionTimeout
         )
+        self.path.onChange { [weak pool] in pool?.retireConnections() }
+    }
+
+    static func makeSSLContext(_ policy: HTTPVersionPolicy, _ settings: HTTPEngineTLS, checksName: Bool) throws
+        -> NIOSSLContext
+    {
+        var tls = TLSConfiguration.makeClientConfiguration()
+        tls.minimumTLSVersion = .tlsv12
+        if !checksName { tls.certificateVerification = .noHostnameVerification }
+        if !settings.additionalTrustRoots.isEmpty {
+            tls.additionalTrustRoots = [.certificates(settings.additionalTrustRoots)]
+        }
+        switch policy {
+        case .automatic: tls.applicationProtocols = ["h2", "http/1.1"]
+        case .http1Only: tls.applicationProtocols = ["http/1.1"]
+        case .http2Only: tls.applicationProtocols = ["h2"]
+        }
+        return try NIOSSLContext(configuration: tls)
+    }
+
+    /// The TLS context for `url`, and the IP address its certificate must name when that check is ours
+    /// (an IPv4 literal connected to through NAT64).
+    private func sslContext(for url: HTTPURL, _ versions: HTTPVersionPolicy, addresses: ResolvedAddresses?) throws
+        -> (NIOSSLContext?, IPAddress?)
+    {
+        guard url.isTLS else { return (nil, nil) }
+        guard let literal = IPAddress(url.host), addresses?.synthesized.isEmpty == false else {
+            return (sslContexts[versions], nil)
+        }
+        let context = try literalContexts.withLockedValue { contexts in
+            if let made = contexts[versions] { return made }
+            let made = try Self.makeSSLContext(versions, configuration.tls, checksName: false)
+            contexts[versions] = made
+            return made
+        }
+        return (context, literal)
     }
 
     /// An engine with default settings and extra trust roots.
@@ -131,6 +168,7 @@ public final class HTTPEngine: Sendable {
         recorder.update {
             $0.reused = reused
             $0.ip = connection.remote.ipAddress
+            $0.synthesizedFrom = connection.synthesizedFrom?.description
             $0.port = connection.remote.port
             $0.protocol = connection.version.rawValue
             if reused {
@@ -165,9 +203,12 @@ public final class HTTPEngine: Sendable {
         recorder: MetricsRecorder,
         deadline: NIODeadline?
     ) async throws -> ResolvedAddresses? {
-        if url.hostIsIP {
+        if let literal = IPAddress(url.host) {
             recorder.update { $0.dnsSource = "literal" }
-            return nil
+            // An IPv4 literal on a network that reaches IPv4 only through NAT64: its synthesized form.
+            guard !literal.isIPv6, path.state.stack?.ipv4 == false else { return nil }
+            let mapped = await connectable(ResolvedAddresses(ipv4: [literal], ipv6: [], source: "literal"))
+            return mapped.synthesized.isEmpty ? nil : mapped
         }
         let started = ContinuousClock.now
         let found: ResolvedAddresses
@@ -204,7 +245,18 @@ public final class HTTPEngine: Sendable {
             $0.dnsSource = found.source
             $0.dnsMs = (ContinuousClock.now - started).milliseconds
         }
-        return ranked
+        return await connectable(ranked)
+    }
+
+    /// `addresses` as this network can connect to them (NAT64 synthesis where IPv4 has no route),
+    /// waiting for a prefix discovery still running when there are IPv4 addresses that need it.
+    private func connectable(_ addresses: ResolvedAddresses) async -> ResolvedAddresses {
+        let mapped = await path.connectable(ipv4: addresses.ipv4, ipv6: addresses.ipv6)
+        var out = addresses
+        out.ipv4 = mapped.ipv4
+        out.ipv6 = mapped.ipv6
+        out.synthesized = mapped.synthesized
+        return out
     }
 
     /// `body`'s result, or `error` once `deadline` has passed, whichever comes first. The total timeout
@@ -247,8 +299,10 @@ public final class HTTPEngine: Sendable {
             guard left > .zero else { throw HTTPEngineError(.totalTimeout, "no time left to connect to \(url.host)") }
             connectTimeout = min(connectTimeout, left)
         }
+        let (sslContext, identityIP) = try sslContext(for: url, versions, addresses: addresses)
         let settings = Connection.Settings(
-            sslContext: url.isTLS ? sslContexts[versions] : nil,
+            sslContext: sslContext,
+            identityIP: identityIP,
             pins: configuration.tls.pins[url.host],
             h2c: h2c,
             connectTimeout: connectTimeout,

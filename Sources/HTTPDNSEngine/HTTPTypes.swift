@@ -184,8 +184,11 @@ public struct RequestMetrics: Sendable, Encodable, Hashable {
     package var url: String
     /// The address the connection went to.
     public var ip: String?
-    /// The port connected to.
-    public var port: Int?
+    /// The IPv4 address the answer gave, when `ip` is its NAT64-synthesized IPv6 form (an IPv6-only
+    /// network); nil otherwise.
+    package var synthesizedFrom: String?
+    /// The port connected to (the URL's; in the JSON form, package-only in the API).
+    package var port: Int?
     /// "http/1.1" or "h2".
     public var `protocol`: String?
     /// Who answered the name: an HTTPDNS provider, cache, LocalDNS, or "literal".

@@ -44,9 +44,17 @@ public final class HTTPDNS: Sendable {
         public var bootstrap: [String: [IPAddress]] = [:]
         /// A file the cache is kept in across launches (nil: memory only).
         public var persistencePath: String?
-        /// The network the device is on at start; answers are cached per network. Apps tell a change
-        /// with ``HTTPDNS/networkChanged(to:)``.
-        package var networkID = "default"
+        /// Follow the device's network by itself (the default): which address families have a route,
+        /// the NAT64 prefix of an IPv6-only network, and changes of network, from the operating
+        /// system's notices (rtnetlink on Linux, `NWPathMonitor` on Apple platforms). On a change the
+        /// cache switches to the new network's answers, pooled connections are retired and the names in
+        /// use are resolved again in the background. Off: the app tells changes with
+        /// ``HTTPDNS/networkChanged(to:)``.
+        public var watchesNetwork = true
+        /// The app's own identifier of the network at start (nil: derived from the network).
+        package var networkID: String?
+        /// NAT64 prefix discovery (RFC 7050) on IPv6-only networks, off, or a configured prefix.
+        package var nat64: NAT64Mode = .discover
         /// PEM files of certificate authorities trusted on top of the system's (a private resolver or
         /// origin); loaded when the `HTTPDNS` is made.
         public var trustedCertificateFiles: [String] = []
@@ -108,7 +116,9 @@ public final class HTTPDNS: Sendable {
         resolverConfiguration.bootstrap = configuration.bootstrap
         resolverConfiguration.cache = configuration.cache
         resolverConfiguration.persistencePath = configuration.persistencePath
-        resolverConfiguration.networkID = configuration.networkID
+        resolverConfiguration.network.networkID = configuration.networkID
+        resolverConfiguration.network.watch = configuration.watchesNetwork
+        resolverConfiguration.network.nat64 = configuration.nat64
         let resolver = try HTTPDNSResolver(configuration: resolverConfiguration, engine: resolverEngine, logger: logger)
         self.resolverEngine = resolverEngine
         self.resolver = resolver
@@ -207,8 +217,12 @@ public final class HTTPDNS: Sendable {
         await resolver.preResolve(hosts)
     }
 
-    /// Tells HTTPDNS the device moved to another network (Wi-Fi to cellular, another Wi-Fi): answers
-    /// are cached per network, and failure back-offs start afresh.
+    /// Tells HTTPDNS the device moved to another network (Wi-Fi to cellular, another Wi-Fi), named by
+    /// the app (never a user-visible name such as an SSID): answers are cached per network, failure
+    /// back-offs start afresh, pooled connections are retired, the address families and NAT64 prefix
+    /// are detected again, and the names in use are resolved again in the background. From the first
+    /// call on, the app names the networks; with ``Configuration/watchesNetwork`` on, the operating
+    /// system's notices still re-detect the families and prefix.
     public func networkChanged(to networkID: String) {
         resolver.networkChanged(to: networkID)
     }

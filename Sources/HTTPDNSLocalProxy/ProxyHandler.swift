@@ -188,7 +188,9 @@ final class ProxyHandler: ChannelInboundHandler, RemovableChannelHandler {
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
             .channelOption(.allowRemoteHalfClosure, value: true)
         let future: EventLoopFuture<any Channel>
-        if let ip = IPAddress(host) {
+        // An IPv4 literal on a network without an IPv4 route goes through the resolver too, which
+        // connects it through NAT64.
+        if let ip = IPAddress(host), ip.isIPv6 || shared.resolver.path.state.stack?.ipv4 != false {
             do {
                 future = bootstrap.connect(to: try SocketAddress(ipAddress: ip.description, port: port))
             } catch {

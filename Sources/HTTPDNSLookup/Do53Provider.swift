@@ -4,21 +4,40 @@
 // NIOExtras' LengthFieldPrepender and LengthFieldBasedFrameDecoder add and strip it.
 
 import HTTPDNSCore
+import HTTPDNSEngine
 import NIOCore
 import NIOExtras
 import NIOPosix
 
 package struct Do53Provider: DNSProvider {
-    let server: SocketAddress
+    let ip: IPAddress
+    let port: Int
     let group: any EventLoopGroup
+    /// On an IPv6-only network with NAT64, an IPv4 server is reached through its synthesized address.
+    let path: NetworkPath?
     package let name: String
 
-    package init(server ip: IPAddress, port: Int, group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton)
-        throws
-    {
-        self.server = try SocketAddress(ip, port: port)
+    package init(
+        server ip: IPAddress,
+        port: Int,
+        path: NetworkPath? = nil,
+        group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
+    ) throws {
+        _ = try SocketAddress(ip, port: port)
+        self.ip = ip
+        self.port = port
+        self.path = path
         self.group = group
         self.name = ResolverSpec.dns(ip, port: port).description
+    }
+
+    /// The server's address as this network reaches it.
+    var server: SocketAddress {
+        get throws {
+            let state = path?.state
+            let target = state?.connectable(ipv4: ip.isIPv6 ? [] : [ip], ipv6: []).ipv6.first ?? ip
+            return try SocketAddress(target, port: port)
+        }
     }
 
     package func resolve(_ name: String, family: AddressFamily, deadline: NIODeadline) async throws -> FamilyAnswer {
@@ -42,7 +61,7 @@ package struct Do53Provider: DNSProvider {
     {
         let eventLoop = group.next()
         let promise = eventLoop.makePromise(of: [UInt8].self)
-        let server = self.server
+        let server = try self.server
         let channel: any Channel
         do {
             channel = try await DatagramBootstrap(group: eventLoop)
@@ -85,6 +104,7 @@ package struct Do53Provider: DNSProvider {
     }
 
     private func tcpExchange(_ query: [UInt8], deadline: NIODeadline) async throws -> [UInt8] {
+        let server = try self.server
         let eventLoop = group.next()
         let promise = eventLoop.makePromise(of: [UInt8].self)
         let channel: any Channel

@@ -8,6 +8,7 @@
 // database drivers, a proxy) without going through the engine.
 
 import HTTPDNSCore
+import HTTPDNSEngine
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
@@ -48,8 +49,11 @@ package final class HTTPDNSNIOResolver: Resolver, Sendable {
         let task = Task {
             do {
                 let r = try await resolver.resolve(host, family)
+                // On an IPv6-only network with NAT64 the A answer is connected to through its
+                // synthesized IPv6 form (NIO connects to whatever address either query gives).
+                let ips = family == .ipv4 ? await resolver.path.connectable(ipv4: r.ipv4, ipv6: []) : nil
                 promise.succeed(
-                    try (family == .ipv4 ? r.ipv4 : r.ipv6).map {
+                    try (ips.map { $0.ipv4 + $0.ipv6 } ?? r.ipv6).map {
                         try SocketAddress(ipAddress: $0.description, port: port)
                     }
                 )

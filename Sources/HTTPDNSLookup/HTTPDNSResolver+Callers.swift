@@ -1,6 +1,7 @@
 // The resolver for callers that are not async: a completion handler, a blocking call with a timeout,
 // and "the cached answer now, or nil and a lookup started" (the vendors' resolveHostSyncNonBlocking /
-// WGGetHostByName). Plus a batch call that returns every name's own result.
+// WGGetHostByName). Plus a batch call that returns every name's own result. A nil query asks for the
+// families the network can use, as `resolve(_:_:)` does.
 //
 // The blocking call refuses to run on a SwiftNIO event loop thread: the lookup it waits for needs an
 // event loop (DoH over the engine, Do53), and if that loop is the one blocked the wait could only end
@@ -19,7 +20,7 @@ extension HTTPDNSResolver {
     /// For callers that are not async (Objective-C era code, delegate-based stacks). Returns at once.
     public func resolve(
         _ host: String,
-        _ query: AddressQuery = .both,
+        _ query: AddressQuery? = nil,
         completion: @escaping @Sendable (Result<Resolution, ResolverError>) -> Void
     ) {
         Task {
@@ -35,7 +36,7 @@ extension HTTPDNSResolver {
     /// the background (its answer is cached for the next call).
     public func resolveBlocking(
         _ host: String,
-        _ query: AddressQuery = .both,
+        _ query: AddressQuery? = nil,
         timeout: Duration = .seconds(5)
     ) throws -> Resolution {
         if MultiThreadedEventLoopGroup.currentEventLoop != nil {
@@ -64,7 +65,8 @@ extension HTTPDNSResolver {
     /// When the cache cannot answer every family asked, a lookup starts in the background and this
     /// returns nil: call again later (or on the next request) to get its answer. A stale or aging
     /// cached answer is returned and refreshed in the background. IP literals are answered at once.
-    public func resolveCachedOrStart(_ host: String, _ query: AddressQuery = .both) -> Resolution? {
+    public func resolveCachedOrStart(_ host: String, _ query: AddressQuery? = nil) -> Resolution? {
+        let query = query ?? path.state.query
         if let ip = IPAddress(host) { return .literal(host, ip) }
         if let cached = cached(host, query) { return cached }
         Task { _ = try? await self.resolve(host, query) }
@@ -75,7 +77,7 @@ extension HTTPDNSResolver {
     /// fails does not fail the others). Names repeated in `hosts` are looked up once.
     public func resolve(
         _ hosts: [String],
-        _ query: AddressQuery = .both
+        _ query: AddressQuery? = nil
     ) async -> [String: Result<Resolution, ResolverError>] {
         await withTaskGroup(of: (String, Result<Resolution, ResolverError>).self) { group in
             for host in Set(hosts) {
@@ -88,7 +90,7 @@ extension HTTPDNSResolver {
     }
 
     /// `resolve(host, query)` as a result.
-    private func result(_ host: String, _ query: AddressQuery) async -> Result<Resolution, ResolverError> {
+    private func result(_ host: String, _ query: AddressQuery?) async -> Result<Resolution, ResolverError> {
         await captured(host, otherwise: .allProvidersFailed) { try await resolve(host, query) }
     }
 }

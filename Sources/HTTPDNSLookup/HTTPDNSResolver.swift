@@ -32,6 +32,10 @@ public final class HTTPDNSResolver: Sendable {
     let logger: Logger
     let validator: AnswerValidator
     let state: NIOLockedValueBox<State>
+    /// The network path the engines connect on; the families asked for follow it.
+    package let path: NetworkPath
+    /// Keeps `path` current and tells `pathChanged(from:to:)` when the device changes network.
+    package let monitor: NetworkMonitor
 
     struct State {
         var cache: DNSCache
@@ -41,6 +45,8 @@ public final class HTTPDNSResolver: Sendable {
         var refreshes: [CacheKey: Task<Void, Never>] = [:]
         var statistics = ResolverStatistics()
         var saveScheduled = false
+        /// Re-resolving the names in use after a network change.
+        var reResolving: Task<Void, Never>?
     }
 
     /// Counters, for benchmarks and diagnostics.
@@ -72,15 +78,27 @@ public final class HTTPDNSResolver: Sendable {
             try ProviderFactory.make($0, engine: engine, bootstrap: configuration.bootstrap)
         }
         let local = try ProviderFactory.make(configuration.localDNS, engine: engine, bootstrap: configuration.bootstrap)
-        self.init(configuration: configuration, providers: providers, localDNS: local, clock: clock, logger: logger)
+        self.init(
+            configuration: configuration,
+            providers: providers,
+            localDNS: local,
+            path: engine.path,
+            clock: clock,
+            logger: logger
+        )
     }
 
     /// Uses the given providers as they are (tests, custom providers); `configuration.providers` and
     /// `configuration.localDNS` are ignored.
+    ///
+    /// `path` is the one the engines connect on (the resolver's own engine's); `routeProbe` stands in for
+    /// the real route probe in tests.
     package init(
         configuration: ResolverConfiguration,
         providers: [any DNSProvider],
         localDNS: any DNSProvider,
+        path: NetworkPath = NetworkPath(),
+        routeProbe: @escaping @Sendable () -> RouteProbe = { RouteProbe.current() },
         clock: any WallClock = SystemWallClock(),
         logger: Logger = Logger(label: "httpdns.resolver")
     ) {
@@ -97,18 +115,33 @@ public final class HTTPDNSResolver: Sendable {
             cache.restore(snapshot, now: clock.now())
             logger.debug("cache restored", metadata: ["entries": "\(cache.count)"])
         }
-        self.state = NIOLockedValueBox(State(cache: cache, network: configuration.networkID))
+        self.path = path
+        self.monitor = NetworkMonitor(
+            path: path,
+            settings: configuration.network,
+            localDNS: localDNS,
+            discoveryTimeout: configuration.timeout,
+            probe: routeProbe,
+            logger: logger
+        )
+        self.state = NIOLockedValueBox(State(cache: cache, network: configuration.network.networkID ?? "local"))
+        monitor.start { [weak self] old, new in self?.pathChanged(from: old, to: new) }
+        let network = path.state.id
+        state.withLockedValue { $0.network = network }
     }
 
     package var statistics: ResolverStatistics { state.withLockedValue { $0.statistics } }
 
     // MARK: Resolving
 
-    /// Resolves `host` to addresses of the families asked.
+    /// Resolves `host` to addresses of the families asked: by default those the network can use (A and
+    /// AAAA on a dual-stack network or when unsure, A alone where IPv6 has no route, AAAA alone on an
+    /// IPv6-only network without NAT64).
     ///
     /// IP literals come back at once; names outside the policy go to LocalDNS; the rest through the cache
     /// and HTTPDNS as described at the top of this file. Throws `ResolverError`.
-    public func resolve(_ host: String, _ query: AddressQuery = .both) async throws -> Resolution {
+    public func resolve(_ host: String, _ query: AddressQuery? = nil) async throws -> Resolution {
+        let query = query ?? path.state.query
         let started = ContinuousClock.now
         // Hot path: a name in normal form that the cache answers needs no parsing, validation or policy
         // (only names routed through HTTPDNS are ever cached, and the policy does not change).
@@ -163,7 +196,8 @@ public final class HTTPDNSResolver: Sendable {
 
     /// Resolves `host` through HTTPDNS whatever the policy says (no fallback), and through LocalDNS,
     /// and compares the two.
-    public func compare(_ host: String, _ query: AddressQuery = .both) async -> HijackReport {
+    public func compare(_ host: String, _ query: AddressQuery? = nil) async -> HijackReport {
+        let query = query ?? path.state.query
         let started = ContinuousClock.now
         let deadline = NIODeadline.now() + .nanoseconds(configuration.timeout.nanoseconds)
         async let trusted = captured(host, otherwise: .invalidName) {
@@ -207,7 +241,8 @@ public final class HTTPDNSResolver: Sendable {
 
     /// Resolves many names ahead of use (e.g. at app start), batching where the first provider can.
     /// Failures are logged, not thrown.
-    package func preResolve(_ hosts: [String], _ query: AddressQuery = .both) async {
+    package func preResolve(_ hosts: [String], _ query: AddressQuery? = nil) async {
+        let query = query ?? path.state.query
         let names = hosts.compactMap { try? validatedHostname($0) }.filter {
             if case .httpdns = configuration.policy.route(for: $0) { return true }
             return false
@@ -242,14 +277,44 @@ public final class HTTPDNSResolver: Sendable {
         }
     }
 
-    /// Tells the resolver the device moved to another network: later lookups use (and fill) that
-    /// network's cache, and failure back-offs start afresh.
+    /// The app says the device moved to network `networkID` (its own name for it): from then on the
+    /// app names the networks, and the change is handled as `pathChanged(from:to:)` describes.
     package func networkChanged(to networkID: String) {
-        state.withLockedValue {
-            $0.network = networkID
-            $0.health = ProviderHealth()
+        monitor.appNamed(networkID)
+    }
+
+    /// How long ago a name counts as in use when the network changes.
+    static let inUseWindow: Duration = .seconds(600)
+    /// At most this many names are re-resolved after a change.
+    static let reResolveLimit = 64
+
+    /// The device changed network path: later lookups use (and fill) the new network's cache, failure
+    /// back-offs start afresh, and the names used recently on the old network are resolved again on
+    /// the new one in the background (the engines retire their pooled connections themselves).
+    func pathChanged(from old: NetworkPathState, to new: NetworkPathState) {
+        let since = clock.now() + (.zero - Self.inUseWindow)
+        let names = state.withLockedValue { state -> [String] in
+            let names = state.cache.namesInUse(network: state.network, since: since, limit: Self.reResolveLimit)
+            state.network = new.id
+            state.health = ProviderHealth()
+            return names
         }
-        logger.debug("network changed")
+        guard !names.isEmpty else { return }
+        logger.debug("re-resolving the names in use", metadata: ["names": "\(names.count)"])
+        let task = Task { await self.preResolve(names) }
+        state.withLockedValue { state in
+            let previous = state.reResolving
+            state.reResolving = Task {
+                await previous?.value
+                await task.value
+            }
+        }
+    }
+
+    /// Waits for the background work a network change started (re-resolving, NAT64 discovery).
+    package func waitForNetworkWork() async {
+        await monitor.waitForDiscoveries()
+        await state.withLockedValue { $0.reResolving }?.value
     }
 
     /// Drops every cached answer (all networks).
@@ -266,6 +331,8 @@ public final class HTTPDNSResolver: Sendable {
 
     /// Waits for background refreshes and saves the cache.
     package func shutdown() async {
+        await monitor.stop()
+        await state.withLockedValue { $0.reResolving }?.value
         let refreshes = state.withLockedValue { Array($0.refreshes.values) }
         for r in refreshes { await r.value }
         do {
@@ -638,9 +705,11 @@ public final class HTTPDNSResolver: Sendable {
 }
 
 extension HTTPDNSResolver: AddressSource {
-    /// The engine's view of `resolve`: both families, ranked later by the engine.
+    /// The engine's view of `resolve`: the families the network can use, ranked later by the engine.
     package func addresses(for host: String) async throws -> ResolvedAddresses {
-        let r = try await resolve(host, .both)
+        let r = try await resolve(host)
         return ResolvedAddresses(ipv4: r.ipv4, ipv6: r.ipv6, source: r.source.description)
     }
+
+    package var networkPath: NetworkPath? { path }
 }

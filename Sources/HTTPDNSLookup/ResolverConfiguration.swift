@@ -21,9 +21,9 @@ package struct ResolverConfiguration: Sendable {
     package var bootstrap: [String: [IPAddress]] = [:]
     /// A file the cache is saved to and loaded from (nil: memory only).
     package var persistencePath: String?
-    /// The network the device is on now (e.g. a Wi-Fi SSID hash or "cellular"); answers are cached per
-    /// network. Change it with `HTTPDNSResolver.networkChanged(to:)`.
-    package var networkID: String = "default"
+    /// Network detection: watching for changes, NAT64, the app's own network identifier (answers are
+    /// cached per network; by default the identifier is derived from the network).
+    package var network = NetworkMonitor.Settings()
 
     package init(providers: [ResolverSpec] = []) {
         self.providers = providers
@@ -60,7 +60,7 @@ package enum ProviderFactory {
                 secret: secret
             )
         case .dns(let ip, let port):
-            return try Do53Provider(server: ip, port: port, group: group)
+            return try Do53Provider(server: ip, port: port, path: engine.path, group: group)
         case .system:
             return SystemProvider()
         }

@@ -68,7 +68,9 @@ struct ProxyCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let resolver = try self.resolver.makeResolver()
+        // A proxy runs for long: it follows network changes by itself (the path, NAT64, the cache
+        // partition, pooled connections, re-resolving the names in use).
+        let resolver = try self.resolver.makeResolver(watch: true)
         let roots = try self.resolver.trustRoots()
         var engineConfig = HTTPEngine.Configuration()
         engineConfig.tls = HTTPEngineTLS(additionalTrustRoots: roots)

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import HTTPDNSCore
+import HTTPDNSEngine
 import HTTPDNSLookup
 
 struct ResolveCommand: AsyncParsableCommand {
@@ -16,8 +17,17 @@ struct ResolveCommand: AsyncParsableCommand {
     @Argument(help: "Names to resolve.")
     var names: [String]
 
-    @Option(name: .customLong("type"), help: "Address families: a, aaaa or both.")
-    var type: AddressQuery = .both
+    @Option(
+        name: .customLong("type"),
+        help: "Address families: a, aaaa or both. Default: those the network can use (both when unsure)."
+    )
+    var type: AddressQuery?
+
+    @Flag(
+        name: [.customShort("v"), .customLong("verbose")],
+        help: "Also print the network: which families have a route, its NAT64 prefix, which records are asked for."
+    )
+    var verbose = false
 
     @Flag(help: "Print a JSON array of {name, addresses, ttl, source, elapsedMs}.")
     var json = false
@@ -114,6 +124,7 @@ struct ResolveCommand: AsyncParsableCommand {
             for await item in group { all.append(item) }
             return all.sorted { $0.0 < $1.0 }.map(\.1)
         }
+        let path = verbose ? await resolver.path.settled() : nil
         await resolver.shutdown()
 
         for out in outputs where out.error != nil {
@@ -124,13 +135,20 @@ struct ResolveCommand: AsyncParsableCommand {
             encoder.outputFormatting = [.sortedKeys]
             print(String(decoding: try encoder.encode(outputs), as: UTF8.self))
         } else {
+            if let path {
+                print(";; \(path.summary)\(self.type.map { " (--type \($0.records))" } ?? "")")
+            }
             for out in outputs {
                 if out.error == nil {
                     let ttl = out.ttl.map { "\($0)s" } ?? "unknown"
                     print(
                         ";; \(out.name) ttl=\(ttl) source=\(out.source ?? "") \(String(format: "%.2f", out.elapsedMs ?? 0))ms"
                     )
-                    for a in out.addresses { print(a) }
+                    for a in out.addresses {
+                        // -v: how an IPv4 address is reached on an IPv6-only network with NAT64.
+                        let via = path.flatMap { p in IPAddress(a).flatMap { p.connectable(ipv4: [$0], ipv6: []).ipv6.first } }
+                        print(via.map { "\(a) ;; via NAT64 \($0)" } ?? a)
+                    }
                 }
                 if let local = out.localDNS {
                     let answer =

@@ -81,9 +81,21 @@ struct ResolverOptions: ParsableArguments {
 
     @Option(
         name: .customLong("network-id"),
-        help: ArgumentHelp("Identifier of the current network; cached answers are kept per network.", valueName: "ID")
+        help: ArgumentHelp(
+            "Identifier of the current network; cached answers are kept per network. Default: derived from the network's addresses.",
+            valueName: "ID"
+        )
     )
-    var networkID: String = "default"
+    var networkID: String?
+
+    @Option(
+        name: .customLong("nat64"),
+        help: ArgumentHelp(
+            "On a network with no IPv4 route: discover the NAT64 prefix (auto, RFC 7050), never synthesize (off), or use PREFIX (e.g. 64:ff9b::/96).",
+            valueName: "auto|off|PREFIX"
+        )
+    )
+    var nat64: String = "auto"
 
     @Flag(name: .customLong("debug"), help: "Log the resolver's decisions on stderr.")
     var debug = false
@@ -127,6 +139,7 @@ struct ResolverOptions: ParsableArguments {
             bootstrap[name, default: []].append(ip)
         }
         _ = try seconds(timeout, flag: "--timeout", range: 0.001...600)
+        _ = try nat64Mode()
         let policy = HostPolicy(
             only: try patterns(only.isEmpty ? ["*"] : only, flag: "--only"),
             except: try patterns(except, flag: "--except"),
@@ -148,8 +161,24 @@ struct ResolverOptions: ParsableArguments {
         try cacert.map { try HTTPEngineTLS.loadPEM(file: $0) } ?? []
     }
 
-    /// Builds the engine and resolver these options describe.
-    func makeResolver() throws -> HTTPDNSResolver {
+    /// The --nat64 value.
+    func nat64Mode() throws -> NAT64Mode {
+        switch nat64 {
+        case "auto": return .discover
+        case "off": return .off
+        default:
+            guard let prefix = NAT64Prefix(parsing: nat64) else {
+                throw ValidationError(
+                    "--nat64: \"\(nat64)\" is not auto, off or an IPv6 prefix of length 32, 40, 48, 56, 64 or 96 with bits 64-71 zero (e.g. 64:ff9b::/96)"
+                )
+            }
+            return .prefix(prefix)
+        }
+    }
+
+    /// Builds the engine and resolver these options describe. `watch`: follow the operating system's
+    /// network-change notices (long-running commands).
+    func makeResolver(watch: Bool = false) throws -> HTTPDNSResolver {
         let p = try parsed()
         var logger = Logger(label: "httpdns")
         logger.logLevel = debug ? .debug : .warning
@@ -162,7 +191,9 @@ struct ResolverOptions: ParsableArguments {
         config.timeout = try seconds(timeout, flag: "--timeout", range: 0.001...600)
         config.bootstrap = p.bootstrap
         config.persistencePath = cacheFile
-        config.networkID = networkID
+        config.network.networkID = networkID
+        config.network.nat64 = try nat64Mode()
+        config.network.watch = watch
         return try HTTPDNSResolver(configuration: config, engine: engine, logger: logger)
     }
 }

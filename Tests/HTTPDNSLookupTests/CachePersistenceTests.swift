@@ -74,7 +74,10 @@ import Testing
         ])
         try CachePersistence.save(snapshot, path: path)
         let provider = FixedProvider(["93.184.216.53"])
-        let resolver = makeResolver([provider]) { $0.persistencePath = path }
+        let resolver = makeResolver([provider]) {
+            $0.persistencePath = path
+            $0.network.networkID = "default"
+        }
         #expect(try await resolver.resolve("kept.example.com", .ipv4).ipv4 == [IPAddress("93.184.216.51")!])
         #expect(provider.calls == 0)
         #expect(try await resolver.resolve("wrong.example.com", .ipv4).ipv4 == [IPAddress("93.184.216.53")!])

@@ -1,0 +1,151 @@
+// The executor of NetworkPathMachine (HTTPDNSCore/NetworkPath.swift): it probes the routes, asks the
+// network's own resolver for `ipv4only.arpa` to find NAT64 prefixes, listens to the operating
+// system's network-change notices, and publishes each new path to the NetworkPath the resolver and
+// the engines read. What a path change does to the resolver (cache partition, re-resolving) is the
+// resolver's `pathChanged` (HTTPDNSResolver+Network.swift).
+
+import HTTPDNSCore
+import HTTPDNSEngine
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+
+/// Keeps a `NetworkPath` current.
+package final class NetworkMonitor: Sendable {
+    /// How the monitor learns about changes and finds prefixes.
+    package struct Settings: Sendable {
+        /// Watch the operating system's notices (off: only `probeNow()` and the app's own events).
+        package var watch = true
+        package var nat64: NAT64Mode = .discover
+        /// Quiet time after a notice before probing (a change arrives as a burst of notices).
+        package var debounce: Duration = .milliseconds(100)
+        /// The app's own network identifier (nil: derived from the network).
+        package var networkID: String?
+
+        package init() {}
+    }
+
+    package let path: NetworkPath
+    let machine: NIOLockedValueBox<NetworkPathMachine>
+    let settings: Settings
+    let localDNS: any DNSProvider
+    let discoveryTimeout: Duration
+    let probe: @Sendable () -> RouteProbe
+    let logger: Logger
+    let subscription = NIOLockedValueBox<Int?>(nil)
+    let discoveries = NIOLockedValueBox<[Task<Void, Never>]>([])
+    let onPathChanged = NIOLockedValueBox<(@Sendable (NetworkPathState, NetworkPathState) -> Void)?>(nil)
+
+    /// - Parameters:
+    ///   - localDNS: the network's own resolver, asked for `ipv4only.arpa` (a DNS64 answers it).
+    ///   - probe: the route probe (tests inject their own).
+    package init(
+        path: NetworkPath,
+        settings: Settings,
+        localDNS: any DNSProvider,
+        discoveryTimeout: Duration,
+        probe: @escaping @Sendable () -> RouteProbe = { RouteProbe.current() },
+        logger: Logger
+    ) {
+        self.path = path
+        self.settings = settings
+        self.machine = NIOLockedValueBox(NetworkPathMachine(networkID: settings.networkID, nat64: settings.nat64))
+        self.localDNS = localDNS
+        self.discoveryTimeout = discoveryTimeout
+        self.probe = probe
+        self.logger = logger
+    }
+
+    /// Probes once now (the path is known when this returns, a NAT64 discovery may still run) and
+    /// starts watching when the settings say so.
+    package func start(onPathChanged: @escaping @Sendable (NetworkPathState, NetworkPathState) -> Void) {
+        self.onPathChanged.withLockedValue { $0 = onPathChanged }
+        if settings.watch {
+            let id = RouteNotices.shared.subscribe { [weak self] in self?.handle(.kernelNotice) }
+            subscription.withLockedValue { $0 = id }
+            if id == nil { logger.debug("no network-change notices on this system; the app feeds its own") }
+        }
+        handle(.debounceElapsed)  // a probe, without waiting
+    }
+
+    /// Probes now (an app that saw a change itself).
+    package func probeNow() { handle(.debounceElapsed) }
+
+    /// The app names the network the device is on now.
+    package func appNamed(_ id: String) { handle(.appNamed(id)) }
+
+    /// Stops watching and waits for running discoveries.
+    package func stop() async {
+        if let id = subscription.withLockedValue({ s -> Int? in defer { s = nil }; return s }) {
+            RouteNotices.shared.unsubscribe(id)
+        }
+        for task in discoveries.withLockedValue({ $0 }) { await task.value }
+    }
+
+    /// Waits for the NAT64 discoveries started so far (tests; shutdown).
+    package func waitForDiscoveries() async {
+        for task in discoveries.withLockedValue({ $0 }) { await task.value }
+    }
+
+    func handle(_ event: NetworkPathMachine.Event) {
+        let actions = machine.withLockedValue { $0.handle(event) }
+        for action in actions { run(action) }
+    }
+
+    private func run(_ action: NetworkPathMachine.Action) {
+        switch action {
+        case .probe:
+            handle(.probed(probe()))
+        case .scheduleDebounce:
+            MultiThreadedEventLoopGroup.singleton.next().scheduleTask(
+                in: .nanoseconds(settings.debounce.nanoseconds)
+            ) { [weak self] in self?.handle(.debounceElapsed) }
+        case .discoverPrefixes(let network):
+            let task = Task { [localDNS, discoveryTimeout, logger] in
+                let prefixes = await Self.discover(localDNS, timeout: discoveryTimeout, logger: logger)
+                self.handle(.discovered(prefixes, network: network))
+            }
+            discoveries.withLockedValue { tasks in
+                tasks.removeAll { $0.isCancelled }
+                tasks.append(task)
+                if tasks.count > 8 { tasks.removeFirst() }
+            }
+        case .update:
+            // The machine's state now, not the action's copy: two threads handling events at once
+            // must not publish out of order.
+            let state = machine.withLockedValue { $0.state }
+            path.publish(state)
+            logger.debug("\(state.summary)")
+        case .pathChanged(let old):
+            let new = path.state
+            logger.debug("network changed", metadata: ["from": "\(old.summary)", "to": "\(new.summary)"])
+            onPathChanged.withLockedValue { $0 }?(old, new)
+            path.changed()
+        }
+    }
+
+    /// RFC 7050: the AAAA records of `ipv4only.arpa` from the network's own resolver, read for the
+    /// well-known addresses. No answer, or one without them, is no prefix.
+    static func discover(_ localDNS: any DNSProvider, timeout: Duration, logger: Logger) async -> [NAT64Prefix] {
+        do {
+            let answer = try await localDNS.resolve(
+                NAT64Prefix.discoveryName,
+                family: .ipv6,
+                deadline: .now() + .nanoseconds(timeout.nanoseconds)
+            )
+            let prefixes = NAT64Prefix.discover(fromAAAA: answer.addresses)
+            logger.debug(
+                "NAT64 discovery",
+                metadata: [
+                    "answer": "\(answer.addresses.map(\.description))",
+                    "prefixes": "\(prefixes.map(\.description))",
+                ]
+            )
+            return prefixes
+        } catch {
+            logger.debug("NAT64 discovery failed", metadata: ["error": "\(error)"])
+            return []
+        }
+    }
+}
