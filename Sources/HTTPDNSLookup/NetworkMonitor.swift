@@ -57,6 +57,10 @@ package final class NetworkMonitor: Sendable {
         self.logger = logger
     }
 
+    deinit {
+        if let id = subscription.withLockedValue({ $0 }) { RouteNotices.shared.unsubscribe(id) }
+    }
+
     /// Probes once now (the path is known when this returns, a NAT64 discovery may still run) and
     /// starts watching when the settings say so.
     package func start(onPathChanged: @escaping @Sendable (NetworkPathState, NetworkPathState) -> Void) {

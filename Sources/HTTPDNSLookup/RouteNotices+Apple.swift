@@ -5,11 +5,16 @@
     import Dispatch
     import Network
 
-    /// Starts a process-wide NWPathMonitor whose every update is a notice.
+    /// The process's monitor: an NWPathMonitor stops reporting once nothing holds it.
+    nonisolated(unsafe) private var pathMonitor: NWPathMonitor?
+
+    /// Starts a process-wide NWPathMonitor whose every update is a notice (called once, under
+    /// RouteNotices' lock).
     func startPlatformSource(_ notice: @escaping @Sendable () -> Void) -> Bool {
         let monitor = NWPathMonitor()
         monitor.pathUpdateHandler = { _ in notice() }
         monitor.start(queue: DispatchQueue(label: "httpdns.path-monitor"))
+        pathMonitor = monitor
         return true
     }
 #endif

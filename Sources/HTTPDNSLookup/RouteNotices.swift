@@ -22,21 +22,18 @@ package final class RouteNotices: Sendable {
     /// Calls `body` on every notice, on the source's own thread, until `unsubscribe`. Nil when this
     /// platform has no source (the app then feeds its own events).
     package func subscribe(_ body: @escaping @Sendable () -> Void) -> Int? {
-        let (id, start) = subscribers.withLockedValue { s -> (Int, Bool) in
+        // The source starts under the lock, so a second first subscriber cannot see it half started
+        // (its thread takes the lock only to deliver, after this returns).
+        subscribers.withLockedValue { s -> Int? in
+            if !s.started {
+                s.started = true
+                s.available = startPlatformSource { [weak self] in self?.deliver() }
+            }
+            guard s.available else { return nil }
             s.next += 1
             s.callbacks[s.next] = body
-            defer { s.started = true }
-            return (s.next, !s.started)
+            return s.next
         }
-        if start {
-            let available = startPlatformSource { [weak self] in self?.deliver() }
-            subscribers.withLockedValue { $0.available = available }
-        }
-        guard subscribers.withLockedValue({ $0.available }) else {
-            unsubscribe(id)
-            return nil
-        }
-        return id
     }
 
     package func unsubscribe(_ id: Int) {

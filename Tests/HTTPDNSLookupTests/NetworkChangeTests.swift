@@ -63,20 +63,4 @@ import Testing
         #expect(try await resolver.resolve("in-use.example.com").source.description.hasPrefix("cache("))
         await resolver.shutdown()
     }
-
-    @Test func aPathChangeRetiresPooledConnections() async throws {
-        let origin = try await HTTPFixtureServer.start { _, _, _ in (.ok, "text/plain", Array("ok".utf8)) }
-        defer { Task { await origin.stop() } }
-        let path = NetworkPath()
-        let engine = try HTTPEngine(path: path)
-        let response = try await engine.send(try HTTPRequest(url: "http://127.0.0.1:\(origin.port)/"))
-        _ = try await response.body.collect(upTo: 1 << 10)
-        try await eventually("the connection is back in the pool") { engine.openConnections == 1 }
-        path.changed()
-        try await eventually("the pooled connection is closed") { engine.openConnections == 0 }
-        // The next request makes a new connection on the new path.
-        let again = try await engine.send(try HTTPRequest(url: "http://127.0.0.1:\(origin.port)/"))
-        #expect(!again.metrics.reused)
-        engine.shutdown()
-    }
 }
