@@ -57,9 +57,6 @@ final class Connection: Sendable {
 
     struct Settings: Sendable {
         var sslContext: NIOSSLContext?
-        /// The IP address the certificate must name when BoringSSL's own name check is off (an IPv4
-        /// literal reached through its NAT64-synthesized address).
-        var identityIP: IPAddress?
         var pins: Set<String>?
         var h2c: Bool
         var connectTimeout: Duration
@@ -83,7 +80,6 @@ final class Connection: Sendable {
         // against the IP, as NIOSSL does by itself.
         let sni: String? = url.hostIsIP ? nil : url.host
         let pins = settings.pins
-        let identityIP = settings.identityIP
         let sslContext = settings.sslContext
         let h2c = settings.h2c
         let verdict = ChainVerdict()
@@ -105,7 +101,7 @@ final class Connection: Sendable {
                             let peer = try? channel.pipeline.syncOperations.handler(type: NIOSSLClientHandler.self)
                                 .peerCertificate
                             let checked = channel.eventLoop.makeFutureWithTask {
-                                try await verifyIdentity(hostname: sni, ip: identityIP, peer: peer, pins: pins)
+                                try await verifyIdentity(hostname: sni, peer: peer, pins: pins)
                             }
                             return checked.flatMapThrowing {
                                 let version: HTTPVersionUsed = result == .negotiated("h2") ? .http2 : .http1
@@ -287,23 +283,16 @@ final class SetupWatcher: ChannelInboundHandler {
 /// matches the socket address whatever the hostname. When we connect by IP on behalf of a name that is
 /// exactly the hole a poisoned address could use, so for a hostname only the certificate's DNS names
 /// count (swift-certificates' server identity check, RFC 6125, given no IP). Then the pins, if any.
-func verifyIdentity(hostname: String?, ip: IPAddress? = nil, peer: NIOSSLCertificate?, pins: Set<String>?)
-    async throws
-{
+func verifyIdentity(hostname: String?, peer: NIOSSLCertificate?, pins: Set<String>?) async throws {
     guard let peer else { throw IdentityFailure(.noCertificate, "the server presented no certificate") }
-    if hostname != nil || ip != nil {
+    if let hostname {
         let leaf = try Certificate(derEncoded: try peer.toDERBytes())
         var verifier = Verifier(rootCertificates: CertificateStore([leaf])) {
-            ServerIdentityPolicy(serverHostname: hostname, serverIP: ip?.description)
+            ServerIdentityPolicy(serverHostname: hostname, serverIP: nil)
             AlreadyVerifiedExtensions(leaf)
         }
         if case .couldNotValidate = await verifier.validate(leaf: leaf, intermediates: CertificateStore()) {
-            throw IdentityFailure(
-                .nameMismatch,
-                hostname != nil
-                    ? "no DNS name in the certificate matches"
-                    : "no IP address in the certificate matches \(ip!)"
-            )
+            throw IdentityFailure(.nameMismatch, "no DNS name in the certificate matches")
         }
     }
     if let pins, !pins.isEmpty {

@@ -27,10 +27,6 @@ public final class HTTPEngine: Sendable {
     let logger: Logger
     let addressSource: (any AddressSource)?
     let sslContexts: [HTTPVersionPolicy: NIOSSLContext]
-    /// For IPv4-literal https URLs reached through NAT64 (made when first needed): BoringSSL still
-    /// verifies the chain, but the identity check is ours, against the IPv4 literal (BoringSSL would
-    /// check the synthesized IPv6 address it connected to).
-    let literalContexts = NIOLockedValueBox<[HTTPVersionPolicy: NIOSSLContext]>([:])
     let pool: ConnectionPool
     let ranker = NIOLockedValueBox(AddressRanker())
     let clock = SystemWallClock()
@@ -57,7 +53,17 @@ public final class HTTPEngine: Sendable {
         self.logger = logger
         var contexts: [HTTPVersionPolicy: NIOSSLContext] = [:]
         for policy in [HTTPVersionPolicy.automatic, .http1Only, .http2Only] {
-            contexts[policy] = try Self.makeSSLContext(policy, configuration.tls, checksName: true)
+            var tls = TLSConfiguration.makeClientConfiguration()
+            tls.minimumTLSVersion = .tlsv12
+            if !configuration.tls.additionalTrustRoots.isEmpty {
+                tls.additionalTrustRoots = [.certificates(configuration.tls.additionalTrustRoots)]
+            }
+            switch policy {
+            case .automatic: tls.applicationProtocols = ["h2", "http/1.1"]
+            case .http1Only: tls.applicationProtocols = ["http/1.1"]
+            case .http2Only: tls.applicationProtocols = ["h2"]
+            }
+            contexts[policy] = try NIOSSLContext(configuration: tls)
         }
         self.sslContexts = contexts
         self.pool = ConnectionPool(
@@ -66,41 +72,6 @@ public final class HTTPEngine: Sendable {
             idleTimeout: configuration.idleConnectionTimeout
         )
         self.path.onChange { [weak pool] in pool?.retireConnections() }
-    }
-
-    static func makeSSLContext(_ policy: HTTPVersionPolicy, _ settings: HTTPEngineTLS, checksName: Bool) throws
-        -> NIOSSLContext
-    {
-        var tls = TLSConfiguration.makeClientConfiguration()
-        tls.minimumTLSVersion = .tlsv12
-        if !checksName { tls.certificateVerification = .noHostnameVerification }
-        if !settings.additionalTrustRoots.isEmpty {
-            tls.additionalTrustRoots = [.certificates(settings.additionalTrustRoots)]
-        }
-        switch policy {
-        case .automatic: tls.applicationProtocols = ["h2", "http/1.1"]
-        case .http1Only: tls.applicationProtocols = ["http/1.1"]
-        case .http2Only: tls.applicationProtocols = ["h2"]
-        }
-        return try NIOSSLContext(configuration: tls)
-    }
-
-    /// The TLS context for `url`, and the IP address its certificate must name when that check is ours
-    /// (an IPv4 literal connected to through NAT64).
-    private func sslContext(for url: HTTPURL, _ versions: HTTPVersionPolicy, addresses: ResolvedAddresses?) throws
-        -> (NIOSSLContext?, IPAddress?)
-    {
-        guard url.isTLS else { return (nil, nil) }
-        guard let literal = IPAddress(url.host), addresses?.synthesized.isEmpty == false else {
-            return (sslContexts[versions], nil)
-        }
-        let context = try literalContexts.withLockedValue { contexts in
-            if let made = contexts[versions] { return made }
-            let made = try Self.makeSSLContext(versions, configuration.tls, checksName: false)
-            contexts[versions] = made
-            return made
-        }
-        return (context, literal)
     }
 
     /// An engine with default settings and extra trust roots.
@@ -299,10 +270,8 @@ public final class HTTPEngine: Sendable {
             guard left > .zero else { throw HTTPEngineError(.totalTimeout, "no time left to connect to \(url.host)") }
             connectTimeout = min(connectTimeout, left)
         }
-        let (sslContext, identityIP) = try sslContext(for: url, versions, addresses: addresses)
         let settings = Connection.Settings(
-            sslContext: sslContext,
-            identityIP: identityIP,
+            sslContext: url.isTLS ? sslContexts[versions] : nil,
             pins: configuration.tls.pins[url.host],
             h2c: h2c,
             connectTimeout: connectTimeout,
@@ -328,6 +297,20 @@ public final class HTTPEngine: Sendable {
                     .totalTimeout,
                     "\(url.host): the request's total timeout passed while connecting (\(error.message))",
                     underlying: error
+                )
+            }
+            // An https URL with an IPv4 literal, reached through NAT64: the TLS library checks the
+            // certificate against the address connected to (the synthesized one) and cannot be told
+            // another. We fail closed rather than switch its check off; say why.
+            if error.code == .certificateNameMismatch, IPAddress(url.host) != nil,
+                addresses?.synthesized.isEmpty == false
+            {
+                throw HTTPEngineError(
+                    error.code,
+                    error.message
+                        + " (reached through NAT64: the certificate is checked against the synthesized address connected to, which it does not name; use the hostname in the URL)",
+                    attempts: error.attempts,
+                    underlying: error.underlying
                 )
             }
             throw error
