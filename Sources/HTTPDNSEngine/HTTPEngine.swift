@@ -177,7 +177,7 @@ public final class HTTPEngine: Sendable {
         if let literal = IPAddress(url.host) {
             recorder.update { $0.dnsSource = "literal" }
             // An IPv4 literal on a network that reaches IPv4 only through NAT64: its synthesized form.
-            guard !literal.isIPv6, path.state.stack?.ipv4 == false else { return nil }
+            guard !literal.isIPv6 else { return nil }
             let mapped = await connectable(ResolvedAddresses(ipv4: [literal], ipv6: [], source: "literal"))
             return mapped.synthesized.isEmpty ? nil : mapped
         }

@@ -84,7 +84,7 @@ package final class NetworkMonitor: Sendable {
         if let id = subscription.withLockedValue({ s -> Int? in defer { s = nil }; return s }) {
             RouteNotices.shared.unsubscribe(id)
         }
-        for task in discoveries.withLockedValue({ $0 }) { await task.value }
+        await waitForDiscoveries()
     }
 
     /// Waits for the NAT64 discoveries started so far (tests; shutdown).
@@ -111,8 +111,8 @@ package final class NetworkMonitor: Sendable {
                 self.handle(.discovered(prefixes, network: network))
             }
             discoveries.withLockedValue { tasks in
-                tasks.removeAll { $0.isCancelled }
                 tasks.append(task)
+                // Bounded: the oldest of nine has all but surely ended (each ends within the lookup timeout).
                 if tasks.count > 8 { tasks.removeFirst() }
             }
         case .update:
