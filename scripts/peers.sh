@@ -98,14 +98,16 @@ setup_nginx() { # dir name tls_port http_port h2c_port addrs...
     local dir="$1" name="$2" tls="$3" http="$4" h2c="$5"; shift 5
     local n="$dir/$name"
     mkdir -p "$n/tmp"
-    local l_tls="" l_def="" l_http=""
+    local l_tls="" l_def="" l_http="" h1_tls
+    h1_tls=$(free_port 127.0.0.1)
+    echo "$h1_tls" > "$n/h1_tls_port"
     for a in "$@"; do
         l_tls+="        listen $a:$tls ssl http2;\n"
         l_def+="        listen $a:$tls ssl http2 default_server;\n"
         l_http+="        listen $a:$http default_server;\n"
     done
     sed -e "s|@ROOT@/nginx|$n|g" -e "s|@ROOT@|$dir|g" -e "s|@TLS_PORT@|$tls|g" -e "s|@H2C_PORT@|$h2c|g" \
-        -e "s|@LISTEN_TLS_DEFAULT@|$l_def|" -e "s|@LISTEN_TLS@|$l_tls|" -e "s|@LISTEN_HTTP@|$l_http|" \
+        -e "s|@H1_TLS_PORT@|$h1_tls|g" -e "s|@LISTEN_TLS_DEFAULT@|$l_def|" -e "s|@LISTEN_TLS@|$l_tls|" -e "s|@LISTEN_HTTP@|$l_http|" \
         "$fixtures/nginx.conf" > "$n/nginx.conf"
     sed -e "s|@ROOT@|$dir|g" -e "s|@TLS_PORT@|$tls|g" "$fixtures/nginx-locations.conf" > "$n/locations.conf"
     cp "$fixtures/echo.js" "$n/echo.js"
@@ -303,6 +305,7 @@ export HTTPDNS_HIJACKER='127.0.0.2:$hj_port'
 export HTTPDNS_NGINX_TLS_PORT='$tls_port'
 export HTTPDNS_NGINX_HTTP_PORT='$http_port'
 export HTTPDNS_NGINX_H2C_PORT='$h2c_port'
+export HTTPDNS_NGINX_H1_TLS_PORT='$(cat "$dir/nginx/h1_tls_port")'
 export HTTPDNS_WWW='$dir/www'
 export HTTPDNS_NETNS='$(cat "$dir/netns/name")'
 export HTTPDNS_NAT64_CLIENT_NS='$(cat "$dir/nat64/client")'

@@ -172,6 +172,22 @@ struct EngineTests {
         #expect(engine.openConnections == 1)
     }
 
+    @Test func anHTTPSHostThatSpeaksOnlyHTTP1GetsAConnectionPerRequestInFlight() async throws {
+        let peers = try Peers.require()
+        let engine = try peers.appEngine { $0.maxConnectionsPerHost = 8 }
+        defer { engine.shutdown() }
+        // Eight responses held at their heads (their 64 MiB bodies unread) need eight connections at
+        // once. ALPN offers h2 and nginx takes http/1.1 on this port: the first request connects alone
+        // (it might have been h2), the other seven open theirs together once the answer is known.
+        let url = "https://a.test:\(peers.nginxH1TLS)/files/big.bin"
+        let responses = try await withThrowingTaskGroup(of: HTTPResponse.self) { group in
+            for _ in 0..<8 { group.addTask { try await engine.execute(try HTTPRequest(url: url)) } }
+            return try await group.reduce(into: [HTTPResponse]()) { $0.append($1) }
+        }
+        #expect(responses.allSatisfy { $0.version == .http1 && $0.status == .ok && !$0.metrics.reused })
+        #expect(engine.openConnections == 8)
+    }
+
     @Test func redirectChainChangesPostToGetWhere301And302SaySo() async throws {
         let peers = try Peers.require()
         let engine = try peers.appEngine()

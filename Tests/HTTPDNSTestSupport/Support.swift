@@ -29,6 +29,8 @@ struct Peers {
     var nginxTLS: Int
     var nginxHTTP: Int
     var nginxH2C: Int
+    /// a.test over HTTPS on a port whose ALPN takes only http/1.1.
+    var nginxH1TLS: Int
     var www: String
     var netns: String
 
@@ -42,6 +44,7 @@ struct Peers {
             let tls = env["HTTPDNS_NGINX_TLS_PORT"].flatMap(Int.init),
             let http = env["HTTPDNS_NGINX_HTTP_PORT"].flatMap(Int.init),
             let h2c = env["HTTPDNS_NGINX_H2C_PORT"].flatMap(Int.init),
+            let h1TLS = env["HTTPDNS_NGINX_H1_TLS_PORT"].flatMap(Int.init),
             let www = env["HTTPDNS_WWW"], let netns = env["HTTPDNS_NETNS"]
         else { return nil }
         return Peers(
@@ -53,6 +56,7 @@ struct Peers {
             nginxTLS: tls,
             nginxHTTP: http,
             nginxH2C: h2c,
+            nginxH1TLS: h1TLS,
             www: www,
             netns: netns
         )

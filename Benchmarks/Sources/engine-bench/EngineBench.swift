@@ -1,6 +1,9 @@
 // Our engine and AsyncHTTPClient against the same nginx, in one run, with the ratio:
 //   h1     HTTP/1.1 keep-alive small GETs, req/s
 //   h2     HTTP/2 with 100 concurrent streams, req/s
+//   h1-alpn    an HTTPS host that speaks only HTTP/1.1 (ALPN offers h2 and http/1.1, the server takes
+//              http/1.1), 8 in flight, each round from cold: new clients, so opening the 8 connections
+//              is part of what is measured (--url: the peers' h1-only port)
 //   qps    a DNS server's queries/s: --url (ours) against --peer-url (e.g. kresd DoH), both asked by our
 //          engine over h2 with 100 streams, alternating rounds, median
 //   tunnels    short CONNECT tunnels per second through a proxy (--proxy PORT) to --url's host:port,
@@ -26,7 +29,7 @@ struct EngineBench: AsyncParsableCommand {
         abstract: "swift-httpdns's engine vs AsyncHTTPClient (dnsOverride), same server, same run."
     )
 
-    @Argument(help: "h1, h2, qps or blackhole")
+    @Argument(help: "h1, h2, h1-alpn, qps, tunnels or blackhole")
     var scenario: String
 
     @Option(help: "https URL on the test nginx, e.g. https://a.test:8443/whoami")
@@ -64,38 +67,55 @@ struct EngineBench: AsyncParsableCommand {
         theirs.dnsOverride = [target.host: ips[0].description]
 
         switch scenario {
-        case "h1", "h2":
-            let inFlight = concurrency ?? (scenario == "h1" ? 1 : 100)
-            ours.versions = scenario == "h1" ? .http1Only : .http2Only
+        case "h1", "h2", "h1-alpn":
+            let cold = scenario == "h1-alpn"
+            let inFlight = concurrency ?? (scenario == "h1" ? 1 : cold ? 8 : 100)
+            ours.versions = cold ? .automatic : scenario == "h1" ? .http1Only : .http2Only
             ours.maxConnectionsPerHost = inFlight
             theirs.httpVersion = scenario == "h1" ? .http1Only : .automatic
             theirs.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = inFlight
-            let engine = try HTTPEngine(configuration: ours, addressSource: StaticAddressSource([target.host: ips]))
-            let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: theirs)
+            let source = StaticAddressSource([target.host: ips])
+            var engine = try HTTPEngine(configuration: ours, addressSource: source)
+            var client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: theirs)
             let rounds = 5
             print(
                 "\(scenario): \(requests) GETs of \(url) per client, \(inFlight) in flight, \(rounds) alternating rounds, median"
+                    + (cold ? ", each round with new clients (connections opened inside the round)" : "")
             )
-            let ours: @Sendable () async throws -> Void = {
-                let response = try await engine.execute(HTTPRequest(url: target))
-                for try await _ in response.body {}
-                guard response.status == .ok else { throw ValidationError("ours: HTTP \(response.status.code)") }
+            func oursGET(_ engine: HTTPEngine) -> @Sendable () async throws -> Void {
+                {
+                    let response = try await engine.execute(HTTPRequest(url: target))
+                    for try await _ in response.body {}
+                    guard response.status == .ok else { throw ValidationError("ours: HTTP \(response.status.code)") }
+                }
             }
-            let theirs: @Sendable () async throws -> Void = {
-                let response = try await client.execute(HTTPClientRequest(url: url), timeout: .seconds(30))
-                for try await _ in response.body {}
-                guard response.status == .ok else { throw ValidationError("AHC: HTTP \(response.status.code)") }
+            let url = self.url
+            func theirsGET(_ client: HTTPClient) -> @Sendable () async throws -> Void {
+                {
+                    let response = try await client.execute(HTTPClientRequest(url: url), timeout: .seconds(30))
+                    for try await _ in response.body {}
+                    guard response.status == .ok else { throw ValidationError("AHC: HTTP \(response.status.code)") }
+                }
             }
             var oursRates: [Double] = []
             var theirsRates: [Double] = []
+            let per = requests / rounds
             // Alternate so that drift on a shared machine hits both alike.
             for round in 0..<rounds {
+                if cold {
+                    engine.shutdown()
+                    try await client.shutdown()
+                    engine = try HTTPEngine(configuration: ours, addressSource: source)
+                    client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: theirs)
+                }
+                let a = oursGET(engine)
+                let b = theirsGET(client)
                 if round % 2 == 0 {
-                    oursRates.append(try await measure(requests: requests / rounds, inFlight: inFlight, ours))
-                    theirsRates.append(try await measure(requests: requests / rounds, inFlight: inFlight, theirs))
+                    oursRates.append(try await measure(requests: per, inFlight: inFlight, warmUp: !cold, a))
+                    theirsRates.append(try await measure(requests: per, inFlight: inFlight, warmUp: !cold, b))
                 } else {
-                    theirsRates.append(try await measure(requests: requests / rounds, inFlight: inFlight, theirs))
-                    oursRates.append(try await measure(requests: requests / rounds, inFlight: inFlight, ours))
+                    theirsRates.append(try await measure(requests: per, inFlight: inFlight, warmUp: !cold, b))
+                    oursRates.append(try await measure(requests: per, inFlight: inFlight, warmUp: !cold, a))
                 }
             }
             let oursRate = oursRates.sorted()[rounds / 2]
@@ -108,7 +128,7 @@ struct EngineBench: AsyncParsableCommand {
                 String(
                     format: "  ratio ours/AHC   %9.2fx (target %@)",
                     oursRate / theirsRate,
-                    scenario == "h1" ? ">= 1.1x" : ">= 1.0x"
+                    scenario == "h1" ? ">= 1.1x" : cold ? "unchanged or better" : ">= 1.0x"
                 )
             )
         case "qps":
@@ -229,15 +249,19 @@ struct EngineBench: AsyncParsableCommand {
             )
             print(String(format: "  ratio AHC/ours   %8.1fx", theirsTime.milliseconds / oursTime.milliseconds))
         default:
-            throw ValidationError("scenario: h1, h2, qps, tunnels or blackhole")
+            throw ValidationError("scenario: h1, h2, h1-alpn, qps, tunnels or blackhole")
         }
     }
 
-    /// Requests per second for `requests` calls of `body`, `inFlight` at a time, after a warm-up.
-    func measure(requests: Int, inFlight: Int, _ body: @escaping @Sendable () async throws -> Void) async throws
-        -> Double
-    {
-        for _ in 0..<min(inFlight, 100) { try await body() }
+    /// Requests per second for `requests` calls of `body`, `inFlight` at a time, after a warm-up (unless
+    /// the cold start is what is measured).
+    func measure(
+        requests: Int,
+        inFlight: Int,
+        warmUp: Bool = true,
+        _ body: @escaping @Sendable () async throws -> Void
+    ) async throws -> Double {
+        if warmUp { for _ in 0..<min(inFlight, 100) { try await body() } }
         let counter = Counter(total: requests)
         let t0 = ContinuousClock.now
         try await withThrowingTaskGroup(of: Void.self) { group in
