@@ -11,7 +11,10 @@
 //      never left less than its share, even when the query started late on a busy task pool);
 //   4. answers are validated (AnswerValidator) and cached, negative ones too.
 // When every provider fails the name falls back to LocalDNS unless it is strict or fallback is off.
-// All mutable state lives in one NIOLockedValueBox; no lock is held across an await.
+// The decisions (cache, coalescing, one refresh per name, batched saves) are ResolverStateMachine's
+// (HTTPDNSCore): this class holds it and the tasks it names in one NIOLockedValueBox, and runs the
+// queries and writes it asks for. No lock is held across an await; tasks are created under the lock
+// (creating one does no I/O) so a task is always on record before it can finish and remove itself.
 
 import Foundation
 import HTTPDNSCore
@@ -37,14 +40,17 @@ public final class HTTPDNSResolver: Sendable {
     /// Keeps `path` current and tells `pathChanged(from:to:)` when the device changes network.
     package let monitor: NetworkMonitor
 
+    typealias QueryID = ResolverStateMachine.QueryID
+
     struct State {
-        var cache: DNSCache
+        var machine: ResolverStateMachine
         var network: String
         var health = ProviderHealth()
-        var inFlight: [CacheKey: Task<FamilyResult, any Error>] = [:]
-        var refreshes: [CacheKey: Task<Void, Never>] = [:]
+        /// The tasks running the machine's queries (lookups and background refreshes), until they end.
+        var queries: [QueryID: Task<FamilyResult, any Error>] = [:]
+        /// The delayed save the machine scheduled, if one is pending.
+        var persistTimer: Task<Void, Never>?
         var statistics = ResolverStatistics()
-        var saveScheduled = false
         /// Re-resolving the names in use after a network change.
         var reResolving: Task<Void, Never>?
     }
@@ -124,7 +130,8 @@ public final class HTTPDNSResolver: Sendable {
             probe: routeProbe,
             logger: logger
         )
-        self.state = NIOLockedValueBox(State(cache: cache, network: configuration.network.networkID ?? "local"))
+        let machine = ResolverStateMachine(cache: cache, persists: configuration.persistencePath != nil)
+        self.state = NIOLockedValueBox(State(machine: machine, network: configuration.network.networkID ?? "local"))
         monitor.start { [weak self] old, new in self?.pathChanged(from: old, to: new) }
         let network = path.state.id
         state.withLockedValue { $0.network = network }
@@ -294,7 +301,7 @@ public final class HTTPDNSResolver: Sendable {
     func pathChanged(from old: NetworkPathState, to new: NetworkPathState) {
         let since = clock.now() + (.zero - Self.inUseWindow)
         let names = state.withLockedValue { state -> [String] in
-            let names = state.cache.namesInUse(network: state.network, since: since, limit: Self.reResolveLimit)
+            let names = state.machine.cache.namesInUse(network: state.network, since: since, limit: Self.reResolveLimit)
             state.network = new.id
             state.health = ProviderHealth()
             return names
@@ -319,26 +326,97 @@ public final class HTTPDNSResolver: Sendable {
 
     /// Drops every cached answer (all networks).
     public func clearCache() {
-        state.withLockedValue { $0.cache.remove() }
+        state.withLockedValue { $0.machine.cache.remove() }
     }
 
-    /// Writes the cache to `configuration.persistencePath` now (atomically).
+    /// Writes the cache to `configuration.persistencePath` now (atomically); a save that was pending
+    /// is done by it.
     package func persist() throws {
-        guard let path = configuration.persistencePath else { return }
-        let snapshot = state.withLockedValue { $0.cache.snapshot(now: clock.now()) }
-        try CachePersistence.save(snapshot, path: path)
+        let now = clock.now()
+        state.withLockedValue { state in
+            state.machine.persisted(now: now)
+            state.persistTimer?.cancel()
+            state.persistTimer = nil
+        }
+        try writeCache()
+    }
+
+    /// Writes any pending save of the cache now instead of when its delay runs out.
+    package func flushPersistence() {
+        let now = clock.now()
+        let write = state.withLockedValue { state in apply(state.machine.flushPersistence(now: now), &state) }
+        if write { writeCacheLogging() }
+    }
+
+    /// Returns when no background work is left: the re-resolving a network change started, every
+    /// refresh and prefetch (and those they led to), and a pending save of the cache, which is written
+    /// at once rather than waited for (its delay only batches writes). Tests use it as their barrier.
+    package func waitForBackgroundWork() async {
+        await waitForRunningWork()
+        flushPersistence()
+    }
+
+    /// Waits for the re-resolving and the background refreshes running, until none is left.
+    private func waitForRunningWork() async {
+        await state.withLockedValue { $0.reResolving }?.value
+        while true {
+            let refreshes = state.withLockedValue { state in
+                state.machine.runningRefreshes.compactMap { state.queries[$0] }
+            }
+            if refreshes.isEmpty { return }
+            for refresh in refreshes { _ = try? await refresh.value }
+        }
     }
 
     /// Waits for background refreshes and saves the cache.
     package func shutdown() async {
         await monitor.stop()
-        await state.withLockedValue { $0.reResolving }?.value
-        let refreshes = state.withLockedValue { Array($0.refreshes.values) }
-        for r in refreshes { await r.value }
-        do {
-            try persist()
-        } catch {
+        await waitForRunningWork()
+        let now = clock.now()
+        let write = state.withLockedValue { state in apply(state.machine.shutdown(now: now), &state) }
+        if write { writeCacheLogging() }
+    }
+
+    private func writeCache() throws {
+        guard let path = configuration.persistencePath else { return }
+        let snapshot = state.withLockedValue { $0.machine.cache.snapshot(now: clock.now()) }
+        try CachePersistence.save(snapshot, path: path)
+    }
+
+    private func writeCacheLogging() {
+        do { try writeCache() } catch {
             logger.warning("could not save the DNS cache", metadata: ["error": "\(error)"])
+        }
+    }
+
+    /// Carries out a persistence decision (called with the lock held): true when the caller must write
+    /// the cache once it has let go of the lock.
+    ///
+    /// The delay is the machine's, computed on the injected clock, but waited in real time: a
+    /// `WallClock` only tells the time. Nothing waits on that delay (tests call `flushPersistence()` or
+    /// `waitForBackgroundWork()`), so a manual clock that never moves costs at most `persistInterval`
+    /// of a background task's sleep.
+    private func apply(_ action: ResolverStateMachine.PersistAction, _ state: inout State) -> Bool {
+        switch action {
+        case .none:
+            return false
+        case .persistNow:
+            state.persistTimer?.cancel()
+            state.persistTimer = nil
+            return true
+        case .schedulePersist(let due, let timer):
+            let interval = state.machine.persistInterval
+            let delay = min(max(due - clock.now(), .zero), interval)
+            state.persistTimer = Task {
+                // Cancelled: a flush or an explicit save did it already.
+                guard (try? await Task.sleep(for: delay)) != nil else { return }
+                let now = self.clock.now()
+                let write = self.state.withLockedValue { state in
+                    self.apply(state.machine.persistTimerFired(timer, now: now), &state)
+                }
+                if write { self.writeCacheLogging() }
+            }
+            return false
         }
     }
 
@@ -423,8 +501,9 @@ public final class HTTPDNSResolver: Sendable {
                 let key = CacheKey(network: state.network, normalizedName: name, family: family)
                 // On a miss the families already looked at stay claimed (LRU, refresh marks); the slow
                 // path finds them again.
-                let found = state.cache.lookup(key, now: now)
-                guard let hit = serve(found, key, &state) else { return nil }
+                guard case .serve(let found, let refresh) = state.machine.cacheLookup(key, now: now),
+                    let hit = served(found, key, refresh: refresh, &state)
+                else { return nil }
                 if family == .ipv4 {
                     resolution.ipv4 = hit.answer.addresses
                 } else {
@@ -460,15 +539,17 @@ public final class HTTPDNSResolver: Sendable {
         }
         let step: Step = state.withLockedValue { state in
             let key = CacheKey(network: state.network, normalizedName: name, family: family)
-            let found = state.cache.lookup(key, now: now)
-            if let hit = serve(found, key, &state) { return .answer(hit, found) }
-            if let running = state.inFlight[key] {
+            switch state.machine.lookup(key, now: now) {
+            case .serve(let found, let refresh):
+                // The machine serves hits only, so there is always an answer here.
+                return .answer(served(found, key, refresh: refresh, &state)!, found)
+            case .join(let id):
                 state.statistics.coalesced += 1
-                return .wait(running)
+                // The machine names only queries whose task is on record (both change under this lock).
+                return .wait(state.queries[id]!)
+            case .startQuery(let id):
+                return .wait(start(id, key, budget, &state))
             }
-            let task = Task { try await self.queryAndStore(key, budget) }
-            state.inFlight[key] = task
-            return .wait(task)
         }
         switch step {
         case .answer(let r, let lookup): return (r, lookup)
@@ -476,24 +557,23 @@ public final class HTTPDNSResolver: Sendable {
         }
     }
 
-    /// What a cache hit answers (nil on a miss), counting it and starting the one background refresh
-    /// the cache asked for (prefetch or stale). Called with the lock held. TTL: seconds left, 0 if stale.
-    private func serve(_ found: CacheLookup, _ key: CacheKey, _ state: inout State) -> FamilyResult? {
+    /// What a cache hit answers (nil on a miss), counting it and starting the background refresh the
+    /// machine asked for. Called with the lock held. TTL: seconds left, 0 if stale.
+    private func served(_ found: CacheLookup, _ key: CacheKey, refresh: QueryID?, _ state: inout State)
+        -> FamilyResult?
+    {
+        if let refresh { start(refresh, key, QueryBudget(reserveForFallback: false), &state) }
         switch found {
-        case .fresh(let entry, let remaining, let prefetch):
+        case .fresh(let entry, let remaining, _):
             state.statistics.cacheHits += 1
-            if prefetch {
-                state.statistics.prefetches += 1
-                startRefresh(key, &state)
-            }
+            if refresh != nil { state.statistics.prefetches += 1 }
             let left = UInt32(max(1, remaining.nanoseconds / 1_000_000_000))
             return FamilyResult(
                 answer: FamilyAnswer(addresses: entry.addresses, ttl: left, clientAddress: entry.clientAddress),
                 source: entry.source
             )
-        case .stale(let entry, let refresh):
+        case .stale(let entry, _):
             state.statistics.staleServed += 1
-            if refresh { startRefresh(key, &state) }
             return FamilyResult(
                 answer: FamilyAnswer(addresses: entry.addresses, ttl: 0, clientAddress: entry.clientAddress),
                 source: entry.source
@@ -503,28 +583,26 @@ public final class HTTPDNSResolver: Sendable {
         }
     }
 
-    /// Starts the one background refresh for `key` (called with the lock held).
-    private func startRefresh(_ key: CacheKey, _ state: inout State) {
-        guard state.inFlight[key] == nil, state.refreshes[key] == nil else { return }
-        let budget = QueryBudget(reserveForFallback: false)
-        let task = Task { try await self.queryAndStore(key, budget) }
-        state.inFlight[key] = task
-        state.refreshes[key] = Task {
-            _ = try? await task.value
-            self.state.withLockedValue { _ = $0.refreshes.removeValue(forKey: key) }
-        }
+    /// Starts the machine's query `id` for `key` and keeps its task on record (lock held).
+    @discardableResult
+    private func start(_ id: QueryID, _ key: CacheKey, _ budget: QueryBudget, _ state: inout State)
+        -> Task<FamilyResult, any Error>
+    {
+        let task = Task { try await self.queryAndStore(key, id, budget) }
+        state.queries[id] = task
+        return task
     }
 
-    /// Asks the providers, stores the outcome, and clears the in-flight mark.
-    private func queryAndStore(_ key: CacheKey, _ budget: QueryBudget) async throws -> FamilyResult {
+    /// Asks the providers and stores the outcome; either way the query ends (its task leaves the record).
+    private func queryAndStore(_ key: CacheKey, _ id: QueryID, _ budget: QueryBudget) async throws -> FamilyResult {
         do {
             let result = try await queryProviders(key.name, key.family, budget)
-            store(key: key, answer: result.answer, source: result.source)
+            store(key: key, by: id, answer: result.answer, source: result.source)
             return result
         } catch {
             state.withLockedValue {
-                $0.inFlight[key] = nil
-                $0.cache.refreshFailed(key)
+                $0.machine.failed(key, by: id)
+                $0.queries[id] = nil
             }
             throw error
         }
@@ -534,35 +612,27 @@ public final class HTTPDNSResolver: Sendable {
         let key = state.withLockedValue { CacheKey(network: $0.network, name: name, family: family) }
         let checked = validator.validate(answer, for: name)
         guard checked.answer.addresses.count == answer.addresses.count else { return }
-        store(key: key, answer: answer, source: source)
+        store(key: key, by: nil, answer: answer, source: source)
     }
 
-    private func store(key: CacheKey, answer: FamilyAnswer, source: String) {
+    /// Stores an answer, from query `id` (which then ends) or from a batch (nil), and saves the cache
+    /// if the machine says so.
+    private func store(key: CacheKey, by id: QueryID?, answer: FamilyAnswer, source: String) {
         let now = clock.now()
-        let scheduleSave = state.withLockedValue { state -> Bool in
-            state.cache.store(
+        let write = state.withLockedValue { state -> Bool in
+            let action = state.machine.stored(
                 key,
+                by: id,
                 addresses: answer.addresses,
                 ttl: answer.ttl,
                 source: source,
                 clientAddress: answer.clientAddress,
                 now: now
             )
-            state.inFlight[key] = nil
-            guard configuration.persistencePath != nil, !state.saveScheduled else { return false }
-            state.saveScheduled = true
-            return true
+            if let id { state.queries[id] = nil }
+            return apply(action, &state)
         }
-        if scheduleSave {
-            // Batch saves: at most one write a second however many answers arrive.
-            Task {
-                try? await Task.sleep(for: .seconds(1))
-                self.state.withLockedValue { $0.saveScheduled = false }
-                do { try self.persist() } catch {
-                    self.logger.warning("could not save the DNS cache", metadata: ["error": "\(error)"])
-                }
-            }
-        }
+        if write { writeCacheLogging() }
     }
 
     /// How one upstream lookup shares `configuration.timeout` (counted from the query's start): among

@@ -33,8 +33,11 @@ package final class HTTPDNSService: Sendable {
         package var listen: [(host: String, port: Int)] = [("127.0.0.1", 0)]
         /// Serve HTTPS (ALPN h2 and http/1.1) with this certificate; plain HTTP/1.1 and h2c otherwise.
         package var tls: TLSIdentity?
-        /// hosts(5) file answered first, re-read within a second of changing.
+        /// hosts(5) file answered first, re-read within `hostsReloadInterval` of changing.
         package var hostsFile: String?
+        /// How often the hosts file is checked for changes; nil: only when `reloadHosts()` is called
+        /// (tests, or an operator's signal handler).
+        package var hostsReloadInterval: Duration? = .seconds(1)
         /// Static names (for embedding, e.g. the demo), answered like the hosts file.
         package var staticHosts: [String: [IPAddress]] = [:]
         /// Upstream DNS server for everything else (nil: names outside the hosts are NXDOMAIN).
@@ -136,11 +139,22 @@ package final class HTTPDNSService: Sendable {
             for l in listeners { await l.stop() }
             throw error
         }
-        let reloader = configuration.hostsFile.map { path in
-            Task {
-                while !Task.isCancelled {
-                    try? await Task.sleep(for: .seconds(1))
-                    Self.reloadIfChanged(path, hosts: hosts, statics: configuration.staticHosts, logger: logger)
+        var reloader: Task<Void, Never>?
+        if let path = configuration.hostsFile, let interval = configuration.hostsReloadInterval {
+            reloader = Task {
+                // Polling: one stat per interval, the same on every platform, and it sees a file replaced
+                // by rename as well as one edited in place.
+                while (try? await Task.sleep(for: interval)) != nil {
+                    do {
+                        if try Self.reloadIfChanged(path, hosts: hosts, statics: configuration.staticHosts) {
+                            logger.info("hosts file reloaded", metadata: ["path": "\(path)"])
+                        }
+                    } catch {
+                        logger.warning(
+                            "hosts file not reloaded, keeping the previous one",
+                            metadata: ["error": "\(error)"]
+                        )
+                    }
                 }
             }
         }
@@ -193,22 +207,32 @@ package final class HTTPDNSService: Sendable {
         }
     }
 
+    /// Reads the hosts file again if it changed since it was last read (size or modification time):
+    /// true when the table was replaced, false when the file had not changed (or there is none).
+    ///
+    /// Throws the read or parse error of a changed file that cannot be used; the previous table stays,
+    /// and the file is not read again until it changes once more. The polling loop calls this too.
+    @discardableResult
+    package func reloadHosts() throws -> Bool {
+        guard let path = configuration.hostsFile else { return false }
+        return try Self.reloadIfChanged(path, hosts: hosts, statics: configuration.staticHosts)
+    }
+
     static func reloadIfChanged(
         _ path: String,
         hosts: NIOLockedValueBox<Hosts>,
-        statics: [String: [IPAddress]],
-        logger: Logger
-    ) {
+        statics: [String: [IPAddress]]
+    ) throws -> Bool {
         let attributes = try? FileManager.default.attributesOfItem(atPath: path)
         let stamp = attributes.map { "\($0[.modificationDate] ?? "")/\($0[.size] ?? "")" }
-        guard stamp != hosts.withLockedValue({ $0.stamp }) else { return }
+        guard stamp != hosts.withLockedValue({ $0.stamp }) else { return false }
         do {
             let (table, newStamp) = try readHosts(path)
             hosts.withLockedValue { $0 = Hosts(table: statics.merging(table) { $1 }, stamp: newStamp) }
-            logger.info("hosts file reloaded", metadata: ["path": "\(path)", "names": "\(table.count)"])
+            return true
         } catch {
             hosts.withLockedValue { $0.stamp = stamp }  // do not retry a broken file every second
-            logger.warning("hosts file not reloaded, keeping the previous one", metadata: ["error": "\(error)"])
+            throw error
         }
     }
 }

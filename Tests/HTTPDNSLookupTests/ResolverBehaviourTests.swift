@@ -40,7 +40,7 @@ import Testing
         let again = try await resolver.resolve("s.example.com", .ipv4)
         #expect(stale.source.description.hasPrefix("stale("))
         #expect(again.source.description.hasPrefix("stale(") || again.source.description.hasPrefix("cache("))
-        await resolver.shutdown()  // waits for the background refresh
+        await resolver.waitForBackgroundWork()  // the refresh has answered
         #expect(server.queries.udp == 2)
         let refreshed = try await resolver.resolve("s.example.com", .ipv4)
         #expect(refreshed.source.description.hasPrefix("cache("))
@@ -61,7 +61,7 @@ import Testing
         await server.stop()
         clock.advance(.seconds(20))
         #expect(try await resolver.resolve("b.example.com", .ipv4).source.description.hasPrefix("stale("))
-        await resolver.shutdown()
+        await resolver.waitForBackgroundWork()
         clock.advance(.seconds(25))  // 45 s after storing: past TTL + maxStale
         await #expect(throws: ResolverError.self) { try await resolver.resolve("b.example.com", .ipv4) }
     }
@@ -74,12 +74,12 @@ import Testing
         _ = try await resolver.resolve("p.example.com", .ipv4)
         clock.advance(.seconds(70))
         _ = try await resolver.resolve("p.example.com", .ipv4)
-        await resolver.shutdown()
+        await resolver.waitForBackgroundWork()
         #expect(server.queries.udp == 1)
         clock.advance(.seconds(6))  // 76 % of the TTL
         let hit = try await resolver.resolve("p.example.com", .ipv4)
         #expect(hit.source.description.hasPrefix("cache("))
-        await resolver.shutdown()
+        await resolver.waitForBackgroundWork()
         #expect(server.queries.udp == 2)
         #expect(resolver.statistics.prefetches == 1)
         clock.advance(.seconds(30))  // past the first answer's expiry, inside the refreshed one
@@ -267,6 +267,20 @@ import Testing
         }
         _ = try await other.resolve("persist.example.com", .ipv4)
         #expect(server.queries.udp == 4)
+    }
+
+    @Test func answersAreSavedOnceTheirBatchIsDueWithoutAnExplicitSave() async throws {
+        let server = try await startDNS(["93.184.216.92"], ttl: 300)
+        defer { Task { await server.stop() } }
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("httpdns-batch-\(UUID()).json").path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let resolver = makeResolver([try do53(server)]) { $0.persistencePath = path }
+        _ = try await resolver.resolve("one.example.com", .ipv4)
+        _ = try await resolver.resolve("two.example.com", .ipv4)
+        // Both answers wait for one save (due a second after the first); the barrier writes it now.
+        await resolver.waitForBackgroundWork()
+        let snapshot = try JSONDecoder().decode(CacheSnapshot.self, from: Data(contentsOf: URL(fileURLWithPath: path)))
+        #expect(Set(snapshot.entries.map(\.key.name)) == ["one.example.com", "two.example.com"])
     }
 
     @Test(arguments: [

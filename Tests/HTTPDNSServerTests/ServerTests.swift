@@ -148,25 +148,44 @@ import Testing
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("httpdns-hosts-\(UUID())").path
         defer { try? FileManager.default.removeItem(atPath: path) }
         try "198.51.0.10 live.example.com\n".write(toFile: path, atomically: true, encoding: .utf8)
-        let log = LogRecorder()
-        let service = try await startService(logger: log.logger(level: .warning)) { $0.hostsFile = path }
+        // No polling: the test reloads by hand, so nothing races it.
+        let service = try await startService {
+            $0.hostsFile = path
+            $0.hostsReloadInterval = nil
+        }
         defer { Task { await service.stop() } }
         let engine = try HTTPEngine()
         defer { engine.shutdown() }
         let url = "http://127.0.0.1:\(service.ports[0])/d?dn=live.example.com"
         #expect(try await rawGet(engine, url).1 == "198.51.0.10")
-        // (Each file below differs from the one before in size, so the reloader sees the change even
-        // when the modification time does not move.)
+        #expect(try service.reloadHosts() == false, "reloaded a file that had not changed")
+        // (Each file below differs from the one before in size, so the reload sees the change even when
+        // the modification time does not move.)
         try "198.51.0.11 live.example.com   # moved\n".write(toFile: path, atomically: true, encoding: .utf8)
-        try await eventually("the server answers from the changed hosts file", pollEvery: .milliseconds(100)) {
-            try await rawGet(engine, url).1 == "198.51.0.11"
-        }
-        // A broken file keeps the previous table: wait until the reloader has read it and said so, then ask.
-        try "not-an-ip live.example.com\n".write(toFile: path, atomically: true, encoding: .utf8)
-        try await eventually("the reloader rejects the broken hosts file") {
-            log.logged("hosts file not reloaded", level: .warning)
-        }
+        #expect(try service.reloadHosts())
         #expect(try await rawGet(engine, url).1 == "198.51.0.11")
+        // A broken file is refused with its parse error and keeps the previous table; it is not read
+        // again until it changes.
+        try "not-an-ip live.example.com\n".write(toFile: path, atomically: true, encoding: .utf8)
+        #expect(throws: HostsFile.ParseError.self) { try service.reloadHosts() }
+        #expect(try service.reloadHosts() == false)
+        #expect(try await rawGet(engine, url).1 == "198.51.0.11")
+    }
+
+    @Test func hostsFileIsPolledForChanges() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("httpdns-hosts-\(UUID())").path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        try "198.51.0.20 polled.example.com\n".write(toFile: path, atomically: true, encoding: .utf8)
+        let log = LogRecorder()
+        let service = try await startService(logger: log.logger(level: .info)) {
+            $0.hostsFile = path
+            $0.hostsReloadInterval = .milliseconds(20)
+        }
+        defer { Task { await service.stop() } }
+        try "198.51.0.21 polled.example.com   # moved\n".write(toFile: path, atomically: true, encoding: .utf8)
+        // The poll runs on its own: wait for the signal it gives rather than for a fixed time.
+        try await eventually("the poll reloads the changed hosts file") { log.logged("hosts file reloaded") }
+        #expect(try service.reloadHosts() == false, "the poll left the change unread")
     }
 
     @Test func connectionsBeyondTheLimitAreClosed() async throws {
