@@ -206,7 +206,7 @@ let package = Package(
             dependencies: ["HTTPDNSCore"],
             swiftSettings: swiftSettings
         ),
-        testTarget("HTTPDNSEngineTests"),
+        testTarget("HTTPDNSEngineTests", [.product(name: "NIOEmbedded", package: "swift-nio")]),
         testTarget("HTTPDNSLookupTests"),
         testTarget("HTTPDNSServerTests"),
         testTarget("HTTPDNSLocalProxyTests", ["HTTPDNSLocalProxy"]),

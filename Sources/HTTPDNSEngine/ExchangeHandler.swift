@@ -1,182 +1,180 @@
 // One request/response exchange on a channel that speaks HTTPClientRequestPart/ResponsePart: an
 // HTTP/1.1 connection, or an HTTP/2 stream behind HTTP2FramePayloadToHTTP1ClientCodec.
 //
-// Back-pressure: the response body goes into a NIOThrowingAsyncSequenceProducer. When the consumer
-// falls behind, `read` calls are held back, so the kernel buffer fills (HTTP/1.1, TCP flow control) or
-// the stream window stays closed (HTTP/2, only this stream pauses). When the consumer goes away before
-// the end, the channel is closed: the connection for HTTP/1.1, the stream (RST_STREAM) for HTTP/2.
-// The idle-read timer runs only while we are waiting on the server, never while the consumer is slow.
+// The decisions (when to read, when the server has been idle too long, whether the connection can be
+// reused, which error to report) are ExchangeStateMachine's; this handler feeds it the channel's events
+// and carries out what it answers: completing the head and end promises, feeding the body into a
+// NIOThrowingAsyncSequenceProducer, holding reads back, the one idle timer, closing the channel.
 
 import NIOCore
 import NIOHTTP1
+import NIOHTTPCompression
 
 final class ExchangeHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPClientResponsePart
     typealias OutboundIn = HTTPClientRequestPart
     typealias OutboundOut = HTTPClientRequestPart
 
-    enum State {
-        case waitingForHead
-        case streamingBody
-        case finished
-    }
-
     let head: EventLoopPromise<HTTPResponseHead>
     /// Succeeds when the response is complete: true if the connection can carry another request.
     let end: EventLoopPromise<Bool>
     let source: HTTPResponseBody.Producer.Source
-    let idleTimeout: TimeAmount
-    let host: String
-    var state = State.waitingForHead
-    var demand = true
-    var pendingRead = false
-    var requestComplete = false
-    var keepAlive = true
+    /// Installed in front of this handler for this exchange only; taken out with it at the end.
+    let decompressor: NIOHTTPResponseDecompressor?
+    var machine: ExchangeStateMachine
     var idleTask: Scheduled<Void>?
-    var lastActivity = NIODeadline.now()
     var context: ChannelHandlerContext?
 
+    /// - Parameter onStream: the channel is an HTTP/2 stream rather than an HTTP/1.1 connection.
     init(
         head: EventLoopPromise<HTTPResponseHead>,
         end: EventLoopPromise<Bool>,
         source: HTTPResponseBody.Producer.Source,
         idleTimeout: TimeAmount,
-        host: String
+        host: String,
+        onStream: Bool,
+        decompressor: NIOHTTPResponseDecompressor? = nil
     ) {
         self.head = head
         self.end = end
         self.source = source
-        self.idleTimeout = idleTimeout
-        self.host = host
+        self.decompressor = decompressor
+        self.machine = ExchangeStateMachine(idleTimeout: idleTimeout, host: host, onStream: onStream)
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
-        armIdleTimer()
+        run(machine.handlerAdded(now: context.eventLoop.now), context: context)
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
-        idleTask?.cancel()
+        let action = machine.handlerRemoved()
         self.context = nil
-        if state != .finished { fail(HTTPEngineError(.protocolError, "exchange abandoned")) }
+        // Out of the pipeline: close through the channel, not through this context.
+        if case .fail(let error, let failHead, let close) = action {
+            fail(error, failHead: failHead)
+            if close { context.channel.close(promise: nil) }
+        }
+        idleTask?.cancel()
+        idleTask = nil
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        guard state != .finished else { return }
-        armIdleTimer()
         switch unwrapInboundIn(data) {
         case .head(let h):
-            if h.status.code >= 100, h.status.code < 200, h.status != .switchingProtocols { return }
-            state = .streamingBody
-            keepAlive = h.isKeepAlive
-            head.succeed(h)
+            run(machine.responseHeadReceived(h, now: context.eventLoop.now), context: context)
         case .body(let chunk):
-            switch source.yield(chunk) {
-            case .produceMore:
-                break
-            case .stopProducing:
-                demand = false  // the idle check stands down while the consumer is behind
-            case .dropped:
-                abort(HTTPEngineError(.cancelled, "the response body was dropped before its end"))
+            let action = machine.responseBodyPartReceived(now: context.eventLoop.now)
+            if case .yieldBodyPart = action {
+                run(machine.bodyPartYielded(source.yield(chunk)), context: context)
+            } else {
+                run(action, context: context)
             }
         case .end:
-            state = .finished
-            idleTask?.cancel()
-            // Give the connection back before the consumer can see the end: its next request must find it.
-            end.succeed(keepAlive && requestComplete)
-            source.finish()
+            run(machine.responseEndReceived(), context: context)
         }
     }
 
     func read(context: ChannelHandlerContext) {
-        if demand || state == .waitingForHead {
-            context.read()
-        } else {
-            pendingRead = true
-        }
+        run(machine.readRequested(), context: context)
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        if case .end = unwrapOutboundIn(data) { requestComplete = true }
-        lastActivity = .now()  // a long upload is not an idle server
+        let now = context.eventLoop.now
+        switch unwrapOutboundIn(data) {
+        case .head: machine.requestHeadWritten(now: now)
+        case .body: machine.requestBodyPartWritten(now: now)
+        case .end: machine.requestEndWritten(now: now)
+        }
         context.write(data, promise: promise)
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        // Parser, TLS and stream errors become the engine's own, with a code (a truncated body, for
-        // one, is NIO's "stream ended at an unexpected time").
-        if let error = error as? HTTPEngineError {
-            abort(error)
-        } else {
-            abort(
-                HTTPEngineError(
-                    .protocolError,
-                    "the response from \(host) was cut short or malformed: \(error)",
-                    underlying: error
-                )
-            )
-        }
+        run(machine.errorCaught(error), context: context)
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        if state != .finished {
-            fail(HTTPEngineError(.protocolError, "\(host) closed the connection before the response was complete"))
-        }
+        run(machine.channelInactive(), context: context)
         context.fireChannelInactive()
     }
 
     // MARK: Driven from outside (on the event loop)
 
     func produceMore() {
-        guard state != .finished, let context else { return }
-        demand = true
-        armIdleTimer()
-        if pendingRead {
-            pendingRead = false
-            context.read()
+        guard let context else { return }
+        run(machine.produceMore(now: context.eventLoop.now), context: context)
+    }
+
+    func bodyAbandoned() {
+        run(machine.bodyAbandoned(), context: context)
+    }
+
+    func cancel() {
+        run(machine.cancelled(), context: context)
+    }
+
+    func totalTimeoutFired() {
+        run(machine.totalTimeoutFired(), context: context)
+    }
+
+    func requestWriteFailed(_ error: any Error) {
+        run(machine.requestWriteFailed(error), context: context)
+    }
+
+    // MARK: Carrying out the machine's actions
+
+    private func run(_ action: ExchangeStateMachine.Action, context: ChannelHandlerContext?) {
+        switch action {
+        case .nothing:
+            break
+        case .read:
+            context?.read()
+        case .scheduleIdleCheck(let delay):
+            guard let context else { return }
+            let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
+            idleTask = context.eventLoop.scheduleTask(in: delay) {
+                loopBound.value.idleCheckFired()
+            }
+        case .succeedHead(let h):
+            head.succeed(h)
+        case .yieldBodyPart:
+            preconditionFailure("the body part is yielded by channelRead")
+        case .finish(let reusable, let cleanup):
+            idleTask?.cancel()
+            idleTask = nil
+            if let context {
+                switch cleanup {
+                case .removeHandlers:
+                    // Leave the connection clean for the next request.
+                    let sync = context.pipeline.syncOperations
+                    if let decompressor { sync.removeHandler(decompressor, promise: nil) }
+                    sync.removeHandler(context: context, promise: nil)
+                case .close:
+                    context.close(promise: nil)
+                case .leaveAsIs:
+                    break
+                }
+            }
+            end.succeed(reusable)
+            source.finish()
+        case .fail(let error, let failHead, let close):
+            fail(error, failHead: failHead)
+            if close { context?.close(promise: nil) }
         }
     }
 
-    /// Fails the exchange and closes the channel (the connection for HTTP/1.1, the stream for HTTP/2).
-    func abort(_ error: any Error) {
-        guard state != .finished else { return }
-        fail(error)
-        context?.close(promise: nil)
-    }
-
-    private func fail(_ error: any Error) {
-        guard state != .finished else { return }
-        if state == .waitingForHead { head.fail(error) }
-        state = .finished
+    private func fail(_ error: HTTPEngineError, failHead: Bool) {
         idleTask?.cancel()
+        idleTask = nil
+        if failHead { head.fail(error) }
         source.finish(error)
         end.fail(error)
     }
 
-    /// Notes activity; the timer itself is only scheduled when none is pending, and when it fires it
-    /// re-arms for the time left since the last activity. So a busy transfer costs no timer churn.
-    private func armIdleTimer() {
-        lastActivity = .now()
-        guard idleTask == nil, let context, state != .finished else { return }
-        scheduleIdleCheck(context: context, in: idleTimeout)
-    }
-
-    private func scheduleIdleCheck(context: ChannelHandlerContext, in delay: TimeAmount) {
-        let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
-        idleTask = context.eventLoop.scheduleTask(in: delay) {
-            loopBound.value.idleCheck()
-        }
-    }
-
-    private func idleCheck() {
+    private func idleCheckFired() {
         idleTask = nil
-        guard state != .finished, demand, let context else { return }
-        let quiet = NIODeadline.now() - lastActivity
-        if quiet >= idleTimeout {
-            abort(HTTPEngineError(.readTimeout, "no data from \(host) for \(idleTimeout.nanoseconds / 1_000_000) ms"))
-        } else {
-            scheduleIdleCheck(context: context, in: idleTimeout - quiet)
-        }
+        guard let context else { return }
+        run(machine.idleCheckFired(now: context.eventLoop.now), context: context)
     }
 }
 
@@ -191,8 +189,6 @@ struct BodyDelegate: NIOAsyncSequenceProducerDelegate {
 
     func didTerminate() {
         let handler = self.handler
-        handler.eventLoop.execute {
-            handler.value?.abort(HTTPEngineError(.cancelled, "the response body was abandoned"))
-        }
+        handler.eventLoop.execute { handler.value?.bodyAbandoned() }
     }
 }

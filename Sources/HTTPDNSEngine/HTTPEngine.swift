@@ -383,24 +383,24 @@ public final class HTTPEngine: Sendable {
         // fails the head and the exchange (the connection is then not reused). The total timeout is
         // armed once the handler is in place (a busy loop may run a due timer before this closure).
         let timeoutTask = NIOLoopBoundBox.makeEmptyBox(valueType: Scheduled<Void>.self, eventLoop: loop)
+        let onStream = connection.version == .http2
         let installed = loop.submit {
             let sync = channel.pipeline.syncOperations
-            if decompress { try sync.addHandler(NIOHTTPResponseDecompressor(limit: .none)) }
+            let decompressor = decompress ? NIOHTTPResponseDecompressor(limit: .none) : nil
+            if let decompressor { try sync.addHandler(decompressor) }
             let handler = ExchangeHandler(
                 head: headPromise,
                 end: endPromise,
                 source: source,
                 idleTimeout: idle,
-                host: host
+                host: host,
+                onStream: onStream,
+                decompressor: decompressor
             )
             try sync.addHandler(handler)
             box.value = handler
             if let deadline {
-                timeoutTask.value = loop.scheduleTask(deadline: deadline) {
-                    box.value?.abort(
-                        HTTPEngineError(.totalTimeout, "\(host): the request did not complete before its total timeout")
-                    )
-                }
+                timeoutTask.value = loop.scheduleTask(deadline: deadline) { box.value?.totalTimeoutFired() }
             }
             if let inline {
                 // One flush: HEADERS(+DATA) with END_STREAM on h2. kresd 5.6's doh2 answers 400 to a
@@ -408,37 +408,27 @@ public final class HTTPEngine: Sendable {
                 channel.write(HTTPClientRequestPart.head(head), promise: nil)
                 if let body = inline { channel.write(HTTPClientRequestPart.body(.byteBuffer(body)), promise: nil) }
                 let written = loop.makePromise(of: Void.self)
-                written.futureResult.whenFailure { box.value?.abort($0) }
+                written.futureResult.whenFailure { box.value?.requestWriteFailed($0) }
                 channel.writeAndFlush(HTTPClientRequestPart.end(nil), promise: written)
             }
         }
         installed.whenFailure { error in
-            // No handler to finish the body (e.g. the stream was closed with its connection).
+            // No handler to finish the body or close the channel (e.g. the stream was closed with its
+            // connection).
             source.finish(error)
             headPromise.fail(error)
             endPromise.fail(error)
+            channel.close(promise: nil)
         }
         if let inline { recorder.update { $0.bytesSent = inline?.readableBytes ?? 0 } }
 
-        // Give the connection back once the exchange is over, whichever way it ends.
-        let isStream = connection.version == .http2
+        // Give the connection back once the exchange is over, whichever way it ends. The handler has
+        // already left the channel clean for the next request, or closed it.
         let pool = self.pool
-        endPromise.futureResult.hop(to: loop).whenComplete { result in
+        endPromise.futureResult.whenComplete { result in
             timeoutTask.value?.cancel()
-            let reusable = (try? result.get()) ?? false
-            if !isStream, reusable {
-                // Leave the connection clean for the next request.
-                if let handler = box.value { channel.pipeline.syncOperations.removeHandler(handler, promise: nil) }
-                if decompress,
-                    let d = try? channel.pipeline.syncOperations.handler(type: NIOHTTPResponseDecompressor.self)
-                {
-                    channel.pipeline.syncOperations.removeHandler(d, promise: nil)
-                }
-            } else if !isStream {
-                channel.close(promise: nil)
-            }
             box.value = nil
-            pool.release(connection, key: key, reusable: reusable)
+            pool.release(connection, key: key, reusable: (try? result.get()) ?? false)
         }
 
         return try await withTaskCancellationHandler {
@@ -473,7 +463,7 @@ public final class HTTPEngine: Sendable {
                 recorder: recorder
             )
         } onCancel: {
-            loop.execute { box.value?.abort(HTTPEngineError(.cancelled, "\(host): the request was cancelled")) }
+            loop.execute { box.value?.cancel() }
         }
     }
 
