@@ -209,7 +209,10 @@ let package = Package(
         testTarget("HTTPDNSEngineTests", [.product(name: "NIOEmbedded", package: "swift-nio")]),
         testTarget("HTTPDNSLookupTests"),
         testTarget("HTTPDNSServerTests"),
-        testTarget("HTTPDNSLocalProxyTests", ["HTTPDNSLocalProxy"]),
+        testTarget(
+            "HTTPDNSLocalProxyTests",
+            ["HTTPDNSLocalProxy", .product(name: "NIOEmbedded", package: "swift-nio")]
+        ),
         testTarget("HTTPDNSURLSessionTests", ["HTTPDNSURLSession"]),
         testTarget("HTTPDNSKitTests", ["HTTPDNSKit"]),
         testTarget("httpdnsTests"),

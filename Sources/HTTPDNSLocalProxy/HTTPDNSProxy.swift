@@ -153,11 +153,10 @@ public final class HTTPDNSProxy: Sendable {
                 guard connections.admit(channel) else { return channel.close() }
                 return channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
-                    let limiter = HeadLimiter(maxBytes: configuration.maxHeaderBytes)
-                    try sync.addHandler(limiter)
+                    try sync.addHandler(HeadLimiter(maxBytes: configuration.maxHeaderBytes))
                     try sync.addHandler(ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .forwardBytes)))
                     try sync.addHandler(HTTPResponseEncoder())
-                    try sync.addHandler(ProxyHandler(shared: shared, limiter: limiter))
+                    try sync.addHandler(ProxyHandler(shared: shared))
                 }
             }
             .bind(host: configuration.host, port: configuration.port).get()
@@ -200,71 +199,46 @@ struct ProxyShared: Sendable {
     var pac: @Sendable (Int) -> String
 }
 
-/// Sits before the HTTP decoder. Counts the bytes of the first request head (up to its blank line); a
-/// head larger than the limit gets 431 and the connection closed (body and tunnel bytes after the head
-/// are not counted). Holds back a half-close that comes after a complete head: NIO's decoder drops the bytes it buffered behind a CONNECT head once it
-/// has seen EOF, so a client that sends `CONNECT …` + its first bytes + shutdown(SHUT_WR) before the
-/// 200 would lose them; the half-close is passed to the tunnel's target after those bytes instead.
+/// Sits before the HTTP decoder and tells `ProxyHandler` (by a `ProxyClientEvent` through the pipeline)
+/// what only the raw bytes show; the handler's state machine decides what to do about it.
+///
+/// - The size of the connection's first request head, counted up to its blank line by
+///   `RequestHeadCounter` (body and tunnel bytes after it are not counted): past the limit it reports
+///   `.headTooLarge` and drops every further byte, so the decoder never sees the rest of the head.
+/// - A half-close, which it reports as `.inputClosed` instead of passing NIO's event on: the decoder
+///   drops the bytes it buffered behind a CONNECT head once it has seen EOF, so a client that sends
+///   `CONNECT …` + its first bytes + shutdown(SHUT_WR) before the 200 would lose them. The tunnel passes
+///   the half-close to its target after those bytes instead.
 final class HeadLimiter: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
     typealias InboundOut = ByteBuffer
-    let maxBytes: Int
-    var seen = 0
-    var tail: [UInt8] = []
-    var done = false
-    /// The client half-closed after a complete head (the event was not passed on).
-    var inputClosed = false
-    var context: ChannelHandlerContext?
+    private var counter: RequestHeadCounter
 
-    init(maxBytes: Int) { self.maxBytes = maxBytes }
-
-    func handlerAdded(context: ChannelHandlerContext) { self.context = context }
-    func handlerRemoved(context: ChannelHandlerContext) { self.context = nil }
+    init(maxBytes: Int) { self.counter = RequestHeadCounter(maxBytes: maxBytes) }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if case ChannelEvent.inputClosed = event {
-            guard done else {
-                // No whole request and nothing more to come.
-                context.close(promise: nil)
-                return
-            }
-            inputClosed = true
-            return
+            context.fireUserInboundEventTriggered(ProxyClientEvent.inputClosed)
+        } else {
+            context.fireUserInboundEventTriggered(event)
         }
-        context.fireUserInboundEventTriggered(event)
-    }
-
-    /// Writes bytes straight to the socket (below the HTTP encoder) and closes.
-    func replyRawAndClose(_ text: String) {
-        guard let context else { return }
-        done = true
-        writeRawAndClose(text, from: context)
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        if !done {
-            let bytes = unwrapInboundIn(data).readableBytesView
-            var window = tail
-            for (i, b) in bytes.enumerated() {
-                window.append(b)
-                if window.count > 4 { window.removeFirst() }
-                if window == [13, 10, 13, 10] {
-                    done = true
-                    seen += i + 1
-                    break
-                }
-            }
-            if !done {
-                seen += bytes.count
-                tail = window
-            }
-            if seen > maxBytes {
-                replyRawAndClose(
-                    "HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-                )
-                return
-            }
+        switch counter.received(unwrapInboundIn(data).readableBytesView) {
+        case .pass:
+            context.fireChannelRead(data)
+        case .tooLarge:
+            context.fireUserInboundEventTriggered(ProxyClientEvent.headTooLarge)
+        case .drop:
+            break
         }
-        context.fireChannelRead(data)
     }
+}
+
+/// What `HeadLimiter` reports to `ProxyHandler`, past the HTTP decoder (which passes on events it does
+/// not know).
+enum ProxyClientEvent: Equatable {
+    case headTooLarge
+    case inputClosed
 }

@@ -1,5 +1,9 @@
 // One client connection of the proxy: reads a request head, then either opens a tunnel (CONNECT),
 // forwards an absolute-form http:// request through the engine, serves the PAC file, or refuses.
+// Every decision is `ProxyConnectionStateMachine`'s: this handler feeds it the channel's events (and
+// `HeadLimiter`'s, which arrive as `ProxyClientEvent`s) and performs the actions it returns. Work that
+// completes later (the head timer, the connect, the engine) re-enters the event loop through a
+// `NIOLoopBound` of the handler and the channel; no `ChannelHandlerContext` is kept across it.
 
 import Foundation
 import HTTPDNSCore
@@ -13,223 +17,187 @@ import NIOPosix
 final class ProxyHandler: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
-
-    enum State {
-        case idle
-        case forwarding(HTTPRequestHead, HTTPURL, ByteBuffer)
-        case busy  // a forward or a tunnel setup is running; further parts are dropped
-    }
+    /// Resolves a CONNECT host and connects to it on the given loop (a seam for tests).
+    typealias Connector = @Sendable (_ host: String, _ port: Int, _ loop: any EventLoop) -> EventLoopFuture<any Channel>
 
     let shared: ProxyShared
-    let limiter: HeadLimiter
-    var state = State.idle
-    var headTimer: Scheduled<Void>?
-    var tooLarge = false
+    private let connector: Connector
+    private var machine: ProxyConnectionStateMachine
+    private var headTimer: Scheduled<Void>?
+    /// When the CONNECT's connect began, for the tunnel's metrics.
+    private var tunnelStarted: ContinuousClock.Instant?
 
-    init(shared: ProxyShared, limiter: HeadLimiter) {
+    init(shared: ProxyShared, connector: Connector? = nil) {
         self.shared = shared
-        self.limiter = limiter
+        self.connector =
+            connector ?? { host, port, loop in ProxyHandler.connect(host: host, port: port, on: loop, shared) }
+        self.machine = ProxyConnectionStateMachine(limits: .init(shared.configuration))
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
-        let limiter = NIOLoopBound(self.limiter, eventLoop: context.eventLoop)
+        let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
+        let channel = context.channel
         headTimer = context.eventLoop.scheduleTask(
             in: .nanoseconds(shared.configuration.requestHeadTimeout.nanoseconds)
         ) {
-            limiter.value.replyRawAndClose(
-                "HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-            )
+            let me = bound.value
+            me.perform(me.machine.headTimerFired(), on: channel)
         }
     }
 
     func handlerRemoved(context: ChannelHandlerContext) { headTimer?.cancel() }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        switch (unwrapInboundIn(data), state) {
-        case (.head(let head), .idle):
-            headTimer?.cancel()
-            limiter.done = true
-            handleHead(head, context: context)
-        case (.body(var chunk), .forwarding(let head, let url, var body)):
-            if body.readableBytes + chunk.readableBytes > shared.configuration.maxForwardBodyBytes {
-                tooLarge = true
-            } else {
-                body.writeBuffer(&chunk)
-            }
-            state = .forwarding(head, url, body)
-        case (.end, .forwarding(let head, let url, let body)):
-            state = .busy
-            if tooLarge {
-                reply(
-                    .payloadTooLarge,
-                    "request body larger than \(shared.configuration.maxForwardBodyBytes) bytes",
-                    close: true,
-                    context: context
-                )
-            } else {
-                forward(head, url: url, body: body, context: context)
-            }
-        default:
-            break
+        let action: ProxyConnectionStateMachine.Action
+        switch unwrapInboundIn(data) {
+        case .head(let head): action = machine.headReceived(head)
+        case .body(let chunk): action = machine.bodyReceived(chunk)
+        case .end: action = machine.endReceived()
+        }
+        perform(action, on: context.channel)
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        switch event as? ProxyClientEvent {
+        case .headTooLarge: perform(machine.headTooLarge(), on: context.channel)
+        case .inputClosed: perform(machine.inputClosed(), on: context.channel)
+        case nil: context.fireUserInboundEventTriggered(event)
         }
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        if error is HTTPParserError {
-            reply(.badRequest, "malformed request: \(error)", close: true, context: context)
-        } else {
-            context.close(promise: nil)
-        }
+        let action = error is HTTPParserError ? machine.malformedRequest("\(error)") : machine.errorCaught()
+        perform(action, on: context.channel)
     }
 
-    // MARK: routing
+    func channelInactive(context: ChannelHandlerContext) {
+        perform(machine.channelInactive(), on: context.channel)
+        context.fireChannelInactive()
+    }
 
-    private func handleHead(_ head: HTTPRequestHead, context: ChannelHandlerContext) {
-        if let credentials = shared.configuration.credentials {
-            let expected = "Basic " + Data("\(credentials.user):\(credentials.password)".utf8).base64EncodedString()
-            guard head.headers["proxy-authorization"].first == expected else {
-                state = .busy
-                reply(
-                    .proxyAuthenticationRequired,
-                    "proxy authentication required",
-                    close: true,
-                    context: context,
-                    headers: ["proxy-authenticate": "Basic realm=\"httpdns\""]
-                )
-                return
-            }
-        }
-        switch ProxyRequestTarget.parse(method: head.method.rawValue, uri: head.uri) {
-        case .tunnel(let host, let port):
-            state = .busy
-            connect(host: host, port: port, context: context)
-        case .forward(let parts):
-            let url = HTTPURL(parts)
-            // The same port rule as CONNECT: otherwise http://127.0.0.1:ANYPORT/ reaches any local service.
-            guard shared.configuration.allowedPorts.contains(url.port) else {
-                state = .busy
-                reply(
-                    .forbidden,
-                    "forwarding to port \(url.port) is not allowed (allowed: \(allowedPortsText))",
-                    close: true,
-                    context: context
-                )
-                return
-            }
-            state = .forwarding(head, url, context.channel.allocator.buffer(capacity: 0))
-        case .pac:
-            let pac = shared.pac((context.channel.localAddress?.port) ?? shared.configuration.port)
-            reply(
+    // MARK: performing the machine's actions
+
+    /// Does what the machine asked. Runs on the channel's event loop; `upstream` is the tunnel's
+    /// target when the action answers `connectSucceeded`.
+    private func perform(
+        _ action: ProxyConnectionStateMachine.Action,
+        on channel: any Channel,
+        upstream: (any Channel)? = nil
+    ) {
+        switch action {
+        case .none:
+            break
+        case .cancelHeadTimer(let then):
+            headTimer?.cancel()
+            headTimer = nil
+            perform(then, on: channel, upstream: upstream)
+        case .reply(let reply):
+            write(reply, on: channel)
+        case .servePAC(let close):
+            let pac = shared.pac(channel.localAddress?.port ?? shared.configuration.port)
+            let reply = ProxyConnectionStateMachine.Reply.text(
                 .ok,
                 pac,
-                close: !head.isKeepAlive,
-                context: context,
+                close: close,
                 contentType: "application/x-ns-proxy-autoconfig",
                 newline: false
             )
-        case .invalid(let why):
-            state = .busy
-            reply(.badRequest, why, close: true, context: context)
+            write(reply, on: channel)
+        case .openTunnel(let host, let port):
+            openTunnel(host: host, port: port, channel: channel)
+        case .failTunnel(let host, let port, let error, let reply):
+            let after = tunnelStarted.map { ContinuousClock.now - $0 } ?? .zero
+            shared.record(.failed(host: host, port: port, after: after, error: error))
+            write(reply, on: channel)
+        case .establishTunnel(let host, let port, let passOnHalfClose):
+            guard let upstream else {
+                preconditionFailure("establishTunnel answers connectSucceeded, with its channel")
+            }
+            splice(channel: channel, upstream: upstream, host: host, port: port, passOnHalfClose: passOnHalfClose)
+        case .closeUpstream:
+            upstream?.close(promise: nil)
+        case .forward(let head, let url, let body):
+            forward(head, url: url, body: body, channel: channel)
+        case .close:
+            channel.close(promise: nil)
         }
     }
 
-    private func reply(
-        _ status: HTTPResponseStatus,
-        _ text: String,
-        close: Bool,
-        context: ChannelHandlerContext,
-        headers extra: HTTPHeaders = [:],
-        contentType: String = "text/plain",
-        newline: Bool = true
-    ) {
-        let body = ByteBuffer(string: newline ? text + "\n" : text)
-        var headers = extra
-        headers.add(name: "content-type", value: contentType)
-        headers.add(name: "content-length", value: "\(body.readableBytes)")
-        if close { headers.add(name: "connection", value: "close") }
-        context.write(
-            wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers))),
+    /// Writes `reply` through the response encoder (the handler is last in the pipeline, so the
+    /// channel's write starts where the handler's own would).
+    private func write(_ reply: ProxyConnectionStateMachine.Reply, on channel: any Channel) {
+        channel.write(
+            HTTPServerResponsePart.head(
+                HTTPResponseHead(version: .http1_1, status: reply.status, headers: reply.headers)
+            ),
             promise: nil
         )
-        context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
-        let done = context.writeAndFlush(wrapOutboundOut(.end(nil)))
-        if close {
-            let channel = context.channel
-            done.whenComplete { _ in channel.close(promise: nil) }
-        } else {
-            state = .idle
+        if !reply.body.isEmpty {
+            channel.write(HTTPServerResponsePart.body(.byteBuffer(ByteBuffer(string: reply.body))), promise: nil)
         }
-    }
-
-    /// The allowed ports, for the 403 that refuses another (CONNECT and absolute-form alike).
-    private var allowedPortsText: String {
-        shared.configuration.allowedPorts.sorted().map(String.init).joined(separator: ", ")
+        let done = channel.writeAndFlush(HTTPServerResponsePart.end(nil))
+        if reply.close {
+            done.whenComplete { _ in channel.close(promise: nil) }
+        }
     }
 
     // MARK: CONNECT
 
-    private func connect(host: String, port: Int, context: ChannelHandlerContext) {
-        guard shared.configuration.allowedPorts.contains(port) else {
-            reply(
-                .forbidden,
-                "CONNECT to port \(port) is not allowed (allowed: \(allowedPortsText))",
-                close: true,
-                context: context
-            )
-            shared.record(.failed(host: host, port: port, after: .zero, error: "port not allowed"))
-            return
-        }
-        let started = ContinuousClock.now
-        let loop = context.eventLoop
-        let bound = NIOLoopBound((self, context), eventLoop: loop)
-        let shared = self.shared
-        var bootstrap = ClientBootstrap(group: loop)
-            .connectTimeout(.nanoseconds(shared.configuration.connectTimeout.nanoseconds))
-            .channelOption(.socketOption(.tcp_nodelay), value: 1)
-            .channelOption(.allowRemoteHalfClosure, value: true)
-        let future: EventLoopFuture<any Channel>
-        // An IPv4 literal on a network without an IPv4 route goes through the resolver too, which
-        // connects it through NAT64.
-        if let ip = IPAddress(host), ip.isIPv6 || shared.resolver.path.state.stack?.ipv4 != false {
-            do {
-                future = bootstrap.connect(to: try SocketAddress(ipAddress: ip.description, port: port))
-            } catch {
-                future = loop.makeFailedFuture(error)
-            }
-        } else {
-            bootstrap = bootstrap.resolver(HTTPDNSNIOResolver(shared.resolver, eventLoop: loop))
-            future = bootstrap.connect(host: host, port: port)
-        }
-        future.hop(to: loop).whenComplete { result in
-            let (me, context) = bound.value
+    private func openTunnel(host: String, port: Int, channel: any Channel) {
+        tunnelStarted = .now
+        let loop = channel.eventLoop
+        let bound = NIOLoopBound(self, eventLoop: loop)
+        connector(host, port, loop).hop(to: loop).whenComplete { result in
+            let me = bound.value
             switch result {
             case .success(let upstream):
-                me.splice(context: context, upstream: upstream, host: host, port: port, started: started)
+                me.perform(me.machine.connectSucceeded(), on: channel, upstream: upstream)
             case .failure(let error):
-                let why = Self.describe(error)
-                shared.record(.failed(host: host, port: port, after: ContinuousClock.now - started, error: why))
-                let authority = formatAuthority(host: host, port: port)
-                me.reply(.badGateway, "could not connect to \(authority): \(why)", close: true, context: context)
+                me.perform(me.machine.connectFailed(Self.describe(error)), on: channel)
             }
         }
     }
 
+    /// Connects to `host:port` through the proxy's resolver; NIO's happy eyeballs races the addresses.
+    private static func connect(
+        host: String,
+        port: Int,
+        on loop: any EventLoop,
+        _ shared: ProxyShared
+    ) -> EventLoopFuture<any Channel> {
+        var bootstrap = ClientBootstrap(group: loop)
+            .connectTimeout(.nanoseconds(shared.configuration.connectTimeout.nanoseconds))
+            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .channelOption(.allowRemoteHalfClosure, value: true)
+        // An IPv4 literal on a network without an IPv4 route goes through the resolver too, which
+        // connects it through NAT64.
+        if let ip = IPAddress(host), ip.isIPv6 || shared.resolver.path.state.stack?.ipv4 != false {
+            do {
+                return bootstrap.connect(to: try SocketAddress(ipAddress: ip.description, port: port))
+            } catch {
+                return loop.makeFailedFuture(error)
+            }
+        }
+        bootstrap = bootstrap.resolver(HTTPDNSNIOResolver(shared.resolver, eventLoop: loop))
+        return bootstrap.connect(host: host, port: port)
+    }
+
     /// Answers 200, then turns both channels into a byte pipe.
     private func splice(
-        context: ChannelHandlerContext,
+        channel client: any Channel,
         upstream: any Channel,
         host: String,
         port: Int,
-        started: ContinuousClock.Instant
+        passOnHalfClose: Bool
     ) {
-        let client = context.channel
+        let started = tunnelStarted ?? .now
         let counters = TunnelCounters()
         let (clientGlue, upstreamGlue) = GlueHandler.matchedPair(counters: counters)
         let address = upstream.remoteAddress.map { formatAuthority(host: $0.ipAddress ?? "?", port: $0.port ?? 0) }
         let shared = self.shared
         let idle = TimeAmount.nanoseconds(shared.configuration.tunnelIdleTimeout.nanoseconds)
         do {
-            let sync = context.pipeline.syncOperations
+            let sync = client.pipeline.syncOperations
             sync.removeHandler(try sync.handler(type: HTTPResponseEncoder.self), promise: nil)
             var established = client.allocator.buffer(capacity: 64)
             established.writeString("HTTP/1.1 200 Connection Established\r\n\r\n")
@@ -243,14 +211,13 @@ final class ProxyHandler: ChannelInboundHandler, RemovableChannelHandler {
             // Leave the HTTP handlers; the decoder hands on any bytes already read (e.g. a ClientHello).
             // Those arrive without a read-complete, so they are flushed here, and a half-close the client
             // made before the tunnel existed is passed on after them.
-            let inputClosed = limiter.inputClosed
-            let decoderRemoved = context.eventLoop.makePromise(of: Void.self)
+            let decoderRemoved = client.eventLoop.makePromise(of: Void.self)
             decoderRemoved.futureResult.whenComplete { _ in
                 upstream.flush()
-                if inputClosed { upstream.close(mode: .output, promise: nil) }
+                if passOnHalfClose { upstream.close(mode: .output, promise: nil) }
             }
-            sync.removeHandler(limiter, promise: nil)
-            context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
+            sync.removeHandler(try sync.handler(type: HeadLimiter.self), promise: nil)
+            sync.removeHandler(self, promise: nil)
             sync.removeHandler(
                 try sync.handler(type: ByteToMessageHandler<HTTPRequestDecoder>.self),
                 promise: decoderRemoved
@@ -298,13 +265,11 @@ final class ProxyHandler: ChannelInboundHandler, RemovableChannelHandler {
 
     // MARK: forwarding http://
 
-    private func forward(_ head: HTTPRequestHead, url given: HTTPURL, body: ByteBuffer, context: ChannelHandlerContext)
-    {
+    private func forward(_ head: HTTPRequestHead, url given: HTTPURL, body: ByteBuffer, channel: any Channel) {
         let shared = self.shared
-        let loop = context.eventLoop
-        let bound = NIOLoopBound((self, context), eventLoop: loop)
+        let loop = channel.eventLoop
+        let bound = NIOLoopBound(self, eventLoop: loop)
         let keepAlive = head.isKeepAlive
-        let channel = context.channel
         loop.makeFutureWithTask { () -> Void in
             var url = given
             if shared.configuration.upgradeToHTTPS.contains(where: { $0.matches(url.host) }) {
@@ -325,7 +290,6 @@ final class ProxyHandler: ChannelInboundHandler, RemovableChannelHandler {
                 headers: headers,
                 body: body.readableBytes > 0 ? .bytes(body) : nil
             )
-            var headSent = false
             do {
                 let response = try await shared.engine.execute(request)
                 var out = response.headers
@@ -333,33 +297,30 @@ final class ProxyHandler: ChannelInboundHandler, RemovableChannelHandler {
                 out.remove(name: "transfer-encoding")
                 if !out.contains(name: "content-length") { out.add(name: "transfer-encoding", value: "chunked") }
                 if !keepAlive { out.add(name: "connection", value: "close") }
+                // The machine learns of the response before its first byte goes out, so that a failure
+                // from here on closes the connection instead of answering 502 inside a response.
+                try await loop.submit {
+                    let me = bound.value
+                    me.perform(me.machine.forwardResponseStarted(), on: channel)
+                }.get()
                 try await channel.writeAndFlush(
                     HTTPServerResponsePart.head(
                         HTTPResponseHead(version: .http1_1, status: response.status, headers: out)
                     )
                 )
-                headSent = true
                 for try await chunk in response.body {
                     try await channel.writeAndFlush(HTTPServerResponsePart.body(.byteBuffer(chunk)))
                 }
                 try await channel.writeAndFlush(HTTPServerResponsePart.end(nil))
                 loop.execute {
-                    let (me, _) = bound.value
-                    me.state = .idle
-                    me.tooLarge = false
-                    // A client that half-closed after its request has nothing more to ask.
-                    if !keepAlive || me.limiter.inputClosed { channel.close(promise: nil) }
+                    let me = bound.value
+                    me.perform(me.machine.forwardFinished(), on: channel)
                 }
             } catch {
-                // Mid-body the only honest signal left is closing the connection.
-                if headSent {
-                    channel.close(promise: nil)
-                    return
-                }
                 let message = "could not fetch \(url): \(error)"
                 loop.execute {
-                    let (me, context) = bound.value
-                    me.reply(.badGateway, message, close: true, context: context)
+                    let me = bound.value
+                    me.perform(me.machine.forwardFailed(message), on: channel)
                 }
             }
         }.whenFailure { _ in channel.close(promise: nil) }

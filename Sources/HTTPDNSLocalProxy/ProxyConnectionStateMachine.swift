@@ -1,0 +1,382 @@
+// What one client connection of the loopback proxy does next, as a value: no channels, no clocks, no
+// I/O. `ProxyHandler` feeds it events (a request head arrived, the head timer fired, the tunnel's target
+// connected, a forwarded response ended, the client half-closed…) and performs the `Action` each event
+// returns. The shape follows AsyncHTTPClient's `HTTPRequestStateMachine`.
+//
+//                      head timer / head too large ──────────────────────────► 408 / 431, closed
+//   awaitingHead ──┬── CONNECT, allowed port ──► connecting ──► tunnelling (200, bytes glued; handler leaves)
+//                  │                                 └────────► 502, closed
+//                  ├── http://, allowed port ──► readingBody ──► forwarding ──► awaitingHead (keep-alive)
+//                  │                                 └─► discardingBody ─► 413, closed         └─► closed
+//                  ├── GET /proxy.pac ──► PAC, then awaitingHead (keep-alive) or closed
+//                  └── 407 / 403 / 400 ─► closed
+//
+// Only the first head of a connection is timed (and size-limited by `HeadLimiter`); a keep-alive
+// connection waiting for its next request is not, as before. Resolution happens inside "connecting":
+// NIO's happy-eyeballs connector resolves through the proxy's resolver and races the addresses in one
+// step, so there is no separate resolving state to observe.
+//
+// A client half-close is remembered, not acted on, while the proxy still owes an answer: a forwarded
+// response ends the connection when it is done, and a tunnel passes the half-close on to its target
+// after the bytes the client sent before it.
+
+import Foundation
+import HTTPDNSCore
+import HTTPDNSEngine
+import NIOCore
+import NIOHTTP1
+
+struct ProxyConnectionStateMachine {
+    /// What the machine needs from the proxy's configuration.
+    struct Limits: Equatable {
+        var allowedPorts: Set<Int>
+        var maxForwardBodyBytes: Int
+        /// The whole `Proxy-Authorization` value a client must send (`Basic …`); nil: none needed.
+        var expectedAuthorization: String?
+
+        init(allowedPorts: Set<Int>, maxForwardBodyBytes: Int, expectedAuthorization: String? = nil) {
+            self.allowedPorts = allowedPorts
+            self.maxForwardBodyBytes = maxForwardBodyBytes
+            self.expectedAuthorization = expectedAuthorization
+        }
+
+        init(_ configuration: HTTPDNSProxy.Configuration) {
+            self.init(
+                allowedPorts: configuration.allowedPorts,
+                maxForwardBodyBytes: configuration.maxForwardBodyBytes,
+                expectedAuthorization: configuration.credentials.map {
+                    "Basic " + Data("\($0.user):\($0.password)".utf8).base64EncodedString()
+                }
+            )
+        }
+    }
+
+    enum State: Equatable {
+        /// Waiting for a request head. `timed`: the head timer runs (the connection's first head).
+        case awaitingHead(timed: Bool)
+        /// Reading the body of an absolute-form request, to send it on whole.
+        case readingBody(HTTPRequestHead, HTTPURL, ByteBuffer)
+        /// The body grew past the limit: the rest is read and dropped, and its end answered with 413.
+        case discardingBody
+        /// The engine is sending a request on; `responseStarted` once its response head went out.
+        case forwarding(keepAlive: Bool, responseStarted: Bool)
+        /// CONNECT: resolving the host and connecting to it.
+        case connecting(host: String, port: Int)
+        /// The tunnel is open; the channel belongs to the glue handlers now.
+        case tunnelling
+        /// Closing or closed: every further event is ignored.
+        case closed
+    }
+
+    /// An HTTP response to write through the response encoder.
+    struct Reply: Equatable {
+        var status: HTTPResponseStatus
+        var headers: HTTPHeaders
+        var body: String
+        /// Close the connection once the reply is written.
+        var close: Bool
+
+        /// A text reply: `text` plus a newline (unless `newline` is false) as the body, with its
+        /// content type and length.
+        static func text(
+            _ status: HTTPResponseStatus,
+            _ text: String,
+            close: Bool = true,
+            headers extra: HTTPHeaders = [:],
+            contentType: String = "text/plain",
+            newline: Bool = true
+        ) -> Reply {
+            let body = newline ? text + "\n" : text
+            var headers = extra
+            headers.add(name: "content-type", value: contentType)
+            headers.add(name: "content-length", value: "\(body.utf8.count)")
+            if close { headers.add(name: "connection", value: "close") }
+            return Reply(status: status, headers: headers, body: body, close: close)
+        }
+
+        /// A reply before any request head (408, 431): no body, and then the connection closes. The
+        /// header spelling is what the proxy has always sent here, byte for byte.
+        static func bare(_ status: HTTPResponseStatus) -> Reply {
+            Reply(status: status, headers: ["Content-Length": "0", "Connection": "close"], body: "", close: true)
+        }
+    }
+
+    indirect enum Action: Equatable {
+        case none
+        /// Stop the head timer, then perform `then`.
+        case cancelHeadTimer(then: Action)
+        /// Write the reply, and close after it if it says so.
+        case reply(Reply)
+        /// Write the PAC file; close after it unless the client keeps the connection alive.
+        case servePAC(close: Bool)
+        /// Resolve `host` and connect to it; report `connectSucceeded` or `connectFailed`.
+        case openTunnel(host: String, port: Int)
+        /// A tunnel that could not be opened: record it as failed with `error`, then write the reply.
+        case failTunnel(host: String, port: Int, error: String, reply: Reply)
+        /// Answer 200 and glue the client to the connected target; pass on the client's half-close
+        /// (after the bytes that came before it) when `passOnHalfClose`.
+        case establishTunnel(host: String, port: Int, passOnHalfClose: Bool)
+        /// The target connected after the client went away: close the new connection.
+        case closeUpstream
+        /// Send the request on through the engine; report `forwardResponseStarted`, then
+        /// `forwardFinished` or `forwardFailed`.
+        case forward(HTTPRequestHead, HTTPURL, body: ByteBuffer)
+        case close
+    }
+
+    let limits: Limits
+    private(set) var state: State = .awaitingHead(timed: true)
+    /// The client shut down its sending side while the proxy still owed it an answer.
+    private(set) var clientHalfClosed = false
+
+    init(limits: Limits) { self.limits = limits }
+
+    // MARK: before a head
+
+    /// The client did not send a whole head in time.
+    mutating func headTimerFired() -> Action {
+        guard case .awaitingHead(timed: true) = state else { return .none }
+        state = .closed
+        return .reply(.bare(.requestTimeout))
+    }
+
+    /// The head grew past the limit before its blank line (reported by `HeadLimiter`).
+    mutating func headTooLarge() -> Action {
+        guard case .awaitingHead = state else { return .none }
+        state = .closed
+        return .reply(.bare(.requestHeaderFieldsTooLarge))
+    }
+
+    /// The HTTP decoder could not parse what the client sent.
+    mutating func malformedRequest(_ description: String) -> Action {
+        switch state {
+        case .awaitingHead, .readingBody, .discardingBody, .connecting:
+            state = .closed
+            return .reply(.text(.badRequest, "malformed request: \(description)"))
+        case .forwarding:
+            // A response may be on its way: a 400 in the middle of it would corrupt it.
+            state = .closed
+            return .close
+        case .tunnelling, .closed:
+            return .none
+        }
+    }
+
+    // MARK: the request
+
+    mutating func headReceived(_ head: HTTPRequestHead) -> Action {
+        guard case .awaitingHead(let timed) = state else {
+            // A second head while the first request is still being answered (pipelining) is dropped.
+            return .none
+        }
+        let action = route(head)
+        return timed ? .cancelHeadTimer(then: action) : action
+    }
+
+    private mutating func route(_ head: HTTPRequestHead) -> Action {
+        if let expected = limits.expectedAuthorization, head.headers["proxy-authorization"].first != expected {
+            state = .closed
+            return .reply(
+                .text(
+                    .proxyAuthenticationRequired,
+                    "proxy authentication required",
+                    headers: ["proxy-authenticate": "Basic realm=\"httpdns\""]
+                )
+            )
+        }
+        switch ProxyRequestTarget.parse(method: head.method.rawValue, uri: head.uri) {
+        case .tunnel(let host, let port):
+            guard limits.allowedPorts.contains(port) else {
+                state = .closed
+                return .failTunnel(
+                    host: host,
+                    port: port,
+                    error: "port not allowed",
+                    reply: .text(.forbidden, "CONNECT to port \(port) is not allowed (allowed: \(allowedPortsText))")
+                )
+            }
+            state = .connecting(host: host, port: port)
+            return .openTunnel(host: host, port: port)
+        case .forward(let parts):
+            let url = HTTPURL(parts)
+            // The same port rule as CONNECT: otherwise http://127.0.0.1:ANYPORT/ reaches any local service.
+            guard limits.allowedPorts.contains(url.port) else {
+                state = .closed
+                return .reply(
+                    .text(.forbidden, "forwarding to port \(url.port) is not allowed (allowed: \(allowedPortsText))")
+                )
+            }
+            state = .readingBody(head, url, ByteBuffer())
+            return .none
+        case .pac:
+            state = head.isKeepAlive ? .awaitingHead(timed: false) : .closed
+            return .servePAC(close: !head.isKeepAlive)
+        case .invalid(let why):
+            state = .closed
+            return .reply(.text(.badRequest, why))
+        }
+    }
+
+    mutating func bodyReceived(_ chunk: ByteBuffer) -> Action {
+        guard case .readingBody(let head, let url, var body) = state else { return .none }
+        guard body.readableBytes + chunk.readableBytes <= limits.maxForwardBodyBytes else {
+            state = .discardingBody
+            return .none
+        }
+        // Let go of the state's reference first, so appending does not copy the body read so far.
+        state = .closed
+        var chunk = chunk
+        body.writeBuffer(&chunk)
+        state = .readingBody(head, url, body)
+        return .none
+    }
+
+    mutating func endReceived() -> Action {
+        switch state {
+        case .readingBody(let head, let url, let body):
+            state = .forwarding(keepAlive: head.isKeepAlive, responseStarted: false)
+            return .forward(head, url, body: body)
+        case .discardingBody:
+            state = .closed
+            return .reply(.text(.payloadTooLarge, "request body larger than \(limits.maxForwardBodyBytes) bytes"))
+        default:
+            return .none
+        }
+    }
+
+    // MARK: forwarding
+
+    /// The forwarded response's head is about to be written: from now on a failure can only close.
+    mutating func forwardResponseStarted() -> Action {
+        guard case .forwarding(let keepAlive, _) = state else { return .none }
+        state = .forwarding(keepAlive: keepAlive, responseStarted: true)
+        return .none
+    }
+
+    mutating func forwardFinished() -> Action {
+        guard case .forwarding(let keepAlive, _) = state else { return .none }
+        // A client that half-closed after its request has nothing more to ask.
+        guard keepAlive, !clientHalfClosed else {
+            state = .closed
+            return .close
+        }
+        state = .awaitingHead(timed: false)
+        return .none
+    }
+
+    /// The engine could not fetch the request, or the response broke off; `message` says why.
+    mutating func forwardFailed(_ message: String) -> Action {
+        guard case .forwarding(_, let responseStarted) = state else { return .none }
+        state = .closed
+        // Mid-response the only honest signal left is closing the connection.
+        return responseStarted ? .close : .reply(.text(.badGateway, message))
+    }
+
+    // MARK: CONNECT
+
+    mutating func connectSucceeded() -> Action {
+        guard case .connecting(let host, let port) = state else { return .closeUpstream }
+        state = .tunnelling
+        return .establishTunnel(host: host, port: port, passOnHalfClose: clientHalfClosed)
+    }
+
+    /// `why`: the connector's error, as `ProxyHandler.describe` words it.
+    mutating func connectFailed(_ why: String) -> Action {
+        guard case .connecting(let host, let port) = state else { return .none }
+        state = .closed
+        let authority = formatAuthority(host: host, port: port)
+        return .failTunnel(
+            host: host,
+            port: port,
+            error: why,
+            reply: .text(.badGateway, "could not connect to \(authority): \(why)")
+        )
+    }
+
+    // MARK: the client connection
+
+    /// The client shut down its sending side (reported by `HeadLimiter`, which keeps it from the decoder).
+    mutating func inputClosed() -> Action {
+        switch state {
+        case .awaitingHead, .readingBody, .discardingBody:
+            // No whole request, and nothing more will come.
+            state = .closed
+            return .close
+        case .forwarding, .connecting:
+            clientHalfClosed = true
+            return .none
+        case .tunnelling, .closed:
+            return .none
+        }
+    }
+
+    /// Any other error on the connection.
+    mutating func errorCaught() -> Action {
+        switch state {
+        case .closed, .tunnelling:
+            return .none
+        default:
+            state = .closed
+            return .close
+        }
+    }
+
+    mutating func channelInactive() -> Action {
+        state = .closed
+        return .none
+    }
+
+    /// The allowed ports, for the 403 that refuses another (CONNECT and absolute-form alike).
+    private var allowedPortsText: String {
+        limits.allowedPorts.sorted().map(String.init).joined(separator: ", ")
+    }
+}
+
+/// Counts the bytes of a connection's first request head, up to its blank line, for `HeadLimiter`.
+/// The blank line is found with or without CRs (`\n\n`, `\r\n\r\n`, `\n\r\n`, `\r\n\n`), so a head the
+/// HTTP decoder accepts always ends the count, and the bytes after it (body, tunnel) are never counted.
+struct RequestHeadCounter {
+    enum Verdict: Equatable {
+        /// Pass the bytes on.
+        case pass
+        /// The head just grew past the limit: report it, and drop these bytes.
+        case tooLarge
+        /// Past the limit before: drop.
+        case drop
+    }
+
+    let maxBytes: Int
+    private(set) var seen = 0
+    private(set) var headEnded = false
+    private var overLimit = false
+    /// 0: inside a line; 1: just after a LF; 2: after a LF and a CR.
+    private var lineStart = 0
+
+    init(maxBytes: Int) { self.maxBytes = maxBytes }
+
+    mutating func received<Bytes: Collection<UInt8>>(_ bytes: Bytes) -> Verdict {
+        if overLimit { return .drop }
+        if headEnded { return .pass }
+        var count = 0
+        for byte in bytes {
+            count += 1
+            switch (byte, lineStart) {
+            case (UInt8(ascii: "\n"), 1), (UInt8(ascii: "\n"), 2):
+                headEnded = true
+            case (UInt8(ascii: "\n"), _):
+                lineStart = 1
+            case (UInt8(ascii: "\r"), 1):
+                lineStart = 2
+            default:
+                lineStart = 0
+            }
+            if headEnded { break }
+        }
+        seen += count
+        if seen > maxBytes {
+            overLimit = true
+            return .tooLarge
+        }
+        return .pass
+    }
+}

@@ -1,0 +1,470 @@
+// The proxy's per-connection state machine, pure: every transition, fed in orders a real client sends
+// and in orders only a hostile one (or a race with the event loop) produces. No channels, no clocks.
+
+import HTTPDNSEngine
+@testable import HTTPDNSLocalProxy
+import NIOCore
+import NIOHTTP1
+import Testing
+
+private typealias Machine = ProxyConnectionStateMachine
+private typealias Reply = ProxyConnectionStateMachine.Reply
+
+private func makeMachine(
+    allowedPorts: Set<Int> = [443, 80],
+    maxBody: Int = 16,
+    authorization: String? = nil
+) -> Machine {
+    Machine(
+        limits: .init(allowedPorts: allowedPorts, maxForwardBodyBytes: maxBody, expectedAuthorization: authorization)
+    )
+}
+
+private func head(
+    _ method: HTTPMethod,
+    _ uri: String,
+    _ headers: HTTPHeaders = [:],
+    version: HTTPVersion = .http1_1
+) -> HTTPRequestHead {
+    HTTPRequestHead(version: version, method: method, uri: uri, headers: headers)
+}
+
+/// A machine that has read a whole CONNECT head and is connecting to `a.test:443`.
+private func connectingMachine() -> Machine {
+    var m = makeMachine()
+    _ = m.headReceived(head(.CONNECT, "a.test:443"))
+    return m
+}
+
+/// A machine forwarding `GET http://a.test/` (HTTP/1.1, keep-alive unless `headers` say otherwise).
+private func forwardingMachine(_ headers: HTTPHeaders = [:], version: HTTPVersion = .http1_1) -> Machine {
+    var m = makeMachine()
+    _ = m.headReceived(head(.GET, "http://a.test/", headers, version: version))
+    _ = m.endReceived()
+    return m
+}
+
+@Suite struct ProxyConnectionStateMachineTests {
+    // MARK: before a head
+
+    @Test func headTimerBeforeAHeadAnswers408AndCloses() {
+        var m = makeMachine()
+        #expect(m.headTimerFired() == .reply(.bare(.requestTimeout)))
+        #expect(m.state == .closed)
+    }
+
+    @Test func the408And431AreTheBytesTheProxyHasAlwaysSent() {
+        // Written by the response encoder, these headers come out exactly as the old raw replies.
+        #expect(Reply.bare(.requestTimeout).headers == ["Content-Length": "0", "Connection": "close"])
+        #expect(Reply.bare(.requestTimeout).body.isEmpty)
+        #expect(Reply.bare(.requestHeaderFieldsTooLarge).close)
+    }
+
+    @Test func headTimerAfterTheHeadIsIgnored() {
+        var m = connectingMachine()
+        #expect(m.headTimerFired() == .none)
+        #expect(m.state == .connecting(host: "a.test", port: 443))
+    }
+
+    @Test func headTooLargeAnswers431AndCloses() {
+        var m = makeMachine()
+        #expect(m.headTooLarge() == .reply(.bare(.requestHeaderFieldsTooLarge)))
+        #expect(m.state == .closed)
+        #expect(m.headTimerFired() == .none)
+    }
+
+    @Test func headTooLargeAfterTheHeadIsIgnored() {
+        var m = connectingMachine()
+        #expect(m.headTooLarge() == .none)
+        #expect(m.state == .connecting(host: "a.test", port: 443))
+    }
+
+    @Test func malformedRequestAnswers400WithTheParserError() {
+        var m = makeMachine()
+        #expect(m.malformedRequest("invalid method") == .reply(.text(.badRequest, "malformed request: invalid method")))
+        #expect(m.state == .closed)
+    }
+
+    @Test func halfCloseBeforeAWholeHeadCloses() {
+        var m = makeMachine()
+        #expect(m.inputClosed() == .close)
+        #expect(m.state == .closed)
+    }
+
+    @Test func bodyOrEndBeforeAHeadIsIgnored() {
+        var m = makeMachine()
+        #expect(m.bodyReceived(ByteBuffer(string: "x")) == .none)
+        #expect(m.endReceived() == .none)
+        #expect(m.state == .awaitingHead(timed: true))
+        // The head that follows is still served.
+        #expect(
+            m.headReceived(head(.CONNECT, "a.test:443"))
+                == .cancelHeadTimer(then: .openTunnel(host: "a.test", port: 443))
+        )
+    }
+
+    // MARK: routing a head
+
+    @Test func connectToAnAllowedPortStopsTheHeadTimerAndOpensATunnel() {
+        var m = makeMachine()
+        #expect(
+            m.headReceived(head(.CONNECT, "a.test:443"))
+                == .cancelHeadTimer(then: .openTunnel(host: "a.test", port: 443))
+        )
+        #expect(m.state == .connecting(host: "a.test", port: 443))
+    }
+
+    @Test func connectToADisallowedPortIsRefusedWith403AndRecorded() {
+        var m = makeMachine()
+        let expected = Machine.Action.failTunnel(
+            host: "127.0.0.1",
+            port: 22,
+            error: "port not allowed",
+            reply: .text(.forbidden, "CONNECT to port 22 is not allowed (allowed: 80, 443)")
+        )
+        #expect(m.headReceived(head(.CONNECT, "127.0.0.1:22")) == .cancelHeadTimer(then: expected))
+        #expect(m.state == .closed)
+    }
+
+    @Test func forwardToADisallowedPortIsRefusedWith403() {
+        var m = makeMachine()
+        let reply = Reply.text(.forbidden, "forwarding to port 8080 is not allowed (allowed: 80, 443)")
+        #expect(m.headReceived(head(.GET, "http://127.0.0.1:8080/")) == .cancelHeadTimer(then: .reply(reply)))
+        #expect(m.state == .closed)
+    }
+
+    @Test func aRequestThatIsNoProxyRequestGets400SayingWhy() {
+        var m = makeMachine()
+        let reply = Reply.text(
+            .badRequest,
+            "this is a proxy: send CONNECT host:port or an absolute http:// URL (or GET /proxy.pac)"
+        )
+        #expect(m.headReceived(head(.GET, "/index.html")) == .cancelHeadTimer(then: .reply(reply)))
+        #expect(m.state == .closed)
+    }
+
+    @Test func missingOrWrongCredentialsGet407() {
+        for headers: HTTPHeaders in [[:], ["proxy-authorization": "Basic d3Jvbmc6d3Jvbmc="]] {
+            var m = makeMachine(authorization: "Basic dTpw")
+            let reply = Reply.text(
+                .proxyAuthenticationRequired,
+                "proxy authentication required",
+                headers: ["proxy-authenticate": "Basic realm=\"httpdns\""]
+            )
+            #expect(m.headReceived(head(.CONNECT, "a.test:443", headers)) == .cancelHeadTimer(then: .reply(reply)))
+            #expect(m.state == .closed)
+        }
+    }
+
+    @Test func rightCredentialsLetTheRequestThrough() {
+        var m = makeMachine(authorization: "Basic dTpw")
+        #expect(
+            m.headReceived(head(.CONNECT, "a.test:443", ["proxy-authorization": "Basic dTpw"]))
+                == .cancelHeadTimer(then: .openTunnel(host: "a.test", port: 443))
+        )
+    }
+
+    @Test func credentialsComeFromTheConfiguration() {
+        var configuration = HTTPDNSProxy.Configuration()
+        configuration.credentials = ("u", "p")
+        configuration.allowedPorts = [443]
+        configuration.maxForwardBodyBytes = 7
+        let limits = Machine.Limits(configuration)
+        #expect(limits == .init(allowedPorts: [443], maxForwardBodyBytes: 7, expectedAuthorization: "Basic dTpw"))
+    }
+
+    @Test func pacWithKeepAliveIsServedAndTheConnectionWaitsForAnotherHead() {
+        var m = makeMachine()
+        #expect(m.headReceived(head(.GET, "/proxy.pac")) == .cancelHeadTimer(then: .servePAC(close: false)))
+        #expect(m.endReceived() == .none)
+        #expect(m.state == .awaitingHead(timed: false))
+        // Only the first head is timed: a keep-alive connection waiting for its next one is not.
+        #expect(m.headTimerFired() == .none)
+        #expect(m.headReceived(head(.GET, "/proxy.pac", ["connection": "close"])) == .servePAC(close: true))
+        #expect(m.state == .closed)
+    }
+
+    @Test func pacOverHTTP10IsServedAndClosed() {
+        var m = makeMachine()
+        #expect(
+            m.headReceived(head(.GET, "/proxy.pac", version: .http1_0))
+                == .cancelHeadTimer(then: .servePAC(close: true))
+        )
+        #expect(m.state == .closed)
+    }
+
+    // MARK: CONNECT
+
+    @Test func aConnectedTargetBecomesATunnel() {
+        var m = connectingMachine()
+        #expect(m.connectSucceeded() == .establishTunnel(host: "a.test", port: 443, passOnHalfClose: false))
+        #expect(m.state == .tunnelling)
+    }
+
+    @Test func aHalfCloseWhileConnectingIsPassedOnOnceTheTunnelIsOpen() {
+        var m = connectingMachine()
+        #expect(m.inputClosed() == .none)
+        #expect(m.clientHalfClosed)
+        #expect(m.connectSucceeded() == .establishTunnel(host: "a.test", port: 443, passOnHalfClose: true))
+    }
+
+    @Test func aFailedConnectAnswers502AndIsRecorded() {
+        var m = connectingMachine()
+        let expected = Machine.Action.failTunnel(
+            host: "a.test",
+            port: 443,
+            error: "name not resolved: NXDOMAIN",
+            reply: .text(.badGateway, "could not connect to a.test:443: name not resolved: NXDOMAIN")
+        )
+        #expect(m.connectFailed("name not resolved: NXDOMAIN") == expected)
+        #expect(m.state == .closed)
+    }
+
+    @Test func aFailedConnectToAnIPv6TargetNamesItBracketed() {
+        var m = makeMachine()
+        _ = m.headReceived(head(.CONNECT, "[::1]:443"))
+        guard case .failTunnel(_, _, _, let reply) = m.connectFailed("refused") else {
+            Issue.record("no failTunnel")
+            return
+        }
+        #expect(reply.body == "could not connect to [::1]:443: refused\n")
+    }
+
+    @Test func aTargetThatConnectsAfterTheClientLeftIsClosed() {
+        var m = connectingMachine()
+        #expect(m.channelInactive() == .none)
+        #expect(m.connectSucceeded() == .closeUpstream)
+        #expect(m.state == .closed)
+    }
+
+    @Test func aConnectFailureAfterTheClientLeftDoesNothing() {
+        var m = connectingMachine()
+        _ = m.channelInactive()
+        #expect(m.connectFailed("refused") == .none)
+    }
+
+    @Test func aSecondConnectResultIsIgnored() {
+        var m = connectingMachine()
+        _ = m.connectSucceeded()
+        #expect(m.connectSucceeded() == .closeUpstream)
+        #expect(m.connectFailed("late") == .none)
+        #expect(m.state == .tunnelling)
+    }
+
+    @Test func aSecondHeadWhileConnectingIsDropped() {
+        var m = connectingMachine()
+        #expect(m.headReceived(head(.CONNECT, "b.test:443")) == .none)
+        #expect(m.bodyReceived(ByteBuffer(string: "x")) == .none)
+        #expect(m.endReceived() == .none)
+        #expect(m.state == .connecting(host: "a.test", port: 443))
+    }
+
+    @Test func aMalformedRequestWhileConnectingAnswers400AndTheLateTargetIsClosed() {
+        var m = connectingMachine()
+        #expect(m.malformedRequest("x") == .reply(.text(.badRequest, "malformed request: x")))
+        #expect(m.connectSucceeded() == .closeUpstream)
+    }
+
+    @Test func eventsAfterTheTunnelOpenedAreIgnored() {
+        var m = connectingMachine()
+        _ = m.connectSucceeded()
+        #expect(m.malformedRequest("x") == .none)
+        #expect(m.errorCaught() == .none)
+        #expect(m.inputClosed() == .none)
+        #expect(m.headTimerFired() == .none)
+        #expect(m.state == .tunnelling)
+    }
+
+    // MARK: forwarding http://
+
+    @Test func aForwardedRequestIsSentWithItsWholeBody() {
+        var m = makeMachine()
+        let post = head(.POST, "http://a.test/upload", ["content-length": "6"])
+        #expect(m.headReceived(post) == .cancelHeadTimer(then: .none))
+        #expect(m.bodyReceived(ByteBuffer(string: "abc")) == .none)
+        #expect(m.bodyReceived(ByteBuffer(string: "def")) == .none)
+        let url = HTTPURL(scheme: "http", host: "a.test", port: 80, target: "/upload")
+        #expect(m.endReceived() == .forward(post, url, body: ByteBuffer(string: "abcdef")))
+        #expect(m.state == .forwarding(keepAlive: true, responseStarted: false))
+    }
+
+    @Test func aBodyOfExactlyTheLimitIsForwarded() {
+        var m = makeMachine(maxBody: 4)
+        _ = m.headReceived(head(.POST, "http://a.test/"))
+        _ = m.bodyReceived(ByteBuffer(string: "abcd"))
+        guard case .forward(_, _, let body) = m.endReceived() else {
+            Issue.record("not forwarded")
+            return
+        }
+        #expect(body == ByteBuffer(string: "abcd"))
+    }
+
+    @Test func aBodyPastTheLimitIsAnswered413AtItsEnd() {
+        var m = makeMachine(maxBody: 4)
+        _ = m.headReceived(head(.POST, "http://a.test/"))
+        #expect(m.bodyReceived(ByteBuffer(string: "abc")) == .none)
+        #expect(m.bodyReceived(ByteBuffer(string: "de")) == .none)
+        #expect(m.state == .discardingBody)
+        #expect(m.bodyReceived(ByteBuffer(string: "more")) == .none)
+        #expect(m.endReceived() == .reply(.text(.payloadTooLarge, "request body larger than 4 bytes")))
+        #expect(m.state == .closed)
+    }
+
+    @Test func aKeepAliveForwardWaitsForAnotherUntimedHead() {
+        var m = forwardingMachine()
+        #expect(m.forwardResponseStarted() == .none)
+        #expect(m.state == .forwarding(keepAlive: true, responseStarted: true))
+        #expect(m.forwardFinished() == .none)
+        #expect(m.state == .awaitingHead(timed: false))
+        #expect(m.headTimerFired() == .none)
+        #expect(m.headReceived(head(.CONNECT, "a.test:443")) == .openTunnel(host: "a.test", port: 443))
+    }
+
+    @Test func aForwardWithoutKeepAliveClosesWhenDone() {
+        for var m in [forwardingMachine(["connection": "close"]), forwardingMachine(version: .http1_0)] {
+            _ = m.forwardResponseStarted()
+            #expect(m.forwardFinished() == .close)
+            #expect(m.state == .closed)
+        }
+    }
+
+    @Test func aClientThatHalfClosedAfterItsRequestIsClosedAfterTheResponse() {
+        var m = forwardingMachine()
+        #expect(m.inputClosed() == .none)
+        #expect(m.state == .forwarding(keepAlive: true, responseStarted: false))
+        _ = m.forwardResponseStarted()
+        #expect(m.forwardFinished() == .close)
+    }
+
+    @Test func aHalfCloseInTheMiddleOfABodyCloses() {
+        var m = makeMachine()
+        _ = m.headReceived(head(.POST, "http://a.test/", ["content-length": "10"]))
+        _ = m.bodyReceived(ByteBuffer(string: "abc"))
+        #expect(m.inputClosed() == .close)
+        #expect(m.state == .closed)
+    }
+
+    @Test func aFailureBeforeTheResponseAnswers502() {
+        var m = forwardingMachine()
+        let reply = Reply.text(.badGateway, "could not fetch http://a.test/: refused")
+        #expect(m.forwardFailed("could not fetch http://a.test/: refused") == .reply(reply))
+        #expect(m.state == .closed)
+    }
+
+    @Test func aFailureInTheMiddleOfTheResponseCloses() {
+        var m = forwardingMachine()
+        _ = m.forwardResponseStarted()
+        #expect(m.forwardFailed("reset") == .close)
+        #expect(m.state == .closed)
+    }
+
+    @Test func aMalformedRequestWhileForwardingClosesInsteadOfAnswering() {
+        var m = forwardingMachine()
+        #expect(m.malformedRequest("x") == .close)
+        #expect(m.state == .closed)
+    }
+
+    @Test func aResponseThatEndsAfterTheClientLeftDoesNothing() {
+        var m = forwardingMachine()
+        _ = m.channelInactive()
+        #expect(m.forwardResponseStarted() == .none)
+        #expect(m.forwardFinished() == .none)
+        #expect(m.forwardFailed("late") == .none)
+        #expect(m.state == .closed)
+    }
+
+    @Test func aPipelinedHeadWhileForwardingIsDropped() {
+        var m = forwardingMachine()
+        #expect(m.headReceived(head(.GET, "http://b.test/")) == .none)
+        #expect(m.bodyReceived(ByteBuffer(string: "x")) == .none)
+        #expect(m.endReceived() == .none)
+        #expect(m.state == .forwarding(keepAlive: true, responseStarted: false))
+    }
+
+    @Test func forwardEventsOutsideAForwardAreIgnored() {
+        var m = connectingMachine()
+        #expect(m.forwardResponseStarted() == .none)
+        #expect(m.forwardFinished() == .none)
+        #expect(m.forwardFailed("x") == .none)
+        #expect(m.state == .connecting(host: "a.test", port: 443))
+    }
+
+    // MARK: closed
+
+    @Test func otherErrorsClose() {
+        var m = makeMachine()
+        #expect(m.errorCaught() == .close)
+        #expect(m.state == .closed)
+        #expect(m.errorCaught() == .none)
+    }
+
+    @Test func everyEventAfterCloseIsIgnored() {
+        var m = makeMachine()
+        _ = m.headTimerFired()
+        #expect(m.headTimerFired() == .none)
+        #expect(m.headTooLarge() == .none)
+        #expect(m.malformedRequest("x") == .none)
+        #expect(m.headReceived(head(.CONNECT, "a.test:443")) == .none)
+        #expect(m.bodyReceived(ByteBuffer(string: "x")) == .none)
+        #expect(m.endReceived() == .none)
+        #expect(m.forwardResponseStarted() == .none)
+        #expect(m.forwardFinished() == .none)
+        #expect(m.forwardFailed("x") == .none)
+        #expect(m.connectSucceeded() == .closeUpstream)
+        #expect(m.connectFailed("x") == .none)
+        #expect(m.inputClosed() == .none)
+        #expect(m.errorCaught() == .none)
+        #expect(m.channelInactive() == .none)
+        #expect(m.state == .closed)
+    }
+}
+
+@Suite struct RequestHeadCounterTests {
+    @Test func bytesUpToTheBlankLineAreCountedAndTheRestPass() {
+        var c = RequestHeadCounter(maxBytes: 30)
+        #expect(c.received(Array("CONNECT a:443 HTTP/1.1\r\n\r\n".utf8)) == .pass)
+        #expect(c.headEnded)
+        #expect(c.seen == 26)
+        // Tunnel bytes after the head are not counted, however many.
+        #expect(c.received([UInt8](repeating: 0x41, count: 1000)) == .pass)
+        #expect(c.seen == 26)
+    }
+
+    @Test func theBlankLineIsFoundAcrossReads() {
+        var c = RequestHeadCounter(maxBytes: 100)
+        #expect(c.received(Array("GET / HTTP/1.1\r\n\r".utf8)) == .pass)
+        #expect(!c.headEnded)
+        #expect(c.received(Array("\nbody".utf8)) == .pass)
+        #expect(c.headEnded)
+        #expect(c.seen == 18)
+    }
+
+    @Test func aBlankLineWithoutCRsEndsTheHeadToo() {
+        for end in ["\n\n", "\r\n\n", "\n\r\n"] {
+            var c = RequestHeadCounter(maxBytes: 100)
+            _ = c.received(Array("GET / HTTP/1.1\(end)".utf8))
+            #expect(c.headEnded, "\(end.debugDescription)")
+        }
+        var c = RequestHeadCounter(maxBytes: 100)
+        _ = c.received(Array("GET / HTTP/1.1\r\nA: b\r\r\n".utf8))
+        #expect(!c.headEnded)
+    }
+
+    @Test func aHeadPastTheLimitIsReportedOnceThenDropped() {
+        var c = RequestHeadCounter(maxBytes: 10)
+        #expect(c.received(Array("CONNECT a".utf8)) == .pass)
+        #expect(c.received(Array(":443 HTTP/1.1".utf8)) == .tooLarge)
+        #expect(c.received(Array("\r\n\r\n".utf8)) == .drop)
+        #expect(c.received(Array("x".utf8)) == .drop)
+    }
+
+    @Test func aWholeHeadLargerThanTheLimitInOneReadIsTooLarge() {
+        var c = RequestHeadCounter(maxBytes: 10)
+        #expect(c.received(Array("CONNECT a:443 HTTP/1.1\r\n\r\n".utf8)) == .tooLarge)
+    }
+
+    @Test func aHeadOfExactlyTheLimitPasses() {
+        var c = RequestHeadCounter(maxBytes: 26)
+        #expect(c.received(Array("CONNECT a:443 HTTP/1.1\r\n\r\n".utf8)) == .pass)
+    }
+}
