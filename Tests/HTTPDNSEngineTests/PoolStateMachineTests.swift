@@ -28,6 +28,16 @@ import Testing
         return conn
     }
 
+    /// Two concurrent plain-HTTP requests, each on the connection it opened (1 and 2).
+    func twoHTTPConnectionsInUse() -> PoolStateMachine {
+        var m = machine(connections: 2)
+        #expect(m.request(1, key: Self.http) == .connect(1))
+        #expect(m.request(2, key: Self.http) == .connect(2))
+        _ = m.connected(1, version: .http1)
+        _ = m.connected(2, version: .http1)
+        return m
+    }
+
     // MARK: HTTP/1.1
 
     @Test func plainHTTPConnectsAndReusesTheIdleConnection() {
@@ -60,11 +70,7 @@ import Testing
     }
 
     @Test func theLastReleasedIdleConnectionIsUsedFirst() {
-        var m = machine(connections: 2)
-        #expect(m.request(1, key: Self.http) == .connect(1))
-        #expect(m.request(2, key: Self.http) == .connect(2))
-        _ = m.connected(1, version: .http1)
-        _ = m.connected(2, version: .http1)
+        var m = twoHTTPConnectionsInUse()
         _ = m.released(1, reusable: true, now: Self.t0)
         _ = m.released(2, reusable: true, now: Self.t0)
         #expect(m.request(3, key: Self.http) == .run(on: 2))
@@ -192,11 +198,7 @@ import Testing
     // MARK: Network change and shutdown
 
     @Test func aNetworkChangeClosesIdleConnectionsAndBusyOnesWhenTheirWorkEnds() {
-        var m = machine(connections: 2)
-        #expect(m.request(1, key: Self.http) == .connect(1))
-        #expect(m.request(2, key: Self.http) == .connect(2))
-        _ = m.connected(1, version: .http1)
-        _ = m.connected(2, version: .http1)
+        var m = twoHTTPConnectionsInUse()
         _ = m.released(1, reusable: true, now: Self.t0)
         #expect(m.networkChanged() == [.close(1)])
         #expect(m.released(2, reusable: true, now: Self.t0) == [.close(2)])
