@@ -32,6 +32,8 @@ final class Connection: Sendable {
     let tlsDuration: Duration?
     /// The IPv4 address the answer gave, when `remote` is its NAT64-synthesized IPv6 form.
     let synthesizedFrom: IPAddress?
+    /// HTTP/2: what the server's GOAWAY said, once it has sent one.
+    let goAway: GoAwayRecord?
 
     private init(
         channel: any Channel,
@@ -44,6 +46,7 @@ final class Connection: Sendable {
         self.channel = channel
         self.version = ready.version
         self.multiplexer = ready.multiplexer
+        self.goAway = ready.goAway
         self.remote = remote
         self.synthesizedFrom = synthesizedFrom
         self.connectDuration = connect
@@ -53,6 +56,7 @@ final class Connection: Sendable {
     struct Ready: Sendable {
         var version: HTTPVersionUsed
         var multiplexer: NIOLoopBound<NIOHTTP2Handler.StreamMultiplexer>?
+        var goAway: GoAwayRecord?
     }
 
     struct Settings: Sendable {
@@ -194,8 +198,14 @@ final class Connection: Sendable {
                 streamConfiguration: .init(),
                 inboundStreamInitializer: { $0.close() }  // push is refused in SETTINGS; never reached
             )
+            let goAway = GoAwayRecord()
+            try sync.addHandler(GoAwayWatcher(record: goAway))
             try sync.addHandler(HTTP2ConnectionErrorCloser())
-            return Ready(version: .http2, multiplexer: NIOLoopBound(mux, eventLoop: channel.eventLoop))
+            return Ready(
+                version: .http2,
+                multiplexer: NIOLoopBound(mux, eventLoop: channel.eventLoop),
+                goAway: goAway
+            )
         }
     }
 
@@ -217,9 +227,75 @@ final class Connection: Sendable {
         return try await promise.futureResult.get()
     }
 
+    /// Whether the server cannot have processed the HTTP/2 `stream` that failed: it was never written (a
+    /// stream gets its ID when its HEADERS go out), or the server's GOAWAY refused its ID.
+    func neverProcessed(stream: any Channel) async -> Bool {
+        guard let id = try? await stream.getOption(HTTP2StreamChannelOptions.streamID).get() else { return true }
+        return goAway?.refuses(id) ?? false
+    }
+
     var isActive: Bool { channel.isActive }
 
     func close() { channel.close(promise: nil) }
+}
+
+/// What a server said when it sent GOAWAY (RFC 9113 §6.8): it takes no new stream on this connection,
+/// and the streams above `lastStreamID` were never processed, so they may be sent again elsewhere,
+/// whatever their method. nginx sends one after `keepalive_requests` streams (1000 by default), so a
+/// busy client meets it all the time: the pool stops using the connection, refused streams are sent
+/// again once on a new one, and so are idempotent requests the closing connection dropped (nginx may
+/// close before answering its last accepted stream, which a POST cannot be retried after).
+final class GoAwayRecord: Sendable {
+    private struct State {
+        var lastStreamID: HTTP2StreamID?
+        var onReceived: (@Sendable () -> Void)?
+    }
+    private let state = NIOLockedValueBox(State())
+
+    /// Calls `body` once, when the first GOAWAY arrives (at once if it already has).
+    func onReceived(_ body: @escaping @Sendable () -> Void) {
+        let now = state.withLockedValue { state -> Bool in
+            guard state.lastStreamID == nil else { return true }
+            state.onReceived = body
+            return false
+        }
+        if now { body() }
+    }
+
+    func received(lastStreamID: HTTP2StreamID) {
+        let notify = state.withLockedValue { state -> (@Sendable () -> Void)? in
+            let first = state.lastStreamID == nil
+            // A later GOAWAY may only lower the last stream (RFC 9113 §6.8).
+            state.lastStreamID = min(state.lastStreamID ?? lastStreamID, lastStreamID)
+            defer { state.onReceived = nil }
+            return first ? state.onReceived : nil
+        }
+        notify?()
+    }
+
+    /// Whether the server has sent GOAWAY.
+    var wasReceived: Bool { state.withLockedValue { $0.lastStreamID != nil } }
+
+    /// Whether the server's GOAWAY said it will not process stream `id`.
+    func refuses(_ id: HTTP2StreamID) -> Bool {
+        state.withLockedValue { $0.lastStreamID.map { id > $0 } ?? false }
+    }
+}
+
+/// Passes a server's GOAWAY (a frame on stream 0, which the HTTP/2 handler hands to the connection
+/// channel) to the connection's `GoAwayRecord`.
+final class GoAwayWatcher: ChannelInboundHandler {
+    typealias InboundIn = HTTP2Frame
+    let record: GoAwayRecord
+
+    init(record: GoAwayRecord) { self.record = record }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        if case .goAway(let lastStreamID, _, _) = unwrapInboundIn(data).payload {
+            record.received(lastStreamID: lastStreamID)
+        }
+        context.fireChannelRead(data)
+    }
 }
 
 /// Notes the remote address of a channel as soon as it is connected.

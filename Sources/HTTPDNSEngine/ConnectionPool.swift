@@ -140,6 +140,7 @@ final class ConnectionPool: Sendable {
         }
         run(effects)
         conn.channel.closeFuture.whenComplete { _ in self.connectionClosed(conn) }
+        conn.goAway?.onReceived { [weak self] in self?.event(conn) { $0.goingAway($1) } }
         if case .fail(let failure, _) = effects.own {
             throw Self.error(failure, key: key, connectError: nil)
         }

@@ -103,7 +103,7 @@ public final class HTTPEngine: Sendable {
     package func execute(_ request: HTTPRequest, addresses: ResolvedAddresses? = nil) async throws -> HTTPResponse {
         let recorder = MetricsRecorder(url: request.url)
         do {
-            return try await execute(request, addresses: addresses, recorder: recorder, retry: true)
+            return try await execute(request, addresses: addresses, recorder: recorder, retries: Self.retries)
         } catch {
             recorder.finish()
             throw error
@@ -114,7 +114,7 @@ public final class HTTPEngine: Sendable {
         _ request: HTTPRequest,
         addresses given: ResolvedAddresses?,
         recorder: MetricsRecorder,
-        retry: Bool
+        retries: Int
     ) async throws -> HTTPResponse {
         let url = request.url
         let versions = request.versions ?? configuration.versions
@@ -152,18 +152,33 @@ public final class HTTPEngine: Sendable {
         do {
             return try await exchange(request, on: connection, key: key, deadline: deadline, recorder: recorder)
         } catch let error as HTTPEngineError
-            where retry && reused && connection.version == .http1 && error.code == .protocolError
-            && isRetriable(request)
+            where retries > 0 && error.code == .protocolError && isRetriable(request)
+            && (reused && connection.version == .http1 || connection.goAway?.wasReceived == true)
         {
-            // A kept-alive HTTP/1.1 connection the server had already closed: once more on a new one.
+            // A kept-alive HTTP/1.1 connection the server had already closed, or an HTTP/2 one it is
+            // closing (GOAWAY): an idempotent request goes once more on a new connection.
             logger.debug("retrying on a new connection", metadata: ["host": "\(url.host)"])
-            return try await execute(request, addresses: given, recorder: recorder, retry: false)
+            return try await execute(request, addresses: given, recorder: recorder, retries: retries - 1)
+        } catch let refused as StreamNotProcessed {
+            // The server never saw this stream: safe to send again on a new one, whatever the method.
+            guard retries > 0, isReplayable(request) else { throw refused.error }
+            logger.debug("retrying a stream the server never processed", metadata: ["host": "\(url.host)"])
+            return try await execute(request, addresses: given, recorder: recorder, retries: retries - 1)
         }
     }
 
+    /// New connections a request may be sent again on when the one it got was closing under it. More
+    /// than one: under load the retry can land on the next connection a server is retiring (nginx ends
+    /// an h2 connection every `keepalive_requests` streams).
+    static let retries = 2
+
     private func isRetriable(_ request: HTTPRequest) -> Bool {
         let idempotent: [HTTPMethod] = [.GET, .HEAD, .OPTIONS, .PUT, .DELETE]
-        guard idempotent.contains(request.method) else { return false }
+        return idempotent.contains(request.method) && isReplayable(request)
+    }
+
+    /// A body that can be sent a second time (none, or bytes in memory).
+    private func isReplayable(_ request: HTTPRequest) -> Bool {
         if case .stream = request.body?.storage { return false }
         return true
     }
@@ -350,10 +365,13 @@ public final class HTTPEngine: Sendable {
             channel = try await connection.exchangeChannel(scheme: request.url.scheme)
         } catch {
             pool.release(connection, key: key, reusable: false)
-            throw HTTPEngineError(
-                .protocolError,
-                "could not open a stream to \(request.url.host): \(error)",
-                underlying: error
+            // Only HTTP/2 opens a channel here, and a stream that could not be opened sent nothing.
+            throw StreamNotProcessed(
+                error: HTTPEngineError(
+                    .protocolError,
+                    "could not open a stream to \(request.url.host): \(error)",
+                    underlying: error
+                )
             )
         }
         let loop = channel.eventLoop
@@ -415,6 +433,11 @@ public final class HTTPEngine: Sendable {
         installed.whenFailure { error in
             // No handler to finish the body or close the channel (e.g. the stream was closed with its
             // connection).
+            let error = HTTPEngineError(
+                .protocolError,
+                "could not start the exchange with \(host): \(error)",
+                underlying: error
+            )
             source.finish(error)
             headPromise.fail(error)
             endPromise.fail(error)
@@ -431,6 +454,39 @@ public final class HTTPEngine: Sendable {
             pool.release(connection, key: key, reusable: (try? result.get()) ?? false)
         }
 
+        do {
+            return try await responseHead(
+                of: request,
+                head: head,
+                inline: inline,
+                on: channel,
+                connection: connection,
+                sequence: sequence.sequence,
+                headPromise: headPromise,
+                recorder: recorder
+            ) {
+                loop.execute { box.value?.cancel() }
+            }
+        } catch let error as HTTPEngineError where connection.version == .http2 {
+            if await connection.neverProcessed(stream: channel) { throw StreamNotProcessed(error: error) }
+            throw error
+        }
+    }
+
+    /// Waits for the response head (uploading a streamed body meanwhile) and returns the response with
+    /// its body still streaming.
+    private func responseHead(
+        of request: HTTPRequest,
+        head: HTTPRequestHead,
+        inline: ByteBuffer??,
+        on channel: any Channel,
+        connection: Connection,
+        sequence: HTTPResponseBody.Producer,
+        headPromise: EventLoopPromise<HTTPResponseHead>,
+        recorder: MetricsRecorder,
+        onCancel: @escaping @Sendable () -> Void
+    ) async throws -> HTTPResponse {
+        let host = request.url.host
         return try await withTaskCancellationHandler {
             let responseHead: HTTPResponseHead
             if inline != nil {
@@ -459,11 +515,11 @@ public final class HTTPEngine: Sendable {
                 headers: responseHead.headers,
                 version: connection.version,
                 url: request.url,
-                body: HTTPResponseBody(producer: sequence.sequence, recorder: recorder),
+                body: HTTPResponseBody(producer: sequence, recorder: recorder),
                 recorder: recorder
             )
         } onCancel: {
-            loop.execute { box.value?.cancel() }
+            onCancel()
         }
     }
 
@@ -589,4 +645,10 @@ public final class HTTPEngine: Sendable {
         }
         return next
     }
+}
+
+/// An HTTP/2 exchange that failed before the server processed it (RFC 9113 §6.8: a stream above the
+/// last one its GOAWAY accepted, or one never written): `execute` sends it again once on a new stream.
+struct StreamNotProcessed: Error {
+    var error: HTTPEngineError
 }

@@ -16,6 +16,7 @@
 // - An idle connection closes after `idleTimeout`: one timer per connection, re-armed for the time left
 //   (a timer per release piled up on the event loop, and NIO cancels timers by a linear scan).
 // - A network change retires every connection: idle ones close, busy ones close when their work ends.
+//   A server's GOAWAY retires its connection the same way.
 // - A host with nothing left (no connection, connect or waiter) is dropped; what its ALPN chose is kept
 //   in a small bounded memory.
 
@@ -212,6 +213,23 @@ struct PoolStateMachine {
         host.idle.removeAll { $0 == conn }
         if host.http2 == conn { host.http2 = nil }
         var actions: [Action] = []
+        serveWaiters(&host, record.key, into: &actions)
+        store(host, record.key)
+        return actions
+    }
+
+    /// The server sent GOAWAY on `conn` (HTTP/2): it takes no new stream; it closes when its last
+    /// stream ends, and waiters get a new connection.
+    mutating func goingAway(_ conn: ConnectionID) -> [Action] {
+        guard var record = connections[conn], var host = hosts.removeValue(forKey: record.key) else { return [] }
+        record.retired = true
+        if host.http2 == conn { host.http2 = nil }
+        var actions: [Action] = []
+        if record.inUse == 0, !record.closing {
+            record.closing = true
+            actions.append(.close(conn))
+        }
+        connections[conn] = record
         serveWaiters(&host, record.key, into: &actions)
         store(host, record.key)
         return actions

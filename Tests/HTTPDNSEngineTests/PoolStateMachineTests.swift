@@ -218,6 +218,18 @@ import Testing
         #expect(m.released(conn, reusable: false, now: Self.t0) == [.close(conn)])
     }
 
+    @Test func aGOAWAYRetiresTheHTTP2ConnectionAndWaitersGetANewOne() {
+        var m = machine(connections: 2, streams: 2)
+        let conn = open(&m, Self.https, request: 1, version: .http2)
+        #expect(m.request(2, key: Self.https) == .run(on: conn))
+        #expect(m.request(3, key: Self.https) == .wait)
+        // No new stream on it: the waiter opens a new connection; the old one closes after its streams.
+        #expect(m.goingAway(conn) == [.connect(3, 2)])
+        #expect(m.released(conn, reusable: false, now: Self.t0) == [])
+        #expect(m.released(conn, reusable: false, now: Self.t0) == [.close(conn)])
+        #expect(m.goingAway(conn) == [])
+    }
+
     @Test func shutdownFailsWaitersWithShutdownAndLaterRequestsToo() {
         var m = machine(connections: 1)
         let conn = open(&m, Self.http, request: 1, version: .http1)
