@@ -19,7 +19,9 @@ struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bench",
         abstract: "Print our figures next to a peer's from the same run, with the ratio.",
-        subcommands: [ResolverBench.self, URLSessionBench.self, BenchOriginCommand.self],
+        subcommands: [
+            ResolverBench.self, URLSessionBench.self, BenchOriginCommand.self, EngineSpeedBench.self, HotPathBench.self,
+        ],
         defaultSubcommand: ResolverBench.self
     )
 }

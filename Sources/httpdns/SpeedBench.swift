@@ -1,0 +1,174 @@
+// Our side of the speed comparison with the C peers (issue 15); scripts/speed-bench.sh runs the peers
+// (wrk, h2load, kresd) against the same servers in the same run and prints the table.
+//   httpdns bench engine   the engine's requests/s and CPU per request against one URL: HTTP/1.1
+//                          keep-alive with N connections, or HTTP/2 with N streams on one connection.
+//   httpdns bench hot      N iterations of one hot path and nothing else, for
+//                          `valgrind --tool=callgrind` to count instructions per operation (the script
+//                          runs two counts and takes the difference, so start-up cancels out).
+// The last line of `engine` is machine-readable: `RESULT rate=REQ_PER_S cpu_us=CPU_US_PER_REQUEST`.
+
+import ArgumentParser
+import Foundation
+import HTTPDNSCore
+import HTTPDNSEngine
+import HTTPDNSLookup
+import HTTPDNSServer
+import NIOConcurrencyHelpers
+import NIOCore
+
+/// What `bench engine` and `bench hot` need to reach the test origin.
+struct OriginOptions: ParsableArguments {
+    @Option(help: "URL to GET, e.g. https://a.test:8443/whoami.")
+    var url: String
+
+    @Option(name: .customLong("connect-to"), help: ArgumentHelp("IP the URL's host is at.", valueName: "IP"))
+    var connectTo = "127.0.0.1"
+
+    @Option(help: ArgumentHelp("PEM file of extra trusted CA certificates.", valueName: "FILE"))
+    var cacert: String?
+
+    @Flag(help: "HTTP/2 (streams on one connection) instead of HTTP/1.1 keep-alive.")
+    var h2 = false
+
+    func makeEngine(connections: Int) throws -> (HTTPEngine, HTTPURL) {
+        let target = try HTTPURL(url)
+        guard let ip = IPAddress(connectTo) else { throw ValidationError("--connect-to: give an IP address") }
+        var configuration = HTTPEngine.Configuration()
+        configuration.versions = h2 ? .http2Only : .http1Only
+        configuration.maxConnectionsPerHost = h2 ? 1 : connections
+        if let cacert {
+            configuration.tls = HTTPEngineTLS(additionalTrustRoots: try HTTPEngineTLS.loadPEM(file: cacert))
+        }
+        let engine = try HTTPEngine(
+            configuration: configuration,
+            addressSource: StaticAddressSource([target.host: [ip]])
+        )
+        return (engine, target)
+    }
+}
+
+/// One GET, its body read to the end; fails on anything but 200.
+func benchGET(_ engine: HTTPEngine, _ url: HTTPURL) async throws {
+    let response = try await engine.execute(HTTPRequest(url: url))
+    for try await _ in response.body {}
+    guard response.status == .ok else { throw ValidationError("HTTP \(response.status.code) from \(url)") }
+}
+
+struct EngineSpeedBench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "engine",
+        abstract: "The engine's requests/s and CPU per request against one URL (compare: wrk, h2load)."
+    )
+
+    @OptionGroup var origin: OriginOptions
+
+    @Option(help: "Requests in flight: HTTP/1.1 connections, or HTTP/2 streams on one connection.")
+    var concurrency = 1
+
+    @Option(help: "Requests to time (after 100 to warm up).")
+    var requests = 20_000
+
+    func validate() throws {
+        guard (1...1_000).contains(concurrency) else { throw ValidationError("--concurrency: give 1 to 1000") }
+        guard (100...10_000_000).contains(requests) else { throw ValidationError("--requests: give 100 to 10000000") }
+    }
+
+    func run() async throws {
+        let (engine, target) = try origin.makeEngine(connections: concurrency)
+        defer { engine.shutdown() }
+        for _ in 0..<100 { try await benchGET(engine, target) }
+        let slots = Slots(requests)
+        let cpu0 = processCPUSeconds()
+        let t0 = ContinuousClock.now
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0..<concurrency {
+                group.addTask { while slots.take() { try await benchGET(engine, target) } }
+            }
+            try await group.waitForAll()
+        }
+        let seconds = (ContinuousClock.now - t0).seconds
+        let cpu = processCPUSeconds() - cpu0
+        let rate = Double(requests) / seconds
+        let cpuPerRequest = cpu / Double(requests) * 1e6
+        print(
+            String(
+                format: "%@ %@, %d in flight: %.0f req/s, %.1f us CPU per request",
+                origin.h2 ? "h2" : "http/1.1",
+                origin.url,
+                concurrency,
+                rate,
+                cpuPerRequest
+            )
+        )
+        print(String(format: "RESULT rate=%.1f cpu_us=%.2f", rate, cpuPerRequest))
+    }
+}
+
+struct HotPathBench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "hot",
+        abstract: "Run one hot path N times and nothing else, for callgrind's instruction counts.",
+        discussion: """
+            lookup: a cached A+AAAA lookup (an in-process DNS server answers the first). h1: one GET on a \
+            kept-alive HTTP/1.1 connection (--url). Count twice with different --iterations and divide \
+            the difference, so start-up cancels out (scripts/speed-bench.sh does).
+            """
+    )
+
+    @Option(help: "lookup or h1.")
+    var op: String
+
+    @Option(help: "Times to run it.")
+    var iterations = 1_000
+
+    @Option(help: "h1: URL to GET.")
+    var url: String?
+
+    @Option(name: .customLong("connect-to"), help: ArgumentHelp("h1: IP the URL's host is at.", valueName: "IP"))
+    var connectTo = "127.0.0.1"
+
+    @Option(help: ArgumentHelp("h1: PEM file of extra trusted CA certificates.", valueName: "FILE"))
+    var cacert: String?
+
+    func validate() throws {
+        guard ["lookup", "h1"].contains(op) else { throw ValidationError("--op: lookup or h1") }
+        guard (1...10_000_000).contains(iterations) else { throw ValidationError("--iterations: give 1 to 10000000") }
+        if op == "h1", url == nil { throw ValidationError("--op h1 needs --url") }
+    }
+
+    func run() async throws {
+        switch op {
+        case "lookup":
+            let server = try await DNSServer.start { _, _ in
+                DNSServer.Answer(addresses: [IPAddress("127.0.0.1")!, IPAddress("::1")!], ttl: 3600)
+            }
+            var options = try ResolverOptions.parse(["--resolver", "dns:127.0.0.1:\(server.port)", "--no-fallback"])
+            options.localDNS = "system"
+            let resolver = try options.makeResolver()
+            _ = try await resolver.resolve("bench.test", .both)
+            for _ in 0..<iterations { _ = try await resolver.resolve("bench.test", .both) }
+            await resolver.shutdown()
+            await server.stop()
+        default:
+            var origin = try OriginOptions.parse(["--url", url!, "--connect-to", connectTo])
+            origin.cacert = cacert
+            let (engine, target) = try origin.makeEngine(connections: 1)
+            defer { engine.shutdown() }
+            for _ in 0..<iterations { try await benchGET(engine, target) }
+        }
+        print("\(op): \(iterations) iterations")
+    }
+}
+
+/// Hands out request slots to the benchmark's workers.
+final class Slots: Sendable {
+    private let left: NIOLockedValueBox<Int>
+    init(_ total: Int) { left = NIOLockedValueBox(total) }
+    func take() -> Bool {
+        left.withLockedValue {
+            guard $0 > 0 else { return false }
+            $0 -= 1
+            return true
+        }
+    }
+}

@@ -1,0 +1,228 @@
+#!/usr/bin/env bash
+# Our speed next to the C peers', from one run (issue 15): starts the peers (scripts/peers.sh), builds
+# httpdns in release, and prints for each row ours, the peer, the ratio and CPU per request.
+#
+#   scripts/speed-bench.sh            # every row, ROUNDS=3 alternating rounds (medians)
+#   ROUNDS=5 scripts/speed-bench.sh
+#   ROWS="h1 h2" scripts/speed-bench.sh     # some rows: lookup h1 h2 urlsession doh instr
+#
+# Rows:
+#   lookup      cached A+AAAA lookup (httpdns bench resolver) vs getaddrinfo of an /etc/hosts name
+#   h1          HTTP/1.1 keep-alive GETs, 1 in flight: our engine vs `wrk -t1 -c1`, same nginx URL
+#   h2          HTTP/2, 100 streams on 1 connection: our engine vs `h2load -c1 -m100`, same URL
+#   urlsession  small GETs through HTTPDNSURLProtocol vs plain URLSession (libcurl) (bench urlsession)
+#   doh         DoH server, `h2load -m1` with 1 and 16 connections: `httpdns serve` vs kresd's doh2,
+#               the same query for a name both answer from local data; CPU is the server's
+#   instr       instructions per operation by callgrind: a cached lookup, one h1 exchange, one DoH
+#               answer (two counts, N and 3N operations; the difference over 2N cancels start-up)
+# The URL is an IP literal (https://127.0.0.1:PORT/whoami), so every client reaches the same nginx
+# server block without a name (wrk and h2load do not verify certificates; ours checks the IP SAN).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROUNDS=${ROUNDS:-3}
+ROWS=${ROWS:-"lookup h1 h2 urlsession doh instr"}
+
+missing=()
+command -v wrk >/dev/null || missing+=(wrk)
+command -v h2load >/dev/null || missing+=(nghttp2-client)
+command -v valgrind >/dev/null || missing+=(valgrind)
+if ((${#missing[@]})); then
+    echo "installing ${missing[*]}" >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}" >/dev/null
+fi
+
+swift build -c release --product httpdns >&2
+H=$(swift build -c release --show-bin-path)/httpdns
+
+dir=$(mktemp -d /tmp/speed-bench.XXXXXX)
+serve_pid=""
+cleanup() {
+    [ -n "$serve_pid" ] && kill "$serve_pid" 2>/dev/null || true
+    scripts/peers.sh stop "$dir" >/dev/null 2>&1 || true
+}
+trap cleanup EXIT
+scripts/peers.sh start "$dir" 2>&1 | tail -1 >&2
+# shellcheck disable=SC1091
+source "$dir/env"
+URL="https://127.0.0.1:$HTTPDNS_NGINX_TLS_PORT/whoami"
+
+median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }'; }
+# Runs a command and prints the CPU seconds it used (user + system, its children included) on stderr's
+# last line; its own output goes to stdout.
+cpu_of() { python3 -c '
+import resource, subprocess, sys
+subprocess.run(sys.argv[1:], check=True)
+r = resource.getrusage(resource.RUSAGE_CHILDREN)
+print("CPU %.6f" % (r.ru_utime + r.ru_stime), file=sys.stderr)' "$@"; }
+# CPU seconds a running process has used (utime + stime from /proc).
+proc_cpu() { awk -v hz="$(getconf CLK_TCK)" '{ printf "%.4f\n", ($14 + $15) / hz }' "/proc/$1/stat"; }
+row() { printf '%-44s %14s %22s %8s   %s\n' "$@"; }
+
+header() {
+    echo
+    row "what" "ours" "peer" "ratio" "CPU per request (ours / peer)"
+}
+
+run_h1() {
+    local ours=() peer=() ocpu=() pcpu=()
+    for ((i = 0; i < ROUNDS; i++)); do
+        local out
+        out=$("$H" bench engine --url "$URL" --cacert "$HTTPDNS_CA" --requests 20000 | tail -1)
+        ours+=("$(sed -E 's/.*rate=([0-9.]+).*/\1/' <<<"$out")")
+        ocpu+=("$(sed -E 's/.*cpu_us=([0-9.]+).*/\1/' <<<"$out")")
+        local w
+        w=$(cpu_of wrk -t1 -c1 -d5s "$URL" 2>&1)
+        local rps cpu
+        rps=$(awk '/Requests\/sec/ { print $2 }' <<<"$w")
+        cpu=$(awk '/^CPU/ { print $2 }' <<<"$w")
+        peer+=("$rps")
+        pcpu+=("$(awk -v c="$cpu" -v r="$rps" 'BEGIN { printf "%.2f", c / (r * 5) * 1e6 }')")
+    done
+    local o p
+    o=$(printf '%s\n' "${ours[@]}" | median)
+    p=$(printf '%s\n' "${peer[@]}" | median)
+    row "HTTP/1.1 keep-alive GET, 1 in flight" "$(printf '%.0f req/s' "$o")" "wrk -t1 -c1 $(printf '%.0f' "$p")" \
+        "$(ratio "$o" "$p")x" "$(printf '%s\n' "${ocpu[@]}" | median) / $(printf '%s\n' "${pcpu[@]}" | median) us"
+}
+
+run_h2() {
+    local ours=() peer=() ocpu=() pcpu=()
+    # Below nginx's keepalive_requests (100000 in the peers' config), so no GOAWAY falls in a round.
+    local n=50000
+    for ((i = 0; i < ROUNDS; i++)); do
+        local out
+        out=$("$H" bench engine --h2 --concurrency 100 --url "$URL" --cacert "$HTTPDNS_CA" --requests $n | tail -1)
+        ours+=("$(sed -E 's/.*rate=([0-9.]+).*/\1/' <<<"$out")")
+        ocpu+=("$(sed -E 's/.*cpu_us=([0-9.]+).*/\1/' <<<"$out")")
+        local h rps cpu
+        h=$(cpu_of h2load -c1 -m100 -n$n "$URL" 2>&1)
+        rps=$(awk '/^finished in/ { print $4 }' <<<"$h")
+        cpu=$(awk '/^CPU/ { print $2 }' <<<"$h")
+        peer+=("$rps")
+        pcpu+=("$(awk -v c="$cpu" -v n=$n 'BEGIN { printf "%.2f", c / n * 1e6 }')")
+    done
+    local o p
+    o=$(printf '%s\n' "${ours[@]}" | median)
+    p=$(printf '%s\n' "${peer[@]}" | median)
+    row "HTTP/2, 100 streams on 1 connection" "$(printf '%.0f req/s' "$o")" "h2load -c1 -m100 $(printf '%.0f' "$p")" \
+        "$(ratio "$o" "$p")x" "$(printf '%s\n' "${ocpu[@]}" | median) / $(printf '%s\n' "${pcpu[@]}" | median) us"
+}
+
+# The DNS query for a.test A, base64url without padding (RFC 8484).
+doh_query() {
+    python3 -c '
+import base64, struct
+q = struct.pack(">HHHHHH", 0, 0x0100, 1, 0, 0, 0) + b"\x01a\x04test\x00" + struct.pack(">HH", 1, 1)
+print(base64.urlsafe_b64encode(q).decode().rstrip("="))'
+}
+
+start_serve() {
+    local port_file="$dir/serve.out"
+    "$H" serve --listen 127.0.0.1:0 --tls-cert "$HTTPDNS_PEERS_DIR/certs/doh.pem" \
+        --tls-key "$HTTPDNS_PEERS_DIR/certs/doh.key" --hosts "$HTTPDNS_PEERS_DIR/kresd-hosts" >"$port_file" 2>&1 &
+    serve_pid=$!
+    for _ in $(seq 100); do
+        grep -qE '127\.0\.0\.1:[0-9]+' "$port_file" 2>/dev/null && break
+        sleep 0.1
+    done
+    SERVE_PORT=$(grep -oE '127\.0\.0\.1:[0-9]+' "$port_file" | head -1 | cut -d: -f2)
+}
+
+# h2load against one server: prints "QPS SERVER_CPU_US_PER_QUERY".
+doh_once() { # url pid connections n
+    local before after h
+    before=$(proc_cpu "$2")
+    h=$(h2load -c"$3" -m1 -n"$4" "$1" 2>&1)
+    after=$(proc_cpu "$2")
+    if ! grep -q " 0 failed, 0 errored" <<<"$h"; then grep -E "requests:|status codes" <<<"$h" >&2; fi
+    awk -v b="$before" -v a="$after" -v n="$4" '/^finished in/ { printf "%s %.2f\n", $4, (a - b) / n * 1e6 }' <<<"$h"
+}
+
+run_doh() {
+    start_serve
+    local q kresd
+    q=$(doh_query)
+    kresd=$(cat "$HTTPDNS_PEERS_DIR/kresd.pid")
+    local ours_url="https://127.0.0.1:$SERVE_PORT/dns-query?dns=$q"
+    local peer_url="https://127.0.0.1:$HTTPDNS_KRESD_DOH2_PORT/dns-query?dns=$q"
+    for c in 1 16; do
+        local n=$((c == 1 ? 20000 : 50000))
+        local o=() p=() oc=() pc=()
+        for ((i = 0; i < ROUNDS; i++)); do
+            read -r r cpu <<<"$(doh_once "$ours_url" "$serve_pid" $c $n)"
+            o+=("$r"); oc+=("$cpu")
+            read -r r cpu <<<"$(doh_once "$peer_url" "$kresd" $c $n)"
+            p+=("$r"); pc+=("$cpu")
+        done
+        local om pm
+        om=$(printf '%s\n' "${o[@]}" | median)
+        pm=$(printf '%s\n' "${p[@]}" | median)
+        row "DoH server, h2load -c$c -m1" "$(printf '%.0f q/s' "$om")" "kresd doh2 $(printf '%.0f' "$pm")" \
+            "$(ratio "$om" "$pm")x" "$(printf '%s\n' "${oc[@]}" | median) / $(printf '%s\n' "${pc[@]}" | median) us (server)"
+    done
+}
+
+# Instructions callgrind counts for a whole command.
+instructions() {
+    valgrind --tool=callgrind --callgrind-out-file=/dev/null "$@" 2>&1 >/dev/null \
+        | awk '/Collected :/ { print $NF }'
+}
+
+per_op() { awk -v a="$1" -v b="$2" -v n="$3" 'BEGIN { printf "%.0f", (b - a) / n }'; }
+
+run_instr() {
+    # valgrind 3.19 (Debian 12) dies with SIGSEGV starting the httpdns binary, even with --tool=none;
+    # say so instead of printing a wrong count.
+    if ! valgrind --tool=none "$H" --help >/dev/null 2>&1; then
+        row "instructions per operation" "n/a" "" "" "$(valgrind --version) cannot run httpdns (SIGSEGV at start)"
+        return 0
+    fi
+    local n=1000
+    local a b
+    a=$(instructions "$H" bench hot --op lookup --iterations $n)
+    b=$(instructions "$H" bench hot --op lookup --iterations $((3 * n)))
+    row "instructions: cached lookup (A+AAAA)" "$(per_op "$a" "$b" $((2 * n)))" "" "" "callgrind, per operation"
+    n=300
+    local hot=("$H" bench hot --op h1 --url "$URL" --cacert "$HTTPDNS_CA")
+    a=$(instructions "${hot[@]}" --iterations $n)
+    b=$(instructions "${hot[@]}" --iterations $((3 * n)))
+    row "instructions: one h1 exchange (client)" "$(per_op "$a" "$b" $((2 * n)))" "" "" "callgrind, per operation"
+    # One DoH answer: the server under callgrind, asked N and then 3N times, stopped by SIGINT.
+    local q counts=()
+    q=$(doh_query)
+    for m in $n $((3 * n)); do
+        local out="$dir/serve-callgrind.out"
+        valgrind --tool=callgrind --callgrind-out-file=/dev/null "$H" serve --listen 127.0.0.1:0 \
+            --tls-cert "$HTTPDNS_PEERS_DIR/certs/doh.pem" --tls-key "$HTTPDNS_PEERS_DIR/certs/doh.key" \
+            --hosts "$HTTPDNS_PEERS_DIR/kresd-hosts" >"$out" 2>&1 &
+        local pid=$! port=""
+        for _ in $(seq 600); do
+            port=$(grep -oE 'listening on [^ ]*127\.0\.0\.1:[0-9]+|127\.0\.0\.1:[0-9]+' "$out" 2>/dev/null \
+                | grep -oE '[0-9]+$' | head -1) && [ -n "$port" ] && break
+            sleep 0.1
+        done
+        h2load -c1 -m1 -n$m "https://127.0.0.1:$port/dns-query?dns=$q" >/dev/null 2>&1
+        kill -INT $pid
+        wait $pid || true
+        counts+=("$(awk '/Collected :/ { print $NF }' "$out")")
+    done
+    row "instructions: one DoH answer (server)" "$(per_op "${counts[0]}" "${counts[1]}" $((2 * n)))" "" "" \
+        "callgrind, per query, TLS and h2 included"
+}
+
+echo "speed-bench: $(nproc) cores, $ROUNDS alternating rounds (medians), release build; $URL"
+header
+for r in $ROWS; do
+    case "$r" in
+        lookup)
+            "$H" bench resolver --iterations 200000 --concurrency 1000 | grep -E "^cached|^getaddrinfo|^ratio" ;;
+        h1) run_h1 ;;
+        h2) run_h2 ;;
+        urlsession)
+            "$H" bench urlsession --upload-mib 16 | sed -n '/^small GETs/,$p' ;;
+        doh) run_doh ;;
+        instr) run_instr ;;
+        *) echo "unknown row $r (lookup h1 h2 urlsession doh instr)" >&2; exit 2 ;;
+    esac
+done
