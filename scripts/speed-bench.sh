@@ -64,49 +64,51 @@ header() {
     row "what" "ours" "peer" "ratio" "CPU per request (ours / peer)"
 }
 
-run_h1() {
-    local ours=() peer=() ocpu=() pcpu=()
+# Our engine against URL (extra `bench engine` arguments in $@): prints "REQ_PER_S CPU_US_PER_REQUEST".
+ours_engine() {
+    local out
+    out=$("$H" bench engine --url "$URL" --cacert "$HTTPDNS_CA" "$@" | tail -1)
+    sed -E 's/.*rate=([0-9.]+) cpu_us=([0-9.]+).*/\1 \2/' <<<"$out"
+}
+
+# wrk for 5 s, one connection: "REQ_PER_S CPU_US_PER_REQUEST".
+peer_wrk() {
+    local w
+    w=$(cpu_of wrk -t1 -c1 -d5s "$URL" 2>&1)
+    awk '/Requests\/sec/ { r = $2 } /^CPU/ { c = $2 } END { printf "%s %.2f\n", r, c / (r * 5) * 1e6 }' <<<"$w"
+}
+
+# h2load, one connection, $1 streams, $2 requests: "REQ_PER_S CPU_US_PER_REQUEST".
+peer_h2load() {
+    local h
+    h=$(cpu_of h2load -c1 -m"$1" -n"$2" "$URL" 2>&1)
+    awk -v n="$2" '/^finished in/ { r = $4 } /^CPU/ { c = $2 } END { printf "%s %.2f\n", r, c / n * 1e6 }' <<<"$h"
+}
+
+# ROUNDS alternating rounds of `ours` and `peer` (commands printing "RATE CPU"), one table row.
+compare() { # label peer-label ours-command peer-command
+    local o=() p=() oc=() pc=() r c
     for ((i = 0; i < ROUNDS; i++)); do
-        local out
-        out=$("$H" bench engine --url "$URL" --cacert "$HTTPDNS_CA" --requests 20000 | tail -1)
-        ours+=("$(sed -E 's/.*rate=([0-9.]+).*/\1/' <<<"$out")")
-        ocpu+=("$(sed -E 's/.*cpu_us=([0-9.]+).*/\1/' <<<"$out")")
-        local w
-        w=$(cpu_of wrk -t1 -c1 -d5s "$URL" 2>&1)
-        local rps cpu
-        rps=$(awk '/Requests\/sec/ { print $2 }' <<<"$w")
-        cpu=$(awk '/^CPU/ { print $2 }' <<<"$w")
-        peer+=("$rps")
-        pcpu+=("$(awk -v c="$cpu" -v r="$rps" 'BEGIN { printf "%.2f", c / (r * 5) * 1e6 }')")
+        read -r r c <<<"$(eval "$3")"
+        o+=("$r"); oc+=("$c")
+        read -r r c <<<"$(eval "$4")"
+        p+=("$r"); pc+=("$c")
     done
-    local o p
-    o=$(printf '%s\n' "${ours[@]}" | median)
-    p=$(printf '%s\n' "${peer[@]}" | median)
-    row "HTTP/1.1 keep-alive GET, 1 in flight" "$(printf '%.0f req/s' "$o")" "wrk -t1 -c1 $(printf '%.0f' "$p")" \
-        "$(ratio "$o" "$p")x" "$(printf '%s\n' "${ocpu[@]}" | median) / $(printf '%s\n' "${pcpu[@]}" | median) us"
+    local om pm
+    om=$(printf '%s\n' "${o[@]}" | median)
+    pm=$(printf '%s\n' "${p[@]}" | median)
+    row "$1" "$(printf '%.0f req/s' "$om")" "$2 $(printf '%.0f' "$pm")" "$(ratio "$om" "$pm")x" \
+        "$(printf '%s\n' "${oc[@]}" | median) / $(printf '%s\n' "${pc[@]}" | median) us"
+}
+
+run_h1() {
+    compare "HTTP/1.1 keep-alive GET, 1 in flight" "wrk -t1 -c1" "ours_engine --requests 20000" peer_wrk
 }
 
 run_h2() {
-    local ours=() peer=() ocpu=() pcpu=()
     # Below nginx's keepalive_requests (100000 in the peers' config), so no GOAWAY falls in a round.
-    local n=50000
-    for ((i = 0; i < ROUNDS; i++)); do
-        local out
-        out=$("$H" bench engine --h2 --concurrency 100 --url "$URL" --cacert "$HTTPDNS_CA" --requests $n | tail -1)
-        ours+=("$(sed -E 's/.*rate=([0-9.]+).*/\1/' <<<"$out")")
-        ocpu+=("$(sed -E 's/.*cpu_us=([0-9.]+).*/\1/' <<<"$out")")
-        local h rps cpu
-        h=$(cpu_of h2load -c1 -m100 -n$n "$URL" 2>&1)
-        rps=$(awk '/^finished in/ { print $4 }' <<<"$h")
-        cpu=$(awk '/^CPU/ { print $2 }' <<<"$h")
-        peer+=("$rps")
-        pcpu+=("$(awk -v c="$cpu" -v n=$n 'BEGIN { printf "%.2f", c / n * 1e6 }')")
-    done
-    local o p
-    o=$(printf '%s\n' "${ours[@]}" | median)
-    p=$(printf '%s\n' "${peer[@]}" | median)
-    row "HTTP/2, 100 streams on 1 connection" "$(printf '%.0f req/s' "$o")" "h2load -c1 -m100 $(printf '%.0f' "$p")" \
-        "$(ratio "$o" "$p")x" "$(printf '%s\n' "${ocpu[@]}" | median) / $(printf '%s\n' "${pcpu[@]}" | median) us"
+    compare "HTTP/2, 100 streams on 1 connection" "h2load -c1 -m100" \
+        "ours_engine --h2 --concurrency 100 --requests 50000" "peer_h2load 100 50000"
 }
 
 # The DNS query for a.test A, base64url without padding (RFC 8484).
