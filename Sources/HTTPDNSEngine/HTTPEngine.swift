@@ -648,7 +648,7 @@ public final class HTTPEngine: Sendable {
 }
 
 /// An HTTP/2 exchange that failed before the server processed it (RFC 9113 §6.8: a stream above the
-/// last one its GOAWAY accepted, or one never written): `execute` sends it again once on a new stream.
+/// last one its GOAWAY accepted, or one never written): `execute` sends it again on a new connection.
 struct StreamNotProcessed: Error {
     var error: HTTPEngineError
 }
