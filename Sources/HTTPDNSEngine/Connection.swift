@@ -243,8 +243,8 @@ final class Connection: Sendable {
 /// and the streams above `lastStreamID` were never processed, so they may be sent again elsewhere,
 /// whatever their method. nginx sends one after `keepalive_requests` streams (1000 by default), so a
 /// busy client meets it all the time: the pool stops using the connection, refused streams are sent
-/// again on a new one (at most twice), and so are idempotent requests the closing connection dropped (nginx may
-/// close before answering its last accepted stream, which a POST cannot be retried after).
+/// again on a new one (at most twice), and so are idempotent requests the closing connection dropped
+/// (nginx may close before answering its last accepted stream, which a POST cannot be retried after).
 final class GoAwayRecord: Sendable {
     private struct State {
         var lastStreamID: HTTP2StreamID?
