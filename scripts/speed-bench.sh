@@ -86,7 +86,7 @@ peer_h2load() {
 }
 
 # ROUNDS alternating rounds of `ours` and `peer` (commands printing "RATE CPU"), one table row.
-compare() { # label peer-label ours-command peer-command
+compare() { # label peer-label ours-command peer-command [unit] [CPU note]
     local o=() p=() oc=() pc=() r c
     for ((i = 0; i < ROUNDS; i++)); do
         read -r r c <<<"$(eval "$3")"
@@ -97,8 +97,8 @@ compare() { # label peer-label ours-command peer-command
     local om pm
     om=$(printf '%s\n' "${o[@]}" | median)
     pm=$(printf '%s\n' "${p[@]}" | median)
-    row "$1" "$(printf '%.0f req/s' "$om")" "$2 $(printf '%.0f' "$pm")" "$(ratio "$om" "$pm")x" \
-        "$(printf '%s\n' "${oc[@]}" | median) / $(printf '%s\n' "${pc[@]}" | median) us"
+    row "$1" "$(printf '%.0f %s' "$om" "${5:-req/s}")" "$2 $(printf '%.0f' "$pm")" "$(ratio "$om" "$pm")x" \
+        "$(printf '%s\n' "${oc[@]}" | median) / $(printf '%s\n' "${pc[@]}" | median) us${6:-}"
 }
 
 run_h1() {
@@ -119,16 +119,18 @@ q = struct.pack(">HHHHHH", 0, 0x0100, 1, 0, 0, 0) + b"\x01a\x04test\x00" + struc
 print(base64.urlsafe_b64encode(q).decode().rstrip("="))'
 }
 
+# Starts `httpdns serve` (HTTPS, the peers' hosts file), behind the command given as arguments if any
+# (valgrind); sets serve_pid and SERVE_PORT. Its output goes to $dir/serve.out.
 start_serve() {
-    local port_file="$dir/serve.out"
-    "$H" serve --listen 127.0.0.1:0 --tls-cert "$HTTPDNS_PEERS_DIR/certs/doh.pem" \
-        --tls-key "$HTTPDNS_PEERS_DIR/certs/doh.key" --hosts "$HTTPDNS_PEERS_DIR/kresd-hosts" >"$port_file" 2>&1 &
+    local out="$dir/serve.out"
+    "$@" "$H" serve --listen 127.0.0.1:0 --tls-cert "$HTTPDNS_PEERS_DIR/certs/doh.pem" \
+        --tls-key "$HTTPDNS_PEERS_DIR/certs/doh.key" --hosts "$HTTPDNS_PEERS_DIR/kresd-hosts" >"$out" 2>&1 &
     serve_pid=$!
-    for _ in $(seq 100); do
-        grep -qE '127\.0\.0\.1:[0-9]+' "$port_file" 2>/dev/null && break
+    for _ in $(seq 600); do  # up to 60 s: under valgrind it starts slowly
+        grep -qE 'listening on .*127\.0\.0\.1:[0-9]+' "$out" 2>/dev/null && break
         sleep 0.1
     done
-    SERVE_PORT=$(grep -oE '127\.0\.0\.1:[0-9]+' "$port_file" | head -1 | cut -d: -f2)
+    SERVE_PORT=$(grep -oE 'listening on .*127\.0\.0\.1:[0-9]+' "$out" | head -1 | grep -oE '[0-9]+$')
 }
 
 # h2load against one server: prints "QPS SERVER_CPU_US_PER_QUERY".
@@ -150,18 +152,8 @@ run_doh() {
     local peer_url="https://127.0.0.1:$HTTPDNS_KRESD_DOH2_PORT/dns-query?dns=$q"
     for c in 1 16; do
         local n=$((c == 1 ? 20000 : 50000))
-        local o=() p=() oc=() pc=()
-        for ((i = 0; i < ROUNDS; i++)); do
-            read -r r cpu <<<"$(doh_once "$ours_url" "$serve_pid" $c $n)"
-            o+=("$r"); oc+=("$cpu")
-            read -r r cpu <<<"$(doh_once "$peer_url" "$kresd" $c $n)"
-            p+=("$r"); pc+=("$cpu")
-        done
-        local om pm
-        om=$(printf '%s\n' "${o[@]}" | median)
-        pm=$(printf '%s\n' "${p[@]}" | median)
-        row "DoH server, h2load -c$c -m1" "$(printf '%.0f q/s' "$om")" "kresd doh2 $(printf '%.0f' "$pm")" \
-            "$(ratio "$om" "$pm")x" "$(printf '%s\n' "${oc[@]}" | median) / $(printf '%s\n' "${pc[@]}" | median) us (server)"
+        compare "DoH server, h2load -c$c -m1" "kresd doh2" "doh_once '$ours_url' $serve_pid $c $n" \
+            "doh_once '$peer_url' $kresd $c $n" "q/s" " (server)"
     done
 }
 
@@ -194,20 +186,12 @@ run_instr() {
     local q counts=()
     q=$(doh_query)
     for m in $n $((3 * n)); do
-        local out="$dir/serve-callgrind.out"
-        valgrind --tool=callgrind --callgrind-out-file=/dev/null "$H" serve --listen 127.0.0.1:0 \
-            --tls-cert "$HTTPDNS_PEERS_DIR/certs/doh.pem" --tls-key "$HTTPDNS_PEERS_DIR/certs/doh.key" \
-            --hosts "$HTTPDNS_PEERS_DIR/kresd-hosts" >"$out" 2>&1 &
-        local pid=$! port=""
-        for _ in $(seq 600); do
-            port=$(grep -oE 'listening on [^ ]*127\.0\.0\.1:[0-9]+|127\.0\.0\.1:[0-9]+' "$out" 2>/dev/null \
-                | grep -oE '[0-9]+$' | head -1) && [ -n "$port" ] && break
-            sleep 0.1
-        done
-        h2load -c1 -m1 -n$m "https://127.0.0.1:$port/dns-query?dns=$q" >/dev/null 2>&1
-        kill -INT $pid
-        wait $pid || true
-        counts+=("$(awk '/Collected :/ { print $NF }' "$out")")
+        start_serve valgrind --tool=callgrind --callgrind-out-file=/dev/null
+        h2load -c1 -m1 -n$m "https://127.0.0.1:$SERVE_PORT/dns-query?dns=$q" >/dev/null 2>&1
+        kill -INT "$serve_pid"
+        wait "$serve_pid" || true
+        serve_pid=""
+        counts+=("$(awk '/Collected :/ { print $NF }' "$dir/serve.out")")
     done
     row "instructions: one DoH answer (server)" "$(per_op "${counts[0]}" "${counts[1]}" $((2 * n)))" "" "" \
         "callgrind, per query, TLS and h2 included"

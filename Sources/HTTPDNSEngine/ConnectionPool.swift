@@ -81,7 +81,7 @@ final class ConnectionPool: Sendable {
                     return (id, nil)
                 }
             }
-            var grant: Grant
+            let grant: Grant
             if let first { grant = first } else { grant = await wait(id, key: key, deadline: deadline, eventLoop: eventLoop) }
             switch grant {
             case .run(let conn, let reused):
@@ -130,7 +130,7 @@ final class ConnectionPool: Sendable {
         do {
             conn = try await connect()
         } catch {
-            run(state.withLockedValue { Self.apply($0.machine.connectFailed(id), &$0, connectError: error) })
+            perform(connectError: error) { $0.connectFailed(id) }
             throw error
         }
         let effects = state.withLockedValue { state in
@@ -164,28 +164,37 @@ final class ConnectionPool: Sendable {
     }
 
     private func idleTimerFired(_ id: ConnectionID) {
-        run(state.withLockedValue { Self.apply($0.machine.idleTimerFired(id, now: .now()), &$0, connectError: nil) })
+        perform { $0.idleTimerFired(id, now: .now()) }
     }
 
     private func giveUp(_ id: RequestID, _ reason: PoolStateMachine.Failure) {
-        run(state.withLockedValue { Self.apply($0.machine.waiterGaveUp(id, reason), &$0, connectError: nil) })
+        perform { $0.waiterGaveUp(id, reason) }
     }
 
     /// The network path changed: connections made on the old one are not used for new requests.
     func retireConnections() {
-        run(state.withLockedValue { Self.apply($0.machine.networkChanged(), &$0, connectError: nil) })
+        perform { $0.networkChanged() }
     }
 
     /// Closes every connection not in use (the others when they are released); waiting and later
     /// requests fail with `.shutdown`.
     func shutdown() {
-        run(state.withLockedValue { Self.apply($0.machine.shutdown(), &$0, connectError: nil) })
+        perform { $0.shutdown() }
     }
 
     /// Connections open now (for tests and diagnostics).
     var openConnections: Int { state.withLockedValue { $0.machine.openConnections } }
 
     // MARK: Carrying out actions
+
+    /// Feeds the machine one event under the lock and carries out its actions after. `connectError`:
+    /// the error of the failed connect the event reports, passed on to the requests it fails.
+    private func perform(
+        connectError: (any Error)? = nil,
+        _ event: (inout PoolStateMachine) -> [PoolStateMachine.Action]
+    ) {
+        run(state.withLockedValue { Self.apply(event(&$0.machine), &$0, connectError: connectError) })
+    }
 
     private func event(
         _ conn: Connection,

@@ -83,20 +83,20 @@ struct PoolStateMachine {
         var idle: [ConnectionID] = []
         /// The HTTP/2 connection that takes new streams.
         var http2: ConnectionID?
-        /// Connects on their way, and the request each was opened for.
-        var connecting: [ConnectionID: RequestID] = [:]
+        /// Connects on their way (which ones, and for whom: `PoolStateMachine.connecting`).
+        var connecting = 0
         var waiters = CircularBuffer<RequestID>()
         /// What ALPN chose the last time a connection was made.
         var learned: HTTPVersionUsed?
 
-        var isEmpty: Bool { connections.isEmpty && connecting.isEmpty && waiters.isEmpty }
+        var isEmpty: Bool { connections.isEmpty && connecting == 0 && waiters.isEmpty }
     }
 
     let limits: Limits
     private(set) var hosts: [PoolKey: Host] = [:]
     private(set) var connections: [ConnectionID: Connection] = [:]
-    /// Connects on their way and their host.
-    private var connectingHosts: [ConnectionID: PoolKey] = [:]
+    /// Connects on their way: their host, and the request each was opened for.
+    private var connecting: [ConnectionID: (key: PoolKey, request: RequestID)] = [:]
     /// Queued requests and their host.
     private var waiting: [RequestID: PoolKey] = [:]
     /// What ALPN chose for hosts that were dropped, oldest first; at most `rememberedLimit`.
@@ -138,8 +138,10 @@ struct PoolStateMachine {
     /// Connection `conn` is up with the protocol ALPN chose (or h2c / plain HTTP/1.1). The request it was
     /// opened for runs on it; waiters may follow.
     mutating func connected(_ conn: ConnectionID, version: HTTPVersionUsed) -> [Action] {
-        guard let key = connectingHosts.removeValue(forKey: conn), var host = hosts.removeValue(forKey: key) else { return [.close(conn)] }
-        let creator = host.connecting.removeValue(forKey: conn)!
+        guard let pending = connecting.removeValue(forKey: conn), var host = hosts.removeValue(forKey: pending.key)
+        else { return [.close(conn)] }
+        let (key, creator) = pending
+        host.connecting -= 1
         host.learned = version
         host.connections.insert(conn)
         var record = Connection(key: key, version: version, inUse: 1)
@@ -159,10 +161,11 @@ struct PoolStateMachine {
 
     /// Connect `conn` failed; the executor fails its own request with the error.
     mutating func connectFailed(_ conn: ConnectionID) -> [Action] {
-        guard let key = connectingHosts.removeValue(forKey: conn), var host = hosts.removeValue(forKey: key) else { return [] }
-        host.connecting[conn] = nil
+        guard let key = connecting.removeValue(forKey: conn)?.key, var host = hosts.removeValue(forKey: key)
+        else { return [] }
+        host.connecting -= 1
         var actions: [Action] = []
-        if host.connections.isEmpty, host.connecting.isEmpty {
+        if host.connections.isEmpty, host.connecting == 0 {
             // Nothing else could serve them: the waiters would try the same addresses.
             while let waiter = host.waiters.popFirst() {
                 waiting[waiter] = nil
@@ -318,17 +321,17 @@ struct PoolStateMachine {
 
     /// Whether a new connection may be opened for `key` now.
     private func canConnect(_ host: Host, _ key: PoolKey) -> Bool {
-        guard host.connections.count + host.connecting.count < limits.maxConnectionsPerHost else { return false }
+        guard host.connections.count + host.connecting < limits.maxConnectionsPerHost else { return false }
         // A connection that is, or may turn out to be, HTTP/2 carries the request once it has room.
         let mayBeH2 =
             key.versions != .http1Only && (key.scheme == "https" || key.h2c) && host.learned != .http1
-        return !(mayBeH2 && (!host.connecting.isEmpty || host.http2 != nil))
+        return !(mayBeH2 && (host.connecting > 0 || host.http2 != nil))
     }
 
     private mutating func startConnect(_ host: inout Host, _ key: PoolKey, for request: RequestID) -> ConnectionID {
         nextConnection += 1
-        host.connecting[nextConnection] = request
-        connectingHosts[nextConnection] = key
+        host.connecting += 1
+        connecting[nextConnection] = (key, request)
         return nextConnection
     }
 

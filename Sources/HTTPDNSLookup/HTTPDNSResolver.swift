@@ -343,9 +343,7 @@ public final class HTTPDNSResolver: Sendable {
 
     /// Writes any pending save of the cache now instead of when its delay runs out.
     package func flushPersistence() {
-        let now = clock.now()
-        let write = state.withLockedValue { state in apply(state.machine.flushPersistence(now: now), &state) }
-        if write { writeCacheLogging() }
+        persistence { $0.flushPersistence(now: $1) }
     }
 
     /// Returns when no background work is left: the re-resolving a network change started, every
@@ -372,9 +370,7 @@ public final class HTTPDNSResolver: Sendable {
     package func shutdown() async {
         await monitor.stop()
         await waitForRunningWork()
-        let now = clock.now()
-        let write = state.withLockedValue { state in apply(state.machine.shutdown(now: now), &state) }
-        if write { writeCacheLogging() }
+        persistence { $0.shutdown(now: $1) }
     }
 
     private func writeCache() throws {
@@ -387,6 +383,14 @@ public final class HTTPDNSResolver: Sendable {
         do { try writeCache() } catch {
             logger.warning("could not save the DNS cache", metadata: ["error": "\(error)"])
         }
+    }
+
+    /// Feeds the machine a persistence event (given the time) under the lock, and writes the cache after
+    /// it when the machine says so.
+    private func persistence(_ event: (inout ResolverStateMachine, Timestamp) -> ResolverStateMachine.PersistAction) {
+        let now = clock.now()
+        let write = state.withLockedValue { state in apply(event(&state.machine, now), &state) }
+        if write { writeCacheLogging() }
     }
 
     /// Carries out a persistence decision (called with the lock held): true when the caller must write
@@ -410,11 +414,7 @@ public final class HTTPDNSResolver: Sendable {
             state.persistTimer = Task {
                 // Cancelled: a flush or an explicit save did it already.
                 guard (try? await Task.sleep(for: delay)) != nil else { return }
-                let now = self.clock.now()
-                let write = self.state.withLockedValue { state in
-                    self.apply(state.machine.persistTimerFired(timer, now: now), &state)
-                }
-                if write { self.writeCacheLogging() }
+                self.persistence { $0.persistTimerFired(timer, now: $1) }
             }
             return false
         }

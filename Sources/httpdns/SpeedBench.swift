@@ -13,7 +13,6 @@ import HTTPDNSCore
 import HTTPDNSEngine
 import HTTPDNSLookup
 import HTTPDNSServer
-import NIOConcurrencyHelpers
 import NIOCore
 
 /// What `bench engine` and `bench hot` need to reach the test origin.
@@ -31,20 +30,41 @@ struct OriginOptions: ParsableArguments {
     var h2 = false
 
     func makeEngine(connections: Int) throws -> (HTTPEngine, HTTPURL) {
-        let target = try HTTPURL(url)
-        guard let ip = IPAddress(connectTo) else { throw ValidationError("--connect-to: give an IP address") }
-        var configuration = HTTPEngine.Configuration()
-        configuration.versions = h2 ? .http2Only : .http1Only
-        configuration.maxConnectionsPerHost = h2 ? 1 : connections
-        if let cacert {
-            configuration.tls = HTTPEngineTLS(additionalTrustRoots: try HTTPEngineTLS.loadPEM(file: cacert))
-        }
-        let engine = try HTTPEngine(
-            configuration: configuration,
-            addressSource: StaticAddressSource([target.host: [ip]])
-        )
-        return (engine, target)
+        try benchEngine(url: url, connectTo: connectTo, cacert: cacert, h2: h2, connections: connections)
     }
+}
+
+/// An engine that reaches `url`'s host at `connectTo`, speaking only HTTP/2 (one connection) or only
+/// HTTP/1.1 (`connections` of them).
+func benchEngine(url: String, connectTo: String, cacert: String?, h2: Bool, connections: Int) throws
+    -> (HTTPEngine, HTTPURL)
+{
+    let target = try HTTPURL(url)
+    guard let ip = IPAddress(connectTo) else { throw ValidationError("--connect-to: give an IP address") }
+    var configuration = HTTPEngine.Configuration()
+    configuration.versions = h2 ? .http2Only : .http1Only
+    configuration.maxConnectionsPerHost = h2 ? 1 : connections
+    if let cacert {
+        configuration.tls = HTTPEngineTLS(additionalTrustRoots: try HTTPEngineTLS.loadPEM(file: cacert))
+    }
+    let engine = try HTTPEngine(configuration: configuration, addressSource: StaticAddressSource([target.host: [ip]]))
+    return (engine, target)
+}
+
+/// Runs `body` `requests / inFlight` times on each of `inFlight` concurrent workers: the calls made,
+/// and the seconds they took.
+func runConcurrently(requests: Int, inFlight: Int, _ body: @escaping @Sendable () async throws -> Void)
+    async throws -> (calls: Int, seconds: Double)
+{
+    let perWorker = requests / inFlight
+    let t0 = ContinuousClock.now
+    try await withThrowingTaskGroup(of: Void.self) { group in
+        for _ in 0..<inFlight {
+            group.addTask { for _ in 0..<perWorker { try await body() } }
+        }
+        try await group.waitForAll()
+    }
+    return (perWorker * inFlight, (ContinuousClock.now - t0).seconds)
 }
 
 /// One GET, its body read to the end; fails on anything but 200.
@@ -77,19 +97,13 @@ struct EngineSpeedBench: AsyncParsableCommand {
         let (engine, target) = try origin.makeEngine(connections: concurrency)
         defer { engine.shutdown() }
         for _ in 0..<100 { try await benchGET(engine, target) }
-        let slots = Slots(requests)
         let cpu0 = processCPUSeconds()
-        let t0 = ContinuousClock.now
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            for _ in 0..<concurrency {
-                group.addTask { while slots.take() { try await benchGET(engine, target) } }
-            }
-            try await group.waitForAll()
+        let (calls, seconds) = try await runConcurrently(requests: requests, inFlight: concurrency) {
+            try await benchGET(engine, target)
         }
-        let seconds = (ContinuousClock.now - t0).seconds
         let cpu = processCPUSeconds() - cpu0
-        let rate = Double(requests) / seconds
-        let cpuPerRequest = cpu / Double(requests) * 1e6
+        let rate = Double(calls) / seconds
+        let cpuPerRequest = cpu / Double(calls) * 1e6
         print(
             String(
                 format: "%@ %@, %d in flight: %.0f req/s, %.1f us CPU per request",
@@ -150,25 +164,16 @@ struct HotPathBench: AsyncParsableCommand {
             await resolver.shutdown()
             await server.stop()
         default:
-            var origin = try OriginOptions.parse(["--url", url!, "--connect-to", connectTo])
-            origin.cacert = cacert
-            let (engine, target) = try origin.makeEngine(connections: 1)
+            let (engine, target) = try benchEngine(
+                url: url!,
+                connectTo: connectTo,
+                cacert: cacert,
+                h2: false,
+                connections: 1
+            )
             defer { engine.shutdown() }
             for _ in 0..<iterations { try await benchGET(engine, target) }
         }
         print("\(op): \(iterations) iterations")
-    }
-}
-
-/// Hands out request slots to the benchmark's workers.
-final class Slots: Sendable {
-    private let left: NIOLockedValueBox<Int>
-    init(_ total: Int) { left = NIOLockedValueBox(total) }
-    func take() -> Bool {
-        left.withLockedValue {
-            guard $0 > 0 else { return false }
-            $0 -= 1
-            return true
-        }
     }
 }

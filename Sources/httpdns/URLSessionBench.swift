@@ -178,19 +178,10 @@ struct URLSessionBench: AsyncParsableCommand {
     /// Requests per second for `get` (one request, answering the body's size) run `requests` times,
     /// `inFlight` at a time. The origin answers "ok\n": any other size is an error.
     func getsPerSecond(inFlight: Int, _ get: @escaping @Sendable () async throws -> Int) async throws -> Double {
-        let t0 = ContinuousClock.now
-        let perWorker = requests / inFlight
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            for _ in 0..<inFlight {
-                group.addTask {
-                    for _ in 0..<perWorker {
-                        guard try await get() == 3 else { throw ValidationError("unexpected answer from the origin") }
-                    }
-                }
-            }
-            try await group.waitForAll()
+        let (calls, seconds) = try await runConcurrently(requests: requests, inFlight: inFlight) {
+            guard try await get() == 3 else { throw ValidationError("unexpected answer from the origin") }
         }
-        return Double(perWorker * inFlight) / (ContinuousClock.now - t0).seconds
+        return Double(calls) / seconds
     }
 
     func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
