@@ -12,12 +12,16 @@ package func normalizeHostname(_ name: some StringProtocol) -> String {
 
 /// True when `name` is already lower case without a trailing dot (a cheap byte scan, no allocation).
 package func isNormalizedHostname(_ name: String) -> Bool {
-    var last: UInt8 = 0
-    for c in name.utf8 {
-        if c >= 0x41 && c <= 0x5A { return false }
-        last = c
+    func scan(_ bytes: some Sequence<UInt8>) -> Bool {
+        var last: UInt8 = 0
+        for c in bytes {
+            if c >= 0x41 && c <= 0x5A { return false }
+            last = c
+        }
+        return last != 0x2E && last != 0
     }
-    return last != 0x2E && last != 0
+    // A native string's bytes are contiguous: scanned as a buffer, not through the UTF-8 view's index.
+    return name.utf8.withContiguousStorageIfAvailable { scan($0) } ?? scan(name.utf8)
 }
 
 /// Checks that `name` is something we may put in a query: 1–253 bytes, labels of 1–63 bytes made of

@@ -75,7 +75,7 @@ final class Connection: Sendable {
         settings: Settings,
         group: any EventLoopGroup
     ) async throws -> Connection {
-        let eventLoop = group.next()
+        let eventLoop = group.any()
         let readyPromise = eventLoop.makePromise(of: Ready.self)
         // The peer's address as seen when each attempt connected: a server that closes at once (after a
         // failed handshake) leaves a channel with no remote address by the time we look.
@@ -192,6 +192,7 @@ final class Connection: Sendable {
             try sync.addHTTPClientHandlers()
             return Ready(version: .http1, multiplexer: nil)
         case .http2:
+            try sync.addHandler(FlushCoalescer())
             let mux = try sync.configureHTTP2Pipeline(
                 mode: .client,
                 connectionConfiguration: HTTP2Limits.connectionConfiguration(client: true),
@@ -553,4 +554,25 @@ func describeTLSFailure(_ error: any Error, host: String, address: String, chain
         )
     }
     return HTTPEngineError(.tlsFailed, "TLS with \(host) at \(address) failed: \(error)", underlying: error)
+}
+
+/// Carries out the flushes asked for in one event-loop turn as one. Each HTTP/2 stream flushes its
+/// connection when it sends its request: a hundred streams started in one turn would otherwise be a
+/// hundred TLS records and a hundred `write` calls (h2load sends them in one). The flush runs once the
+/// tasks already queued on the loop have run, so streams started by those go out with it.
+final class FlushCoalescer: ChannelOutboundHandler, RemovableChannelHandler {
+    typealias OutboundIn = NIOAny
+
+    private var scheduled = false
+
+    func flush(context: ChannelHandlerContext) {
+        guard !scheduled else { return }
+        scheduled = true
+        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        context.eventLoop.execute {
+            let (handler, context) = bound.value
+            handler.scheduled = false
+            context.flush()
+        }
+    }
 }

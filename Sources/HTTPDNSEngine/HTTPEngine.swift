@@ -93,6 +93,14 @@ public final class HTTPEngine: Sendable {
     /// Connections open now.
     package var openConnections: Int { pool.openConnections }
 
+    /// An executor that runs a task on one of the engine's event loops (the next, in turn). A task that
+    /// prefers it (`Task(executorPreference:)`, `withTaskExecutorPreference`) sends its requests on
+    /// connections of that loop and is resumed there when their answers arrive: no thread hop per
+    /// request. Only for work that never blocks; see `EventLoopTaskExecutor`.
+    package func taskExecutor() -> EventLoopTaskExecutor {
+        EventLoopTaskExecutor(group.next())
+    }
+
     // MARK: Requests
 
     /// Sends `request` and returns as soon as the response head has arrived; read `response.body` for
@@ -124,7 +132,7 @@ public final class HTTPEngine: Sendable {
             NIODeadline.now() + .nanoseconds($0.nanoseconds)
         }
 
-        let (connection, reused) = try await pool.lease(key, deadline: deadline, eventLoop: group.next()) {
+        let (connection, reused) = try await pool.lease(key, deadline: deadline, eventLoop: group.any()) {
             // Resolve only when a new connection is needed: a reused one already has its address.
             let addresses = try await self.addresses(for: url, given: given, recorder: recorder, deadline: deadline)
             return try await self.connect(
@@ -205,7 +213,7 @@ public final class HTTPEngine: Sendable {
                 let host = url.host
                 found = try await Self.within(
                     deadline,
-                    on: group.next(),
+                    on: group.any(),
                     orFail: HTTPEngineError(.totalTimeout, "\(host): no address before the request's total timeout")
                 ) {
                     try await addressSource.addresses(for: host)

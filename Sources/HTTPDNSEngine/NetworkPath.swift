@@ -25,6 +25,9 @@ package final class NetworkPath: Sendable {
     /// The path as last published.
     package var state: NetworkPathState { box.withLockedValue { $0.state } }
 
+    /// The families to ask for on this path (`state.query`, without copying the state).
+    package var query: AddressQuery { box.withLockedValue { $0.state.query } }
+
     /// The path once no prefix discovery is running.
     package func settled() async -> NetworkPathState {
         await withCheckedContinuation { continuation in

@@ -2,7 +2,8 @@
 //
 // Per name and family (A and AAAA are looked up in parallel and cached apart):
 //   1. the cache answers if it can (fresh, or stale within `maxStale`); a hit past 75% of the TTL, or a
-//      stale hit, starts one background refresh;
+//      stale hit, starts one background refresh; a whole answer the cache gave is kept for the name
+//      and served again as it is while nothing would change it (`HotAnswer`: the fast path);
 //   2. on a miss, concurrent lookups of the same key share one upstream query (coalescing);
 //   3. providers are tried in order, skipping ones that failed recently (ProviderHealth); each attempt
 //      gets an even share of the time left so a dead first provider cannot eat the whole timeout;
@@ -53,7 +54,35 @@ public final class HTTPDNSResolver: Sendable {
         var statistics = ResolverStatistics()
         /// Re-resolving the names in use after a network change.
         var reResolving: Task<Void, Never>?
+        /// Whole answers the cache gave lately, served again without its rules (see `HotAnswer`).
+        var hot: [String: HotAnswer] = [:]
     }
+
+    /// A whole answer (every family asked for) the cache gave, kept so the next lookups of the name are
+    /// one dictionary read: no key per family, no rules run, no `Resolution` built. It is served only
+    /// while the cache itself would serve the same addresses without starting anything: until the
+    /// first family's prefetch point (or its expiry, once a refresh runs), and for at most a second,
+    /// so the cache still sees each name in use (its LRU order, the names re-resolved after a network
+    /// change). Storing an answer for the name, a network change and `clearCache()` drop it.
+    /// A class, so reading one out of the table is one retain.
+    final class HotAnswer: Sendable {
+        let query: AddressQuery
+        let resolution: Resolution
+        /// Wall-clock nanoseconds: served before this.
+        let until: Int64
+        /// When the first family with addresses expires (for the TTL served).
+        let expiresAt: Int64
+
+        init(query: AddressQuery, resolution: Resolution, until: Int64, expiresAt: Int64) {
+            self.query = query
+            self.resolution = resolution
+            self.until = until
+            self.expiresAt = expiresAt
+        }
+    }
+
+    /// How long a hot answer is served before the cache sees the name again.
+    static let hotWindow: Int64 = 1_000_000_000
 
     /// Counters, for benchmarks and diagnostics.
     package struct ResolverStatistics: Hashable, Sendable {
@@ -148,13 +177,14 @@ public final class HTTPDNSResolver: Sendable {
     /// IP literals come back at once; names outside the policy go to LocalDNS; the rest through the cache
     /// and HTTPDNS as described at the top of this file. Throws `ResolverError`.
     public func resolve(_ host: String, _ query: AddressQuery? = nil) async throws -> Resolution {
-        let query = query ?? path.state.query
-        let started = ContinuousClock.now
+        let query = query ?? path.query
         // Hot path: a name in normal form that the cache answers needs no parsing, validation or policy
         // (only names routed through HTTPDNS are ever cached, and the policy does not change).
-        if isNormalizedHostname(host), let cached = cachedResolution(host, query, started: started) {
-            return cached
+        if isNormalizedHostname(host) {
+            if let hot = hotResolution(host, query) { return hot }
+            if let cached = cachedResolution(host, query, started: .now) { return cached }
         }
+        let started = ContinuousClock.now
         if let ip = IPAddress(host) {
             return .literal(host, ip)
         }
@@ -304,6 +334,7 @@ public final class HTTPDNSResolver: Sendable {
             let names = state.machine.cache.namesInUse(network: state.network, since: since, limit: Self.reResolveLimit)
             state.network = new.id
             state.health = ProviderHealth()
+            state.hot.removeAll()
             return names
         }
         guard !names.isEmpty else { return }
@@ -326,7 +357,10 @@ public final class HTTPDNSResolver: Sendable {
 
     /// Drops every cached answer (all networks).
     public func clearCache() {
-        state.withLockedValue { $0.machine.cache.remove() }
+        state.withLockedValue {
+            $0.machine.cache.remove()
+            $0.hot.removeAll()
+        }
     }
 
     /// Writes the cache to `configuration.persistencePath` now (atomically); a save that was pending
@@ -488,15 +522,34 @@ public final class HTTPDNSResolver: Sendable {
         cachedResolution(normalizeHostname(host), query, started: .now)
     }
 
-    /// Every family asked is answered by the cache under one lock, no task spawned.
+    /// The hot answer for `name` (see `HotAnswer`), with the TTL left; its `elapsed` is zero.
+    private func hotResolution(_ name: String, _ query: AddressQuery) -> Resolution? {
+        let now = clock.now().nanoseconds
+        let found = state.withLockedValue { state -> HotAnswer? in
+            guard let hot = state.hot[name], hot.query == query, now < hot.until else { return nil }
+            state.statistics.cacheHits += (query.wantsIPv4 ? 1 : 0) + (query.wantsIPv6 ? 1 : 0)
+            return hot
+        }
+        guard let found else { return nil }
+        var resolution = found.resolution
+        resolution.ttl = UInt32(max(1, (found.expiresAt - now) / 1_000_000_000))
+        return resolution
+    }
+
+    /// Every family asked is answered by the cache under one lock, no task spawned. A whole fresh answer
+    /// that started nothing is kept as the name's hot answer.
     private func cachedResolution(_ name: String, _ query: AddressQuery, started: ContinuousClock.Instant)
         -> Resolution?
     {
         let now = clock.now()
+        let prefetchFraction = configuration.cache.prefetchFraction
         return state.withLockedValue { state -> Resolution? in
             var resolution = Resolution(name: name, ipv4: [], ipv6: [], ttl: nil, source: .literal, elapsed: .zero)
             var stale = false
             var origin = ""
+            var hotUntil = now.nanoseconds + Self.hotWindow
+            var expiresAt = Int64.max
+            var quiet = true
             for family in AddressFamily.allCases where family == .ipv4 ? query.wantsIPv4 : query.wantsIPv6 {
                 let key = CacheKey(network: state.network, normalizedName: name, family: family)
                 // On a miss the families already looked at stay claimed (LRU, refresh marks); the slow
@@ -510,6 +563,14 @@ public final class HTTPDNSResolver: Sendable {
                     resolution.ipv6 = hit.answer.addresses
                 }
                 if case .stale = found { stale = true }
+                if refresh != nil { quiet = false }
+                if case .fresh(let entry, _, _) = found {
+                    let prefetchAt =
+                        entry.storedAt.nanoseconds + Int64(Double(entry.ttl) * prefetchFraction * 1e9)
+                    let servedUntil = now.nanoseconds < prefetchAt ? prefetchAt : entry.expiresAt.nanoseconds
+                    hotUntil = min(hotUntil, servedUntil)
+                    if !entry.isNegative { expiresAt = min(expiresAt, entry.expiresAt.nanoseconds) }
+                }
                 resolution.clientAddress = resolution.clientAddress ?? hit.answer.clientAddress
                 if let ttl = hit.answer.ttl, !hit.answer.addresses.isEmpty {
                     resolution.ttl = min(resolution.ttl ?? ttl, ttl)
@@ -518,6 +579,11 @@ public final class HTTPDNSResolver: Sendable {
             }
             guard !resolution.ipv4.isEmpty || !resolution.ipv6.isEmpty else { return nil }
             resolution.source = stale ? .stale(origin) : .cache(origin)
+            if !stale, quiet, expiresAt != .max {
+                // Bounded like the cache: a memo past its capacity starts again.
+                if state.hot.count >= state.machine.cache.configuration.capacity { state.hot.removeAll() }
+                state.hot[name] = HotAnswer(query: query, resolution: resolution, until: hotUntil, expiresAt: expiresAt)
+            }
             resolution.elapsed = ContinuousClock.now - started
             return resolution
         }
@@ -630,6 +696,7 @@ public final class HTTPDNSResolver: Sendable {
                 now: now
             )
             if let id { state.queries[id] = nil }
+            state.hot[key.name] = nil
             return apply(action, &state)
         }
         if write { writeCacheLogging() }

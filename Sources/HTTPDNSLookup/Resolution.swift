@@ -48,7 +48,8 @@ public struct Resolution: Hashable, Sendable {
     public var ttl: UInt32?
     /// Where the answer came from.
     public var source: ResolutionSource
-    /// How long the lookup took (zero for an IP literal).
+    /// How long the lookup took (zero for an IP literal, and for a cached answer served again within the
+    /// second, which is one dictionary read: see `HTTPDNSResolver.HotAnswer`).
     package var elapsed: Duration
     /// The address the HTTPDNS service saw the query come from, when it says (Tencent Cloud / DNSPod
     /// `clientip=1`, Alibaba `client_ip`): the public address of the device's network as the service

@@ -129,7 +129,8 @@ package final class HTTPDNSService: Sendable {
                         port: port,
                         tls: tlsContext,
                         limits: configuration.limits,
-                        logger: logger
+                        logger: logger,
+                        immediate: { service.answerAtHand($0) }
                     ) { request in
                         await service.handle(request)
                     }
@@ -299,6 +300,22 @@ struct ServiceCore: Sendable {
         )
     }
 
+    /// The answer when everything it needs is at hand (the hosts table, the resolver's cache), given on
+    /// the connection's event loop without a task; nil when a name needs the upstream (`handle` then
+    /// answers it).
+    func answerAtHand(_ request: ListenerRequest) -> ListenerResponse? {
+        do {
+            return try route(request) { name in
+                guard let known = immediateLookup(name) else { throw NeedsUpstream(name: name) }
+                return known
+            }
+        } catch is NeedsUpstream {
+            return nil
+        } catch {
+            return ListenerResponse(status: .badRequest, text: "\(error)")
+        }
+    }
+
     /// Answers a request, asking the upstream for the names that need it, then routing again with
     /// those answers at hand. Bounded by the number of names in the request.
     func handle(_ request: ListenerRequest) async -> ListenerResponse {
@@ -377,10 +394,8 @@ struct ServiceCore: Sendable {
         var query: [String: String] = [:]
         for pair in uri[uri.index(after: q)...].split(separator: "&") {
             let kv = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            let key = String(kv[0]).removingPercentEncoding ?? String(kv[0])
-            let value =
-                kv.count > 1
-                ? (String(kv[1]).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? String(kv[1])) : ""
+            let key = formDecoded(kv[0], plusIsSpace: false) ?? String(kv[0])
+            let value = kv.count > 1 ? (formDecoded(kv[1], plusIsSpace: true) ?? String(kv[1])) : ""
             query[key] = value
         }
         return (String(uri[..<q]), query)
@@ -570,11 +585,56 @@ struct ServiceCore: Sendable {
     }
 }
 
-func decodeBase64URL(_ text: String) -> [UInt8]? {
-    guard text.utf8.count <= 4096, text.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" }) else {
-        return nil
+/// A query-string component with its `%XX` escapes decoded (and `+` as a space when `plusIsSpace`):
+/// nil when an escape is malformed or the bytes are not UTF-8. Works on the bytes: no Foundation string
+/// search on the DoH server's path.
+func formDecoded(_ text: Substring, plusIsSpace: Bool) -> String? {
+    let utf8 = text.utf8
+    guard utf8.contains(UInt8(ascii: "%")) || (plusIsSpace && utf8.contains(UInt8(ascii: "+"))) else {
+        return String(text)
     }
-    var s = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-    while s.count % 4 != 0 { s += "=" }
-    return Data(base64Encoded: s).map { Array($0) }
+    func hex(_ c: UInt8) -> UInt8? {
+        switch c {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): return c - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): return c - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): return c - UInt8(ascii: "A") + 10
+        default: return nil
+        }
+    }
+    var bytes: [UInt8] = []
+    bytes.reserveCapacity(utf8.count)
+    var i = utf8.startIndex
+    while i != utf8.endIndex {
+        let c = utf8[i]
+        i = utf8.index(after: i)
+        if c == UInt8(ascii: "%") {
+            guard i != utf8.endIndex, let high = hex(utf8[i]) else { return nil }
+            i = utf8.index(after: i)
+            guard i != utf8.endIndex, let low = hex(utf8[i]) else { return nil }
+            i = utf8.index(after: i)
+            bytes.append(high << 4 | low)
+        } else {
+            bytes.append(plusIsSpace && c == UInt8(ascii: "+") ? UInt8(ascii: " ") : c)
+        }
+    }
+    return String(validating: bytes, as: UTF8.self)
+}
+
+/// The bytes of base64url text (RFC 4648 section 5, padding optional), at most 4096 characters.
+func decodeBase64URL(_ text: String) -> [UInt8]? {
+    guard text.utf8.count <= 4096 else { return nil }
+    var standard: [UInt8] = []
+    standard.reserveCapacity(text.utf8.count + 3)
+    for c in text.utf8 {
+        switch c {
+        case UInt8(ascii: "-"): standard.append(UInt8(ascii: "+"))
+        case UInt8(ascii: "_"): standard.append(UInt8(ascii: "/"))
+        case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+            UInt8(ascii: "0")...UInt8(ascii: "9"):
+            standard.append(c)
+        default: return nil
+        }
+    }
+    while standard.count % 4 != 0 { standard.append(UInt8(ascii: "=")) }
+    return Data(base64Encoded: Data(standard)).map { Array($0) }
 }

@@ -52,15 +52,19 @@ func benchEngine(url: String, connectTo: String, cacert: String?, h2: Bool, conn
 }
 
 /// Runs `body` `requests / inFlight` times on each of `inFlight` concurrent workers: the calls made,
-/// and the seconds they took.
-func runConcurrently(requests: Int, inFlight: Int, _ body: @escaping @Sendable () async throws -> Void)
-    async throws -> (calls: Int, seconds: Double)
-{
+/// and the seconds they took. `executors[i]`, when given, is the executor worker `i` prefers (else the
+/// default concurrency pool).
+func runConcurrently(
+    requests: Int,
+    inFlight: Int,
+    executors: [any TaskExecutor]? = nil,
+    _ body: @escaping @Sendable () async throws -> Void
+) async throws -> (calls: Int, seconds: Double) {
     let perWorker = requests / inFlight
     let t0 = ContinuousClock.now
     try await withThrowingTaskGroup(of: Void.self) { group in
-        for _ in 0..<inFlight {
-            group.addTask { for _ in 0..<perWorker { try await body() } }
+        for worker in 0..<inFlight {
+            group.addTask(executorPreference: executors?[worker]) { for _ in 0..<perWorker { try await body() } }
         }
         try await group.waitForAll()
     }
@@ -88,17 +92,37 @@ struct EngineSpeedBench: AsyncParsableCommand {
     @Option(help: "Requests to time (after 100 to warm up).")
     var requests = 20_000
 
+    @Option(
+        help: """
+            Where the calling tasks run: loop (on the engine's event loops, through \
+            HTTPEngine.taskExecutor(): no thread hop per request) or pool (Swift's default pool).
+            """
+    )
+    var caller = "loop"
+
     func validate() throws {
         guard (1...1_000).contains(concurrency) else { throw ValidationError("--concurrency: give 1 to 1000") }
         guard (100...10_000_000).contains(requests) else { throw ValidationError("--requests: give 100 to 10000000") }
+        guard ["loop", "pool"].contains(caller) else { throw ValidationError("--caller: loop or pool") }
     }
 
     func run() async throws {
         let (engine, target) = try origin.makeEngine(connections: concurrency)
         defer { engine.shutdown() }
-        for _ in 0..<100 { try await benchGET(engine, target) }
+        // HTTP/2: every stream is on one connection, so every caller on its loop; HTTP/1.1: the loops
+        // in turn, each caller's connection opened on its own loop (during the warm-up).
+        let shared = engine.taskExecutor()
+        let executors: [any TaskExecutor]? =
+            caller == "pool" ? nil : (0..<concurrency).map { _ in origin.h2 ? shared : engine.taskExecutor() }
+        _ = try await runConcurrently(requests: max(100, concurrency), inFlight: concurrency, executors: executors) {
+            try await benchGET(engine, target)
+        }
         let cpu0 = processCPUSeconds()
-        let (calls, seconds) = try await runConcurrently(requests: requests, inFlight: concurrency) {
+        let (calls, seconds) = try await runConcurrently(
+            requests: requests,
+            inFlight: concurrency,
+            executors: executors
+        ) {
             try await benchGET(engine, target)
         }
         let cpu = processCPUSeconds() - cpu0
@@ -106,10 +130,11 @@ struct EngineSpeedBench: AsyncParsableCommand {
         let cpuPerRequest = cpu / Double(calls) * 1e6
         print(
             String(
-                format: "%@ %@, %d in flight: %.0f req/s, %.1f us CPU per request",
+                format: "%@ %@, %d in flight, callers on the %@: %.0f req/s, %.1f us CPU per request",
                 origin.h2 ? "h2" : "http/1.1",
                 origin.url,
                 concurrency,
+                caller == "loop" ? "engine's loops" : "concurrency pool",
                 rate,
                 cpuPerRequest
             )

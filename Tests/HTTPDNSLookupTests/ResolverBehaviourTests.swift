@@ -7,6 +7,7 @@ import Foundation
 import HTTPDNSCore
 import HTTPDNSEngine
 import HTTPDNSServer
+import NIOConcurrencyHelpers
 import NIOCore
 import Testing
 
@@ -85,6 +86,35 @@ import Testing
         clock.advance(.seconds(30))  // past the first answer's expiry, inside the refreshed one
         #expect(try await resolver.resolve("p.example.com", .ipv4).source.description.hasPrefix("cache("))
         #expect(server.queries.udp == 2)
+    }
+
+    @Test func hotAnswerFollowsTheCacheAndGivesWayToANewAnswerAtOnce() async throws {
+        let answer = NIOLockedValueBox("93.184.216.40")
+        let server = try await DNSServer.start { _, _ in
+            DNSServer.Answer(addresses: [IPAddress(answer.withLockedValue { $0 })!], ttl: 100)
+        }
+        defer { Task { await server.stop() } }
+        let clock = ManualClock()
+        let resolver = makeResolver([try do53(server)], clock: clock) { $0.cache.minTTL = 1 }
+        _ = try await resolver.resolve("h.example.com", .ipv4)  // upstream
+        _ = try await resolver.resolve("h.example.com", .ipv4)  // the cache; kept as the hot answer
+        clock.advance(.milliseconds(500))
+        let hot = try await resolver.resolve("h.example.com", .ipv4)
+        #expect(hot.ipv4 == [IPAddress("93.184.216.40")!])
+        #expect(hot.source.description.hasPrefix("cache("))
+        #expect(hot.ttl == 99)  // the time left, not the TTL it was kept with
+        #expect(resolver.statistics.cacheHits == 2)
+        // A new answer for the name replaces the hot one at once: clearing the cache, then the upstream.
+        answer.withLockedValue { $0 = "93.184.216.41" }
+        resolver.clearCache()
+        #expect(try await resolver.resolve("h.example.com", .ipv4).ipv4 == [IPAddress("93.184.216.41")!])
+        #expect(try await resolver.resolve("h.example.com", .ipv4).ipv4 == [IPAddress("93.184.216.41")!])
+        #expect(server.queries.udp == 2)
+        // Asked for other families, the hot answer does not fit: the cache answers (and asks upstream
+        // for AAAA, which this server does not have).
+        let both = try await resolver.resolve("h.example.com", .both)
+        #expect(both.ipv4 == [IPAddress("93.184.216.41")!])
+        #expect(both.ipv6.isEmpty)
     }
 
     @Test func blackholedFirstResolverFailsOverWithinTheTimeoutAndIsThenSkipped() async throws {

@@ -1,0 +1,25 @@
+// A Swift `TaskExecutor` that runs a task's jobs on one NIO event loop (SE-0417). NIO 2.101 makes an
+// event loop a SerialExecutor (for actors) but not a TaskExecutor, so this adapter is ours.
+//
+// A task that prefers it (`withTaskExecutorPreference(_:operation:)`, or `Task(executorPreference:)`)
+// resumes on the loop's own thread when an engine future completes there: an HTTP exchange then costs
+// no thread hop between the event loop and Swift's concurrency pool. Only code that never blocks may
+// run there (the engine's own code, a loop of requests); anything else belongs on the default pool.
+
+import NIOCore
+
+/// Runs Swift tasks' jobs on `eventLoop`.
+package final class EventLoopTaskExecutor: TaskExecutor, @unchecked Sendable {
+    package let eventLoop: any EventLoop
+
+    package init(_ eventLoop: any EventLoop) {
+        self.eventLoop = eventLoop
+    }
+
+    package func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        eventLoop.execute {
+            job.runSynchronously(on: self.asUnownedTaskExecutor())
+        }
+    }
+}

@@ -1,0 +1,61 @@
+// Running on the event loop (issue 15): the task executor that keeps a caller's task on an engine loop,
+// and the HTTP/2 connection's flush coalescing. No sockets: EmbeddedChannel and a one-thread group.
+
+@testable import HTTPDNSEngine
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOEmbedded
+import NIOPosix
+import Testing
+
+@Suite struct LoopExecutionTests {
+    @Test func aTaskPreferringTheLoopExecutorRunsAndResumesOnThatLoop() async throws {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 2)
+        let loop = group.next()
+        let other = group.next()
+        let executor = EventLoopTaskExecutor(loop)
+        let onLoop = try await Task(executorPreference: executor) { () -> [Bool] in
+            var seen = [loop.inEventLoop]
+            // A future completed on another loop: the task is resumed on its own one.
+            _ = try await other.submit { 1 }.get()
+            seen.append(loop.inEventLoop)
+            await Task.yield()
+            seen.append(loop.inEventLoop)
+            return seen
+        }.value
+        #expect(onLoop == [true, true, true])
+        let elsewhere = await Task { loop.inEventLoop }.value
+        #expect(elsewhere == false)
+        try await group.shutdownGracefully()
+    }
+
+    @Test func flushesAskedForInOneLoopTurnReachTheConnectionAsOne() throws {
+        let counter = FlushCounter()
+        let channel = EmbeddedChannel(handlers: [counter, FlushCoalescer()])
+        defer { _ = try? channel.finish() }
+        channel.write(ByteBuffer(string: "a"), promise: nil)
+        channel.flush()
+        channel.write(ByteBuffer(string: "b"), promise: nil)
+        channel.flush()
+        #expect(counter.flushes == 0)  // not yet: the coalesced flush is a task on the loop
+        (channel.eventLoop as! EmbeddedEventLoop).run()
+        #expect(counter.flushes == 1)
+        #expect(try channel.readOutbound(as: ByteBuffer.self) == ByteBuffer(string: "a"))
+        #expect(try channel.readOutbound(as: ByteBuffer.self) == ByteBuffer(string: "b"))
+        // The next turn's flush is carried out again.
+        channel.flush()
+        (channel.eventLoop as! EmbeddedEventLoop).run()
+        #expect(counter.flushes == 2)
+    }
+}
+
+/// Counts the flushes that pass towards the socket.
+final class FlushCounter: ChannelOutboundHandler, @unchecked Sendable {
+    typealias OutboundIn = NIOAny
+    var flushes = 0
+
+    func flush(context: ChannelHandlerContext) {
+        flushes += 1
+        context.flush()
+    }
+}
