@@ -104,9 +104,7 @@ package struct DNSCache: Sendable {
         entries.values[index].lastUsed = now
         let entry = entries.values[index]
         if now < entry.expiresAt {
-            let age = now - entry.storedAt
-            let prefetchAt = Duration.seconds(Double(entry.ttl) * configuration.prefetchFraction)
-            let prefetch = !entry.isNegative && !entry.refreshing && age >= prefetchAt
+            let prefetch = !entry.isNegative && !entry.refreshing && now >= prefetchPoint(of: entry)
             if prefetch { entries.values[index].refreshing = true }
             return .fresh(entry, remaining: entry.expiresAt - now, prefetch: prefetch)
         }
@@ -117,6 +115,18 @@ package struct DNSCache: Sendable {
         }
         entries.remove(at: index)
         return .miss
+    }
+
+    /// When a fresh lookup of `entry` first asks for a prefetch: `prefetchFraction` into its TTL.
+    private func prefetchPoint(of entry: CacheEntry) -> Timestamp {
+        entry.storedAt + .seconds(Double(entry.ttl) * configuration.prefetchFraction)
+    }
+
+    /// Until when lookups of the fresh `entry` get it as it is, starting nothing: its prefetch point
+    /// while that is still ahead of `now`, else (a refresh is running or was asked for) its expiry.
+    package func servedAsIsUntil(_ entry: CacheEntry, now: Timestamp) -> Timestamp {
+        let prefetchAt = prefetchPoint(of: entry)
+        return now < prefetchAt ? prefetchAt : entry.expiresAt
     }
 
     /// Stores an answer (empty addresses: a negative answer). Clears the refresh mark.

@@ -66,7 +66,7 @@ extension HTTPDNSResolver {
     /// returns nil: call again later (or on the next request) to get its answer. A stale or aging
     /// cached answer is returned and refreshed in the background. IP literals are answered at once.
     public func resolveCachedOrStart(_ host: String, _ query: AddressQuery? = nil) -> Resolution? {
-        let query = query ?? path.state.query
+        let query = query ?? path.query
         if let ip = IPAddress(host) { return .literal(host, ip) }
         if let cached = cached(host, query) { return cached }
         Task { _ = try? await self.resolve(host, query) }

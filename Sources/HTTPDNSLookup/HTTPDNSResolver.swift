@@ -234,7 +234,7 @@ public final class HTTPDNSResolver: Sendable {
     /// Resolves `host` through HTTPDNS whatever the policy says (no fallback), and through LocalDNS,
     /// and compares the two.
     public func compare(_ host: String, _ query: AddressQuery? = nil) async -> HijackReport {
-        let query = query ?? path.state.query
+        let query = query ?? path.query
         let started = ContinuousClock.now
         let deadline = NIODeadline.now() + .nanoseconds(configuration.timeout.nanoseconds)
         async let trusted = captured(host, otherwise: .invalidName) {
@@ -279,7 +279,7 @@ public final class HTTPDNSResolver: Sendable {
     /// Resolves many names ahead of use (e.g. at app start), batching where the first provider can.
     /// Failures are logged, not thrown.
     package func preResolve(_ hosts: [String], _ query: AddressQuery? = nil) async {
-        let query = query ?? path.state.query
+        let query = query ?? path.query
         let names = hosts.compactMap { try? validatedHostname($0) }.filter {
             if case .httpdns = configuration.policy.route(for: $0) { return true }
             return false
@@ -542,7 +542,6 @@ public final class HTTPDNSResolver: Sendable {
         -> Resolution?
     {
         let now = clock.now()
-        let prefetchFraction = configuration.cache.prefetchFraction
         return state.withLockedValue { state -> Resolution? in
             var resolution = Resolution(name: name, ipv4: [], ipv6: [], ttl: nil, source: .literal, elapsed: .zero)
             var stale = false
@@ -565,10 +564,7 @@ public final class HTTPDNSResolver: Sendable {
                 if case .stale = found { stale = true }
                 if refresh != nil { quiet = false }
                 if case .fresh(let entry, _, _) = found {
-                    let prefetchAt =
-                        entry.storedAt.nanoseconds + Int64(Double(entry.ttl) * prefetchFraction * 1e9)
-                    let servedUntil = now.nanoseconds < prefetchAt ? prefetchAt : entry.expiresAt.nanoseconds
-                    hotUntil = min(hotUntil, servedUntil)
+                    hotUntil = min(hotUntil, state.machine.cache.servedAsIsUntil(entry, now: now).nanoseconds)
                     if !entry.isNegative { expiresAt = min(expiresAt, entry.expiresAt.nanoseconds) }
                 }
                 resolution.clientAddress = resolution.clientAddress ?? hit.answer.clientAddress
