@@ -208,7 +208,14 @@ let package = Package(
         ),
         testTarget("HTTPDNSEngineTests", [.product(name: "NIOEmbedded", package: "swift-nio")]),
         testTarget("HTTPDNSLookupTests"),
-        testTarget("HTTPDNSServerTests"),
+        testTarget(
+            "HTTPDNSServerTests",
+            [
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+                .product(name: "NIOHPACK", package: "swift-nio-http2"),
+            ]
+        ),
         testTarget(
             "HTTPDNSLocalProxyTests",
             ["HTTPDNSLocalProxy", .product(name: "NIOEmbedded", package: "swift-nio")]

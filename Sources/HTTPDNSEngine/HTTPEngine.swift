@@ -432,7 +432,10 @@ public final class HTTPEngine: Sendable {
                 // One flush: HEADERS(+DATA) with END_STREAM on h2. kresd 5.6's doh2 answers 400 to a
                 // POST whose HEADERS and DATA frames arrive in separate writes.
                 channel.write(HTTPClientRequestPart.head(head), promise: nil)
-                if let body = inline { channel.write(HTTPClientRequestPart.body(.byteBuffer(body)), promise: nil) }
+                // No empty DATA frame without END_STREAM (NIO servers count those as a flood).
+                if let body = inline, body.readableBytes > 0 {
+                    channel.write(HTTPClientRequestPart.body(.byteBuffer(body)), promise: nil)
+                }
                 let written = loop.makePromise(of: Void.self)
                 written.futureResult.whenFailure { box.value?.requestWriteFailed($0) }
                 channel.writeAndFlush(HTTPClientRequestPart.end(nil), promise: written)
@@ -567,7 +570,7 @@ public final class HTTPEngine: Sendable {
         var previous = write(.head(head), flush: false)
         var sent = 0
         if let body {
-            for try await chunk in body.chunks() {
+            for try await chunk in body.chunks() where chunk.readableBytes > 0 {
                 sent += chunk.readableBytes
                 if let length = body.length, sent > length {
                     throw HTTPEngineError(

@@ -129,7 +129,8 @@ package final class HTTPDNSService: Sendable {
                         port: port,
                         tls: tlsContext,
                         limits: configuration.limits,
-                        logger: logger
+                        logger: logger,
+                        immediate: { service.answerAtHand($0) }
                     ) { request in
                         await service.handle(request)
                     }
@@ -297,6 +298,22 @@ struct ServiceCore: Sendable {
             ipv4: FamilyAnswer(addresses: r.ipv4, ttl: r.ttl),
             ipv6: FamilyAnswer(addresses: r.ipv6, ttl: r.ttl)
         )
+    }
+
+    /// The answer when everything it needs is at hand (the hosts table, the resolver's cache), given on
+    /// the connection's event loop without a task; nil when a name needs the upstream (`handle` then
+    /// answers it).
+    func answerAtHand(_ request: ListenerRequest) -> ListenerResponse? {
+        do {
+            return try route(request) { name in
+                guard let known = immediateLookup(name) else { throw NeedsUpstream(name: name) }
+                return known
+            }
+        } catch is NeedsUpstream {
+            return nil
+        } catch {
+            return ListenerResponse(status: .badRequest, text: "\(error)")
+        }
     }
 
     /// Answers a request, asking the upstream for the names that need it, then routing again with

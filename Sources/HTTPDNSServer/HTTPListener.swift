@@ -156,23 +156,22 @@ package final class HTTPListener: Sendable {
         let sync = channel.pipeline.syncOperations
         let idle = TimeAmount.nanoseconds(context.limits.idleTimeout.nanoseconds)
         if h2 {
-            // Streams are timed one by one (RequestHandler); the connection closes when nothing at all
+            // Streams are timed one by one (HTTP2RequestHandler); the connection closes when nothing at all
             // was read for idleTimeout (a client's PINGs keep it open, bounded by maxConnections).
             try sync.addHandler(IdleStateHandler(readTimeout: idle))
             try sync.addHandler(IdleCloser())
-            _ = try sync.configureHTTP2Pipeline(
-                mode: .server,
-                connectionConfiguration: HTTP2Limits.connectionConfiguration(client: false),
-                streamConfiguration: .init()
-            ) { stream in
-                stream.eventLoop.makeCompletedFuture {
-                    try stream.pipeline.syncOperations.addHandler(HTTP2FramePayloadToHTTP1ServerCodec())
-                    try stream.pipeline.syncOperations.addHandler(RequestHandler(context: context, version: "h2"))
-                }
-            }
+            // No stream multiplexer: HTTP2RequestHandler reads every stream's frames itself.
+            try sync.addHandler(
+                NIOHTTP2Handler(
+                    mode: .server,
+                    connectionConfiguration: HTTP2Limits.connectionConfiguration(client: false),
+                    streamConfiguration: .init()
+                )
+            )
+            try sync.addHandler(HTTP2RequestHandler(context: context))
             try sync.addHandler(HTTP2ConnectionErrorCloser())
         } else {
-            let handler = RequestHandler(context: context, version: "http/1.1")
+            let handler = RequestHandler(context: context)
             let notifier = ReadNotifier(handler)
             handler.front = notifier
             try sync.addHandler(notifier)
@@ -258,13 +257,13 @@ final class PrefaceSniffer: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundOut = ByteBuffer
 }
 
-/// Reads one request at a time, answers it through the async handler.
+/// HTTP/1.1: reads one request at a time, answers it at once (immediate) or through the async handler.
 final class RequestHandler: ChannelInboundHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
 
     let context: ConnectionContext
-    let version: String
+    let version = "http/1.1"
     var head: HTTPRequestHead?
     var body = ByteBuffer()
     var tooLarge = false
@@ -274,26 +273,19 @@ final class RequestHandler: ChannelInboundHandler {
     var answering = false
     var timer: Scheduled<Void>?
     var channelContext: ChannelHandlerContext?
-    /// HTTP/1.1: the handler in front of the codec (it holds this one, so this reference is weak).
+    /// The handler in front of the codec (it holds this one, so this reference is weak).
     weak var front: ReadNotifier?
 
-    init(context: ConnectionContext, version: String) {
+    init(context: ConnectionContext) {
         self.context = context
-        self.version = version
     }
 
-    // Timing (see Limits): on an HTTP/1.1 connection, waiting for a request is bounded by idleTimeout,
-    // and once its first byte has arrived the whole request by requestTimeout. An HTTP/2 stream exists
-    // only once a request has started, so it gets requestTimeout from the start.
+    // Timing (see Limits): waiting for a request is bounded by idleTimeout, and once its first byte has
+    // arrived the whole request by requestTimeout.
 
     func handlerAdded(context: ChannelHandlerContext) {
         channelContext = context
-        if version == "h2" {
-            requestInProgress = true
-            arm(self.context.limits.requestTimeout, context: context)
-        } else {
-            arm(self.context.limits.idleTimeout, context: context)
-        }
+        arm(self.context.limits.idleTimeout, context: context)
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
@@ -320,9 +312,7 @@ final class RequestHandler: ChannelInboundHandler {
     private func timedOut(context: ChannelHandlerContext) {
         timer = nil
         guard !answering else { return }
-        if version == "h2" {
-            context.close(promise: nil)  // resets this stream only
-        } else if requestInProgress {
+        if requestInProgress {
             self.context.logger.debug("request not complete in time", metadata: ["remote": "\(self.context.remote)"])
             answering = true
             let body = "request not complete in time\n"
@@ -408,17 +398,19 @@ final class RequestHandler: ChannelInboundHandler {
     func write(_ response: ListenerResponse, keepAlive: Bool, context: ChannelHandlerContext) {
         var headers = response.headers
         headers.replaceOrAdd(name: "content-length", value: "\(response.body.readableBytes)")
-        if !keepAlive, version == "http/1.1" { headers.replaceOrAdd(name: "connection", value: "close") }
+        if !keepAlive { headers.replaceOrAdd(name: "connection", value: "close") }
         context.write(
             wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: response.status, headers: headers))),
             promise: nil
         )
-        context.write(wrapOutboundOut(.body(.byteBuffer(response.body))), promise: nil)
+        if response.body.readableBytes > 0 {
+            context.write(wrapOutboundOut(.body(.byteBuffer(response.body))), promise: nil)
+        }
         let done = context.writeAndFlush(wrapOutboundOut(.end(nil)))
-        if !keepAlive, version == "http/1.1" {
+        if !keepAlive {
             let channel = context.channel
             done.whenComplete { _ in channel.close(promise: nil) }
-        } else if version == "http/1.1" {
+        } else {
             // Ready for the next request: wait for it (idle) again.
             answering = false
             arm(self.context.limits.idleTimeout, context: context)

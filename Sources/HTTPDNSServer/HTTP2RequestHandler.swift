@@ -1,0 +1,205 @@
+// HTTPListener's HTTP/2 connections: after NIOHTTP2Handler (no stream multiplexer), reads every stream's
+// frames, lets `HTTP2Requests` decide, and writes the answers as frames on the connection. See
+// HTTP2Requests.swift for why and for the rules.
+
+import HTTPDNSCore
+import NIOCore
+import NIOHPACK
+import NIOHTTP1
+import NIOHTTP2
+
+final class HTTP2RequestHandler: ChannelInboundHandler {
+    typealias InboundIn = HTTP2Frame
+    typealias OutboundOut = HTTP2Frame
+
+    let context: ConnectionContext
+    private var requests: HTTP2Requests
+    private var timers: [HTTP2StreamID: Scheduled<Void>] = [:]
+    private var channelContext: ChannelHandlerContext?
+    /// Inside a read: flushes wait for its end, so the answers to one read go out in one write.
+    private var reading = false
+    private var flushPending = false
+
+    init(context: ConnectionContext) {
+        self.context = context
+        self.requests = HTTP2Requests(maxRequestBytes: context.limits.maxRequestBytes)
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        channelContext = context
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        for timer in timers.values { timer.cancel() }
+        timers = [:]
+        channelContext = nil
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        reading = true
+        let frame = unwrapInboundIn(data)
+        let actions: [HTTP2Requests.Action]
+        switch frame.payload {
+        case .headers(let headers):
+            actions = requests.headers(frame.streamID, headers.headers, endStream: headers.endStream)
+        case .data(let data):
+            guard case .byteBuffer(let bytes) = data.data else { return }
+            let padding = data.paddingBytes.map { $0 + 1 } ?? 0
+            actions = requests.data(
+                frame.streamID,
+                bytes,
+                flowControlledBytes: bytes.readableBytes + padding,
+                endStream: data.endStream
+            )
+        case .rstStream:
+            streamGone(frame.streamID)
+            return
+        default:
+            // SETTINGS, PING, GOAWAY…: NIOHTTP2Handler has dealt with them.
+            return
+        }
+        for action in actions { perform(action, context: context) }
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        reading = false
+        if flushPending {
+            flushPending = false
+            context.flush()
+        }
+        context.fireChannelReadComplete()
+    }
+
+    private func flush(_ context: ChannelHandlerContext) {
+        if reading { flushPending = true } else { context.flush() }
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let closed = event as? StreamClosedEvent { streamGone(closed.streamID) }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        self.context.logger.debug("connection error", metadata: ["error": "\(error)"])
+        context.fireErrorCaught(error)  // HTTP2ConnectionErrorCloser, next, closes the connection
+    }
+
+    private func streamGone(_ id: HTTP2StreamID) {
+        requests.closed(id)
+        timers.removeValue(forKey: id)?.cancel()
+    }
+
+    private func perform(_ action: HTTP2Requests.Action, context: ChannelHandlerContext) {
+        switch action {
+        case .startTimer(let id):
+            let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+            timers[id] = context.eventLoop.scheduleTask(
+                in: .nanoseconds(self.context.limits.requestTimeout.nanoseconds)
+            ) {
+                let (me, context) = bound.value
+                me.timers[id] = nil
+                // An answer on its way is not cut off; a request still arriving is.
+                guard let stream = me.requests.request(id), !stream.answering else { return }
+                me.reset(id, .cancel, context: context)
+            }
+        case .answer(let id):
+            timers.removeValue(forKey: id)?.cancel()
+            guard let stream = requests.request(id) else { return }
+            answer(id, stream, context: context)
+        case .refuseTooLarge(let id):
+            timers.removeValue(forKey: id)?.cancel()
+            let limit = self.context.limits.maxRequestBytes
+            write(
+                ListenerResponse(status: .payloadTooLarge, text: "request body larger than \(limit) bytes"),
+                head: false,
+                on: id,
+                context: context
+            )
+            reset(id, .noError, context: context)
+        case .openWindows(let bytes, let stream):
+            context.write(
+                wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: bytes))),
+                promise: nil
+            )
+            if let stream {
+                context.write(
+                    wrapOutboundOut(HTTP2Frame(streamID: stream, payload: .windowUpdate(windowSizeIncrement: bytes))),
+                    promise: nil
+                )
+            }
+            flush(context)
+        case .reset(let id, let code):
+            reset(id, code, context: context)
+        }
+    }
+
+    private func answer(_ id: HTTP2StreamID, _ stream: HTTP2Requests.Stream, context: ChannelHandlerContext) {
+        let request = stream.listenerRequest(
+            isTLS: self.context.isTLS,
+            remote: self.context.remote,
+            remoteIP: self.context.remoteIP
+        )
+        let head = request.method == .HEAD
+        if let immediate = self.context.immediate, let response = immediate(request) {
+            log(request, response)
+            write(response, head: head, on: id, context: context)
+            return
+        }
+        let handler = self.context.handler
+        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        context.eventLoop.makeFutureWithTask { await handler(request) }.whenSuccess { response in
+            let (me, context) = bound.value
+            // Reset or closed while it was being answered: nobody to answer.
+            guard me.requests.request(id) != nil, me.channelContext != nil else { return }
+            me.log(request, response)
+            me.write(response, head: head, on: id, context: context)
+        }
+    }
+
+    private func log(_ request: ListenerRequest, _ response: ListenerResponse) {
+        context.logger.debug(
+            "request",
+            metadata: [
+                "method": "\(request.method)", "uri": "\(redactingSecrets(request.uri))",
+                "status": "\(response.status.code)", "version": "h2",
+            ]
+        )
+    }
+
+    /// HEADERS, then the body in one DATA frame that ends the stream; an empty body (or a HEAD
+    /// request's) ends the stream on the HEADERS frame: no empty DATA frame, which NIO's clients count
+    /// as a flood when two arrive in a row.
+    private func write(_ response: ListenerResponse, head: Bool, on id: HTTP2StreamID, context: ChannelHandlerContext) {
+        var headers = HPACKHeaders([(":status", String(response.status.code))])
+        for (name, value) in response.headers {
+            let name = name.lowercased()
+            // Connection-specific fields are not allowed in HTTP/2 (RFC 9113 §8.2.2).
+            guard !["connection", "keep-alive", "transfer-encoding", "upgrade", "content-length"].contains(name)
+            else { continue }
+            headers.add(name: name, value: value)
+        }
+        headers.add(name: "content-length", value: String(response.body.readableBytes))
+        let bodyFollows = !head && response.body.readableBytes > 0
+        context.write(
+            wrapOutboundOut(
+                HTTP2Frame(streamID: id, payload: .headers(.init(headers: headers, endStream: !bodyFollows)))
+            ),
+            promise: nil
+        )
+        if bodyFollows {
+            context.write(
+                wrapOutboundOut(
+                    HTTP2Frame(streamID: id, payload: .data(.init(data: .byteBuffer(response.body), endStream: true)))
+                ),
+                promise: nil
+            )
+        }
+        flush(context)
+    }
+
+    private func reset(_ id: HTTP2StreamID, _ code: HTTP2ErrorCode, context: ChannelHandlerContext) {
+        streamGone(id)
+        context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .rstStream(code))), promise: nil)
+        flush(context)
+    }
+}

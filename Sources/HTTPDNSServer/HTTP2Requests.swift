@@ -1,0 +1,133 @@
+// The requests on one HTTP/2 connection of HTTPListener, read straight from the frames the connection's
+// NIOHTTP2Handler passes on, without a child channel per stream (issue 15: the child channel, its
+// pipeline and the HTTP/1 codec were ~40% of the DoH server's CPU per query).
+//
+// `HTTP2Requests` decides; `HTTP2RequestHandler` (HTTP2RequestHandler.swift) does the I/O. NIOHTTP2Handler
+// still enforces the protocol and every connection limit (streams at once, header list size, floods);
+// this table adds what the child channels gave:
+// - a request is its HEADERS, its DATA up to `maxRequestBytes` and an END_STREAM; trailers end it too;
+// - a body past the limit is answered 413 at once and the rest of the request refused with RST_STREAM
+//   NO_ERROR (RFC 9113 §8.1), as a client may still be sending it;
+// - flow control: without a multiplexer nothing opens the windows again, so every DATA frame's bytes
+//   are given back to the connection window, and to the stream's while its body is within the limit
+//   (the limit, not the window, bounds what one stream may send);
+// - a stream reset or closed by either side is forgotten, so an answer that arrives later is dropped.
+
+import HTTPDNSCore
+import NIOCore
+import NIOHPACK
+import NIOHTTP1
+import NIOHTTP2
+
+struct HTTP2Requests {
+    /// A stream whose request has started.
+    struct Stream {
+        var headers: HPACKHeaders
+        var body = ByteBuffer()
+        /// Complete and handed to the answering function: further frames are the peer's mistake.
+        var answering = false
+    }
+
+    enum Action: Equatable {
+        /// A new request started: time it (the whole request must arrive within requestTimeout).
+        case startTimer(HTTP2StreamID)
+        /// The request is complete: answer it.
+        case answer(HTTP2StreamID)
+        /// The body is past the limit: answer 413 and refuse the rest with RST_STREAM NO_ERROR.
+        case refuseTooLarge(HTTP2StreamID)
+        /// Give `bytes` back to the connection's window, and to the stream's when `stream` is set.
+        case openWindows(bytes: Int, stream: HTTP2StreamID?)
+        /// The peer broke the request's framing (HEADERS in the middle of a body without END_STREAM,
+        /// frames after the end): reset the stream.
+        case reset(HTTP2StreamID, HTTP2ErrorCode)
+    }
+
+    let maxRequestBytes: Int
+    private(set) var streams: [HTTP2StreamID: Stream] = [:]
+
+    init(maxRequestBytes: Int) {
+        self.maxRequestBytes = maxRequestBytes
+    }
+
+    /// A HEADERS frame: a new request, or the trailers that end one.
+    mutating func headers(_ id: HTTP2StreamID, _ headers: HPACKHeaders, endStream: Bool) -> [Action] {
+        guard var stream = streams[id] else {
+            streams[id] = Stream(headers: headers)
+            return endStream ? [.startTimer(id), complete(id)] : [.startTimer(id)]
+        }
+        // Trailers: allowed once, only as the end of the request.
+        guard endStream, !stream.answering else { return [forget(id, .protocolError)] }
+        stream.answering = true
+        streams[id] = stream
+        return [.answer(id)]
+    }
+
+    /// A DATA frame of `flowControlledBytes` (payload and padding).
+    mutating func data(_ id: HTTP2StreamID, _ payload: ByteBuffer, flowControlledBytes: Int, endStream: Bool)
+        -> [Action]
+    {
+        var actions: [Action] = []
+        guard var stream = streams[id], !stream.answering else {
+            // NIOHTTP2Handler lets no DATA through before HEADERS; after the end or after a 413 the
+            // bytes still count against the connection's window.
+            if flowControlledBytes > 0 { actions.append(.openWindows(bytes: flowControlledBytes, stream: nil)) }
+            if streams[id] != nil { actions.append(forget(id, .streamClosed)) }
+            return actions
+        }
+        if stream.body.readableBytes + payload.readableBytes > maxRequestBytes {
+            stream.answering = true
+            stream.body.clear()
+            streams[id] = stream
+            if flowControlledBytes > 0 { actions.append(.openWindows(bytes: flowControlledBytes, stream: nil)) }
+            actions.append(.refuseTooLarge(id))
+            return actions
+        }
+        var payload = payload
+        stream.body.writeBuffer(&payload)
+        streams[id] = stream
+        if flowControlledBytes > 0 {
+            actions.append(.openWindows(bytes: flowControlledBytes, stream: endStream ? nil : id))
+        }
+        if endStream { actions.append(complete(id)) }
+        return actions
+    }
+
+    /// The stream is gone (reset by either side, closed, timed out): nothing more is done for it.
+    mutating func closed(_ id: HTTP2StreamID) {
+        streams[id] = nil
+    }
+
+    /// The request on `id`, once `.answer` said it is complete.
+    func request(_ id: HTTP2StreamID) -> Stream? { streams[id] }
+
+    private mutating func complete(_ id: HTTP2StreamID) -> Action {
+        streams[id]?.answering = true
+        return .answer(id)
+    }
+
+    private mutating func forget(_ id: HTTP2StreamID, _ code: HTTP2ErrorCode) -> Action {
+        streams[id] = nil
+        return .reset(id, code)
+    }
+}
+
+extension HTTP2Requests.Stream {
+    /// The request as the listener's answering functions take it.
+    func listenerRequest(isTLS: Bool, remote: String, remoteIP: IPAddress?) -> ListenerRequest {
+        var fields = HTTPHeaders()
+        for (name, value, _) in headers where !name.hasPrefix(":") { fields.add(name: name, value: value) }
+        if !fields.contains(name: "host"), let authority = headers.first(name: ":authority") {
+            fields.add(name: "host", value: authority)
+        }
+        return ListenerRequest(
+            method: HTTPMethod(rawValue: headers.first(name: ":method") ?? "GET"),
+            uri: headers.first(name: ":path") ?? "/",
+            headers: fields,
+            body: body,
+            version: "h2",
+            isTLS: isTLS,
+            remote: remote,
+            remoteIP: remoteIP
+        )
+    }
+}
