@@ -51,15 +51,13 @@ struct HTTP2Requests {
 
     /// A HEADERS frame: a new request, or the trailers that end one.
     mutating func headers(_ id: HTTP2StreamID, _ headers: HPACKHeaders, endStream: Bool) -> [Action] {
-        guard var stream = streams[id] else {
+        guard let answering = streams[id]?.answering else {
             streams[id] = Stream(headers: headers)
             return endStream ? [.startTimer(id), complete(id)] : [.startTimer(id)]
         }
         // Trailers: allowed once, only as the end of the request.
-        guard endStream, !stream.answering else { return [forget(id, .protocolError)] }
-        stream.answering = true
-        streams[id] = stream
-        return [.answer(id)]
+        guard endStream, !answering else { return [forget(id, .protocolError)] }
+        return [complete(id)]
     }
 
     /// A DATA frame of `flowControlledBytes` (payload and padding).
@@ -67,24 +65,24 @@ struct HTTP2Requests {
         -> [Action]
     {
         var actions: [Action] = []
-        guard var stream = streams[id], !stream.answering else {
+        // The stream is changed in place (`streams[id]!.…`): a copy taken out of the dictionary would
+        // share the body's storage, and appending to it would copy the whole body on every frame.
+        guard let answering = streams[id]?.answering, !answering else {
             // NIOHTTP2Handler lets no DATA through before HEADERS; after the end or after a 413 the
             // bytes still count against the connection's window.
             if flowControlledBytes > 0 { actions.append(.openWindows(bytes: flowControlledBytes, stream: nil)) }
             if streams[id] != nil { actions.append(forget(id, .streamClosed)) }
             return actions
         }
-        if stream.body.readableBytes + payload.readableBytes > maxRequestBytes {
-            stream.answering = true
-            stream.body.clear()
-            streams[id] = stream
+        if streams[id]!.body.readableBytes + payload.readableBytes > maxRequestBytes {
+            streams[id]!.answering = true
+            streams[id]!.body = ByteBuffer()
             if flowControlledBytes > 0 { actions.append(.openWindows(bytes: flowControlledBytes, stream: nil)) }
             actions.append(.refuseTooLarge(id))
             return actions
         }
         var payload = payload
-        stream.body.writeBuffer(&payload)
-        streams[id] = stream
+        streams[id]!.body.writeBuffer(&payload)
         if flowControlledBytes > 0 {
             actions.append(.openWindows(bytes: flowControlledBytes, stream: endStream ? nil : id))
         }
