@@ -13,8 +13,9 @@
 #   urlsession  small GETs through HTTPDNSURLProtocol vs plain URLSession (libcurl) (bench urlsession)
 #   doh         DoH server, `h2load -m1` with 1 and 16 connections: `httpdns serve` vs kresd's doh2,
 #               the same query for a name both answer from local data; CPU is the server's
-#   instr       instructions per operation by callgrind: a cached lookup, one h1 exchange, one DoH
-#               answer (two counts, N and 3N operations; the difference over 2N cancels start-up)
+#   instr       instructions per operation by callgrind: a cached lookup (vs getaddrinfo), one h1
+#               exchange (vs wrk), one h2 exchange (vs h2load -m1), one DoH answer (two counts, N and
+#               3N operations; the difference over 2N cancels start-up)
 # The URL is an IP literal (https://127.0.0.1:PORT/whoami), so every client reaches the same nginx
 # server block without a name (wrk and h2load do not verify certificates; ours checks the IP SAN).
 set -euo pipefail
@@ -163,46 +164,79 @@ run_doh() {
     done
 }
 
-# Instructions callgrind counts for a whole command.
+# Instructions callgrind counts for a whole command (its output is dropped).
 instructions() {
     valgrind --tool=callgrind --callgrind-out-file=/dev/null "$@" 2>&1 >/dev/null \
         | awk '/Collected :/ { print $NF }'
 }
 
-per_op() { awk -v a="$1" -v b="$2" -v n="$3" 'BEGIN { printf "%.0f", (b - a) / n }'; }
+# Instructions per operation of a command run for N and 3N operations ("$@" ends with the option that
+# takes the count): the difference over 2N, so start-up and shutdown cancel out.
+per_op() { # n command...
+    local n=$1 a b
+    shift
+    a=$(instructions "$@" $n)
+    b=$(instructions "$@" $((3 * n)))
+    awk -v a="$a" -v b="$b" -v n="$n" 'BEGIN { printf "%.0f", (b - a) / (2 * n) }'
+}
+
+# wrk runs for a time, not a count: instructions and requests for 2 s and 6 s, per request.
+wrk_per_request() {
+    local a b ra rb out
+    out=$(valgrind --tool=callgrind --callgrind-out-file=/dev/null wrk -t1 -c1 -d2s "$URL" 2>&1)
+    a=$(awk '/Collected :/ { print $NF }' <<<"$out"); ra=$(awk '/requests in/ { print $1 }' <<<"$out")
+    out=$(valgrind --tool=callgrind --callgrind-out-file=/dev/null wrk -t1 -c1 -d6s "$URL" 2>&1)
+    b=$(awk '/Collected :/ { print $NF }' <<<"$out"); rb=$(awk '/requests in/ { print $1 }' <<<"$out")
+    awk -v a="$a" -v b="$b" -v ra="$ra" -v rb="$rb" 'BEGIN { printf "%.0f", (b - a) / (rb - ra) }'
+}
+
+instr_row() { # label ours peer-label peer note
+    local r="-"
+    [ -n "$4" ] && r="$(ratio "$2" "$4")x"
+    row "$1" "$2" "$3${4:+ $4}" "$r" "$5"
+}
 
 run_instr() {
-    # valgrind 3.19 (Debian 12, no newer one in bookworm or its backports) cannot run httpdns: it gives
-    # up on the DWARF the Swift 6.3 toolchain writes ("possibly corrupted debuginfo file"), and with the
-    # debug info stripped (`strip -g`) it dies with an internal SIGSEGV as the second thread starts, even
-    # with --tool=none. A plain Swift hello-world runs. Say so instead of printing a wrong count.
+    # valgrind 3.19 (Debian 12's) cannot read the DWARF the Swift 6.3 toolchain writes ("possibly
+    # corrupted debuginfo file"), so it counts a copy without debug info; and it dies as libdispatch's
+    # signal thread calls sigsuspend with a mask in read-only memory, so a shim
+    # (scripts/valgrind-sigsuspend.c) hands the kernel a copy instead.
+    local saved_h=$H
+    H="$dir/httpdns-nodebug"
+    cp "$saved_h" "$H"
+    strip -g "$H"
+    gcc -O2 -shared -fPIC scripts/valgrind-sigsuspend.c -o "$dir/vg-sigsuspend.so"
+    export LD_PRELOAD="$dir/vg-sigsuspend.so"
     if ! valgrind --tool=none "$H" --help >/dev/null 2>&1; then
-        row "instructions per operation" "n/a" "" "" "$(valgrind --version) cannot run httpdns (SIGSEGV at start)"
-        return 0
+        row "instructions per operation" "n/a" "" "" "$(valgrind --version) cannot run httpdns"
+    else
+        echo "instructions per operation (callgrind; lower is better, ratio = ours / peer):"
+        instr_row "  cached lookup (A+AAAA) vs getaddrinfo" \
+            "$(per_op 1000 "$H" bench hot --op lookup --iterations)" "getaddrinfo" \
+            "$(per_op 1000 "$H" bench hot --op getaddrinfo --iterations)" " (/etc/hosts name)"
+        instr_row "  one h1 exchange (client) vs wrk" \
+            "$(per_op 300 "$H" bench hot --op h1 --url "$URL" --cacert "$HTTPDNS_CA" --iterations)" "wrk" \
+            "$(wrk_per_request)" " (TLS included)"
+        instr_row "  one h2 exchange (client) vs h2load -m1" \
+            "$(per_op 300 "$H" bench hot --op h2 --url "$URL" --cacert "$HTTPDNS_CA" --iterations)" "h2load" \
+            "$(per_op 300 h2load -c1 -m1 "$URL" -n)" " (TLS included)"
+        # One DoH answer: the server under callgrind, asked N and then 3N times, stopped by SIGINT.
+        local q counts=() n=300
+        q=$(doh_query)
+        for m in $n $((3 * n)); do
+            start_serve valgrind --tool=callgrind --callgrind-out-file=/dev/null
+            h2load -c1 -m1 -n$m "https://127.0.0.1:$SERVE_PORT/dns-query?dns=$q" >/dev/null 2>&1
+            kill -INT "$serve_pid"
+            wait "$serve_pid" || true
+            serve_pid=""
+            counts+=("$(awk '/Collected :/ { print $NF }' "$dir/serve.out")")
+        done
+        instr_row "  one DoH answer (server)" \
+            "$(awk -v a="${counts[0]}" -v b="${counts[1]}" -v n=$n 'BEGIN { printf "%.0f", (b - a) / (2 * n) }')" \
+            "kresd n/a" "" " (TLS and h2 included; kresd runs as the peers' daemon, not under callgrind)"
     fi
-    local n=1000
-    local a b
-    a=$(instructions "$H" bench hot --op lookup --iterations $n)
-    b=$(instructions "$H" bench hot --op lookup --iterations $((3 * n)))
-    row "instructions: cached lookup (A+AAAA)" "$(per_op "$a" "$b" $((2 * n)))" "" "" "callgrind, per operation"
-    n=300
-    local hot=("$H" bench hot --op h1 --url "$URL" --cacert "$HTTPDNS_CA")
-    a=$(instructions "${hot[@]}" --iterations $n)
-    b=$(instructions "${hot[@]}" --iterations $((3 * n)))
-    row "instructions: one h1 exchange (client)" "$(per_op "$a" "$b" $((2 * n)))" "" "" "callgrind, per operation"
-    # One DoH answer: the server under callgrind, asked N and then 3N times, stopped by SIGINT.
-    local q counts=()
-    q=$(doh_query)
-    for m in $n $((3 * n)); do
-        start_serve valgrind --tool=callgrind --callgrind-out-file=/dev/null
-        h2load -c1 -m1 -n$m "https://127.0.0.1:$SERVE_PORT/dns-query?dns=$q" >/dev/null 2>&1
-        kill -INT "$serve_pid"
-        wait "$serve_pid" || true
-        serve_pid=""
-        counts+=("$(awk '/Collected :/ { print $NF }' "$dir/serve.out")")
-    done
-    row "instructions: one DoH answer (server)" "$(per_op "${counts[0]}" "${counts[1]}" $((2 * n)))" "" "" \
-        "callgrind, per query, TLS and h2 included"
+    unset LD_PRELOAD
+    H=$saved_h
 }
 
 echo "speed-bench: $(nproc) cores, $ROUNDS alternating rounds (medians), release build; $URL"

@@ -10,7 +10,9 @@
 /// `example.com:443`; with no port, `host` alone, still bracketed when IPv6 (`[::1]`), as a URL's host is
 /// written. `host` is an address or name without brackets; anything holding a colon counts as IPv6.
 package func formatAuthority(host: String, port: Int?) -> String {
-    let bracketed = host.contains(":") ? "[\(host)]" : host
+    // On the bytes: `host.contains(":")` is Foundation's string search where Foundation is imported,
+    // ~4,700 instructions a call, and every request formats its URL (callgrind, issue 15).
+    let bracketed = host.utf8.contains(UInt8(ascii: ":")) ? "[\(host)]" : host
     guard let port else { return bracketed }
     return "\(bracketed):\(port)"
 }

@@ -148,31 +148,38 @@ struct HotPathBench: AsyncParsableCommand {
         commandName: "hot",
         abstract: "Run one hot path N times and nothing else, for callgrind's instruction counts.",
         discussion: """
-            lookup: a cached A+AAAA lookup (an in-process DNS server answers the first). h1: one GET on a \
-            kept-alive HTTP/1.1 connection (--url). Count twice with different --iterations and divide \
-            the difference, so start-up cancels out (scripts/speed-bench.sh does).
+            lookup: a cached A+AAAA lookup (an in-process DNS server answers the first). getaddrinfo: the \
+            C library's lookup of an /etc/hosts name (the peer of lookup). h1: one GET on a kept-alive \
+            HTTP/1.1 connection (--url). h2: one GET at a time on an HTTP/2 connection (--url). Count twice \
+            with different --iterations and divide the difference, so start-up cancels out \
+            (scripts/speed-bench.sh does).
             """
     )
 
-    @Option(help: "lookup or h1.")
+    static let ops = ["lookup", "getaddrinfo", "h1", "h2"]
+
+    @Option(help: "lookup, getaddrinfo, h1 or h2.")
     var op: String
 
     @Option(help: "Times to run it.")
     var iterations = 1_000
 
-    @Option(help: "h1: URL to GET.")
+    @Option(help: "h1, h2: URL to GET.")
     var url: String?
 
-    @Option(name: .customLong("connect-to"), help: ArgumentHelp("h1: IP the URL's host is at.", valueName: "IP"))
+    @Option(name: .customLong("connect-to"), help: ArgumentHelp("h1, h2: IP the URL's host is at.", valueName: "IP"))
     var connectTo = "127.0.0.1"
 
-    @Option(help: ArgumentHelp("h1: PEM file of extra trusted CA certificates.", valueName: "FILE"))
+    @Option(help: ArgumentHelp("h1, h2: PEM file of extra trusted CA certificates.", valueName: "FILE"))
     var cacert: String?
 
+    @Option(name: .customLong("hosts-name"), help: "getaddrinfo: a name in /etc/hosts.")
+    var hostsName = "localhost"
+
     func validate() throws {
-        guard ["lookup", "h1"].contains(op) else { throw ValidationError("--op: lookup or h1") }
+        guard Self.ops.contains(op) else { throw ValidationError("--op: lookup, getaddrinfo, h1 or h2") }
         guard (1...10_000_000).contains(iterations) else { throw ValidationError("--iterations: give 1 to 10000000") }
-        if op == "h1", url == nil { throw ValidationError("--op h1 needs --url") }
+        if op.hasPrefix("h"), url == nil { throw ValidationError("--op \(op) needs --url") }
     }
 
     func run() async throws {
@@ -188,12 +195,16 @@ struct HotPathBench: AsyncParsableCommand {
             for _ in 0..<iterations { _ = try await resolver.resolve("bench.test", .both) }
             await resolver.shutdown()
             await server.stop()
+        case "getaddrinfo":
+            for _ in 0..<iterations where !systemLookup(hostsName) {
+                throw ValidationError("--hosts-name: getaddrinfo(\(hostsName)) failed; pick a name in /etc/hosts")
+            }
         default:
             let (engine, target) = try benchEngine(
                 url: url!,
                 connectTo: connectTo,
                 cacert: cacert,
-                h2: false,
+                h2: op == "h2",
                 connections: 1
             )
             defer { engine.shutdown() }
