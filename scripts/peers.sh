@@ -29,7 +29,11 @@ ensure_packages() {
     command -v iptables >/dev/null || missing+=(iptables)
     command -v chromium >/dev/null || missing+=(chromium)
     command -v certutil >/dev/null || missing+=(libnss3-tools)
+    command -v xmllint >/dev/null || missing+=(libxml2-utils)
     command -v tayga >/dev/null || missing+=(tayga)
+    command -v haproxy >/dev/null || missing+=(haproxy)
+    # The Prometheus text parser the metrics tests check /metrics with (PyPI).
+    python3 -c 'import prometheus_client' 2>/dev/null || python3 -m pip install -q prometheus_client >&2
     [ ${#missing[@]} -eq 0 ] && return 0
     echo "peers: installing ${missing[*]}" >&2
     # Keep package scripts from starting services on hosts with an init system.

@@ -17,9 +17,9 @@ else
     # One test at a time: many tests bound real timeouts (failover, fallback, stale windows) and on 2
     # cores a fully parallel run starved them. Headless Chromium is heavy, and so are the hostile peers
     # (floods, thousands of addresses, dozens of CLI runs): each runs after everything else.
-    swift test --skip-build --no-parallel --skip ChromiumProxyTests --skip Hostile
+    swift test --skip-build --no-parallel --skip Chromium --skip Hostile
     swift test --skip-build --filter Hostile
-    swift test --skip-build --filter ChromiumProxyTests
+    swift test --skip-build --filter Chromium
     # Coverage-guided fuzzing of every parser, 30 s each (issue 10); a crash fails the run.
     scripts/fuzz.sh all 30
     # At most 200 public declarations across the library modules, and DocC without a warning (issue 11).

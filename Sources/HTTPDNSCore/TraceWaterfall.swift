@@ -238,7 +238,8 @@ package struct TraceWaterfall: Sendable {
             out += "<text x=\"\(fmt(x + 20))\" y=\"1\">\(xmlEscaped(phase.name))</text>\n"
             x += 36 + Double(phase.name.count) * 8.4
         }
-        out += "<text x=\"\(fmt(x + 8))\" y=\"1\" fill=\"#555555\">times in ms; bars start when the request did</text>\n"
+        out +=
+            "<text x=\"\(fmt(x + 8))\" y=\"1\" fill=\"#555555\">times in ms; bars start when the request did</text>\n"
         return out + "</g>\n"
     }
 
@@ -277,7 +278,8 @@ package struct TraceWaterfall: Sendable {
     func row(_ row: TraceTiming, index: Int, x: Double, barsX: Double, y: Double, px: Double) -> String {
         var out = "<g class=\"request\" data-url=\"\(xmlEscaped(row.url))\">\n"
         if index % 2 == 1 {
-            out += "<rect x=\"\(fmt(x))\" y=\"\(fmt(y))\" width=\"\(fmt(panelWidth))\" height=\"\(fmt(Self.rowHeight))\" "
+            out +=
+                "<rect x=\"\(fmt(x))\" y=\"\(fmt(y))\" width=\"\(fmt(panelWidth))\" height=\"\(fmt(Self.rowHeight))\" "
             out += "fill=\"#f4f4f4\"/>\n"
         }
         let indent = row.redirectHop > 0 ? "↪ " : ""
@@ -345,7 +347,8 @@ package struct TraceWaterfall: Sendable {
             for c in comparisons {
                 out += "<tr><td>\(xmlEscaped(c.host))</td><td>\(xmlEscaped(answer(c.localDNS)))</td>"
                 out += "<td>\(xmlEscaped(answer(c.httpdns)))</td>"
-                out += c.hijacked
+                out +=
+                    c.hijacked
                     ? "<td class=\"hijacked\">hijacked: LocalDNS gave none of HTTPDNS's addresses</td></tr>\n"
                     : "<td class=\"clean\">agree</td></tr>\n"
             }
@@ -407,5 +410,7 @@ private func fmt(_ v: Double) -> String { String(format: "%.2f", v) }
 
 /// A duration or tick for people: "0.4", "12.3", "1250".
 private func number(_ ms: Double) -> String {
-    ms == 0 ? "0" : ms >= 100 ? String(format: "%.0f", ms) : ms >= 10 ? String(format: "%.1f", ms) : String(format: "%.2f", ms)
+    ms == 0
+        ? "0"
+        : ms >= 100 ? String(format: "%.0f", ms) : ms >= 10 ? String(format: "%.1f", ms) : String(format: "%.2f", ms)
 }

@@ -30,8 +30,11 @@ package final class ConnectionLimiter: Sendable {
     /// Connections open now.
     package var count: Int { open.withLockedValue { $0.count } }
 
+    /// The connections open now.
+    package var channels: [any Channel] { open.withLockedValue { Array($0.values) } }
+
     /// Closes every open connection.
     package func closeAll() async {
-        for channel in open.withLockedValue({ Array($0.values) }) { try? await channel.close() }
+        for channel in channels { try? await channel.close() }
     }
 }

@@ -30,6 +30,7 @@ public final class HTTPEngine: Sendable {
     let pool: ConnectionPool
     let ranker = NIOLockedValueBox(AddressRanker())
     let clock = SystemWallClock()
+    let metrics = EngineMetrics()
     /// The network path: where IPv4 is reached through NAT64, IPv4 addresses are connected to through
     /// their synthesized IPv6 form; when it changes, pooled connections are retired.
     package let path: NetworkPath
@@ -157,6 +158,7 @@ public final class HTTPEngine: Sendable {
                 $0.tlsMs = connection.tlsDuration?.milliseconds
             }
         }
+        if !reused { metrics.connected(connect: connection.connectDuration, tls: connection.tlsDuration) }
         do {
             return try await exchange(request, on: connection, key: key, deadline: deadline, recorder: recorder)
         } catch let error as HTTPEngineError
@@ -521,6 +523,7 @@ public final class HTTPEngine: Sendable {
                 $0.ttfbMs = recorder.sinceStart()
                 $0.status = Int(responseHead.status.code)
             }
+            metrics.responseHead(after: ContinuousClock.now - recorder.started, version: connection.version)
             return HTTPResponse(
                 status: responseHead.status,
                 headers: responseHead.headers,

@@ -13,6 +13,7 @@
 // relay. Bounded: connections, request head size and time, tunnel idle time; a slow or malformed client
 // gets an error and is closed while the others go on.
 
+import CoreMetrics
 import Foundation
 import HTTPDNSCore
 import HTTPDNSEngine
@@ -121,7 +122,15 @@ public final class HTTPDNSProxy: Sendable {
             }
         }
         let recent = NIOLockedValueBox<[TunnelMetrics]>([])
+        // swift-metrics (issue 16), counted as each tunnel ends; a no-op until the app bootstraps a backend.
+        let tunnels = Counter(label: "httpdns_proxy_tunnels_total", dimensions: [("outcome", "opened")])
+        let refused = Counter(label: "httpdns_proxy_tunnels_total", dimensions: [("outcome", "failed")])
+        let bytesUp = Counter(label: "httpdns_proxy_tunnel_bytes_total", dimensions: [("direction", "up")])
+        let bytesDown = Counter(label: "httpdns_proxy_tunnel_bytes_total", dimensions: [("direction", "down")])
         let record: @Sendable (TunnelMetrics) -> Void = { m in
+            (m.error == nil ? tunnels : refused).increment()
+            bytesUp.increment(by: m.bytesUp)
+            bytesDown.increment(by: m.bytesDown)
             recent.withLockedValue {
                 $0.append(m)
                 if $0.count > 1000 { $0.removeFirst($0.count - 1000) }

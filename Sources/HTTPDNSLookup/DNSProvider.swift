@@ -42,10 +42,14 @@ extension DNSProvider {
 package struct ProviderError: Error, Hashable, Sendable, CustomStringConvertible {
     package var message: String
     package var underlying: (any Error)?
+    /// The DNS response code, when the server did answer, with an error (REFUSED, SERVFAIL…): it is
+    /// reachable and speaks DNS (the server's readiness counts that as an answer).
+    package var rcode: DNSResponseCode?
 
-    package init(_ message: String, underlying: (any Error)? = nil) {
+    package init(_ message: String, underlying: (any Error)? = nil, rcode: DNSResponseCode? = nil) {
         self.message = message
         self.underlying = underlying
+        self.rcode = rcode
     }
 
     package static func == (l: ProviderError, r: ProviderError) -> Bool { l.message == r.message }

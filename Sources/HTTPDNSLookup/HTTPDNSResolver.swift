@@ -35,6 +35,7 @@ public final class HTTPDNSResolver: Sendable {
     let clock: any WallClock
     let logger: Logger
     let validator: AnswerValidator
+    let metrics: ResolverMetrics
     let state: NIOLockedValueBox<State>
     /// The network path the engines connect on; the families asked for follow it.
     package let path: NetworkPath
@@ -143,6 +144,7 @@ public final class HTTPDNSResolver: Sendable {
         self.clock = clock
         self.logger = logger
         self.validator = AnswerValidator(policy: configuration.policy)
+        self.metrics = ResolverMetrics(providers: providers.map(\.name))
         var cache = DNSCache(configuration: configuration.cache)
         if let path = configuration.persistencePath,
             let snapshot = CachePersistence.load(path: path, capacity: configuration.cache.capacity, logger: logger)
@@ -178,6 +180,7 @@ public final class HTTPDNSResolver: Sendable {
     /// and HTTPDNS as described at the top of this file. Throws `ResolverError`.
     public func resolve(_ host: String, _ query: AddressQuery? = nil) async throws -> Resolution {
         let query = query ?? path.query
+        metrics.lookups.increment()
         // Hot path: a name in normal form that the cache answers needs no parsing, validation or policy
         // (only names routed through HTTPDNS are ever cached, and the policy does not change).
         if isNormalizedHostname(host) {
@@ -217,6 +220,7 @@ public final class HTTPDNSResolver: Sendable {
                 where mayFallBack && (error.code == .allProvidersFailed || error.code == .timeout)
             {
                 state.withLockedValue { $0.statistics.fallbacks += 1 }
+                metrics.fallbacks.increment()
                 logger.debug("falling back to LocalDNS", metadata: ["name": "\(name)"])
                 let share = TimeAmount.nanoseconds(configuration.timeout.nanoseconds / Int64(providers.count + 1))
                 return try await resolveLocally(
@@ -255,7 +259,9 @@ public final class HTTPDNSResolver: Sendable {
                 reason: nil
             )
         }
-        return HijackReport(name: host, httpdns: await trusted, localDNS: await local)
+        let report = HijackReport(name: host, httpdns: await trusted, localDNS: await local)
+        if report.hijacked { metrics.hijacks.increment() }
+        return report
     }
 
     /// The lookup `body` does for `host`, as a result: a cancelled one is `.cancelled`, and an error
@@ -294,11 +300,13 @@ public final class HTTPDNSResolver: Sendable {
                 }) {
                     do {
                         state.withLockedValue { $0.statistics.upstreamQueries += 1 }
+                        metrics.upstreamQueries[0].increment()
                         let answers = try await first.resolveBatch(chunk, family: family, deadline: deadline)
                         for (name, answer) in answers {
                             store(name: name, family: family, answer: answer, source: first.name)
                         }
                     } catch {
+                        metrics.upstreamFailures[0].increment()
                         logger.debug(
                             "batch pre-resolve failed",
                             metadata: ["provider": "\(first.name)", "error": "\(error)"]
@@ -531,6 +539,7 @@ public final class HTTPDNSResolver: Sendable {
             return hot
         }
         guard let found else { return nil }
+        metrics.cacheHits.increment(by: (query.wantsIPv4 ? 1 : 0) + (query.wantsIPv6 ? 1 : 0))
         var resolution = found.resolution
         resolution.ttl = UInt32(max(1, (found.expiresAt - now) / 1_000_000_000))
         return resolution
@@ -607,9 +616,11 @@ public final class HTTPDNSResolver: Sendable {
                 return .answer(served(found, key, refresh: refresh, &state)!, found)
             case .join(let id):
                 state.statistics.coalesced += 1
+                metrics.cacheMisses.increment()
                 // The machine names only queries whose task is on record (both change under this lock).
                 return .wait(state.queries[id]!)
             case .startQuery(let id):
+                metrics.cacheMisses.increment()
                 return .wait(start(id, key, budget, &state))
             }
         }
@@ -628,6 +639,7 @@ public final class HTTPDNSResolver: Sendable {
         switch found {
         case .fresh(let entry, let remaining, _):
             state.statistics.cacheHits += 1
+            metrics.cacheHits.increment()
             if refresh != nil { state.statistics.prefetches += 1 }
             let left = UInt32(max(1, remaining.nanoseconds / 1_000_000_000))
             return FamilyResult(
@@ -636,6 +648,7 @@ public final class HTTPDNSResolver: Sendable {
             )
         case .stale(let entry, _):
             state.statistics.staleServed += 1
+            metrics.staleServed.increment()
             return FamilyResult(
                 answer: FamilyAnswer(addresses: entry.addresses, ttl: 0, clientAddress: entry.clientAddress),
                 source: entry.source
@@ -720,6 +733,7 @@ public final class HTTPDNSResolver: Sendable {
             let attemptsLeft = order.count - position + (budget.reserveForFallback ? 1 : 0)
             let share = TimeAmount.nanoseconds(left.nanoseconds / Int64(attemptsLeft))
             state.withLockedValue { $0.statistics.upstreamQueries += 1 }
+            metrics.upstreamQueries[index].increment()
             do {
                 let answer = try await provider.resolve(name, family: family, deadline: .now() + share)
                 let checked = validator.validate(answer, for: name)
@@ -737,6 +751,7 @@ public final class HTTPDNSResolver: Sendable {
                 return FamilyResult(answer: checked.answer, source: provider.name)
             } catch {
                 state.withLockedValue { $0.health.failed(index, now: clock.now()) }
+                metrics.upstreamFailures[index].increment()
                 logger.debug("provider failed", metadata: ["provider": "\(provider.name)", "error": "\(error)"])
                 messages.append("\(provider.name): \(error)")
                 // The provider's own error as a value: the engine's, when the exchange with it failed.

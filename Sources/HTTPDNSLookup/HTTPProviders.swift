@@ -150,7 +150,7 @@ func interpretWireAnswer(_ bytes: [UInt8], name: String, family: AddressFamily, 
     case .nameError:
         return FamilyAnswer(addresses: [], ttl: message.negativeTTL)
     default:
-        throw ProviderError("answered \(message.rcode) for \(name) \(family.recordType)")
+        throw ProviderError("answered \(message.rcode) for \(name) \(family.recordType)", rcode: message.rcode)
     }
 }
 

@@ -76,6 +76,10 @@ final class HTTP2RequestHandler: ChannelInboundHandler {
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if let closed = event as? StreamClosedEvent { streamGone(closed.streamID) }
+        if event is ChannelShouldQuiesceEvent {
+            for action in requests.drain() { perform(action, context: context) }
+            return
+        }
         context.fireUserInboundEventTriggered(event)
     }
 
@@ -85,8 +89,9 @@ final class HTTP2RequestHandler: ChannelInboundHandler {
     }
 
     private func streamGone(_ id: HTTP2StreamID) {
-        requests.closed(id)
         timers.removeValue(forKey: id)?.cancel()
+        guard let context = channelContext else { return }
+        for action in requests.closed(id) { perform(action, context: context) }
     }
 
     private func perform(_ action: HTTP2Requests.Action, context: ChannelHandlerContext) {
@@ -130,6 +135,26 @@ final class HTTP2RequestHandler: ChannelInboundHandler {
             flush(context)
         case .reset(let id, let code):
             reset(id, code, context: context)
+        case .goAway(let last):
+            context.write(
+                wrapOutboundOut(
+                    HTTP2Frame(
+                        streamID: .rootStream,
+                        payload: .goAway(lastStreamID: last, errorCode: .noError, opaqueData: nil)
+                    )
+                ),
+                promise: nil
+            )
+            flush(context)
+        case .close:
+            // Not here and now: the last stream's end is reported while its final frame is still being
+            // written through NIOHTTP2Handler, and closing inside that write would drop the frame. On the
+            // next turn of the loop the answer has been written and flushed.
+            let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
+            context.eventLoop.execute {
+                bound.value.flush()
+                bound.value.close(promise: nil)
+            }
         }
     }
 

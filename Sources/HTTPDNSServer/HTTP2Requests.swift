@@ -11,7 +11,10 @@
 // - flow control: without a multiplexer nothing opens the windows again, so every DATA frame's bytes
 //   are given back to the connection window, and to the stream's while its body is within the limit
 //   (the limit, not the window, bounds what one stream may send);
-// - a stream reset or closed by either side is forgotten, so an answer that arrives later is dropped.
+// - a stream reset or closed by either side is forgotten, so an answer that arrives later is dropped;
+// - draining (the server is shutting down gracefully): GOAWAY NO_ERROR naming the last stream taken,
+//   the streams up to it answered, any later one refused (REFUSED_STREAM: the client may send it again
+//   elsewhere, RFC 9113 §8.7), and the connection closed once the last stream has ended.
 
 import HTTPDNSCore
 import NIOCore
@@ -38,12 +41,20 @@ struct HTTP2Requests {
         /// Give `bytes` back to the connection's window, and to the stream's when `stream` is set.
         case openWindows(bytes: Int, stream: HTTP2StreamID?)
         /// The peer broke the request's framing (HEADERS in the middle of a body without END_STREAM,
-        /// frames after the end): reset the stream.
+        /// frames after the end), or a stream came after GOAWAY: reset the stream.
         case reset(HTTP2StreamID, HTTP2ErrorCode)
+        /// Draining: send GOAWAY NO_ERROR with this last stream ID.
+        case goAway(lastStreamID: HTTP2StreamID)
+        /// Draining and no stream left: close the connection.
+        case close
     }
 
     let maxRequestBytes: Int
     private(set) var streams: [HTTP2StreamID: Stream] = [:]
+    /// The highest stream a request started on.
+    private(set) var lastStreamID: HTTP2StreamID = .rootStream
+    /// Set by `drain()`: the last stream taken; later ones are refused.
+    private(set) var goAwayAfter: HTTP2StreamID?
 
     init(maxRequestBytes: Int) {
         self.maxRequestBytes = maxRequestBytes
@@ -52,6 +63,8 @@ struct HTTP2Requests {
     /// A HEADERS frame: a new request, or the trailers that end one.
     mutating func headers(_ id: HTTP2StreamID, _ headers: HPACKHeaders, endStream: Bool) -> [Action] {
         guard let answering = streams[id]?.answering else {
+            if let last = goAwayAfter, id > last { return [.reset(id, .refusedStream)] }
+            lastStreamID = max(lastStreamID, id)
             streams[id] = Stream(headers: headers)
             return endStream ? [.startTimer(id), complete(id)] : [.startTimer(id)]
         }
@@ -91,8 +104,18 @@ struct HTTP2Requests {
     }
 
     /// The stream is gone (reset by either side, closed, timed out): nothing more is done for it.
-    mutating func closed(_ id: HTTP2StreamID) {
+    /// Draining, the last stream's end closes the connection.
+    @discardableResult
+    mutating func closed(_ id: HTTP2StreamID) -> [Action] {
         streams[id] = nil
+        return goAwayAfter != nil && streams.isEmpty ? [.close] : []
+    }
+
+    /// The server is shutting down gracefully: the streams started so far are answered, no later one.
+    mutating func drain() -> [Action] {
+        guard goAwayAfter == nil else { return [] }
+        goAwayAfter = lastStreamID
+        return [.goAway(lastStreamID: lastStreamID)] + (streams.isEmpty ? [.close] : [])
     }
 
     /// The request on `id`, once `.answer` said it is complete.

@@ -9,7 +9,10 @@
 //   GET  /v2/d?id=ACCOUNT&m=0&dn=NAME&q=4|6|4,6[&exp=&v=&s=]          Alibaba Cloud EMAS v2, plain mode
 //   GET  /dns-query?dns=BASE64URL, POST /dns-query                   RFC 8484 wire format
 //   GET  /dns-query?name=NAME&type=A|AAAA (or Accept: dns-json)      JSON DoH
-//   GET  /healthz
+//   GET  /healthz                                                    liveness: 200 while the process runs
+//   GET  /readyz                                                     readiness: 503 until the upstream
+//                                                                    answered once, and while draining
+//   GET  /metrics                                                    Prometheus text, when configured
 //
 // Answers come from a hosts(5) file (re-read when it changes) and, for other names, from an upstream
 // DNS server through the project's resolver (its TTL cache makes TTLs count down). A name found nowhere
@@ -54,6 +57,14 @@ package final class HTTPDNSService: Sendable {
         package var requireAuth = false
         /// Unix seconds now, for signature expiry; tests move it to make signatures expired or early.
         package var unixTime: @Sendable () -> Int = { Int(Date().timeIntervalSince1970) }
+        /// What `/metrics` answers (Prometheus text format); nil: no `/metrics` (404), and requests are
+        /// not counted.
+        package var metricsText: (@Sendable () -> String)?
+        /// One JSON line per answered request (ServerOperations.swift).
+        package var accessLog: AccessLog?
+        /// The name the start-up readiness probe asks the upstream, once a second until it answers
+        /// (any DNS answer counts, NXDOMAIN or REFUSED included: the upstream is reachable).
+        package var readinessProbeName = "readiness-probe.httpdns.invalid"
 
         package init() {}
     }
@@ -77,11 +88,13 @@ package final class HTTPDNSService: Sendable {
     }
 
     package let listeners: [HTTPListener]
+    package let readiness: ServiceReadiness
     let hosts: NIOLockedValueBox<Hosts>
     let resolver: HTTPDNSResolver?
     let configuration: Configuration
     let logger: Logger
-    let reloader: Task<Void, Never>?
+    /// The hosts reload poll and the readiness probe.
+    let background: [Task<Void, Never>]
 
     struct Hosts {
         var table: [String: [IPAddress]]
@@ -119,7 +132,32 @@ package final class HTTPDNSService: Sendable {
             return try NIOSSLContext(configuration: tls)
         }
         let hosts = NIOLockedValueBox(Hosts(table: table, stamp: stamp))
-        let service = ServiceCore(hosts: hosts, resolver: resolver, configuration: configuration, logger: logger)
+        let readiness = ServiceReadiness(hasUpstream: resolver != nil)
+        let service = ServiceCore(
+            hosts: hosts,
+            resolver: resolver,
+            configuration: configuration,
+            logger: logger,
+            readiness: readiness
+        )
+        let observer = RequestObserver(accessLog: configuration.accessLog, metered: configuration.metricsText != nil)
+        // Answers are observed (metrics, access log) only when asked for: the plain path stays as it was.
+        var immediate: HTTPListener.ImmediateHandler = { service.answerAtHand($0) }
+        var handler: HTTPListener.Handler = { await service.handle($0) }
+        if observer.isActive {
+            immediate = { request in
+                let started = ContinuousClock.now
+                guard let response = service.answerAtHand(request) else { return nil }
+                observer.answered(request, response, after: .now - started)
+                return response
+            }
+            handler = { request in
+                let started = ContinuousClock.now
+                let response = await service.handle(request)
+                observer.answered(request, response, after: .now - started)
+                return response
+            }
+        }
         var listeners: [HTTPListener] = []
         do {
             for (host, port) in configuration.listen {
@@ -130,64 +168,87 @@ package final class HTTPDNSService: Sendable {
                         tls: tlsContext,
                         limits: configuration.limits,
                         logger: logger,
-                        immediate: { service.answerAtHand($0) }
-                    ) { request in
-                        await service.handle(request)
-                    }
+                        immediate: immediate,
+                        handler: handler
+                    )
                 )
             }
         } catch {
             for l in listeners { await l.stop() }
             throw error
         }
-        var reloader: Task<Void, Never>?
+        var background: [Task<Void, Never>] = []
+        if let resolver {
+            background.append(Task { await service.probeUntilTheUpstreamAnswers(resolver) })
+        }
         if let path = configuration.hostsFile, let interval = configuration.hostsReloadInterval {
-            reloader = Task {
-                // Polling: one stat per interval, the same on every platform, and it sees a file replaced
-                // by rename as well as one edited in place.
-                while (try? await Task.sleep(for: interval)) != nil {
-                    do {
-                        if try Self.reloadIfChanged(path, hosts: hosts, statics: configuration.staticHosts) {
-                            logger.info("hosts file reloaded", metadata: ["path": "\(path)"])
+            background.append(
+                Task {
+                    // Polling: one stat per interval, the same on every platform, and it sees a file replaced
+                    // by rename as well as one edited in place.
+                    while (try? await Task.sleep(for: interval)) != nil {
+                        do {
+                            if try Self.reloadIfChanged(path, hosts: hosts, statics: configuration.staticHosts) {
+                                logger.info("hosts file reloaded", metadata: ["path": "\(path)"])
+                            }
+                        } catch {
+                            logger.warning(
+                                "hosts file not reloaded, keeping the previous one",
+                                metadata: ["error": "\(error)"]
+                            )
                         }
-                    } catch {
-                        logger.warning(
-                            "hosts file not reloaded, keeping the previous one",
-                            metadata: ["error": "\(error)"]
-                        )
                     }
                 }
-            }
+            )
         }
         return HTTPDNSService(
             listeners: listeners,
+            readiness: readiness,
             hosts: hosts,
             resolver: resolver,
             configuration: configuration,
             logger: logger,
-            reloader: reloader
+            background: background
         )
     }
 
     private init(
         listeners: [HTTPListener],
+        readiness: ServiceReadiness,
         hosts: NIOLockedValueBox<Hosts>,
         resolver: HTTPDNSResolver?,
         configuration: Configuration,
         logger: Logger,
-        reloader: Task<Void, Never>?
+        background: [Task<Void, Never>]
     ) {
         self.listeners = listeners
+        self.readiness = readiness
         self.hosts = hosts
         self.resolver = resolver
         self.configuration = configuration
         self.logger = logger
-        self.reloader = reloader
+        self.background = background
     }
 
+    /// Stops at once: every connection is closed, answers in progress are dropped.
     package func stop() async {
-        reloader?.cancel()
+        for task in background { task.cancel() }
         for l in listeners { await l.stop() }
+        configuration.accessLog?.flush()
+    }
+
+    /// Graceful stop: `/readyz` turns 503 at once; after `delay` (time for a load balancer's health
+    /// checks to notice) no new connection is accepted, the requests in progress are answered and
+    /// their connections closed; whatever is still open after `timeout` more is closed.
+    package func drain(delay: Duration = .zero, within timeout: Duration) async {
+        readiness.draining()
+        logger.info("draining", metadata: ["delay": "\(delay)", "timeout": "\(timeout)"])
+        if delay > .zero { try? await Task.sleep(for: delay) }
+        for task in background { task.cancel() }
+        await withTaskGroup(of: Void.self) { group in
+            for l in listeners { group.addTask { await l.drain(within: timeout) } }
+        }
+        configuration.accessLog?.flush()
     }
 
     static func readHosts(_ path: String) throws -> ([String: [IPAddress]], String) {
@@ -244,6 +305,19 @@ struct ServiceCore: Sendable {
     let resolver: HTTPDNSResolver?
     let configuration: HTTPDNSService.Configuration
     let logger: Logger
+    let readiness: ServiceReadiness
+
+    /// Asks the upstream for the probe name once a second until it answers (any answer, NXDOMAIN
+    /// included), which makes the server ready; a real lookup's answer does the same sooner.
+    func probeUntilTheUpstreamAnswers(_ resolver: HTTPDNSResolver) async {
+        while readiness.current == .waitingForUpstream, !Task.isCancelled {
+            _ = await lookup(configuration.readinessProbeName)
+            if readiness.current == .waitingForUpstream {
+                logger.info("not ready: the upstream did not answer the readiness probe; asking again in 1 s")
+                try? await Task.sleep(for: .seconds(1))
+            }
+        }
+    }
 
     struct BadRequest: Error {
         var reason: String
@@ -270,13 +344,21 @@ struct ServiceCore: Sendable {
         guard let resolver else { return .nxdomain }
         do {
             let r = try await resolver.resolve(name, .both)
+            readiness.upstreamAnswered()
             return .found(
                 ipv4: FamilyAnswer(addresses: r.ipv4, ttl: r.ttl),
                 ipv6: FamilyAnswer(addresses: r.ipv6, ttl: r.ttl)
             )
         } catch let e as ResolverError where e.code == .noAddress {
+            readiness.upstreamAnswered()
             return .nxdomain
         } catch {
+            // An error code in a DNS answer (REFUSED, SERVFAIL) still shows the upstream is reachable.
+            if let e = error as? ResolverError,
+                e.failures.contains(where: { ($0.error as? ProviderError)?.rcode != nil })
+            {
+                readiness.upstreamAnswered()
+            }
             // The client is told the upstream failed, not where it is or what it said: that goes to
             // the log, for the operator.
             logger.debug("upstream failed", metadata: ["name": "\(name)", "error": "\(error)"])
@@ -340,6 +422,14 @@ struct ServiceCore: Sendable {
             switch path {
             case "/healthz":
                 return ListenerResponse(status: .ok, text: "ok")
+            case "/readyz":
+                return readiness.response
+            case "/metrics" where configuration.metricsText != nil:
+                try require(request, .GET)
+                return ListenerResponse(
+                    contentType: "text/plain; version=0.0.4; charset=utf-8",
+                    body: Array(configuration.metricsText!().utf8)
+                )
             case "/d":
                 try require(request, .GET)
                 if query["id"] != nil || query["token"] != nil || query["alg"] != nil {
@@ -364,7 +454,8 @@ struct ServiceCore: Sendable {
                 }
                 return ListenerResponse(
                     status: .notFound,
-                    text: "not found: use /d, /resolve, /ACCOUNT/d, /ACCOUNT/sign_d, /v2/d, /dns-query or /healthz"
+                    text:
+                        "not found: use /d, /resolve, /ACCOUNT/d, /ACCOUNT/sign_d, /v2/d, /dns-query, /healthz or /readyz"
                 )
             }
         } catch let e as BadRequest {

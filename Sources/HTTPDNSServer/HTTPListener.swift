@@ -187,6 +187,21 @@ package final class HTTPListener: Sendable {
         try? await channel.close()
         await connections.closeAll()
     }
+
+    /// Graceful stop: no new connection is accepted; every open one is asked to finish
+    /// (`ChannelShouldQuiesceEvent`: an HTTP/1.1 connection closes after the response in progress, or
+    /// at once when idle; an HTTP/2 one sends GOAWAY and closes after its last stream); what is still
+    /// open after `timeout` is closed.
+    package func drain(within timeout: Duration) async {
+        try? await channel.close()
+        let open = connections.channels
+        for connection in open { connection.pipeline.fireUserInboundEventTriggered(ChannelShouldQuiesceEvent()) }
+        let deadline = channel.eventLoop.scheduleTask(in: .nanoseconds(timeout.nanoseconds)) {
+            for connection in open { connection.close(promise: nil) }
+        }
+        for connection in open { try? await connection.closeFuture.get() }
+        deadline.cancel()
+    }
 }
 
 struct ConnectionContext: Sendable {
@@ -234,6 +249,12 @@ final class PrefaceSniffer: ChannelInboundHandler, RemovableChannelHandler {
     var buffered: ByteBuffer?
 
     init(context: ConnectionContext) { self.context = context }
+
+    /// Draining before the first request: nothing to finish.
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if event is ChannelShouldQuiesceEvent { context.close(promise: nil) }
+        context.fireUserInboundEventTriggered(event)
+    }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         var chunk = unwrapInboundIn(data)

@@ -1,4 +1,8 @@
-// `httpdns serve`: the self-hostable HTTPDNS server on one or more addresses, until SIGINT/SIGTERM.
+// `httpdns serve`: the self-hostable HTTPDNS server on one or more addresses, until SIGINT/SIGTERM, which
+// drain it gracefully (swift-service-lifecycle): /readyz turns 503, then after --shutdown-delay no new
+// connection is taken, requests in progress are answered, and what is left after --drain-timeout is
+// closed. Every flag can also come from --config FILE (JSON, the flags' names as keys); a flag given on
+// the command line wins over the file.
 
 import ArgumentParser
 import Dispatch
@@ -7,6 +11,9 @@ import HTTPDNSCore
 import HTTPDNSLookup
 import HTTPDNSServer
 import Logging
+import Metrics
+import Prometheus
+import ServiceLifecycle
 
 #if canImport(Glibc)
     import Glibc
@@ -44,26 +51,68 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Upstream DNS server for other names.", valueName: "dns:IP[:PORT]"))
     var upstream: String?
 
-    @Option(help: ArgumentHelp("TTL of hosts-file answers.", valueName: "SECONDS"))
-    var ttl: UInt32 = 60
+    @Option(help: ArgumentHelp("TTL of hosts-file answers (default 60).", valueName: "SECONDS"))
+    var ttl: UInt32?
 
-    @Option(name: .customLong("max-connections"), help: "Connections at most; more are closed at once.")
-    var maxConnections = 1024
+    @Option(
+        name: .customLong("max-connections"),
+        help: "Connections at most; more are closed at once (default 1024)."
+    )
+    var maxConnections: Int?
 
     @Option(
         name: .customLong("request-timeout"),
         help: ArgumentHelp(
-            "Time a client has to send a whole request once it started (and, on a new connection, to finish TLS).",
+            "Time a client has to send a whole request once it started (and, on a new connection, to finish TLS; default 10).",
             valueName: "SECONDS"
         )
     )
-    var requestTimeout: Double = 10
+    var requestTimeout: Double?
 
     @Option(
         name: .customLong("idle-timeout"),
-        help: ArgumentHelp("A connection with no request in progress is closed after this.", valueName: "SECONDS")
+        help: ArgumentHelp(
+            "A connection with no request in progress is closed after this (default 60).",
+            valueName: "SECONDS"
+        )
     )
-    var idleTimeout: Double = 60
+    var idleTimeout: Double?
+
+    @Option(
+        name: .customLong("config"),
+        help: ArgumentHelp(
+            "JSON file of settings, keyed by these flags' names (e.g. {\"listen\": [\"0.0.0.0:8443\"], \"ttl\": 30}); flags given here win.",
+            valueName: "FILE"
+        )
+    )
+    var config: String?
+
+    @Flag(name: .customLong("metrics"), help: "Serve Prometheus metrics at /metrics.")
+    var metrics = false
+
+    @Option(
+        name: .customLong("access-log"),
+        help: ArgumentHelp("Append one JSON line per request to FILE (- for standard output).", valueName: "FILE")
+    )
+    var accessLog: String?
+
+    @Option(
+        name: .customLong("shutdown-delay"),
+        help: ArgumentHelp(
+            "On SIGTERM, keep serving this long with /readyz at 503, so load balancers stop sending first (default 0).",
+            valueName: "SECONDS"
+        )
+    )
+    var shutdownDelay: Double?
+
+    @Option(
+        name: .customLong("drain-timeout"),
+        help: ArgumentHelp(
+            "On SIGTERM, time the requests in progress have to finish before their connections close (default 10).",
+            valueName: "SECONDS"
+        )
+    )
+    var drainTimeout: Double?
 
     @Flag(name: .customLong("debug"), help: "Log every request on stderr.")
     var debug = false
@@ -101,7 +150,8 @@ struct ServeCommand: AsyncParsableCommand {
     )
     var requireAuth = false
 
-    func validate() throws {
+    mutating func validate() throws {
+        if let config { try ServeConfigFile.load(config).apply(to: &self) }
         guard !listen.isEmpty else {
             throw ValidationError("--listen: give at least one, e.g. --listen 127.0.0.1:8053")
         }
@@ -129,9 +179,9 @@ struct ServeCommand: AsyncParsableCommand {
         if let hosts, !FileManager.default.isReadableFile(atPath: hosts) {
             throw ValidationError("--hosts: cannot read \(hosts)")
         }
-        guard maxConnections > 0 else { throw ValidationError("--max-connections: give a positive number") }
-        _ = try seconds(requestTimeout, flag: "--request-timeout", range: 0.01...3600)
-        _ = try seconds(idleTimeout, flag: "--idle-timeout", range: 0.01...86400)
+        guard settings.maxConnections > 0 else { throw ValidationError("--max-connections: give a positive number") }
+        _ = try settings.limits()
+        _ = try settings.drain()
         let accounts = try vendorAccounts()
         if requireAuth, accounts.isEmpty {
             throw ValidationError(
@@ -174,6 +224,42 @@ struct ServeCommand: AsyncParsableCommand {
         return accounts
     }
 
+    /// The values in force: flags (and the config file) over the defaults.
+    var settings: Settings {
+        Settings(
+            ttl: ttl ?? 60,
+            maxConnections: maxConnections ?? 1024,
+            requestTimeout: requestTimeout ?? 10,
+            idleTimeout: idleTimeout ?? 60,
+            shutdownDelay: shutdownDelay ?? 0,
+            drainTimeout: drainTimeout ?? 10
+        )
+    }
+
+    struct Settings {
+        var ttl: UInt32
+        var maxConnections: Int
+        var requestTimeout: Double
+        var idleTimeout: Double
+        var shutdownDelay: Double
+        var drainTimeout: Double
+
+        func limits() throws -> HTTPListener.Limits {
+            var limits = HTTPListener.Limits()
+            limits.maxConnections = maxConnections
+            limits.requestTimeout = try seconds(requestTimeout, flag: "--request-timeout", range: 0.01...3600)
+            limits.idleTimeout = try seconds(idleTimeout, flag: "--idle-timeout", range: 0.01...86400)
+            return limits
+        }
+
+        func drain() throws -> (delay: Duration, timeout: Duration) {
+            (
+                try seconds(shutdownDelay, flag: "--shutdown-delay", range: 0...3600),
+                try seconds(drainTimeout, flag: "--drain-timeout", range: 0.01...3600)
+            )
+        }
+    }
+
     func run() async throws {
         var logger = Logger(label: "httpdns.serve")
         logger.logLevel = debug ? .debug : .info
@@ -189,12 +275,24 @@ struct ServeCommand: AsyncParsableCommand {
         }
         config.hostsFile = hosts
         config.upstream = try upstream.map { try ResolverSpec(parsing: $0) }
-        config.ttl = ttl
-        config.limits.maxConnections = maxConnections
-        config.limits.requestTimeout = try seconds(requestTimeout, flag: "--request-timeout", range: 0.01...3600)
-        config.limits.idleTimeout = try seconds(idleTimeout, flag: "--idle-timeout", range: 0.01...86400)
+        config.ttl = settings.ttl
+        config.limits = try settings.limits()
         config.accounts = try vendorAccounts()
         config.requireAuth = requireAuth
+        if metrics {
+            // The one backend for every module's swift-metrics (resolver, engine, server), bootstrapped
+            // before any of them exists.
+            let registry = PrometheusCollectorRegistry()
+            MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
+            config.metricsText = { registry.emitToString() }
+        }
+        if let accessLog {
+            do {
+                config.accessLog = try AccessLog(path: accessLog)
+            } catch {
+                throw ValidationError("--access-log: \(error)")
+            }
+        }
         let service: HTTPDNSService
         do {
             service = try await HTTPDNSService.start(config, logger: logger)
@@ -205,12 +303,22 @@ struct ServeCommand: AsyncParsableCommand {
         let scheme = config.tls == nil ? "http" : "https"
         for (listener, (host, _)) in zip(service.listeners, config.listen) {
             let authority = formatAuthority(host: host, port: listener.port)
-            print("httpdns serve: listening on \(scheme)://\(authority) (/d, /resolve, /dns-query, /healthz)")
+            print(
+                "httpdns serve: listening on \(scheme)://\(authority) (/d, /resolve, /dns-query, /healthz, /readyz\(metrics ? ", /metrics" : ""))"
+            )
         }
         fflush(nil)  // scripts wait for these lines; stdout to a file or pipe is block-buffered
-        await waitForSignal()
-        print("httpdns serve: stopping")
-        await service.stop()
+        let (delay, timeout) = try settings.drain()
+        let group = ServiceGroup(
+            configuration: ServiceGroupConfiguration(
+                services: [.init(service: DrainingService(service: service, delay: delay, timeout: timeout))],
+                gracefulShutdownSignals: [.sigterm, .sigint],
+                logger: logger
+            )
+        )
+        try await group.run()
+        print("httpdns serve: stopped")
+        fflush(nil)
     }
 
     /// `IP:PORT`, `[V6]:PORT`; port 0 lets the system choose (printed at start); no port means 8053.
@@ -221,6 +329,23 @@ struct ServeCommand: AsyncParsableCommand {
         return try ResolverSpec.parseHostPort(text, defaultPort: 8053)
     }
 
+}
+
+/// The running server as swift-service-lifecycle sees it: runs until the group's graceful shutdown
+/// (SIGTERM, SIGINT), then drains.
+struct DrainingService: Service {
+    let service: HTTPDNSService
+    let delay: Duration
+    let timeout: Duration
+
+    func run() async throws {
+        try? await gracefulShutdown()
+        print(
+            "httpdns serve: draining (readyz 503; new connections refused after \(delay), the rest closed within \(timeout))"
+        )
+        fflush(nil)
+        await service.drain(delay: delay, within: timeout)
+    }
 }
 
 /// Returns on SIGINT or SIGTERM.

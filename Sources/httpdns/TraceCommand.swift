@@ -40,7 +40,10 @@ struct TraceCommand: AsyncParsableCommand {
     var svg: String?
 
     @Option(
-        help: ArgumentHelp("Also render the page to a PNG with headless Chromium (must be installed).", valueName: "FILE")
+        help: ArgumentHelp(
+            "Also render the page to a PNG with headless Chromium (must be installed).",
+            valueName: "FILE"
+        )
     )
     var screenshot: String?
 
@@ -53,7 +56,10 @@ struct TraceCommand: AsyncParsableCommand {
     @Option(name: .customLong("max-redirs"), help: "Redirects followed at most per URL (each one is a row).")
     var maxRedirects = 10
 
-    @Option(name: .customLong("max-time"), help: ArgumentHelp("Bound on each URL, redirects included.", valueName: "SECONDS"))
+    @Option(
+        name: .customLong("max-time"),
+        help: ArgumentHelp("Bound on each URL, redirects included.", valueName: "SECONDS")
+    )
     var maxTime: Double = 30
 
     @Flag(name: .customLong("http1.1"), help: "Use HTTP/1.1 only.")
@@ -240,12 +246,13 @@ enum Chromium {
         defer { try? FileManager.default.removeItem(at: profile) }
         let absolutePNG = URL(fileURLWithPath: png).standardizedFileURL.path
         try? FileManager.default.removeItem(atPath: absolutePNG)
-        let arguments = (geteuid() == 0 ? ["--no-sandbox"] : []) + [
-            "--headless=new", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync", "--hide-scrollbars", "--force-device-scale-factor=1",
-            "--user-data-dir=" + profile.path, "--window-size=\(width),\(height)", "--screenshot=" + absolutePNG,
-            URL(fileURLWithPath: page).standardizedFileURL.absoluteString,
-        ]
+        let arguments =
+            (geteuid() == 0 ? ["--no-sandbox"] : []) + [
+                "--headless=new", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+                "--disable-component-update", "--disable-sync", "--hide-scrollbars", "--force-device-scale-factor=1",
+                "--user-data-dir=" + profile.path, "--window-size=\(width),\(height)", "--screenshot=" + absolutePNG,
+                URL(fileURLWithPath: page).standardizedFileURL.absoluteString,
+            ]
         let (status, errors) = try await NIOThreadPool.singleton.runIfActive { () -> (Int32, String) in
             let process = Process()
             process.executableURL = URL(fileURLWithPath: browser)

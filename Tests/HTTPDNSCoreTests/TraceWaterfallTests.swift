@@ -30,7 +30,9 @@ import Testing
     }
 
     @Test func aNewConnectionIsCutIntoEveryPhaseInOrder() {
-        #expect(phases(fresh) == ["dns 0.0+2.0", "connect 2.0+1.0", "tls 3.0+3.0", "waiting 6.0+4.0", "download 10.0+5.0"])
+        #expect(
+            phases(fresh) == ["dns 0.0+2.0", "connect 2.0+1.0", "tls 3.0+3.0", "waiting 6.0+4.0", "download 10.0+5.0"]
+        )
         #expect(fresh.endMs == 15)
     }
 
@@ -56,10 +58,15 @@ import Testing
     }
 
     @Test func theAxisEndsOnAOneTwoFiveStepAtOrPastTheLongestBar() {
-        let scale = TraceWaterfall.scale(TracePanel(title: "p", rows: [fresh, .init(url: "u", startMs: 100, totalMs: 37)]))
+        let scale = TraceWaterfall.scale(
+            TracePanel(title: "p", rows: [fresh, .init(url: "u", startMs: 100, totalMs: 37)])
+        )
         #expect(scale.stepMs == 50)
         #expect(scale.endMs == 150)
-        #expect(TraceWaterfall.scale(TracePanel(title: "p", rows: [.init(url: "u", startMs: 0, totalMs: 0.27)])).stepMs == 0.05)
+        #expect(
+            TraceWaterfall.scale(TracePanel(title: "p", rows: [.init(url: "u", startMs: 0, totalMs: 0.27)])).stepMs
+                == 0.05
+        )
         #expect(TraceWaterfall.scale(TracePanel(title: "p", rows: [])).endMs > 0)
     }
 
@@ -67,7 +74,9 @@ import Testing
         // A hijacked LocalDNS ending in a 900 ms failure next to a 15 ms HTTPDNS request: on one axis
         // the second bar would be a pixel wide.
         let slow = TraceTiming(url: "https://a.test/", startMs: 0, totalMs: 900, error: "timed out")
-        let chart = TraceWaterfall(panels: [TracePanel(title: "LocalDNS", rows: [slow]), TracePanel(title: "HTTPDNS", rows: [fresh])])
+        let chart = TraceWaterfall(panels: [
+            TracePanel(title: "LocalDNS", rows: [slow]), TracePanel(title: "HTTPDNS", rows: [fresh]),
+        ])
         let svg = chart.svg()
         #expect(svg.components(separatedBy: "class=\"panel\"").count - 1 == 2)
         #expect(svg.contains(">1000</text>"), "the LocalDNS axis runs to 1000 ms")
@@ -78,8 +87,17 @@ import Testing
     }
 
     @Test func textFromTheNetworkIsEscaped() {
-        let hostile = TraceTiming(url: "https://a.test/<script>alert(1)</script>?a=1&b=\"2\"", startMs: 0, totalMs: 1, error: "bad <b>\u{1}")
-        let page = TraceWaterfall(panels: [TracePanel(title: "p", rows: [hostile])]).html(title: "t", subtitle: "s", comparisons: [])
+        let hostile = TraceTiming(
+            url: "https://a.test/<script>alert(1)</script>?a=1&b=\"2\"",
+            startMs: 0,
+            totalMs: 1,
+            error: "bad <b>\u{1}"
+        )
+        let page = TraceWaterfall(panels: [TracePanel(title: "p", rows: [hostile])]).html(
+            title: "t",
+            subtitle: "s",
+            comparisons: []
+        )
         #expect(!page.contains("<script>"))
         #expect(page.contains("&lt;script&gt;"))
         #expect(page.contains("a=1&amp;b=&quot;2&quot;"))
@@ -87,7 +105,18 @@ import Testing
     }
 
     @Test func theSVGIsWellFormedXMLWithOneRowPerRequest() throws {
-        let rows = [fresh, TraceTiming(url: "https://b.test/&x", startMs: 16, ttfbMs: 2, totalMs: 3, reused: true, status: 302, redirectHop: 1)]
+        let rows = [
+            fresh,
+            TraceTiming(
+                url: "https://b.test/&x",
+                startMs: 16,
+                ttfbMs: 2,
+                totalMs: 3,
+                reused: true,
+                status: 302,
+                redirectHop: 1
+            ),
+        ]
         let svg = TraceWaterfall(panels: [TracePanel(title: "through HTTPDNS", rows: rows)]).svg()
         let counter = ElementCounter()
         let parser = XMLParser(data: Data(svg.utf8))
@@ -99,10 +128,24 @@ import Testing
 
     @Test func thePageSaysWhetherLocalDNSWasHijackedAndHasNoScript() {
         let comparisons = [
-            TraceComparison(host: "a.test", localDNS: .success(["127.0.0.66"]), httpdns: .success(["127.0.0.1"]), hijacked: true),
-            TraceComparison(host: "b.test", localDNS: .failure(TraceError("timed out")), httpdns: .success(["127.0.0.1"]), hijacked: false),
+            TraceComparison(
+                host: "a.test",
+                localDNS: .success(["127.0.0.66"]),
+                httpdns: .success(["127.0.0.1"]),
+                hijacked: true
+            ),
+            TraceComparison(
+                host: "b.test",
+                localDNS: .failure(TraceError("timed out")),
+                httpdns: .success(["127.0.0.1"]),
+                hijacked: false
+            ),
         ]
-        let page = TraceWaterfall(panels: [TracePanel(title: "p", rows: [fresh])]).html(title: "t", subtitle: "s", comparisons: comparisons)
+        let page = TraceWaterfall(panels: [TracePanel(title: "p", rows: [fresh])]).html(
+            title: "t",
+            subtitle: "s",
+            comparisons: comparisons
+        )
         #expect(page.contains("<td>127.0.0.66</td>"))
         #expect(page.contains("hijacked: LocalDNS gave none of HTTPDNS"))
         #expect(page.contains("no answer: timed out"))

@@ -13,7 +13,9 @@ struct ChromiumTraceTests {
     @Test func compareLocalDrawsBothPathsAndChromiumRendersOneRowPerRequest() async throws {
         let peers = try Peers.require()
         let browser = try #require(
-            ["/usr/bin/chromium", "/usr/bin/chromium-browser"].first { FileManager.default.isExecutableFile(atPath: $0) },
+            ["/usr/bin/chromium", "/usr/bin/chromium-browser"].first {
+                FileManager.default.isExecutableFile(atPath: $0)
+            },
             "chromium is not installed (scripts/test.sh installs it)"
         )
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("httpdns-trace-\(UUID())")

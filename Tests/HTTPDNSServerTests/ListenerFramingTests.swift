@@ -198,6 +198,31 @@ import Testing
         #expect(!request.headers.contains { $0.name.hasPrefix(":") })
         #expect(String(buffer: request.body) == "abc")
     }
+
+    @Test func drainingWithNoStreamSendsGoAwayAndClosesAtOnce() {
+        var requests = HTTP2Requests(maxRequestBytes: 100)
+        #expect(requests.drain() == [.goAway(lastStreamID: .rootStream), .close])
+        #expect(requests.drain() == [], "a second quiesce event changes nothing")
+    }
+
+    @Test func drainingAnswersTheStreamsTakenRefusesLaterOnesAndClosesAfterTheLast() {
+        var requests = HTTP2Requests(maxRequestBytes: 100)
+        _ = requests.headers(id, headers, endStream: true)
+        let next = HTTP2StreamID(5)
+        _ = requests.headers(next, headers, endStream: false)
+        #expect(requests.drain() == [.goAway(lastStreamID: next)])
+        // A stream the client opened before it read the GOAWAY is refused: it may send it elsewhere.
+        let late = HTTP2StreamID(7)
+        #expect(requests.headers(late, headers, endStream: true) == [.reset(late, .refusedStream)])
+        // Stream 5's request still arrives whole and is answered.
+        #expect(
+            requests.data(next, ByteBuffer(string: "q"), flowControlledBytes: 1, endStream: true)
+                == [.openWindows(bytes: 1, stream: nil), .answer(next)]
+        )
+        #expect(requests.closed(id) == [])
+        #expect(requests.closed(next) == [.close])
+    }
+
 }
 
 /// Through real sockets: our engine uploading to our listener over TLS and h2 (a NIO server, with the

@@ -22,6 +22,33 @@ import Testing
         #expect(r.stderr.contains(mention), "\(r.stderr)")
     }
 
+    @Test(arguments: [
+        (#"{"listn": ["127.0.0.1:0"]}"#, #"unknown key "listn""#),
+        (#"{"listen": "127.0.0.1:0"}"#, #""listen" must be a list of strings"#),
+        (#"{"listen": ["127.0.0.1:0"], "ttl": "60"}"#, #""ttl" must be a number"#),
+        (#"{"listen": ["127.0.0.1:0"], "ttl": 1.5}"#, #""ttl" must be a whole number"#),
+        (#"{"listen": ["127.0.0.1:0"], "drain-timeout": -1}"#, #""drain-timeout" must be a number from"#),
+        ("[1, 2]", "not a JSON object of settings"),
+        ("{", "not a JSON object of settings"),
+        ("{}", "--listen: give at least one"),
+    ])
+    func serveConfigFileMistakesExit64NamingTheKey(_ json: String, _ mention: String) async throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("serve-\(UUID()).json")
+        defer { try? FileManager.default.removeItem(at: file) }
+        try Data(json.utf8).write(to: file)
+        let r = try await runCLI(["serve", "--config", file.path])
+        #expect(r.status == 64)
+        #expect(r.stderr.contains(mention), "\(r.stderr)")
+    }
+
+    @Test func traceUsageErrorsExit64() async throws {
+        let none = try await runCLI(["trace", "--resolver", "system"])
+        #expect(none.status == 64)
+        let both = try await runCLI(["trace", "https://a.test/", "--http1.1", "--http2", "--resolver", "system"])
+        #expect(both.status == 64)
+        #expect(both.stderr.contains("--http1.1 and --http2"), "\(both.stderr)")
+    }
+
     @Test func demoRunsEveryStepAndExitsZero() async throws {
         let r = try await runCLI(["demo"])
         #expect(r.status == 0, "\(r.stdout)\(r.stderr)")
