@@ -95,6 +95,9 @@ package struct TraceTiming: Sendable, Equatable {
         return result
     }
 
+    /// "failed: WHY", or the response's status: what the row's request came to.
+    package var outcome: String { error.map { "failed: " + $0 } ?? status.map(String.init) ?? "" }
+
     /// Where the bar ends, in ms since the trace's start.
     package var endMs: Double {
         startMs + max(totalMs ?? 0, segments.last.map { $0.offsetMs + $0.durationMs } ?? 0)
@@ -285,7 +288,7 @@ package struct TraceWaterfall: Sendable {
         let indent = row.redirectHop > 0 ? "↪ " : ""
         out += "<text x=\"\(fmt(x + 4))\" y=\"\(fmt(y + 16))\">\(xmlEscaped(indent + shortened(row.url, to: 40)))"
         out += "<title>\(xmlEscaped(row.url))</title></text>\n"
-        let detail = row.error.map { "failed: " + $0 } ?? summary(row)
+        let detail = row.error == nil ? summary(row) : row.outcome
         out += "<text x=\"\(fmt(x + 4))\" y=\"\(fmt(y + 33))\" font-size=\"12\" "
         out += "fill=\"\(row.error == nil ? "#444444" : "#a00000")\">\(xmlEscaped(shortened(detail, to: 44)))"
         out += "<title>\(xmlEscaped(detail))</title></text>\n"
@@ -362,7 +365,7 @@ package struct TraceWaterfall: Sendable {
             for row in panel.rows {
                 out += "<tr><td>\(xmlEscaped(panel.title))</td><td>\(xmlEscaped(row.url))</td>"
                 out += "<td>\(xmlEscaped(row.ip ?? ""))</td><td>\(xmlEscaped(row.protocolName ?? ""))</td>"
-                out += "<td>\(xmlEscaped(row.error.map { "failed: " + $0 } ?? row.status.map(String.init) ?? ""))</td>"
+                out += "<td>\(xmlEscaped(row.outcome))</td>"
                 for value in [row.dnsMs, row.connectMs, row.tlsMs, row.ttfbMs, row.totalMs] {
                     out += "<td class=\"num\">\(value.map(number) ?? "")</td>"
                 }

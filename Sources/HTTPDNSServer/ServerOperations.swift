@@ -4,8 +4,8 @@
 // Readiness (`/readyz`): not ready until the upstream has answered once (any DNS answer, NXDOMAIN or an
 // error code such as REFUSED included: it proves the upstream is reachable), ready after that, and not
 // ready again from the moment a graceful shutdown starts, so a load balancer stops sending new
-// connections while the ones in flight finish. A server without an upstream (hosts only) is ready at once. Liveness (`/healthz`) is "the
-// process answers", always 200 while it runs.
+// connections while the ones in flight finish. A server without an upstream (hosts only) is ready at
+// once. Liveness (`/healthz`) is "the process answers", always 200 while it runs.
 //
 // The access log writes one JSON object per answered request, in the order answered, from a queue of
 // its own (the event loops never wait for the disk). The query string is never logged: it can carry
@@ -74,6 +74,12 @@ package final class AccessLog: Sendable {
     private let handle: FileHandle
     private let pending = NIOLockedValueBox(0)
     private let dropped = Counter(label: "httpdns_server_access_log_dropped_total")
+    /// Used on `queue` only.
+    private let encoder: JSONEncoder = {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return encoder
+    }()
 
     /// `-` is standard output; otherwise the file is created if missing and appended to.
     package init(path: String) throws {
@@ -104,9 +110,7 @@ package final class AccessLog: Sendable {
             return
         }
         queue.async {
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-            if let line = try? encoder.encode(entry) {
+            if let line = try? self.encoder.encode(entry) {
                 self.handle.write(line + Data("\n".utf8))
             }
             self.pending.withLockedValue { $0 -= 1 }
@@ -134,6 +138,7 @@ struct RequestObserver: Sendable {
     let metered: Bool
     private let counters = NIOLockedValueBox<[String: Counter]>([:])
     private let duration = Timer(label: "httpdns_server_request_seconds")
+    private let timeFormat = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
 
     init(accessLog: AccessLog?, metered: Bool) {
         self.accessLog = accessLog
@@ -162,7 +167,7 @@ struct RequestObserver: Sendable {
         }
         accessLog?.record(
             AccessLogEntry(
-                time: Date().formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true)),
+                time: Date().formatted(timeFormat),
                 client: request.remoteIP?.description ?? request.remote,
                 method: request.method.rawValue,
                 path: String(path.prefix(256)),

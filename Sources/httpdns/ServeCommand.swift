@@ -236,6 +236,13 @@ struct ServeCommand: AsyncParsableCommand {
         )
     }
 
+    /// The bounds of each setting given in seconds, by its flag's name: the flag and its `--config` key
+    /// are checked against the same range.
+    static let secondsBounds: [String: ClosedRange<Double>] = [
+        "request-timeout": 0.01...3600, "idle-timeout": 0.01...86400, "shutdown-delay": 0...3600,
+        "drain-timeout": 0.01...3600,
+    ]
+
     struct Settings {
         var ttl: UInt32
         var maxConnections: Int
@@ -247,16 +254,21 @@ struct ServeCommand: AsyncParsableCommand {
         func limits() throws -> HTTPListener.Limits {
             var limits = HTTPListener.Limits()
             limits.maxConnections = maxConnections
-            limits.requestTimeout = try seconds(requestTimeout, flag: "--request-timeout", range: 0.01...3600)
-            limits.idleTimeout = try seconds(idleTimeout, flag: "--idle-timeout", range: 0.01...86400)
+            limits.requestTimeout = try Self.duration(requestTimeout, "request-timeout")
+            limits.idleTimeout = try Self.duration(idleTimeout, "idle-timeout")
             return limits
         }
 
         func drain() throws -> (delay: Duration, timeout: Duration) {
             (
-                try seconds(shutdownDelay, flag: "--shutdown-delay", range: 0...3600),
-                try seconds(drainTimeout, flag: "--drain-timeout", range: 0.01...3600)
+                try Self.duration(shutdownDelay, "shutdown-delay"),
+                try Self.duration(drainTimeout, "drain-timeout")
             )
+        }
+
+        /// `value` seconds of the setting `name`, within its bounds, else a usage error naming `--name`.
+        static func duration(_ value: Double, _ name: String) throws -> Duration {
+            try seconds(value, flag: "--" + name, range: ServeCommand.secondsBounds[name]!)
         }
     }
 

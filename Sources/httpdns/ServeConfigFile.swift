@@ -133,9 +133,10 @@ struct ServeConfigFile {
         if command.maxConnections == nil, let n = try number("max-connections", whole: true, in: 1...1_000_000) {
             command.maxConnections = Int(n)
         }
-        command.requestTimeout = try command.requestTimeout ?? number("request-timeout", in: 0.01...3600)
-        command.idleTimeout = try command.idleTimeout ?? number("idle-timeout", in: 0.01...86400)
-        command.shutdownDelay = try command.shutdownDelay ?? number("shutdown-delay", in: 0...3600)
-        command.drainTimeout = try command.drainTimeout ?? number("drain-timeout", in: 0.01...3600)
+        func seconds(_ key: String) throws -> Double? { try number(key, in: ServeCommand.secondsBounds[key]!) }
+        command.requestTimeout = try command.requestTimeout ?? seconds("request-timeout")
+        command.idleTimeout = try command.idleTimeout ?? seconds("idle-timeout")
+        command.shutdownDelay = try command.shutdownDelay ?? seconds("shutdown-delay")
+        command.drainTimeout = try command.drainTimeout ?? seconds("drain-timeout")
     }
 }

@@ -5,8 +5,8 @@
 // two side by side under a table of what each resolver answered and whether LocalDNS looked hijacked
 // (the same comparison as `resolve --compare`).
 // Exit status: 0 when every request through HTTPDNS got an HTTP response (the LocalDNS side of
-// --compare-local may fail: that is what it shows), 1 otherwise, 64 for a usage error. The page is
-// written either way.
+// --compare-local may fail: that is what it shows), 1 otherwise, 23 when a file cannot be written, 64 for
+// a usage error. The page is written either way.
 
 #if canImport(Glibc)
     import Glibc
@@ -134,13 +134,12 @@ struct TraceCommand: AsyncParsableCommand {
         }
         for panel in panels {
             for row in panel.rows {
-                let outcome = row.error.map { "failed: \($0)" } ?? "\(row.status ?? 0)"
                 print(
                     String(
                         format: "%@  %@  %@  %.1f ms",
                         panel.title.hasPrefix("through LocalDNS") ? "local  " : "httpdns",
                         row.url,
-                        outcome,
+                        row.outcome,
                         row.totalMs ?? 0
                     )
                 )

@@ -98,10 +98,7 @@ struct ProxyPeerTests {
 struct ChromiumProxyTests {
     @Test func chromiumLoadsThePageThroughTheProxyWhileTheSystemResolverIsHijacked() async throws {
         let peers = try Peers.require()
-        let chromium = ["/usr/bin/chromium", "/usr/bin/chromium-browser"].first {
-            FileManager.default.isExecutableFile(atPath: $0)
-        }
-        let browser = try #require(chromium, "chromium is not installed (scripts/test.sh installs it)")
+        let browser = try #require(chromiumBinary, "chromium is not installed (scripts/test.sh installs it)")
         let home = FileManager.default.temporaryDirectory.appendingPathComponent("httpdns-chromium-\(UUID())")
         defer { try? FileManager.default.removeItem(at: home) }
         let nss = home.appendingPathComponent(".pki/nssdb").path

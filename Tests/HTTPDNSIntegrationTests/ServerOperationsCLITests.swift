@@ -11,57 +11,6 @@ import Testing
     import Glibc
 #endif
 
-/// One `httpdns serve` process run as an operator runs it: any flags, its stdout kept in a file (it
-/// prints while it drains; the hostile tests' `ServeProcess` reads only its first line), signals sent to it.
-struct OperatedServer {
-    let process: Process
-    let port: Int
-    let stdout: String
-
-    /// Starts `httpdns serve ARGUMENTS` and returns once it printed its first listening address.
-    static func start(_ arguments: [String], in dir: URL) async throws -> OperatedServer {
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent()
-        let out = dir.appendingPathComponent("serve-\(UUID()).out").path
-        _ = FileManager.default.createFile(atPath: out, contents: nil)
-        _ = FileManager.default.createFile(atPath: out + ".err", contents: nil)
-        let process = Process()
-        process.executableURL = root.appendingPathComponent(".build/debug/httpdns")
-        process.arguments = ["serve"] + arguments
-        process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: out))
-        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: out + ".err"))
-        try process.run()
-        var port: Int?
-        try await eventually("serve printed its address", within: .seconds(20), pollEvery: .milliseconds(20)) {
-            let text = (try? String(contentsOfFile: out, encoding: .utf8)) ?? ""
-            if let range = text.range(of: "listening on ") {
-                let rest = text[range.upperBound...]
-                if let colon = rest.range(
-                    of: ":",
-                    options: [],
-                    range: rest.index(rest.startIndex, offsetBy: 8)..<rest.endIndex
-                ) {
-                    port = Int(rest[colon.upperBound...].prefix { $0.isNumber })
-                }
-            }
-            return port != nil || !process.isRunning
-        }
-        let stderr = (try? String(contentsOfFile: out + ".err", encoding: .utf8)) ?? ""
-        let found = try #require(port, "serve did not start: \(stderr)")
-        return OperatedServer(process: process, port: found, stdout: out)
-    }
-
-    var output: String { (try? String(contentsOfFile: stdout, encoding: .utf8)) ?? "" }
-
-    func signal(_ sig: Int32) { kill(process.processIdentifier, sig) }
-
-    /// Waits for the process to end (bounded), and returns its exit status.
-    func exitStatus(within limit: Duration = .seconds(30)) async throws -> Int32 {
-        try await eventually("serve exited", within: limit, pollEvery: .milliseconds(20)) { !process.isRunning }
-        return process.terminationStatus
-    }
-}
-
 /// Prometheus samples by "name{labels}", read by Python's prometheus_client parser.
 func scrapeMetrics(_ url: String, ca: String? = nil) async throws -> [String: Double] {
     let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
@@ -86,11 +35,8 @@ func temporaryDirectory() throws -> URL {
 struct ServerOperationsCLITests {
     @Test func metricsParseAsPrometheusTextAndFollowTheTraffic() async throws {
         let peers = try Peers.require()
-        let dir = try temporaryDirectory()
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let serve = try await OperatedServer.start(
-            ["--listen", "127.0.0.1:0", "--upstream", "dns:127.0.0.1:\(peers.kresdDNS.1)", "--metrics"],
-            in: dir
+        let serve = try await ServeProcess.launch(
+            ["--listen", "127.0.0.1:0", "--upstream", "dns:127.0.0.1:\(peers.kresdDNS.1)", "--metrics"]
         )
         defer { serve.signal(SIGKILL) }
         let base = "http://127.0.0.1:\(serve.port)"
@@ -124,7 +70,7 @@ struct ServerOperationsCLITests {
              "shutdown-delay": 0.2, "drain-timeout": 5}
             """
         try Data(settings.utf8).write(to: config)
-        let serve = try await OperatedServer.start(["--config", config.path], in: dir)
+        let serve = try await ServeProcess.launch(["--config", config.path])
         defer { serve.signal(SIGKILL) }
         let base = "http://127.0.0.1:\(serve.port)"
         try await eventually("ready", pollEvery: .milliseconds(50)) {
@@ -149,8 +95,8 @@ struct ServerOperationsCLITests {
             "--hosts", hosts, "--metrics",
         ]
         let replicas = [
-            try await OperatedServer.start(replicaArguments, in: dir),
-            try await OperatedServer.start(replicaArguments, in: dir),
+            try await ServeProcess.launch(replicaArguments),
+            try await ServeProcess.launch(replicaArguments),
         ]
         defer { for r in replicas { r.signal(SIGKILL) } }
         let front = try freeTCPPort()
@@ -181,7 +127,7 @@ struct ServerOperationsCLITests {
             for _ in 0..<n { arguments += ["-o", "/dev/null", query] }
             return try await runProcess("/usr/bin/curl", arguments).stdout.split(separator: "\n").map(String.init)
         }
-        func served(_ replica: OperatedServer) async throws -> Double {
+        func served(_ replica: ServeProcess) async throws -> Double {
             total(
                 try await scrapeMetrics("https://127.0.0.1:\(replica.port)/metrics", ca: peers.ca),
                 #"httpdns_server_requests_total{endpoint="/dns-query",status="200"}"#

@@ -12,12 +12,7 @@ import Testing
 struct ChromiumTraceTests {
     @Test func compareLocalDrawsBothPathsAndChromiumRendersOneRowPerRequest() async throws {
         let peers = try Peers.require()
-        let browser = try #require(
-            ["/usr/bin/chromium", "/usr/bin/chromium-browser"].first {
-                FileManager.default.isExecutableFile(atPath: $0)
-            },
-            "chromium is not installed (scripts/test.sh installs it)"
-        )
+        let browser = try #require(chromiumBinary, "chromium is not installed (scripts/test.sh installs it)")
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("httpdns-trace-\(UUID())")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: dir) }

@@ -5,6 +5,10 @@ import HTTPDNSEngine
 import NIOPosix
 import Testing
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 struct CLIResult {
     var status: Int32
     var stdout: String
@@ -77,4 +81,73 @@ func startInBackground(_ path: String, _ arguments: [String], stderr: String? = 
         return String(decoding: data, as: UTF8.self)
     }
     return (process, line)
+}
+
+/// `httpdns serve` as a separate process, as an operator runs it: its memory can be read, a hostile
+/// client cannot harm the test process, and signals reach it. Its stdout goes to a file (it prints while
+/// it runs and drains; a pipe nobody reads would fill and block it).
+struct ServeProcess {
+    let process: Process
+    let port: Int
+    /// The file its stdout goes to; stderr goes to this path plus ".err".
+    let stdout: String
+
+    /// `httpdns serve` on a free loopback port with a hosts file answering served.example.com, plus
+    /// `extra` flags.
+    static func start(_ extra: [String] = []) async throws -> ServeProcess {
+        let hosts = FileManager.default.temporaryDirectory.appendingPathComponent("httpdns-hostile-\(UUID())").path
+        try "198.51.0.7 served.example.com\n".write(toFile: hosts, atomically: true, encoding: .utf8)
+        return try await launch(["--listen", "127.0.0.1:0", "--hosts", hosts] + extra)
+    }
+
+    /// `httpdns serve ARGUMENTS` (which must listen on 127.0.0.1, first), returned once it printed that
+    /// address.
+    static func launch(_ arguments: [String]) async throws -> ServeProcess {
+        let out = FileManager.default.temporaryDirectory.appendingPathComponent("httpdns-serve-\(UUID()).out").path
+        _ = FileManager.default.createFile(atPath: out, contents: nil)
+        _ = FileManager.default.createFile(atPath: out + ".err", contents: nil)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: httpdnsBinary)
+        process.arguments = ["serve"] + arguments
+        process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: out))
+        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: out + ".err"))
+        try process.run()
+        var port: Int?
+        try await eventually("serve printed its address", within: .seconds(20), pollEvery: .milliseconds(20)) {
+            let text = (try? String(contentsOfFile: out, encoding: .utf8)) ?? ""
+            if let listening = text.range(of: "listening on "),
+                let host = text.range(of: "127.0.0.1:", range: listening.upperBound..<text.endIndex)
+            {
+                port = Int(text[host.upperBound...].prefix { $0.isNumber })
+            }
+            return port != nil || !process.isRunning
+        }
+        let stderr = (try? String(contentsOfFile: out + ".err", encoding: .utf8)) ?? ""
+        let found = try #require(port, "serve did not start: \(stderr)")
+        return ServeProcess(process: process, port: found, stdout: out)
+    }
+
+    var rss: Int? { residentBytes(pid: process.processIdentifier) }
+
+    /// What it printed on stdout so far.
+    var output: String { (try? String(contentsOfFile: stdout, encoding: .utf8)) ?? "" }
+
+    func signal(_ sig: Int32) { kill(process.processIdentifier, sig) }
+
+    /// Waits for the process to end (bounded), and returns its exit status.
+    func exitStatus(within limit: Duration = .seconds(30)) async throws -> Int32 {
+        try await eventually("serve exited", within: limit, pollEvery: .milliseconds(20)) { !process.isRunning }
+        return process.terminationStatus
+    }
+
+    func stop() async {
+        process.terminate()
+        let p = process
+        _ = try? await NIOThreadPool.singleton.runIfActive { p.waitUntilExit() }
+    }
+}
+
+/// The Chromium binary Debian installs, if it is there.
+let chromiumBinary: String? = ["/usr/bin/chromium", "/usr/bin/chromium-browser"].first {
+    FileManager.default.isExecutableFile(atPath: $0)
 }

@@ -162,33 +162,6 @@ let httpdnsBinary: String = {
         .deletingLastPathComponent().appendingPathComponent(".build/debug/httpdns").path
 }()
 
-/// `httpdns serve` as a separate process on a free port, so its memory can be read and a hostile client
-/// cannot harm the test process. Stopped by `stop()`.
-struct ServeProcess {
-    let process: Process
-    let port: Int
-
-    static func start(_ extra: [String] = []) async throws -> ServeProcess {
-        let hosts = FileManager.default.temporaryDirectory.appendingPathComponent("httpdns-hostile-\(UUID())").path
-        try "198.51.0.7 served.example.com\n".write(toFile: hosts, atomically: true, encoding: .utf8)
-        let (process, line) = try await startInBackground(
-            httpdnsBinary,
-            ["serve", "--listen", "127.0.0.1:0", "--hosts", hosts] + extra
-        )
-        let afterHost = try #require(line.range(of: "127.0.0.1:"), "\(line)")
-        let port = try #require(Int(line[afterHost.upperBound...].prefix { $0.isNumber }), "\(line)")
-        return ServeProcess(process: process, port: port)
-    }
-
-    var rss: Int? { residentBytes(pid: process.processIdentifier) }
-
-    func stop() async {
-        process.terminate()
-        let p = process
-        _ = try? await NIOThreadPool.singleton.runIfActive { p.waitUntilExit() }
-    }
-}
-
 /// A CLI run with the time it took.
 func timedCLI(_ arguments: [String]) async throws -> (CLIResult, Duration) {
     let started = ContinuousClock.now
