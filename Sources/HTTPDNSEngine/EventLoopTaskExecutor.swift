@@ -5,10 +5,17 @@
 // resumes on the loop's own thread when an engine future completes there: an HTTP exchange then costs
 // no thread hop between the event loop and Swift's concurrency pool. Only code that never blocks may
 // run there (the engine's own code, a loop of requests); anything else belongs on the default pool.
+//
+// Availability: `TaskExecutor` and `UnownedJob.runSynchronously(on:)` need macOS 15 / iOS 18 (Linux:
+// any). The executor is only a speed-up: on older Apple systems callers run on the default pool
+// (`HTTPEngine.nextEventLoop()` and the `#available` check at the call site), and every request
+// behaves the same, one thread hop slower.
 
 import NIOCore
 
-/// Runs Swift tasks' jobs on `eventLoop`.
+/// Runs Swift tasks' jobs on `eventLoop`. `@unchecked Sendable`: its only state is a `let` of a Sendable
+/// event loop; the class is `final` only so it can be an executor identity.
+@available(macOS 15, iOS 18, tvOS 18, watchOS 11, *)
 package final class EventLoopTaskExecutor: TaskExecutor, @unchecked Sendable {
     package let eventLoop: any EventLoop
 

@@ -94,12 +94,12 @@ public final class HTTPEngine: Sendable {
     /// Connections open now.
     package var openConnections: Int { pool.openConnections }
 
-    /// An executor that runs a task on one of the engine's event loops (the next, in turn). A task that
-    /// prefers it (`Task(executorPreference:)`, `withTaskExecutorPreference`) sends its requests on
-    /// connections of that loop and is resumed there when their answers arrive: no thread hop per
-    /// request. Only for work that never blocks; see `EventLoopTaskExecutor`.
-    package func taskExecutor() -> EventLoopTaskExecutor {
-        EventLoopTaskExecutor(group.next())
+    /// One of the engine's event loops (the next, in turn). A task that prefers it through
+    /// `EventLoopTaskExecutor` (`Task(executorPreference:)`, `withTaskExecutorPreference`; macOS 15 /
+    /// iOS 18) sends its requests on connections of that loop and is resumed there when their answers
+    /// arrive: no thread hop per request. Only for work that never blocks.
+    package func nextEventLoop() -> any EventLoop {
+        group.next()
     }
 
     // MARK: Requests

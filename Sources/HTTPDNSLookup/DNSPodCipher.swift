@@ -20,9 +20,11 @@ package struct DNSPodCipher: Sendable {
         case aes, des
     }
 
-    /// The key, ready to use: AES's as a `SymmetricKey`, DES's with its round keys worked out once.
+    /// The key, ready to use: AES's 16 bytes, DES's with its round keys worked out once. AES keeps the
+    /// bytes, not a `SymmetricKey`: on Apple platforms swift-crypto is CryptoKit, whose `SymmetricKey`
+    /// is not Sendable, so the key is made where it is used (`aesKey`), which costs one small copy.
     private enum Material: Sendable {
-        case aes(SymmetricKey)
+        case aes([UInt8])
         case des(DESECB.Key)
     }
 
@@ -40,7 +42,7 @@ package struct DNSPodCipher: Sendable {
         switch algorithm {
         case .aes:
             precondition(key.bytes.count == 16, "DNSPod AES key length not checked")
-            material = .aes(SymmetricKey(data: key.bytes))
+            material = .aes(Array(key.bytes))
         case .des:
             precondition(key.bytes.count >= 8, "DNSPod DES key length not checked")
             material = .des(DESECB.Key(Array(key.bytes.prefix(8))))
@@ -65,7 +67,7 @@ package struct DNSPodCipher: Sendable {
         case .aes(let key):
             let iv = AES._CBC.IV()
             // Cannot fail: the key is 16 bytes and the IV is 16 bytes.
-            let sealed = (try? AES._CBC.encrypt(plain, using: key, iv: iv)) ?? Data()
+            let sealed = (try? AES._CBC.encrypt(plain, using: SymmetricKey(data: key), iv: iv)) ?? Data()
             return hexEncoded(Array(iv)) + hexEncoded(sealed)
         }
     }
@@ -98,12 +100,12 @@ package struct DNSPodCipher: Sendable {
             }
             do {
                 let iv = try AES._CBC.IV(ivBytes: bytes[0..<16])
-                plain = Array(try AES._CBC.decrypt(bytes[16...], using: key, iv: iv))
+                plain = Array(try AES._CBC.decrypt(bytes[16...], using: SymmetricKey(data: key), iv: iv))
             } catch {
                 throw DNSPodCipherError("does not decrypt with the AES key (bad padding: wrong key, or tampered)")
             }
         }
-        guard let text = String(validating: plain, as: UTF8.self) else {
+        guard let text = String(strictUTF8: plain) else {
             throw DNSPodCipherError("decrypts to bytes that are not text (wrong key?)")
         }
         return text

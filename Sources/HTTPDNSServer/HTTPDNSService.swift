@@ -708,7 +708,7 @@ func formDecoded(_ text: Substring, plusIsSpace: Bool) -> String? {
             bytes.append(plusIsSpace && c == UInt8(ascii: "+") ? UInt8(ascii: " ") : c)
         }
     }
-    return String(validating: bytes, as: UTF8.self)
+    return String(strictUTF8: bytes)
 }
 
 /// The bytes of base64url text (RFC 4648 section 5, padding optional), at most 4096 characters.

@@ -136,7 +136,7 @@ package final class HTTPDNSURLProtocol: URLProtocol {
             return
         }
         let context = LoadContext(task: task, setup: setup)
-        let gate = ClientGate(client: client, owner: self, queue: context.clientQueue)
+        let gate = ClientGate(client: client, owner: self, schedule: context.clientSchedule)
         let request = self.request
         // On the concurrency pool, not on the caller's queue: corelibs calls this on the session's serial
         // work queue, and the loads of one session should run in parallel. (`Task.immediate` measured
@@ -335,20 +335,23 @@ package final class HTTPDNSURLProtocol: URLProtocol {
 /// Serializes calls to the URL loading system's client and stops them for good once the load has
 /// finished, failed or been stopped: corelibs crashes on a client call for a finished task.
 ///
-/// With a queue (corelibs: the task's serial work queue, where `stopLoading` also runs and where the
-/// session's unsynchronized task registry lives) every call is made there, in order; without one
-/// (Apple platforms) on the calling thread, under the lock, so `stopLoading` waits for a call in progress.
+/// One rule on every platform: each call is made where the loading system wants it, in order, through
+/// `schedule` (`LoadContext.clientSchedule`): corelibs, the task's serial work queue, where
+/// `stopLoading` also runs and where the session's unsynchronized task registry lives; Apple, the run
+/// loop of the thread that called `startLoading`, where `stopLoading` is called too. Without a schedule
+/// (a load with no task) the call is made on the calling thread, under the lock, so `stopLoading`
+/// waits for a call in progress.
 final class ClientGate: @unchecked Sendable {
     private let lock = NIOLock()
     private var open = true
     private let client: any URLProtocolClient
     private let owner: URLProtocol
-    private let queue: DispatchQueue?
+    private let schedule: ClientSchedule?
 
-    init(client: any URLProtocolClient, owner: URLProtocol, queue: DispatchQueue?) {
+    init(client: any URLProtocolClient, owner: URLProtocol, schedule: ClientSchedule?) {
         self.client = client
         self.owner = owner
-        self.queue = queue
+        self.schedule = schedule
     }
 
     var isOpen: Bool { lock.withLock { open } }
@@ -363,8 +366,8 @@ final class ClientGate: @unchecked Sendable {
                 return true
             }
         }
-        guard let queue else { return attempt() }
-        queue.async { _ = attempt() }
+        guard let schedule else { return attempt() }
+        schedule { _ = attempt() }
         return isOpen
     }
 
@@ -377,8 +380,11 @@ final class ClientGate: @unchecked Sendable {
                 call(self.client, self.owner)
             }
         }
-        if let queue { queue.async(execute: last) } else { last() }
+        if let schedule { schedule(last) } else { last() }
     }
 
     func close() { lock.withLock { open = false } }
 }
+
+/// Runs a client call on the loading system's own thread or queue, after the calls scheduled before it.
+typealias ClientSchedule = @Sendable (@escaping @Sendable () -> Void) -> Void

@@ -17,9 +17,11 @@ struct LoadContext: @unchecked Sendable {
     var sessionRequestTimeout: TimeInterval?
     var resourceTimeout: TimeInterval?
     var deliversEveryChunk = true
-    /// Where client calls must be made (corelibs: the task's work queue); nil: on the caller's thread.
-    var clientQueue: DispatchQueue?
+    /// Where client calls must be made, in order (see `ClientGate`); nil: on the caller's thread.
+    var clientSchedule: ClientSchedule?
     #if !canImport(Darwin)
+        /// The task's work queue, where client calls are made.
+        private var clientQueue: DispatchQueue?
         private var task: URLSessionTask?
         private var corelibs: CorelibsTask
     #endif
@@ -28,6 +30,7 @@ struct LoadContext: @unchecked Sendable {
         taskIdentifier = task?.taskIdentifier
         #if canImport(Darwin)
             cookieStorage = setup.cookieStorage ?? HTTPCookieStorage.shared
+            clientSchedule = ClientRunLoop().perform
         #else
             self.task = task
             corelibs = CorelibsTask(task)
@@ -43,6 +46,9 @@ struct LoadContext: @unchecked Sendable {
             resourceTimeout = configuration?.timeoutIntervalForResource
             deliversEveryChunk = corelibs.deliversEveryChunk
             clientQueue = corelibs.workQueue
+            if let queue = corelibs.workQueue {
+                clientSchedule = { work in queue.async(execute: work) }
+            }
         #endif
     }
 
@@ -131,7 +137,30 @@ struct LoadContext: @unchecked Sendable {
     #endif
 }
 
-#if !canImport(Darwin)
+#if canImport(Darwin)
+    /// The run loop of the thread that called `startLoading`, in the mode it was running: Apple's URL
+    /// loading system wants its client called there (URLProtocol's documentation, and Apple's
+    /// CustomHTTPProtocol sample). COMPILED FOR iOS 16 BY THE APPLE TYPE-CHECK, NEVER RUN HERE.
+    /// `@unchecked Sendable`: only CFRunLoopPerformBlock and CFRunLoopWakeUp touch the run loop, and
+    /// both may be called from any thread; blocks run in the order they were added.
+    private struct ClientRunLoop: @unchecked Sendable {
+        private let runLoop: CFRunLoop
+        private let modes: NSArray
+
+        /// The calling thread's run loop: make it in `startLoading`.
+        init() {
+            runLoop = CFRunLoopGetCurrent()
+            let current = RunLoop.current.currentMode ?? .default
+            let names = current == .default ? [current.rawValue] : [current.rawValue, RunLoop.Mode.default.rawValue]
+            modes = names as NSArray
+        }
+
+        func perform(_ body: @escaping @Sendable () -> Void) {
+            CFRunLoopPerformBlock(runLoop, modes, body)
+            CFRunLoopWakeUp(runLoop)
+        }
+    }
+#else
     private struct DelegateCall: @unchecked Sendable {
         let session: URLSession
         let task: URLSessionTask

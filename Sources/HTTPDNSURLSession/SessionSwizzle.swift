@@ -1,7 +1,16 @@
-// Opt-in for stacks that build their own URLSessionConfiguration and never expose it (the seeds did
-// this for AFNetworking): every session made afterwards gets HTTPDNSURLProtocol first in its
-// protocolClasses. Apple platforms only (the ObjectiveC runtime). UNVERIFIED HERE: this machine cannot
-// compile it; it is kept to two exchanges of implementations.
+// Opt-in for stacks that build their own URLSessionConfiguration and never expose it (other HTTPDNS
+// SDKs do this for AFNetworking): every session made afterwards gets HTTPDNSURLProtocol first in its
+// protocolClasses. Apple platforms only (the Objective-C runtime). COMPILED FOR iOS 16 BY THE APPLE
+// TYPE-CHECK, NEVER RUN HERE.
+//
+// Why it is safe, and the same rule as `URLSessionConfiguration.enableHTTPDNS()` on Linux:
+// - two class-method implementations are exchanged, once per process (a `static let` runs its
+//   initializer once, thread-safely); there is no undo, so no half-swapped state to race with;
+// - `+sessionWithConfiguration:` may call `+sessionWithConfiguration:delegate:delegateQueue:` itself:
+//   `enableHTTPDNS()` is idempotent (our class is first, once), so passing through both is harmless;
+// - the app's configuration object is changed in place, as `enableHTTPDNS()` does; URLSession copies it
+//   when the session is made, so later changes by the app do not reach a session already made;
+// - `URLSession.shared` is made without these methods and is left to `registerGlobally()`.
 
 #if canImport(ObjectiveC)
     import Foundation

@@ -52,19 +52,24 @@ func benchEngine(url: String, connectTo: String, cacert: String?, h2: Bool, conn
 }
 
 /// Runs `body` `requests / inFlight` times on each of `inFlight` concurrent workers: the calls made,
-/// and the seconds they took. `executors[i]`, when given, is the executor worker `i` prefers (else the
-/// default concurrency pool).
+/// and the seconds they took. `loops[i]`, when given, is the event loop worker `i` runs on (through
+/// `EventLoopTaskExecutor`, where the system has task executors); otherwise the default pool.
 func runConcurrently(
     requests: Int,
     inFlight: Int,
-    executors: [any TaskExecutor]? = nil,
+    loops: [any EventLoop]? = nil,
     _ body: @escaping @Sendable () async throws -> Void
 ) async throws -> (calls: Int, seconds: Double) {
     let perWorker = requests / inFlight
     let t0 = ContinuousClock.now
     try await withThrowingTaskGroup(of: Void.self) { group in
         for worker in 0..<inFlight {
-            group.addTask(executorPreference: executors?[worker]) { for _ in 0..<perWorker { try await body() } }
+            let work: @Sendable () async throws -> Void = { for _ in 0..<perWorker { try await body() } }
+            if #available(macOS 15, iOS 18, tvOS 18, watchOS 11, *), let loops {
+                group.addTask(executorPreference: EventLoopTaskExecutor(loops[worker]), operation: work)
+            } else {
+                group.addTask(operation: work)
+            }
         }
         try await group.waitForAll()
     }
@@ -95,7 +100,7 @@ struct EngineSpeedBench: AsyncParsableCommand {
     @Option(
         help: """
             Where the calling tasks run: loop (on the engine's event loops, through \
-            HTTPEngine.taskExecutor(): no thread hop per request) or pool (Swift's default pool).
+            EventLoopTaskExecutor: no thread hop per request) or pool (Swift's default pool).
             """
     )
     var caller = "loop"
@@ -111,17 +116,17 @@ struct EngineSpeedBench: AsyncParsableCommand {
         defer { engine.shutdown() }
         // HTTP/2: every stream is on one connection, so every caller on its loop; HTTP/1.1: the loops
         // in turn, each caller's connection opened on its own loop (during the warm-up).
-        let shared = engine.taskExecutor()
-        let executors: [any TaskExecutor]? =
-            caller == "pool" ? nil : (0..<concurrency).map { _ in origin.h2 ? shared : engine.taskExecutor() }
-        _ = try await runConcurrently(requests: max(100, concurrency), inFlight: concurrency, executors: executors) {
+        let shared = engine.nextEventLoop()
+        let loops: [any EventLoop]? =
+            caller == "pool" ? nil : (0..<concurrency).map { _ in origin.h2 ? shared : engine.nextEventLoop() }
+        _ = try await runConcurrently(requests: max(100, concurrency), inFlight: concurrency, loops: loops) {
             try await benchGET(engine, target)
         }
         let cpu0 = processCPUSeconds()
         let (calls, seconds) = try await runConcurrently(
             requests: requests,
             inFlight: concurrency,
-            executors: executors
+            loops: loops
         ) {
             try await benchGET(engine, target)
         }

@@ -133,3 +133,31 @@ import Testing
         #expect(interleavedIPv6First(ipv4: [], ipv6: []).isEmpty)
     }
 }
+
+/// `String(strictUTF8:)`, the portable stand-in for `String(validating:as:)` (iOS 18+): it must refuse
+/// what that refuses, never repair.
+@Suite struct StrictUTF8Tests {
+    @Test func wellFormedTextIsKeptAsItIs() {
+        #expect(String(strictUTF8: Array("a.test,b.test".utf8)) == "a.test,b.test")
+        #expect(String(strictUTF8: Array("腾讯云 ✓ 🚀".utf8)) == "腾讯云 ✓ 🚀")
+        #expect(String(strictUTF8: [UInt8]()) == "")
+        #expect(String(strictUTF8: Array("abc".utf8)[1...]) == "bc")
+    }
+
+    @Test(arguments: [
+        [0xC0, 0x80],  // overlong NUL
+        [0xE2, 0x82],  // truncated three-byte sequence
+        [0x61, 0x80, 0x62],  // lone continuation byte
+        [0xED, 0xA0, 0x80],  // UTF-16 surrogate encoded in UTF-8
+        [0xF4, 0x90, 0x80, 0x80],  // above U+10FFFF
+        [0xFF],
+        [0xEF, 0xBF, 0xBD, 0xFF],  // a real U+FFFD, then a bad byte
+    ] as [[UInt8]])
+    func malformedBytesAreRefusedNotRepaired(_ bytes: [UInt8]) {
+        #expect(String(strictUTF8: bytes) == nil)
+    }
+
+    @Test func aRealReplacementCharacterIsText() {
+        #expect(String(strictUTF8: [0xEF, 0xBF, 0xBD]) == "\u{FFFD}")
+    }
+}

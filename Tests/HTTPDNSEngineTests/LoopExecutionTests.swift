@@ -9,6 +9,7 @@ import NIOPosix
 import Testing
 
 @Suite struct LoopExecutionTests {
+    @available(macOS 15, iOS 18, tvOS 18, watchOS 11, *)
     @Test func aTaskPreferringTheLoopExecutorRunsAndResumesOnThatLoop() async throws {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 2)
         let loop = group.next()

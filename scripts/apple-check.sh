@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Compile-checks the package for iOS 16 (issue 33): every library target (HTTPDNSKit builds them all)
+# and the server are type-checked and compiled for arm64-apple-ios16.0 on this Linux machine by the
+# shared harness
+# (../shared/tools/apple-typecheck.sh), which Xcode's rules for the declared deployment target apply
+# to: availability, CryptoKit's Sendable surface, the code behind #if canImport(Darwin/Network/ObjectiveC).
+# Nothing is linked or run: the Apple-only code is compiled, never executed here.
+#
+# Needs an iPhoneOS SDK and the Dispatch/os API notes, named by the environment (README, "Apple
+# platforms"); without them it says that it skipped and exits 0 (CI has none).
+#   HTTPDNS_APPLE_SDK        path of iPhoneOS16.5.sdk (or another iPhoneOS SDK)
+#   HTTPDNS_APPLE_APINOTES   folder holding Dispatch.apinotes and os.apinotes
+#   HTTPDNS_APPLE_HARNESS    the harness (default ../shared/tools/apple-typecheck.sh)
+#   WORK                     the harness's scratch folder (default: its own; kept between runs)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ -z "${HTTPDNS_APPLE_SDK:-}" ] || [ -z "${HTTPDNS_APPLE_APINOTES:-}" ]; then
+    echo "apple-check: SKIPPED, no iOS SDK (set HTTPDNS_APPLE_SDK and HTTPDNS_APPLE_APINOTES to run it)"
+    exit 0
+fi
+harness=${HTTPDNS_APPLE_HARNESS:-../shared/tools/apple-typecheck.sh}
+if [ ! -x "$harness" ]; then
+    echo "apple-check: the harness $harness is missing: set HTTPDNS_APPLE_HARNESS" >&2
+    exit 2
+fi
+# Not the `httpdns` CLI: swift-argument-parser imports `os` and Synchronization, whose iOS 16.5 SDK
+# interfaces (Swift 5.8) this harness cannot rebuild with today's compiler; that stops in the SDK, before
+# any of our code. The CLI is a macOS/Linux tool; the library is what ships in apps.
+export TARGETS=${TARGETS:-"HTTPDNSKit HTTPDNSURLSession HTTPDNSLookup HTTPDNSServer"}
+log=$(mktemp /tmp/httpdns-apple-check.XXXXXX)
+trap 'rm -f "$log"' EXIT
+set +e
+"$harness" "$HTTPDNS_APPLE_SDK" "$PWD" "$HTTPDNS_APPLE_APINOTES" > "$log" 2>&1
+rc=$?
+set -e
+# The harness's summary: one line per target, then every diagnostic in our own Sources.
+sed -n '/^== swift build/,$p' "$log"
+errors=$(grep -cE '^Sources/.*: error:' "$log" || true)
+warnings=$(grep -cE '^Sources/.*: warning:' "$log" || true)
+echo "apple-check: arm64-apple-ios16.0, targets: $TARGETS"
+echo "apple-check: $errors errors, $warnings warnings in Sources; harness exit $rc"
+[ "$rc" = 0 ] && [ "$errors" = 0 ]
