@@ -41,7 +41,6 @@ public struct HTTPDNSConfigurationError: Error, Equatable, Sendable, CustomStrin
 
     /// Errors are equal when their codes are.
     public static func == (l: HTTPDNSConfigurationError, r: HTTPDNSConfigurationError) -> Bool { l.code == r.code }
-    /// Hashes the code only, consistent with `==`.
 
     /// The message.
     public var description: String { message }

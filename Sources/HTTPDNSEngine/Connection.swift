@@ -34,12 +34,15 @@ final class Connection: Sendable {
     let synthesizedFrom: IPAddress?
     /// HTTP/2: what the server's GOAWAY said, once it has sent one.
     let goAway: GoAwayRecord?
+    /// How its address was found.
+    let lookup: AddressLookup
 
     private init(
         channel: any Channel,
         ready: Ready,
         remote: SocketAddress,
         synthesizedFrom: IPAddress?,
+        lookup: AddressLookup,
         connect: Duration,
         tls: Duration?
     ) {
@@ -49,6 +52,7 @@ final class Connection: Sendable {
         self.goAway = ready.goAway
         self.remote = remote
         self.synthesizedFrom = synthesizedFrom
+        self.lookup = lookup
         self.connectDuration = connect
         self.tlsDuration = tls
     }
@@ -68,10 +72,12 @@ final class Connection: Sendable {
     }
 
     /// Connects to `url`'s host at `addresses` (nil: an IP-literal host, connected to as is; an IPv4
-    /// literal reached through NAT64 comes with its synthesized address).
+    /// literal reached through NAT64 comes with its synthesized address). `lookup` says how they were
+    /// found.
     static func establish(
         url: HTTPURL,
         addresses: ResolvedAddresses?,
+        lookup: AddressLookup,
         settings: Settings,
         group: any EventLoopGroup
     ) async throws -> Connection {
@@ -87,7 +93,7 @@ final class Connection: Sendable {
         let sslContext = settings.sslContext
         let h2c = settings.h2c
         let verdict = ChainVerdict()
-        var bootstrap = ClientBootstrap(group: eventLoop)
+        let bootstrap = ClientBootstrap(group: eventLoop)
             .connectTimeout(.nanoseconds(settings.connectTimeout.nanoseconds))
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
             .channelInitializer { channel in
@@ -123,27 +129,17 @@ final class Connection: Sendable {
         let started = ContinuousClock.now
         let channel: any Channel
         do {
-            if addresses == nil, let ip = IPAddress(url.host) {
-                channel = try await bootstrap.connect(to: try SocketAddress(ip, port: url.port)).get()
-            } else {
-                guard let addresses, !(addresses.ipv4.isEmpty && addresses.ipv6.isEmpty) else {
-                    throw HTTPEngineError(.noAddresses, "no address to connect to for \(url.host)")
-                }
-                bootstrap = bootstrap.resolver(
-                    RankedResolver(
-                        ipv4: try addresses.ipv4.map { try SocketAddress($0, port: url.port) },
-                        ipv6: try addresses.ipv6.map { try SocketAddress($0, port: url.port) },
-                        eventLoop: eventLoop
-                    )
-                )
-                channel = try await bootstrap.connect(host: url.host, port: url.port).get()
-            }
-        } catch let error as HTTPEngineError {
-            readyPromise.fail(error)
-            throw error
+            channel = try await connectTCP(
+                bootstrap,
+                on: eventLoop,
+                host: url.host,
+                port: url.port,
+                addresses: addresses,
+                timeout: settings.connectTimeout
+            )
         } catch {
             readyPromise.fail(error)
-            throw describeConnectFailure(error, url: url, timeout: settings.connectTimeout)
+            throw error
         }
         let connected = ContinuousClock.now
         // Read now: a channel the server closed at once (a failed handshake) has no remote address later.
@@ -169,6 +165,7 @@ final class Connection: Sendable {
                 ready: ready,
                 remote: remote,
                 synthesizedFrom: remote.httpdnsIP.flatMap { addresses?.synthesized[$0] },
+                lookup: lookup,
                 connect: connected - started,
                 tls: tls
             )
@@ -182,6 +179,36 @@ final class Connection: Sendable {
                 address: remoteText,
                 chainRejected: verdict.rejected
             )
+        }
+    }
+
+    /// TCP to `host:port` through `bootstrap` (made for `loop`): at `addresses` in their order (NIO's happy eyeballs), or,
+    /// for an IP-literal host given no addresses, to the literal itself. Throws `HTTPEngineError`.
+    static func connectTCP(
+        _ bootstrap: ClientBootstrap,
+        on loop: any EventLoop,
+        host: String,
+        port: Int,
+        addresses: ResolvedAddresses?,
+        timeout: Duration
+    ) async throws -> any Channel {
+        do {
+            if addresses == nil, let ip = IPAddress(host) {
+                return try await bootstrap.connect(to: try SocketAddress(ip, port: port)).get()
+            }
+            guard let addresses, !(addresses.ipv4.isEmpty && addresses.ipv6.isEmpty) else {
+                throw HTTPEngineError(.noAddresses, "no address to connect to for \(host)")
+            }
+            let ranked = RankedResolver(
+                ipv4: try addresses.ipv4.map { try SocketAddress($0, port: port) },
+                ipv6: try addresses.ipv6.map { try SocketAddress($0, port: port) },
+                eventLoop: loop
+            )
+            return try await bootstrap.resolver(ranked).connect(host: host, port: port).get()
+        } catch let error as HTTPEngineError {
+            throw error
+        } catch {
+            throw describeConnectFailure(error, host: host, port: port, timeout: timeout)
         }
     }
 
@@ -478,7 +505,7 @@ extension SocketAddress {
     var httpdnsIP: IPAddress? { ipAddress.flatMap { IPAddress($0) } }
 }
 
-func describeConnectFailure(_ error: any Error, url: HTTPURL, timeout: Duration) -> HTTPEngineError {
+func describeConnectFailure(_ error: any Error, host: String, port: Int, timeout: Duration) -> HTTPEngineError {
     if let e = error as? NIOConnectionError {
         let attempts = e.connectionErrors.map {
             HTTPEngineError.Attempt(
@@ -489,7 +516,7 @@ func describeConnectFailure(_ error: any Error, url: HTTPURL, timeout: Duration)
         }
         return HTTPEngineError(
             .connectFailed,
-            "could not connect to \(url.host) at any address",
+            "could not connect to \(host) at any address",
             attempts: attempts,
             underlying: e
         )
@@ -497,13 +524,13 @@ func describeConnectFailure(_ error: any Error, url: HTTPURL, timeout: Duration)
     if case ChannelError.connectTimeout = error {
         return HTTPEngineError(
             .connectTimeout,
-            "connecting to \(formatAuthority(host: url.host, port: url.port)) took longer than \(timeout)",
+            "connecting to \(formatAuthority(host: host, port: port)) took longer than \(timeout)",
             underlying: error
         )
     }
     return HTTPEngineError(
         .connectFailed,
-        "could not connect to \(formatAuthority(host: url.host, port: url.port)): \(describeSocketError(error))",
+        "could not connect to \(formatAuthority(host: host, port: port)): \(describeSocketError(error))",
         underlying: error
     )
 }

@@ -1,7 +1,8 @@
 // The connection pool's executor. The rules are PoolStateMachine's; this file feeds it events under
-// one lock and carries out its actions after the lock is released: hand a connection (or the job of
-// opening one) to a waiting request, fail a request, close a connection, arm an idle timer. It maps the
-// machine's numbers to the `Connection`s and suspended tasks they stand for, and nothing more.
+// one lock and carries out its actions after the lock is released: hand a connection to a waiting
+// request, open a connection through the factory, fail a request, close a connection, arm an idle or a
+// connect-retry timer. It maps the machine's numbers to the `Connection`s and suspended tasks they
+// stand for, and nothing more.
 
 import NIOConcurrencyHelpers
 import NIOCore
@@ -17,20 +18,27 @@ struct PoolKey: Hashable, Sendable {
 final class ConnectionPool: Sendable {
     typealias RequestID = PoolStateMachine.RequestID
     typealias ConnectionID = PoolStateMachine.ConnectionID
+    /// Opens one connection as `recipe` says, giving up at `deadline` (nil: only the connect and TLS
+    /// timeouts bound it). Its errors are `ConnectAttemptFailed`.
+    typealias Factory = @Sendable (_ recipe: ConnectRecipe, _ deadline: NIODeadline?) async throws -> Connection
 
     /// What a request is given by the pool.
     enum Grant {
+        /// `reused`: an earlier request ran on this connection (false for the first one on a new one).
         case run(Connection, reused: Bool)
-        case connect(ConnectionID)
         case fail(PoolStateMachine.Failure, connectError: (any Error)?)
     }
 
     /// A queued request: queued under the lock before its task suspends, so a grant that comes in
-    /// between is kept for it, never lost.
-    enum Waiter {
-        case queued
-        case granted(Grant)
-        case suspended(CheckedContinuation<Grant, Never>)
+    /// between is kept for it, never lost. `recipe` says how to connect for it.
+    struct Waiter {
+        enum Stage {
+            case queued
+            case granted(Grant)
+            case suspended(CheckedContinuation<Grant, Never>)
+        }
+        var recipe: ConnectRecipe
+        var stage: Stage
     }
 
     struct State {
@@ -39,50 +47,59 @@ final class ConnectionPool: Sendable {
         var ids: [ObjectIdentifier: ConnectionID] = [:]
         var waiters: [RequestID: Waiter] = [:]
         var nextRequest: RequestID = 0
+        /// Connections no request has run on yet.
+        var fresh: Set<ConnectionID> = []
+        /// Per host, the error of its last failed connect, named when a waiter times out after it.
+        /// Cleared when a connect to the host succeeds; at most `lastErrorLimit` hosts.
+        var lastConnectError: [PoolKey: any Error] = [:]
     }
+    static let lastErrorLimit = 256
 
     /// What was decided under the lock, to be done after it.
     struct Effects {
         var resume: [(CheckedContinuation<Grant, Never>, Grant)] = []
         var close: [Connection] = []
         var idleTimers: [(Connection, ConnectionID, TimeAmount)] = []
+        var connects: [(PoolStateMachine.Connect, ConnectRecipe)] = []
+        var retryTimers: [(PoolKey, TimeAmount)] = []
         /// The grant for the request whose own event produced these actions, if any.
         var own: Grant?
     }
 
     let state: NIOLockedValueBox<State>
+    private let factory: Factory
+    private let group: any EventLoopGroup
 
-    init(maxConnectionsPerHost: Int, maxConcurrentStreams: Int, idleTimeout: Duration) {
-        let limits = PoolStateMachine.Limits(
-            maxConnectionsPerHost: maxConnectionsPerHost,
-            maxConcurrentStreams: maxConcurrentStreams,
-            idleTimeout: .nanoseconds(idleTimeout.nanoseconds)
-        )
+    init(limits: PoolStateMachine.Limits, group: any EventLoopGroup, factory: @escaping Factory) {
         state = NIOLockedValueBox(State(machine: PoolStateMachine(limits: limits)))
+        self.group = group
+        self.factory = factory
     }
 
-    /// A connection to run one request on: an idle or multiplexed one (`reused` true), or a new one made
-    /// by `connect`. Every lease must be given back with `release`.
-    func lease(_ key: PoolKey, deadline: NIODeadline?, eventLoop: any EventLoop, connect: () async throws -> Connection)
+    /// A connection to run one request on: idle, multiplexed or new. `reused` is false for the first
+    /// request on a new connection. Every lease must be given back with `release`.
+    func lease(_ key: PoolKey, recipe: ConnectRecipe, deadline: NIODeadline?, eventLoop: any EventLoop)
         async throws -> (Connection, reused: Bool)
     {
         while true {
             if Task.isCancelled { throw HTTPEngineError(.cancelled, "\(key.host): the request was cancelled") }
-            if let deadline, deadline <= .now() { throw Self.error(.timedOut, key: key, connectError: nil) }
-            let (id, first) = state.withLockedValue { state -> (RequestID, Grant?) in
+            if let deadline, deadline <= .now() { throw error(.timedOut, key: key, connectError: nil) }
+            let (id, first, effects) = state.withLockedValue { state -> (RequestID, Grant?, Effects) in
                 state.nextRequest += 1
                 let id = state.nextRequest
-                switch state.machine.request(id, key: key) {
-                case .run(let conn): return (id, .run(state.connections[conn]!, reused: true))
-                case .connect(let conn): return (id, .connect(conn))
-                case .fail(let failure): return (id, .fail(failure, connectError: nil))
-                case .wait:
-                    state.waiters[id] = .queued
-                    return (id, nil)
+                switch state.machine.request(id, key: key, deadline: deadline) {
+                case .run(let conn):
+                    return (id, .run(state.connections[conn]!, reused: state.fresh.remove(conn) == nil), Effects())
+                case .fail(let failure):
+                    return (id, .fail(failure, connectError: nil), Effects())
+                case .wait(let connect):
+                    state.waiters[id] = Waiter(recipe: recipe, stage: .queued)
+                    return (id, nil, Self.apply(connect.map { [.connect($0)] } ?? [], &state, connectError: nil))
                 }
             }
+            run(effects)
             let grant: Grant
-            if let first { grant = first } else { grant = await wait(id, key: key, deadline: deadline, eventLoop: eventLoop) }
+            if let first { grant = first } else { grant = await wait(id, deadline: deadline, eventLoop: eventLoop) }
             switch grant {
             case .run(let conn, let reused):
                 guard conn.isActive else {
@@ -91,16 +108,14 @@ final class ConnectionPool: Sendable {
                     continue
                 }
                 return (conn, reused)
-            case .connect(let id):
-                return (try await open(id, key: key, connect: connect), false)
             case .fail(let failure, let connectError):
-                throw Self.error(failure, key: key, connectError: connectError)
+                throw error(failure, key: key, connectError: connectError)
             }
         }
     }
 
     /// Suspends a queued request until the pool grants it something, its deadline passes or it is cancelled.
-    private func wait(_ id: RequestID, key: PoolKey, deadline: NIODeadline?, eventLoop: any EventLoop) async -> Grant {
+    private func wait(_ id: RequestID, deadline: NIODeadline?, eventLoop: any EventLoop) async -> Grant {
         let timer = deadline.map { deadline in
             eventLoop.scheduleTask(deadline: deadline) { self.giveUp(id, .timedOut) }
         }
@@ -108,8 +123,9 @@ final class ConnectionPool: Sendable {
         return await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Grant, Never>) in
                 let granted = state.withLockedValue { state -> Grant? in
-                    guard case .granted(let grant) = state.waiters[id] else {
-                        state.waiters[id] = .suspended(continuation)
+                    guard let waiter = state.waiters[id] else { return nil }
+                    guard case .granted(let grant) = waiter.stage else {
+                        state.waiters[id]!.stage = .suspended(continuation)
                         return nil
                     }
                     state.waiters[id] = nil
@@ -122,29 +138,40 @@ final class ConnectionPool: Sendable {
         }
     }
 
-    /// Opens connection `id` for the request that was told to, and tells the machine how it went.
-    private func open(_ id: ConnectionID, key: PoolKey, connect: () async throws -> Connection) async throws
-        -> Connection
-    {
-        let conn: Connection
-        do {
-            conn = try await connect()
-        } catch {
-            perform(connectError: error) { $0.connectFailed(id) }
-            throw error
+    /// Opens a connection the machine asked for, and tells the machine how it went.
+    private func open(_ connect: PoolStateMachine.Connect, recipe: ConnectRecipe) {
+        let factory = self.factory
+        Task {
+            let conn: Connection
+            do {
+                conn = try await factory(recipe, connect.deadline)
+            } catch {
+                let cause = (error as? ConnectAttemptFailed)?.error ?? error
+                let effects = state.withLockedValue { state in
+                    if state.lastConnectError.count >= Self.lastErrorLimit { state.lastConnectError = [:] }
+                    state.lastConnectError[connect.key] = cause
+                    let actions = state.machine.connectFailed(
+                        connect.connection,
+                        retryMayHelp: ConnectAttemptFailed.retryMayHelp(cause),
+                        now: .now()
+                    )
+                    return Self.apply(actions, &state, connectError: error)
+                }
+                run(effects)
+                return
+            }
+            let effects = state.withLockedValue { state in
+                state.connections[connect.connection] = conn
+                state.ids[ObjectIdentifier(conn)] = connect.connection
+                state.fresh.insert(connect.connection)
+                state.lastConnectError[connect.key] = nil
+                let actions = state.machine.connected(connect.connection, version: conn.version, now: .now())
+                return Self.apply(actions, &state, connectError: nil)
+            }
+            run(effects)
+            conn.channel.closeFuture.whenComplete { _ in self.connectionClosed(conn) }
+            conn.goAway?.onReceived { [weak self] in self?.event(conn) { $0.goingAway($1) } }
         }
-        let effects = state.withLockedValue { state in
-            state.connections[id] = conn
-            state.ids[ObjectIdentifier(conn)] = id
-            return Self.apply(state.machine.connected(id, version: conn.version), &state, connectError: nil)
-        }
-        run(effects)
-        conn.channel.closeFuture.whenComplete { _ in self.connectionClosed(conn) }
-        conn.goAway?.onReceived { [weak self] in self?.event(conn) { $0.goingAway($1) } }
-        if case .fail(let failure, _) = effects.own {
-            throw Self.error(failure, key: key, connectError: nil)
-        }
-        return conn
     }
 
     /// Gives a leased connection back. `reusable`: an HTTP/1.1 connection whose exchange ended cleanly.
@@ -158,6 +185,7 @@ final class ConnectionPool: Sendable {
             guard let id = state.ids.removeValue(forKey: ObjectIdentifier(conn)) else { return Effects() }
             let effects = Self.apply(state.machine.closed(id), &state, connectError: nil)
             state.connections[id] = nil
+            state.fresh.remove(id)
             return effects
         }
         run(effects)
@@ -187,13 +215,9 @@ final class ConnectionPool: Sendable {
 
     // MARK: Carrying out actions
 
-    /// Feeds the machine one event under the lock and carries out its actions after. `connectError`:
-    /// the error of the failed connect the event reports, passed on to the requests it fails.
-    private func perform(
-        connectError: (any Error)? = nil,
-        _ event: (inout PoolStateMachine) -> [PoolStateMachine.Action]
-    ) {
-        run(state.withLockedValue { Self.apply(event(&$0.machine), &$0, connectError: connectError) })
+    /// Feeds the machine one event under the lock and carries out its actions after.
+    private func perform(_ event: (inout PoolStateMachine) -> [PoolStateMachine.Action]) {
+        run(state.withLockedValue { Self.apply(event(&$0.machine), &$0, connectError: nil) })
     }
 
     private func event(
@@ -209,17 +233,19 @@ final class ConnectionPool: Sendable {
 
     /// Turns the machine's actions into effects, under the lock. A grant for a request that has not
     /// suspended yet is kept for it; one for a request that is not queued is the caller's own.
+    /// `connectError`: the error of the failed connect the event reports, passed on to the requests it
+    /// fails.
     private static func apply(_ actions: [PoolStateMachine.Action], _ state: inout State, connectError: (any Error)?)
         -> Effects
     {
         var effects = Effects()
         func grant(_ id: RequestID, _ grant: Grant) {
-            switch state.waiters[id] {
+            switch state.waiters[id]?.stage {
             case .suspended(let continuation):
                 state.waiters[id] = nil
                 effects.resume.append((continuation, grant))
             case .queued:
-                state.waiters[id] = .granted(grant)
+                state.waiters[id]!.stage = .granted(grant)
             case .granted, nil:
                 effects.own = grant
             }
@@ -227,15 +253,18 @@ final class ConnectionPool: Sendable {
         for action in actions {
             switch action {
             case .run(let id, let conn):
-                grant(id, .run(state.connections[conn]!, reused: true))
-            case .connect(let id, let conn):
-                grant(id, .connect(conn))
+                grant(id, .run(state.connections[conn]!, reused: state.fresh.remove(conn) == nil))
+            case .connect(let connect):
+                // The machine names a request still in its queue, so its recipe is here.
+                if let recipe = state.waiters[connect.recipeOf]?.recipe { effects.connects.append((connect, recipe)) }
             case .fail(let id, let failure):
                 grant(id, .fail(failure, connectError: connectError))
             case .close(let conn):
                 if let c = state.connections[conn] { effects.close.append(c) }
             case .scheduleIdleTimer(let conn, let after):
                 if let c = state.connections[conn] { effects.idleTimers.append((c, conn, after)) }
+            case .scheduleConnectRetry(let key, let after):
+                effects.retryTimers.append((key, after))
             }
         }
         return effects
@@ -247,19 +276,25 @@ final class ConnectionPool: Sendable {
         for (conn, id, after) in effects.idleTimers {
             conn.channel.eventLoop.scheduleTask(in: after) { self.idleTimerFired(id) }
         }
+        for (connect, recipe) in effects.connects { open(connect, recipe: recipe) }
+        for (key, after) in effects.retryTimers {
+            group.any().scheduleTask(in: after) { self.perform { $0.connectRetryDue(key) } }
+        }
     }
 
-    private static func error(_ failure: PoolStateMachine.Failure, key: PoolKey, connectError: (any Error)?)
-        -> any Error
-    {
+    private func error(_ failure: PoolStateMachine.Failure, key: PoolKey, connectError: (any Error)?) -> any Error {
         switch failure {
         case .shutdown:
             return HTTPEngineError(.shutdown, "the engine was shut down")
         case .timedOut:
-            return HTTPEngineError(
-                .totalTimeout,
-                "\(key.host): no connection became free before the request's total timeout"
-            )
+            if let last = state.withLockedValue({ $0.lastConnectError[key] }) {
+                return HTTPEngineError(
+                    .totalTimeout,
+                    "\(key.host): the request's total timeout passed while connecting (last try: \(last))",
+                    underlying: last
+                )
+            }
+            return HTTPEngineError(.totalTimeout, "\(key.host): no connection was ready before the request's total timeout")
         case .cancelled:
             return HTTPEngineError(.cancelled, "\(key.host): the request was cancelled while waiting for a connection")
         case .connectFailed:

@@ -1,5 +1,6 @@
-// The one HTTP engine: every HTTP exchange of the project goes through here, the resolver's own DoH
-// and JSON queries included.
+// The HTTP engine: every HTTP exchange of the project goes through this type, the resolver's own DoH
+// and JSON queries included (`HTTPDNS` owns two instances of it: one for the app's requests, resolving
+// through HTTPDNS, and one for the resolver's queries, which connect to configured addresses).
 //
 // "Who we talk to" and "where we connect" are kept apart: the request URL keeps the real host (TLS SNI,
 // certificate check, Host / :authority); the socket address comes from an AddressSource (the resolver)
@@ -26,10 +27,8 @@ public final class HTTPEngine: Sendable {
     let group: any EventLoopGroup
     let logger: Logger
     let addressSource: (any AddressSource)?
-    let sslContexts: [HTTPVersionPolicy: NIOSSLContext]
     let pool: ConnectionPool
-    let ranker = NIOLockedValueBox(AddressRanker())
-    let clock = SystemWallClock()
+    let factory: ConnectionFactory
     let metrics = EngineMetrics()
     /// The network path: where IPv4 is reached through NAT64, IPv4 addresses are connected to through
     /// their synthesized IPv6 form; when it changes, pooled connections are retired.
@@ -52,26 +51,21 @@ public final class HTTPEngine: Sendable {
         self.path = path ?? addressSource?.networkPath ?? NetworkPath()
         self.group = eventLoopGroup
         self.logger = logger
-        var contexts: [HTTPVersionPolicy: NIOSSLContext] = [:]
-        for policy in [HTTPVersionPolicy.automatic, .http1Only, .http2Only] {
-            var tls = TLSConfiguration.makeClientConfiguration()
-            tls.minimumTLSVersion = .tlsv12
-            if !configuration.tls.additionalTrustRoots.isEmpty {
-                tls.additionalTrustRoots = [.certificates(configuration.tls.additionalTrustRoots)]
-            }
-            switch policy {
-            case .automatic: tls.applicationProtocols = ["h2", "http/1.1"]
-            case .http1Only: tls.applicationProtocols = ["http/1.1"]
-            case .http2Only: tls.applicationProtocols = ["h2"]
-            }
-            contexts[policy] = try NIOSSLContext(configuration: tls)
-        }
-        self.sslContexts = contexts
-        self.pool = ConnectionPool(
+        let factory = try ConnectionFactory(
+            configuration: configuration,
+            addressSource: addressSource,
+            path: self.path,
+            group: eventLoopGroup
+        )
+        let limits = PoolStateMachine.Limits(
             maxConnectionsPerHost: configuration.maxConnectionsPerHost,
             maxConcurrentStreams: configuration.maxConcurrentStreams,
-            idleTimeout: configuration.idleConnectionTimeout
+            idleTimeout: .nanoseconds(configuration.idleConnectionTimeout.nanoseconds)
         )
+        self.factory = factory
+        self.pool = ConnectionPool(limits: limits, group: eventLoopGroup) { recipe, deadline in
+            try await factory.connect(recipe, deadline: deadline)
+        }
         self.path.onChange { [weak pool] in pool?.retireConnections() }
     }
 
@@ -84,6 +78,15 @@ public final class HTTPEngine: Sendable {
         var configuration = Configuration()
         configuration.tls = tls
         try self.init(configuration: configuration, addressSource: addressSource, logger: logger)
+    }
+
+    /// A plain TCP connection to `host:port` for a CONNECT tunnel, made the way the engine makes its own
+    /// (lookup through the address source, ranking, NAT64, happy eyeballs), on `loop`, within
+    /// `timeout`. The proxy's tunnels use it. Throws `HTTPEngineError`.
+    package func openTunnel(host: String, port: Int, on loop: any EventLoop, timeout: Duration) async throws
+        -> any Channel
+    {
+        try await factory.tunnel(host: host, port: port, on: loop, timeout: timeout)
     }
 
     /// Closes every pooled connection. Requests started afterwards fail.
@@ -133,17 +136,25 @@ public final class HTTPEngine: Sendable {
             NIODeadline.now() + .nanoseconds($0.nanoseconds)
         }
 
-        let (connection, reused) = try await pool.lease(key, deadline: deadline, eventLoop: group.any()) {
-            // Resolve only when a new connection is needed: a reused one already has its address.
-            let addresses = try await self.addresses(for: url, given: given, recorder: recorder, deadline: deadline)
-            return try await self.connect(
-                url,
-                addresses: addresses,
-                versions: versions,
-                h2c: h2c,
-                deadline: deadline,
-                connectTimeout: request.idleTimeout
-            )
+        let recipe = ConnectRecipe(
+            url: url,
+            given: given,
+            versions: versions,
+            h2c: h2c,
+            idleTimeout: request.idleTimeout
+        )
+        let connection: Connection
+        let reused: Bool
+        do {
+            (connection, reused) = try await pool.lease(key, recipe: recipe, deadline: deadline, eventLoop: group.any())
+        } catch let failed as ConnectAttemptFailed {
+            if let lookup = failed.lookup {
+                recorder.update {
+                    $0.dnsSource = lookup.source
+                    $0.dnsMs = lookup.duration?.milliseconds
+                }
+            }
+            throw failed.error
         }
         recorder.update {
             $0.reused = reused
@@ -154,6 +165,8 @@ public final class HTTPEngine: Sendable {
             if reused {
                 $0.dnsSource = $0.dnsSource ?? "reused connection"
             } else {
+                $0.dnsSource = connection.lookup.source
+                $0.dnsMs = connection.lookup.duration?.milliseconds
                 $0.connectMs = connection.connectDuration.milliseconds
                 $0.tlsMs = connection.tlsDuration?.milliseconds
             }
@@ -191,175 +204,6 @@ public final class HTTPEngine: Sendable {
     private func isReplayable(_ request: HTTPRequest) -> Bool {
         if case .stream = request.body?.storage { return false }
         return true
-    }
-
-    private func addresses(
-        for url: HTTPURL,
-        given: ResolvedAddresses?,
-        recorder: MetricsRecorder,
-        deadline: NIODeadline?
-    ) async throws -> ResolvedAddresses? {
-        if let literal = IPAddress(url.host) {
-            recorder.update { $0.dnsSource = "literal" }
-            // An IPv4 literal on a network that reaches IPv4 only through NAT64: its synthesized form.
-            guard !literal.isIPv6 else { return nil }
-            let mapped = await connectable(ResolvedAddresses(ipv4: [literal], ipv6: [], source: "literal"))
-            return mapped.synthesized.isEmpty ? nil : mapped
-        }
-        let started = ContinuousClock.now
-        let found: ResolvedAddresses
-        if let given {
-            found = given
-        } else if let addressSource {
-            do {
-                let host = url.host
-                found = try await Self.within(
-                    deadline,
-                    on: group.any(),
-                    orFail: HTTPEngineError(.totalTimeout, "\(host): no address before the request's total timeout")
-                ) {
-                    try await addressSource.addresses(for: host)
-                }
-            } catch let error as HTTPEngineError {
-                throw error
-            } catch {
-                throw HTTPEngineError(.nameNotResolved, "could not resolve \(url.host): \(error)", underlying: error)
-            }
-        } else {
-            recorder.update { $0.dnsSource = "system" }
-            return nil  // NIO's getaddrinfo resolver, inside the connect
-        }
-        let now = clock.now()
-        let ranked = ranker.withLockedValue { r in
-            ResolvedAddresses(
-                ipv4: r.rank(found.ipv4, now: now),
-                ipv6: r.rank(found.ipv6, now: now),
-                source: found.source
-            )
-        }
-        recorder.update {
-            $0.dnsSource = found.source
-            $0.dnsMs = (ContinuousClock.now - started).milliseconds
-        }
-        return await connectable(ranked)
-    }
-
-    /// `addresses` as this network can connect to them (NAT64 synthesis where IPv4 has no route),
-    /// waiting for a prefix discovery still running when there are IPv4 addresses that need it.
-    private func connectable(_ addresses: ResolvedAddresses) async -> ResolvedAddresses {
-        let mapped = await path.connectable(ipv4: addresses.ipv4, ipv6: addresses.ipv6)
-        var out = addresses
-        out.ipv4 = mapped.ipv4
-        out.ipv6 = mapped.ipv6
-        out.synthesized = mapped.synthesized
-        return out
-    }
-
-    /// `body`'s result, or `error` once `deadline` has passed, whichever comes first. The total timeout
-    /// covers the lookup too, even through an address source that does not stop when cancelled (it is
-    /// cancelled, and its late answer is dropped).
-    static func within<T: Sendable>(
-        _ deadline: NIODeadline?,
-        on loop: any EventLoop,
-        orFail error: HTTPEngineError,
-        _ body: @escaping @Sendable () async throws -> T
-    ) async throws -> T {
-        guard let deadline else { return try await body() }
-        let promise = loop.makePromise(of: T.self)
-        let task = Task {
-            do { promise.succeed(try await body()) } catch { promise.fail(error) }
-        }
-        let timer = loop.scheduleTask(deadline: deadline) {
-            promise.fail(error)  // a later answer finds the promise completed and is dropped
-            task.cancel()
-        }
-        defer { timer.cancel() }
-        return try await withTaskCancellationHandler {
-            try await promise.futureResult.get()
-        } onCancel: {
-            task.cancel()
-        }
-    }
-
-    private func connect(
-        _ url: HTTPURL,
-        addresses: ResolvedAddresses?,
-        versions: HTTPVersionPolicy,
-        h2c: Bool,
-        deadline: NIODeadline?,
-        connectTimeout requested: Duration?
-    ) async throws -> Connection {
-        var connectTimeout = requested.map { min($0, configuration.timeouts.connect) } ?? configuration.timeouts.connect
-        if let deadline {
-            let left = Duration.nanoseconds((deadline - .now()).nanoseconds)
-            guard left > .zero else { throw HTTPEngineError(.totalTimeout, "no time left to connect to \(url.host)") }
-            connectTimeout = min(connectTimeout, left)
-        }
-        let settings = Connection.Settings(
-            sslContext: url.isTLS ? sslContexts[versions] : nil,
-            pins: configuration.tls.pins[url.host],
-            h2c: h2c,
-            connectTimeout: connectTimeout,
-            tlsTimeout: requested.map { min($0, configuration.timeouts.tlsHandshake) }
-                ?? configuration.timeouts.tlsHandshake
-        )
-        do {
-            let connection = try await Connection.establish(
-                url: url,
-                addresses: addresses,
-                settings: settings,
-                group: group
-            )
-            learn(from: connection, addresses: addresses)
-            return connection
-        } catch let error as HTTPEngineError {
-            learn(from: error)
-            // When the request's total timeout was the shorter bound, that is the timeout to report.
-            if let deadline, error.code == .connectTimeout || error.code == .tlsHandshakeTimeout,
-                deadline <= .now()
-            {
-                throw HTTPEngineError(
-                    .totalTimeout,
-                    "\(url.host): the request's total timeout passed while connecting (\(error.message))",
-                    underlying: error
-                )
-            }
-            // An https URL with an IPv4 literal, reached through NAT64: the TLS library checks the
-            // certificate against the address connected to (the synthesized one) and cannot be told
-            // another. We fail closed rather than switch its check off; say why.
-            if error.code == .certificateNameMismatch, IPAddress(url.host) != nil,
-                addresses?.synthesized.isEmpty == false
-            {
-                throw HTTPEngineError(
-                    error.code,
-                    error.message
-                        + " (reached through NAT64: the certificate is checked against the synthesized address connected to, which it does not name; use the hostname in the URL)",
-                    attempts: error.attempts,
-                    underlying: error.underlying
-                )
-            }
-            throw error
-        }
-    }
-
-    /// Feeds connect outcomes back to the ranker. NIO's happy-eyeballs connector reports the winner
-    /// only; the addresses tried before it (in its IPv6-first interleaved order) either failed or were
-    /// too slow, and are counted as failures.
-    private func learn(from connection: Connection, addresses: ResolvedAddresses?) {
-        guard let addresses, let winner = connection.remote.httpdnsIP else { return }
-        let now = clock.now()
-        let order = interleavedIPv6First(ipv4: addresses.ipv4, ipv6: addresses.ipv6)
-        ranker.withLockedValue { r in
-            for ip in order.prefix(while: { $0 != winner }) { r.recordFailure(ip, now: now) }
-            r.recordSuccess(winner, connectTime: connection.connectDuration, now: now)
-        }
-    }
-
-    private func learn(from error: HTTPEngineError) {
-        let now = clock.now()
-        // Attempts name their address as `ip:port`, IPv6 in brackets.
-        let failed = error.attempts.compactMap { splitHostPort($0.address[...]).flatMap { IPAddress($0.host) } }
-        ranker.withLockedValue { r in failed.forEach { r.recordFailure($0, now: now) } }
     }
 
     /// Runs one exchange on `connection` (or a new stream on it) and returns at the response head.

@@ -98,7 +98,6 @@ public struct HTTPEngineError: Error, Equatable, Sendable, CustomStringConvertib
 
     /// Errors are equal when their codes are.
     public static func == (l: HTTPEngineError, r: HTTPEngineError) -> Bool { l.code == r.code }
-    /// Hashes the code only, consistent with `==`.
 
     /// The message, followed by every failed connection attempt when there were several.
     public var description: String {

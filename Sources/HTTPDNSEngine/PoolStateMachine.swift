@@ -3,16 +3,28 @@
 // timer: requests and connections are numbers, time is passed in. `ConnectionPool` is the executor that
 // feeds it events under a lock and carries out what it returns.
 //
+// The pool owns connection creation: a request never opens a connection itself. It queues, the machine
+// decides that the host needs one more connection (`connect`), the executor opens it through the
+// engine's connection factory, and whatever comes up serves the oldest waiters.
+//
 // Per host (scheme, host, port, HTTP versions, h2c):
 // - HTTP/1.1: an idle connection is reused (the one released last), at most `maxConnectionsPerHost`
-//   exist; a request beyond that waits, and a released connection goes straight to the oldest waiter.
+//   exist, and at most one connect is on its way per waiting request. A released or new connection goes
+//   straight to the oldest waiter.
 // - HTTP/2: one connection takes every request as a stream, up to `maxConcurrentStreams`.
 // - While a host's protocol is unknown and the first connection may turn out to be HTTP/2, other requests
 //   wait for it instead of opening their own (100 concurrent first requests make one h2 connection).
 //   What ALPN chose is remembered per host, so once a host is known to speak only HTTP/1.1 its waiters
-//   open connections in parallel, up to the limit.
-// - A failed connect fails its own request; requests that were waiting for that first connection fail
-//   with it when nothing else is open or on its way (they would try the same addresses).
+//   get connections in parallel, up to the limit.
+// - A failed connect: if a second try may help (a reset, a timeout; not a certificate, a pin, a name
+//   that does not resolve, a refusal) and fewer than `connectAttempts` have failed in a row, the host
+//   waits `connectBackoff` (doubling each time) before it connects again for waiters that no connect
+//   on its way covers. With nothing else open or on its way, a waiter whose deadline comes before that
+//   try fails now, with the connect's error; the others keep waiting, each until its own deadline.
+//   Otherwise (no further try) open connections serve the waiters when released; with none, each
+//   connect still on its way keeps one waiter and the oldest others fail with the connect's error.
+// - A waiter that times out or is cancelled leaves the queue; a connect on its way goes on for the
+//   others (and, with nobody left, becomes an idle connection).
 // - An idle connection closes after `idleTimeout`: one timer per connection, re-armed for the time left
 //   (a timer per release piled up on the event loop, and NIO cancels timers by a linear scan).
 // - A network change retires every connection: idle ones close, busy ones close when their work ends.
@@ -31,35 +43,50 @@ struct PoolStateMachine {
         case shutdown
         case timedOut
         case cancelled
-        /// The connect this request was waiting on failed; the executor passes that connect's error on.
+        /// The host's last connect failed and no further try is coming in time for this request; the
+        /// executor passes that connect's error on.
         case connectFailed(ConnectionID)
+    }
+
+    /// A connection the executor opens now for `key`, with the connect parameters of request
+    /// `recipeOf` (any waiter of the host: they share the key), within `deadline` (the latest of the
+    /// host's waiters' deadlines; nil when one of them has none).
+    struct Connect: Equatable {
+        var connection: ConnectionID
+        var key: PoolKey
+        var recipeOf: RequestID
+        var deadline: NIODeadline?
     }
 
     /// What a new request does at once.
     enum RequestAction: Equatable {
         case run(on: ConnectionID)
-        /// Open connection `ConnectionID` for this request; report `connected` or `connectFailed`.
-        case connect(ConnectionID)
-        /// Queued: a later action runs it, has it connect, or fails it.
-        case wait
+        /// Queued: a later action runs or fails it. `connect`, when given, is opened now for the host.
+        case wait(connect: Connect?)
         case fail(Failure)
     }
 
     enum Action: Equatable {
-        /// A queued request runs on this connection (reused: it existed before the request came).
+        /// A queued request runs on this connection.
         case run(RequestID, on: ConnectionID)
-        /// A queued request opens this new connection itself.
-        case connect(RequestID, ConnectionID)
+        /// Open a connection; report `connected` or `connectFailed`.
+        case connect(Connect)
         case fail(RequestID, Failure)
         case close(ConnectionID)
         /// Call `idleTimerFired` for this connection after `after`.
         case scheduleIdleTimer(ConnectionID, after: TimeAmount)
+        /// Call `connectRetryDue` for this host after `after`.
+        case scheduleConnectRetry(PoolKey, after: TimeAmount)
     }
 
     struct Limits {
         var maxConnectionsPerHost: Int
         var maxConcurrentStreams: Int
         var idleTimeout: TimeAmount
+        /// Connects to a host that may fail in a row, for the same waiters, before they fail.
+        var connectAttempts = 3
+        /// The wait before the second connect; it doubles for each one after.
+        var connectBackoff: TimeAmount = .milliseconds(100)
     }
 
     struct Connection {
@@ -67,7 +94,7 @@ struct PoolStateMachine {
         var version: HTTPVersionUsed
         /// HTTP/2: streams open. HTTP/1.1: 1 while leased.
         var inUse = 0
-        /// HTTP/1.1: when it last came back to the pool, nil while in use.
+        /// HTTP/1.1: when it last came back to the pool (or came up), nil while in use.
         var idleSince: NIODeadline?
         var idleTimerArmed = false
         /// Made before the last network change: used for no new request.
@@ -83,11 +110,15 @@ struct PoolStateMachine {
         var idle: [ConnectionID] = []
         /// The HTTP/2 connection that takes new streams.
         var http2: ConnectionID?
-        /// Connects on their way (which ones, and for whom: `PoolStateMachine.connecting`).
+        /// Connects on their way.
         var connecting = 0
         var waiters = CircularBuffer<RequestID>()
         /// What ALPN chose the last time a connection was made.
         var learned: HTTPVersionUsed?
+        /// Connects that failed in a row for the current waiters.
+        var failedConnects = 0
+        /// A failed connect's backoff is running: no connect until `connectRetryDue`.
+        var retryPending = false
 
         var isEmpty: Bool { connections.isEmpty && connecting == 0 && waiters.isEmpty }
     }
@@ -95,10 +126,10 @@ struct PoolStateMachine {
     let limits: Limits
     private(set) var hosts: [PoolKey: Host] = [:]
     private(set) var connections: [ConnectionID: Connection] = [:]
-    /// Connects on their way: their host, and the request each was opened for.
-    private var connecting: [ConnectionID: (key: PoolKey, request: RequestID)] = [:]
-    /// Queued requests and their host.
-    private var waiting: [RequestID: PoolKey] = [:]
+    /// Connects on their way, and their host.
+    private var connecting: [ConnectionID: PoolKey] = [:]
+    /// Queued requests: their host and deadline.
+    private var waiting: [RequestID: (key: PoolKey, deadline: NIODeadline?)] = [:]
     /// What ALPN chose for hosts that were dropped, oldest first; at most `rememberedLimit`.
     private var remembered: [PoolKey: HTTPVersionUsed] = [:]
     private var rememberedOrder = CircularBuffer<PoolKey>()
@@ -110,7 +141,9 @@ struct PoolStateMachine {
         self.limits = Limits(
             maxConnectionsPerHost: max(1, limits.maxConnectionsPerHost),
             maxConcurrentStreams: max(1, limits.maxConcurrentStreams),
-            idleTimeout: limits.idleTimeout
+            idleTimeout: limits.idleTimeout,
+            connectAttempts: max(1, limits.connectAttempts),
+            connectBackoff: limits.connectBackoff
         )
     }
 
@@ -122,58 +155,100 @@ struct PoolStateMachine {
 
     // MARK: Events
 
-    /// A request for `key` wants a connection.
-    mutating func request(_ id: RequestID, key: PoolKey) -> RequestAction {
+    /// A request for `key` wants a connection; `deadline` is when it stops waiting (nil: never).
+    mutating func request(_ id: RequestID, key: PoolKey, deadline: NIODeadline?) -> RequestAction {
         guard !isShutDown else { return .fail(.shutdown) }
         // Taken out of the dictionary while it changes, so that its arrays are not copied (copy on write).
         var host = hosts.removeValue(forKey: key) ?? Host(learned: remembered[key])
         defer { hosts[key] = host }
-        if let conn = take(&host) { return .run(on: conn) }
-        if host.waiters.isEmpty, canConnect(host, key) { return .connect(startConnect(&host, key, for: id)) }
+        if host.waiters.isEmpty, let conn = take(&host) { return .run(on: conn) }
         host.waiters.append(id)
-        waiting[id] = key
-        return .wait
+        waiting[id] = (key, deadline)
+        return .wait(connect: nextConnect(&host, key))
     }
 
-    /// Connection `conn` is up with the protocol ALPN chose (or h2c / plain HTTP/1.1). The request it was
-    /// opened for runs on it; waiters may follow.
-    mutating func connected(_ conn: ConnectionID, version: HTTPVersionUsed) -> [Action] {
-        guard let pending = connecting.removeValue(forKey: conn), var host = hosts.removeValue(forKey: pending.key)
+    /// Connection `conn` is up with the protocol ALPN chose (or h2c / plain HTTP/1.1): the oldest
+    /// waiters run on it.
+    mutating func connected(_ conn: ConnectionID, version: HTTPVersionUsed, now: NIODeadline) -> [Action] {
+        guard let key = connecting.removeValue(forKey: conn), var host = hosts.removeValue(forKey: key)
         else { return [.close(conn)] }
-        let (key, creator) = pending
         host.connecting -= 1
         host.learned = version
+        host.failedConnects = 0
         host.connections.insert(conn)
-        var record = Connection(key: key, version: version, inUse: 1)
+        var record = Connection(key: key, version: version)
         var actions: [Action] = []
         if isShutDown {
             record.closing = true
-            actions = [.fail(creator, .shutdown), .close(conn)]
+            actions.append(.close(conn))
         } else if version == .http2 {
-            // A second h2 connection (two connects raced) carries its creator's stream, then closes.
-            if host.http2 == nil { host.http2 = conn } else { record.retired = true }
+            if host.http2 == nil {
+                host.http2 = conn
+            } else {
+                // Two connects raced (the host was known as HTTP/1.1) and both came up h2: one is enough.
+                record.retired = true
+                record.closing = true
+                actions.append(.close(conn))
+            }
+        } else {
+            record.idleSince = now
+            host.idle.append(conn)
         }
         connections[conn] = record
         serveWaiters(&host, key, into: &actions)
+        // Nobody took it: it waits idle, closed if nobody takes it in time.
+        if connections[conn]!.idleSince != nil {
+            connections[conn]!.idleTimerArmed = true
+            actions.append(.scheduleIdleTimer(conn, after: limits.idleTimeout))
+        }
         store(host, key)
         return actions
     }
 
-    /// Connect `conn` failed; the executor fails its own request with the error.
-    mutating func connectFailed(_ conn: ConnectionID) -> [Action] {
-        guard let key = connecting.removeValue(forKey: conn)?.key, var host = hosts.removeValue(forKey: key)
+    /// Connect `conn` failed at `now`. `retryMayHelp`: the failure was one a second try can fix (a reset
+    /// or a timeout; not a certificate, a pin, a name that does not resolve, a refusal).
+    mutating func connectFailed(_ conn: ConnectionID, retryMayHelp: Bool, now: NIODeadline) -> [Action] {
+        guard let key = connecting.removeValue(forKey: conn), var host = hosts.removeValue(forKey: key)
         else { return [] }
         host.connecting -= 1
+        host.failedConnects += 1
         var actions: [Action] = []
-        if host.connections.isEmpty, host.connecting == 0 {
-            // Nothing else could serve them: the waiters would try the same addresses.
-            while let waiter = host.waiters.popFirst() {
-                waiting[waiter] = nil
-                actions.append(.fail(waiter, .connectFailed(conn)))
+        defer { store(host, key) }
+        let alone = host.connections.isEmpty && host.connecting == 0
+        guard retryMayHelp, host.failedConnects < limits.connectAttempts, !isShutDown else {
+            // No further try for this failure. Open connections will serve the waiters when released;
+            // otherwise each connect still on its way keeps one waiter, and the oldest others fail.
+            host.failedConnects = 0
+            if host.connections.isEmpty {
+                for _ in 0..<max(0, host.waiters.count - host.connecting) {
+                    let waiter = host.waiters.removeFirst()
+                    waiting[waiter] = nil
+                    actions.append(.fail(waiter, .connectFailed(conn)))
+                }
             }
-        } else {
-            serveWaiters(&host, key, into: &actions)
+            return actions
         }
+        var backoff = limits.connectBackoff
+        for _ in 1..<host.failedConnects { backoff = backoff * 2 }
+        let retryAt = now + backoff
+        // With nothing else on its way, those that cannot wait for the next try fail now, with this
+        // connect's error.
+        if alone { failWaiters(&host, .connectFailed(conn), into: &actions) { $0.map { $0 <= retryAt } ?? false } }
+        if host.waiters.count > host.connecting, !host.retryPending {
+            host.retryPending = true
+            actions.append(.scheduleConnectRetry(key, after: backoff))
+        } else if host.waiters.isEmpty, alone {
+            host.failedConnects = 0
+        }
+        return actions
+    }
+
+    /// The backoff after a failed connect to `key` is over: connect again for the waiters left.
+    mutating func connectRetryDue(_ key: PoolKey) -> [Action] {
+        guard var host = hosts.removeValue(forKey: key) else { return [] }
+        host.retryPending = false
+        var actions: [Action] = []
+        serveWaiters(&host, key, into: &actions)
         store(host, key)
         return actions
     }
@@ -261,7 +336,9 @@ struct PoolStateMachine {
     /// A queued request stops waiting (its deadline passed, or it was cancelled). Nothing to do if it was
     /// already given a connection.
     mutating func waiterGaveUp(_ id: RequestID, _ reason: Failure) -> [Action] {
-        guard let key = waiting.removeValue(forKey: id), var host = hosts.removeValue(forKey: key) else { return [] }
+        guard let key = waiting.removeValue(forKey: id)?.key, var host = hosts.removeValue(forKey: key) else {
+            return []
+        }
         if let index = host.waiters.firstIndex(of: id) { host.waiters.remove(at: index) }
         store(host, key)
         return [.fail(id, reason)]
@@ -321,34 +398,64 @@ struct PoolStateMachine {
 
     /// Whether a new connection may be opened for `key` now.
     private func canConnect(_ host: Host, _ key: PoolKey) -> Bool {
-        guard host.connections.count + host.connecting < limits.maxConnectionsPerHost else { return false }
+        guard !host.retryPending, host.connections.count + host.connecting < limits.maxConnectionsPerHost else {
+            return false
+        }
         // A connection that is, or may turn out to be, HTTP/2 carries the request once it has room.
         let mayBeH2 =
             key.versions != .http1Only && (key.scheme == "https" || key.h2c) && host.learned != .http1
         return !(mayBeH2 && (host.connecting > 0 || host.http2 != nil))
     }
 
-    private mutating func startConnect(_ host: inout Host, _ key: PoolKey, for request: RequestID) -> ConnectionID {
+    /// A connect for `key` when a waiter has none on its way and the limits allow one.
+    private mutating func nextConnect(_ host: inout Host, _ key: PoolKey) -> Connect? {
+        guard let oldest = host.waiters.first, host.connecting < host.waiters.count, canConnect(host, key) else {
+            return nil
+        }
         nextConnection += 1
         host.connecting += 1
-        connecting[nextConnection] = (key, request)
-        return nextConnection
+        connecting[nextConnection] = key
+        return Connect(connection: nextConnection, key: key, recipeOf: oldest, deadline: latestDeadline(of: host))
     }
 
-    /// Gives queued requests, oldest first, what the host can offer now: a stream or an idle connection,
-    /// else a new connection of their own while the limits allow.
+    /// The latest deadline among the host's waiters; nil when one of them waits without one.
+    private func latestDeadline(of host: Host) -> NIODeadline? {
+        var latest: NIODeadline?
+        for waiter in host.waiters {
+            guard let own = waiting[waiter]?.deadline else { return nil }
+            latest = max(latest ?? own, own)
+        }
+        return latest
+    }
+
+    /// Gives queued requests, oldest first, what the host can offer now (a stream or an idle
+    /// connection), then opens connections for those left while the limits allow.
     private mutating func serveWaiters(_ host: inout Host, _ key: PoolKey, into actions: inout [Action]) {
-        while let waiter = host.waiters.first {
-            if let conn = take(&host) {
-                actions.append(.run(waiter, on: conn))
-            } else if canConnect(host, key) {
-                actions.append(.connect(waiter, startConnect(&host, key, for: waiter)))
-            } else {
-                return
-            }
+        while let waiter = host.waiters.first, let conn = take(&host) {
+            actions.append(.run(waiter, on: conn))
             host.waiters.removeFirst()
             waiting[waiter] = nil
         }
+        while let connect = nextConnect(&host, key) { actions.append(.connect(connect)) }
+    }
+
+    /// Fails the waiters whose deadline `matches`, keeping the others in order.
+    private mutating func failWaiters(
+        _ host: inout Host,
+        _ failure: Failure,
+        into actions: inout [Action],
+        where matches: (NIODeadline?) -> Bool
+    ) {
+        var kept = CircularBuffer<RequestID>()
+        while let waiter = host.waiters.popFirst() {
+            if matches(waiting[waiter]?.deadline) {
+                waiting[waiter] = nil
+                actions.append(.fail(waiter, failure))
+            } else {
+                kept.append(waiter)
+            }
+        }
+        host.waiters = kept
     }
 
     /// Writes `host` back, or drops it when nothing is left, remembering what its ALPN chose.

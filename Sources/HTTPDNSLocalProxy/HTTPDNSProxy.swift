@@ -1,8 +1,9 @@
 // A forward proxy on loopback that resolves through HTTPDNS, for clients that never pass through
 // URLSession (web views, media players, other processes): every stack has a proxy setting.
 //
-//   CONNECT host:port      a tunnel; the host is resolved through the resolver and host policy (names
-//                          outside the policy use LocalDNS), the addresses raced by NIO's happy eyeballs.
+//   CONNECT host:port      a tunnel, opened by the engine's connection factory like the engine's own
+//                          connections: resolved through the resolver and host policy (names outside the
+//                          policy use LocalDNS), ranked, NAT64 where needed, raced by happy eyeballs.
 //                          TLS stays end to end: the client's own SNI and certificate check are untouched.
 //   GET http://host/...    absolute-form requests are sent on through the engine (same resolution), with
 //                          http -> https for hosts on the upgrade list.
@@ -95,8 +96,8 @@ public final class HTTPDNSProxy: Sendable {
         self.connections = connections
     }
 
-    /// Starts the proxy. `engine` sends forwarded http:// requests; it should have `resolver` as its
-    /// address source. Throws `HTTPDNSConfigurationError` with code `.invalidProxyConfiguration` for a
+    /// Starts the proxy. `engine` opens the tunnels and sends forwarded http:// requests; it should have
+    /// `resolver` as its address source. Throws `HTTPDNSConfigurationError` with code `.invalidProxyConfiguration` for a
     /// listen address that is not an IP, or one off loopback without `allowNonLoopback` and credentials.
     package static func start(
         _ configuration: Configuration,

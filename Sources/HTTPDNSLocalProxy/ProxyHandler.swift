@@ -158,28 +158,18 @@ final class ProxyHandler: ChannelInboundHandler, RemovableChannelHandler {
         }
     }
 
-    /// Connects to `host:port` through the proxy's resolver; NIO's happy eyeballs races the addresses.
+    /// Connects to `host:port` through the engine's connection factory, the one way to a connection:
+    /// resolved, ranked, NAT64 where needed, happy eyeballs; no TLS (the client speaks it inside).
     private static func connect(
         host: String,
         port: Int,
         on loop: any EventLoop,
         _ shared: ProxyShared
     ) -> EventLoopFuture<any Channel> {
-        var bootstrap = ClientBootstrap(group: loop)
-            .connectTimeout(.nanoseconds(shared.configuration.connectTimeout.nanoseconds))
-            .channelOption(.socketOption(.tcp_nodelay), value: 1)
-            .channelOption(.allowRemoteHalfClosure, value: true)
-        // An IPv4 literal on a network without an IPv4 route goes through the resolver too, which
-        // connects it through NAT64.
-        if let ip = IPAddress(host), ip.isIPv6 || shared.resolver.path.state.stack?.ipv4 != false {
-            do {
-                return bootstrap.connect(to: try SocketAddress(ipAddress: ip.description, port: port))
-            } catch {
-                return loop.makeFailedFuture(error)
-            }
+        let timeout = shared.configuration.connectTimeout
+        return loop.makeFutureWithTask {
+            try await shared.engine.openTunnel(host: host, port: port, on: loop, timeout: timeout)
         }
-        bootstrap = bootstrap.resolver(HTTPDNSNIOResolver(shared.resolver, eventLoop: loop))
-        return bootstrap.connect(host: host, port: port)
     }
 
     /// Answers 200, then turns both channels into a byte pipe.
@@ -253,6 +243,7 @@ final class ProxyHandler: ChannelInboundHandler, RemovableChannelHandler {
     }
 
     static func describe(_ error: any Error) -> String {
+        if let e = error as? HTTPEngineError { return e.description }
         if let e = error as? NIOConnectionError {
             if let dns = e.dnsAError ?? e.dnsAAAAError, e.connectionErrors.isEmpty {
                 return "name not resolved: \(dns)"

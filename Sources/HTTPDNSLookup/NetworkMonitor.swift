@@ -2,7 +2,7 @@
 // network's own resolver for `ipv4only.arpa` to find NAT64 prefixes, listens to the operating
 // system's network-change notices, and publishes each new path to the NetworkPath the resolver and
 // the engines read. What a path change does to the resolver (cache partition, re-resolving) is the
-// resolver's `pathChanged` (HTTPDNSResolver+Network.swift).
+// resolver's `pathChanged(from:to:)` (HTTPDNSResolver.swift).
 
 import HTTPDNSCore
 import HTTPDNSEngine

@@ -7,6 +7,7 @@ import Testing
 
 @Suite struct PoolStateMachineTests {
     typealias Action = PoolStateMachine.Action
+    typealias Connect = PoolStateMachine.Connect
 
     static let https = PoolKey(scheme: "https", host: "a.test", port: 443, versions: .automatic, h2c: false)
     static let http = PoolKey(scheme: "http", host: "a.test", port: 80, versions: .automatic, h2c: false)
@@ -18,23 +19,30 @@ import Testing
         )
     }
 
-    /// Opens one connection for a first request and reports it made with `version`.
+    /// The connect the pool opens for `key`, on behalf of request `request`'s recipe.
+    func connect(_ conn: Int, _ key: PoolKey, for request: Int, deadline: NIODeadline? = nil) -> Connect {
+        Connect(connection: conn, key: key, recipeOf: request, deadline: deadline)
+    }
+
+    /// Opens one connection for a first request, reports it made with `version`, and checks the request
+    /// runs on it.
     func open(_ m: inout PoolStateMachine, _ key: PoolKey, request: Int, version: HTTPVersionUsed) -> Int {
-        guard case .connect(let conn) = m.request(request, key: key) else {
-            Issue.record("request \(request) did not connect")
+        guard case .wait(let connect?) = m.request(request, key: key, deadline: nil) else {
+            Issue.record("request \(request) did not make the pool connect")
             return -1
         }
-        _ = m.connected(conn, version: version)
+        let conn = connect.connection
+        #expect(m.connected(conn, version: version, now: Self.t0) == [.run(request, on: conn)])
         return conn
     }
 
-    /// Two concurrent plain-HTTP requests, each on the connection it opened (1 and 2).
+    /// Two concurrent plain-HTTP requests, each on a connection of its own (1 and 2).
     func twoHTTPConnectionsInUse() -> PoolStateMachine {
         var m = machine(connections: 2)
-        #expect(m.request(1, key: Self.http) == .connect(1))
-        #expect(m.request(2, key: Self.http) == .connect(2))
-        _ = m.connected(1, version: .http1)
-        _ = m.connected(2, version: .http1)
+        #expect(m.request(1, key: Self.http, deadline: nil) == .wait(connect: connect(1, Self.http, for: 1)))
+        #expect(m.request(2, key: Self.http, deadline: nil) == .wait(connect: connect(2, Self.http, for: 1)))
+        #expect(m.connected(1, version: .http1, now: Self.t0) == [.run(1, on: 1)])
+        #expect(m.connected(2, version: .http1, now: Self.t0) == [.run(2, on: 2)])
         return m
     }
 
@@ -44,17 +52,19 @@ import Testing
         var m = machine()
         let conn = open(&m, Self.http, request: 1, version: .http1)
         #expect(m.released(conn, reusable: true, now: Self.t0) == [.scheduleIdleTimer(conn, after: .seconds(60))])
-        #expect(m.request(2, key: Self.http) == .run(on: conn))
+        #expect(m.request(2, key: Self.http, deadline: nil) == .run(on: conn))
         // Its timer is still armed: the next release arms none.
         #expect(m.released(conn, reusable: true, now: Self.t0) == [])
     }
 
-    @Test func aSecondConcurrentHTTPRequestOpensItsOwnUpToTheLimitThenWaits() {
+    @Test func concurrentHTTPRequestsGetAConnectEachUpToTheLimitThenWait() {
         var m = machine(connections: 2)
-        #expect(m.request(1, key: Self.http) == .connect(1))
-        #expect(m.request(2, key: Self.http) == .connect(2))
-        #expect(m.request(3, key: Self.http) == .wait)
-        #expect(m.connected(1, version: .http1) == [])
+        #expect(m.request(1, key: Self.http, deadline: nil) == .wait(connect: connect(1, Self.http, for: 1)))
+        #expect(m.request(2, key: Self.http, deadline: nil) == .wait(connect: connect(2, Self.http, for: 1)))
+        #expect(m.request(3, key: Self.http, deadline: nil) == .wait(connect: nil))
+        // Each new connection serves the oldest waiter.
+        #expect(m.connected(1, version: .http1, now: Self.t0) == [.run(1, on: 1)])
+        #expect(m.connected(2, version: .http1, now: Self.t0) == [.run(2, on: 2)])
         // The released connection goes straight to the waiter, no idle timer.
         #expect(m.released(1, reusable: true, now: Self.t0) == [.run(3, on: 1)])
     }
@@ -62,108 +72,182 @@ import Testing
     @Test func aConnectionThatCannotBeReusedIsClosedAndCountsUntilItHasClosed() {
         var m = machine(connections: 1)
         let conn = open(&m, Self.http, request: 1, version: .http1)
-        #expect(m.request(2, key: Self.http) == .wait)
+        #expect(m.request(2, key: Self.http, deadline: nil) == .wait(connect: nil))
         #expect(m.released(conn, reusable: false, now: Self.t0) == [.close(conn)])
         #expect(m.openConnections == 1)
-        // Once it has closed, the waiter opens a new one.
-        #expect(m.closed(conn) == [.connect(2, conn + 1)])
+        // Once it has closed, the pool opens a new one for the waiter.
+        #expect(m.closed(conn) == [.connect(connect(conn + 1, Self.http, for: 2))])
     }
 
     @Test func theLastReleasedIdleConnectionIsUsedFirst() {
         var m = twoHTTPConnectionsInUse()
         _ = m.released(1, reusable: true, now: Self.t0)
         _ = m.released(2, reusable: true, now: Self.t0)
-        #expect(m.request(3, key: Self.http) == .run(on: 2))
+        #expect(m.request(3, key: Self.http, deadline: nil) == .run(on: 2))
     }
 
     // MARK: HTTP/2 and ALPN
 
     @Test func concurrentFirstHTTPSRequestsWaitForOneConnectionAndShareIt() {
         var m = machine(connections: 4, streams: 3)
-        #expect(m.request(1, key: Self.https) == .connect(1))
-        #expect(m.request(2, key: Self.https) == .wait)
-        #expect(m.request(3, key: Self.https) == .wait)
-        #expect(m.request(4, key: Self.https) == .wait)
-        // h2 with 3 streams: the creator and two waiters; the third waits for a stream to end.
-        #expect(m.connected(1, version: .http2) == [.run(2, on: 1), .run(3, on: 1)])
+        #expect(m.request(1, key: Self.https, deadline: nil) == .wait(connect: connect(1, Self.https, for: 1)))
+        for request in 2...4 { #expect(m.request(request, key: Self.https, deadline: nil) == .wait(connect: nil)) }
+        // h2 with 3 streams: the three oldest run; the fourth waits for a stream to end.
+        #expect(m.connected(1, version: .http2, now: Self.t0) == [.run(1, on: 1), .run(2, on: 1), .run(3, on: 1)])
         #expect(m.released(1, reusable: false, now: Self.t0) == [.run(4, on: 1)])
-        #expect(m.request(5, key: Self.https) == .wait)
+        #expect(m.request(5, key: Self.https, deadline: nil) == .wait(connect: nil))
         #expect(m.openConnections == 1)
     }
 
     @Test func anHTTP1OnlyHTTPSHostFillsItsLimitInParallelOnceALPNHasSaidSo() {
         var m = machine(connections: 4)
-        #expect(m.request(1, key: Self.https) == .connect(1))
-        #expect(m.request(2, key: Self.https) == .wait)
-        #expect(m.request(3, key: Self.https) == .wait)
-        #expect(m.request(4, key: Self.https) == .wait)
-        #expect(m.request(5, key: Self.https) == .wait)
-        // ALPN chose http/1.1: the waiters open their own, up to the limit of 4.
-        #expect(m.connected(1, version: .http1) == [.connect(2, 2), .connect(3, 3), .connect(4, 4)])
+        #expect(m.request(1, key: Self.https, deadline: nil) == .wait(connect: connect(1, Self.https, for: 1)))
+        for request in 2...5 { #expect(m.request(request, key: Self.https, deadline: nil) == .wait(connect: nil)) }
+        // ALPN chose http/1.1: the pool opens connections for the waiters, up to the limit of 4.
+        #expect(
+            m.connected(1, version: .http1, now: Self.t0) == [
+                .run(1, on: 1),
+                .connect(connect(2, Self.https, for: 2)),
+                .connect(connect(3, Self.https, for: 2)),
+                .connect(connect(4, Self.https, for: 2)),
+            ]
+        )
         #expect(m.learnedProtocol(Self.https) == .http1)
-        _ = m.connected(2, version: .http1)
-        _ = m.connected(3, version: .http1)
-        _ = m.connected(4, version: .http1)
+        #expect(m.connected(2, version: .http1, now: Self.t0) == [.run(2, on: 2)])
+        #expect(m.connected(3, version: .http1, now: Self.t0) == [.run(3, on: 3)])
+        #expect(m.connected(4, version: .http1, now: Self.t0) == [.run(4, on: 4)])
         #expect(m.released(1, reusable: true, now: Self.t0) == [.run(5, on: 1)])
         // Remembered after the host is dropped: a later burst opens in parallel from the start.
         for conn in 1...4 { _ = m.released(conn, reusable: false, now: Self.t0) }
         for conn in 1...4 { _ = m.closed(conn) }
         #expect(m.hosts.isEmpty)
-        #expect(m.request(6, key: Self.https) == .connect(5))
-        #expect(m.request(7, key: Self.https) == .connect(6))
+        #expect(m.request(6, key: Self.https, deadline: nil) == .wait(connect: connect(5, Self.https, for: 6)))
+        #expect(m.request(7, key: Self.https, deadline: nil) == .wait(connect: connect(6, Self.https, for: 6)))
     }
 
     @Test func anHTTP1OnlyPolicyNeverWaitsForAPossibleHTTP2Connection() {
         var m = machine(connections: 2)
         let key = PoolKey(scheme: "https", host: "a.test", port: 443, versions: .http1Only, h2c: false)
-        #expect(m.request(1, key: key) == .connect(1))
-        #expect(m.request(2, key: key) == .connect(2))
+        #expect(m.request(1, key: key, deadline: nil) == .wait(connect: connect(1, key, for: 1)))
+        #expect(m.request(2, key: key, deadline: nil) == .wait(connect: connect(2, key, for: 1)))
     }
 
-    @Test func ofTwoHTTP2ConnectionsThatRacedOneTakesStreamsTheOtherClosesAfterItsOwn() {
+    @Test func ofTwoHTTP2ConnectionsThatRacedTheFirstTakesTheStreamsAndTheSecondCloses() {
         var m = machine(connections: 3)
         let key = PoolKey(scheme: "http", host: "a.test", port: 80, versions: .automatic, h2c: true)
         // Learned as HTTP/1.1, so the next two connect in parallel; both come up as h2.
         _ = open(&m, key, request: 1, version: .http1)
-        #expect(m.request(2, key: key) == .connect(2))
-        #expect(m.request(3, key: key) == .connect(3))
-        #expect(m.connected(2, version: .http2) == [])
-        #expect(m.connected(3, version: .http2) == [])
-        #expect(m.request(4, key: key) == .run(on: 2))
-        #expect(m.released(3, reusable: false, now: Self.t0) == [.close(3)])
+        #expect(m.request(2, key: key, deadline: nil) == .wait(connect: connect(2, key, for: 2)))
+        #expect(m.request(3, key: key, deadline: nil) == .wait(connect: connect(3, key, for: 2)))
+        #expect(m.connected(2, version: .http2, now: Self.t0) == [.run(2, on: 2), .run(3, on: 2)])
+        #expect(m.connected(3, version: .http2, now: Self.t0) == [.close(3)])
+        #expect(m.released(2, reusable: false, now: Self.t0) == [])
+        #expect(m.request(4, key: key, deadline: nil) == .run(on: 2))
     }
 
-    // MARK: Failures
+    // MARK: Failed connects
 
-    @Test func aFailedFirstConnectFailsTheRequestsWaitingForIt() {
+    @Test func aFailureARetryCannotFixFailsEveryWaiterAtOnce() {
         var m = machine(connections: 4)
-        #expect(m.request(1, key: Self.https) == .connect(1))
-        #expect(m.request(2, key: Self.https) == .wait)
-        #expect(m.request(3, key: Self.https) == .wait)
-        #expect(m.connectFailed(1) == [.fail(2, .connectFailed(1)), .fail(3, .connectFailed(1))])
+        #expect(m.request(1, key: Self.https, deadline: nil) == .wait(connect: connect(1, Self.https, for: 1)))
+        #expect(m.request(2, key: Self.https, deadline: nil) == .wait(connect: nil))
+        #expect(m.request(3, key: Self.https, deadline: nil) == .wait(connect: nil))
+        #expect(
+            m.connectFailed(1, retryMayHelp: false, now: Self.t0) == [
+                .fail(1, .connectFailed(1)), .fail(2, .connectFailed(1)), .fail(3, .connectFailed(1)),
+            ]
+        )
         #expect(m.hosts.isEmpty)
     }
 
-    @Test func aFailedConnectLetsAWaiterTryWhileOtherConnectionsExist() {
+    @Test func aConnectARetryMayFixIsTriedAgainAfterABackoffForEveryWaiter() {
+        var m = machine(connections: 4, streams: 3)
+        let late = Self.t0 + .seconds(5)
+        #expect(m.request(1, key: Self.https, deadline: late) == .wait(connect: connect(1, Self.https, for: 1, deadline: late)))
+        #expect(m.request(2, key: Self.https, deadline: late) == .wait(connect: nil))
+        // A reset handshake: nobody fails; the host waits before it connects again.
+        #expect(m.connectFailed(1, retryMayHelp: true, now: Self.t0) == [.scheduleConnectRetry(Self.https, after: .milliseconds(100))])
+        // A request that comes during the backoff waits for the retry too.
+        #expect(m.request(3, key: Self.https, deadline: Self.t0 + .seconds(1)) == .wait(connect: nil))
+        #expect(m.connectRetryDue(Self.https) == [.connect(connect(2, Self.https, for: 1, deadline: late))])
+        #expect(m.connected(2, version: .http2, now: Self.t0) == [.run(1, on: 2), .run(2, on: 2), .run(3, on: 2)])
+    }
+
+    @Test func aWaiterWhoseDeadlineComesBeforeTheNextTryFailsNowWithTheConnectError() {
+        var m = machine()
+        _ = m.request(1, key: Self.https, deadline: Self.t0 + .milliseconds(50))
+        _ = m.request(2, key: Self.https, deadline: Self.t0 + .seconds(5))
+        #expect(
+            m.connectFailed(1, retryMayHelp: true, now: Self.t0) == [
+                .fail(1, .connectFailed(1)), .scheduleConnectRetry(Self.https, after: .milliseconds(100)),
+            ]
+        )
+    }
+
+    @Test func theBackoffDoublesAndTheTriesInARowAreBounded() {
+        var m = machine()
+        #expect(m.request(1, key: Self.https, deadline: nil) == .wait(connect: connect(1, Self.https, for: 1)))
+        #expect(m.connectFailed(1, retryMayHelp: true, now: Self.t0) == [.scheduleConnectRetry(Self.https, after: .milliseconds(100))])
+        #expect(m.connectRetryDue(Self.https) == [.connect(connect(2, Self.https, for: 1))])
+        #expect(m.connectFailed(2, retryMayHelp: true, now: Self.t0) == [.scheduleConnectRetry(Self.https, after: .milliseconds(200))])
+        #expect(m.connectRetryDue(Self.https) == [.connect(connect(3, Self.https, for: 1))])
+        // The third failure in a row (`connectAttempts`): the waiter fails with it.
+        #expect(m.connectFailed(3, retryMayHelp: true, now: Self.t0) == [.fail(1, .connectFailed(3))])
+        #expect(m.hosts.isEmpty)
+        // A later request starts a new round.
+        #expect(m.request(2, key: Self.https, deadline: nil) == .wait(connect: connect(4, Self.https, for: 2)))
+        #expect(m.connectFailed(4, retryMayHelp: true, now: Self.t0) == [.scheduleConnectRetry(Self.https, after: .milliseconds(100))])
+    }
+
+    @Test func afterAFinalFailureWaitersWaitForAnOpenConnection() {
         var m = machine(connections: 2)
         let first = open(&m, Self.http, request: 1, version: .http1)
-        #expect(m.request(2, key: Self.http) == .connect(2))
-        #expect(m.request(3, key: Self.http) == .wait)
-        #expect(m.connectFailed(2) == [.connect(3, 3)])
-        #expect(first == 1)
+        #expect(m.request(2, key: Self.http, deadline: nil) == .wait(connect: connect(2, Self.http, for: 2)))
+        #expect(m.request(3, key: Self.http, deadline: nil) == .wait(connect: nil))
+        #expect(m.connectFailed(2, retryMayHelp: false, now: Self.t0) == [])
+        // The open one serves the oldest when released; the next may connect again.
+        #expect(m.released(first, reusable: true, now: Self.t0) == [.run(2, on: first), .connect(connect(3, Self.http, for: 3))])
+    }
+
+    @Test func parallelConnectsThatFailForGoodEachFailOneWaiterOldestFirst() {
+        // A refused HTTP/1.1 host with a connect per waiter: no connect storm, one failure each.
+        var m = machine(connections: 4)
+        #expect(m.request(1, key: Self.http, deadline: nil) == .wait(connect: connect(1, Self.http, for: 1)))
+        #expect(m.request(2, key: Self.http, deadline: nil) == .wait(connect: connect(2, Self.http, for: 1)))
+        #expect(m.connectFailed(1, retryMayHelp: false, now: Self.t0) == [.fail(1, .connectFailed(1))])
+        #expect(m.connectFailed(2, retryMayHelp: false, now: Self.t0) == [.fail(2, .connectFailed(2))])
+        #expect(m.hosts.isEmpty)
+    }
+
+    @Test func aResetAmongParallelConnectsWaitsItsBackoffBeforeConnectingAgain() {
+        var m = machine(connections: 4)
+        _ = m.request(1, key: Self.http, deadline: nil)
+        _ = m.request(2, key: Self.http, deadline: nil)
+        // One of two connects reset: the other still covers one waiter, the backoff covers the other.
+        #expect(m.connectFailed(1, retryMayHelp: true, now: Self.t0) == [.scheduleConnectRetry(Self.http, after: .milliseconds(100))])
+        #expect(m.connected(2, version: .http1, now: Self.t0) == [.run(1, on: 2)])
+        #expect(m.connectRetryDue(Self.http) == [.connect(connect(3, Self.http, for: 2))])
     }
 
     @Test func aWaiterThatTimesOutOrIsCancelledIsFailedOnce() {
         var m = machine(connections: 1)
         _ = open(&m, Self.http, request: 1, version: .http1)
-        #expect(m.request(2, key: Self.http) == .wait)
-        #expect(m.request(3, key: Self.http) == .wait)
+        #expect(m.request(2, key: Self.http, deadline: nil) == .wait(connect: nil))
+        #expect(m.request(3, key: Self.http, deadline: nil) == .wait(connect: nil))
         #expect(m.waiterGaveUp(2, .timedOut) == [.fail(2, .timedOut)])
         #expect(m.waiterGaveUp(2, .cancelled) == [])
         // The connection skips the one that left.
         #expect(m.released(1, reusable: true, now: Self.t0) == [.run(3, on: 1)])
         // Given a connection already: giving up now changes nothing.
         #expect(m.waiterGaveUp(3, .cancelled) == [])
+    }
+
+    @Test func aConnectGoesOnWhenItsWaiterLeavesAndBecomesAnIdleConnection() {
+        var m = machine()
+        #expect(m.request(1, key: Self.http, deadline: Self.t0) == .wait(connect: connect(1, Self.http, for: 1, deadline: Self.t0)))
+        #expect(m.waiterGaveUp(1, .timedOut) == [.fail(1, .timedOut)])
+        #expect(m.connected(1, version: .http1, now: Self.t0) == [.scheduleIdleTimer(1, after: .seconds(60))])
+        #expect(m.request(2, key: Self.http, deadline: nil) == .run(on: 1))
     }
 
     // MARK: Idle timeout
@@ -173,19 +257,19 @@ import Testing
         let conn = open(&m, Self.http, request: 1, version: .http1)
         #expect(m.released(conn, reusable: true, now: Self.t0) == [.scheduleIdleTimer(conn, after: .seconds(60))])
         // Used again 10 s later and back at 20 s: at 60 s it has been idle 40 s, 20 s are left.
-        #expect(m.request(2, key: Self.http) == .run(on: conn))
+        #expect(m.request(2, key: Self.http, deadline: nil) == .run(on: conn))
         #expect(m.released(conn, reusable: true, now: Self.t0 + .seconds(20)) == [])
         #expect(m.idleTimerFired(conn, now: Self.t0 + .seconds(60)) == [.scheduleIdleTimer(conn, after: .seconds(20))])
         #expect(m.idleTimerFired(conn, now: Self.t0 + .seconds(80)) == [.close(conn)])
         // Closing: no request gets it.
-        #expect(m.request(3, key: Self.http) == .connect(2))
+        #expect(m.request(3, key: Self.http, deadline: nil) == .wait(connect: connect(2, Self.http, for: 3)))
     }
 
     @Test func theIdleTimerStandsDownWhileTheConnectionIsInUse() {
         var m = machine()
         let conn = open(&m, Self.http, request: 1, version: .http1)
         _ = m.released(conn, reusable: true, now: Self.t0)
-        #expect(m.request(2, key: Self.http) == .run(on: conn))
+        #expect(m.request(2, key: Self.http, deadline: nil) == .run(on: conn))
         #expect(m.idleTimerFired(conn, now: Self.t0 + .seconds(60)) == [])
         // Disarmed: its next release arms it again.
         #expect(
@@ -203,17 +287,17 @@ import Testing
         #expect(m.networkChanged() == [.close(1)])
         #expect(m.released(2, reusable: true, now: Self.t0) == [.close(2)])
         // Both still count until they have closed; a new request waits, then connects on the new path.
-        #expect(m.request(3, key: Self.http) == .wait)
-        #expect(m.closed(1) == [.connect(3, 3)])
+        #expect(m.request(3, key: Self.http, deadline: nil) == .wait(connect: nil))
+        #expect(m.closed(1) == [.connect(connect(3, Self.http, for: 3))])
     }
 
     @Test func aNetworkChangeDrainsABusyHTTP2Connection() {
         var m = machine(connections: 2, streams: 10)
         let conn = open(&m, Self.https, request: 1, version: .http2)
-        #expect(m.request(2, key: Self.https) == .run(on: conn))
+        #expect(m.request(2, key: Self.https, deadline: nil) == .run(on: conn))
         #expect(m.networkChanged() == [])
-        // No new stream on it: a new request opens a new connection.
-        #expect(m.request(3, key: Self.https) == .connect(2))
+        // No new stream on it: a new request gets a new connection.
+        #expect(m.request(3, key: Self.https, deadline: nil) == .wait(connect: connect(2, Self.https, for: 3)))
         #expect(m.released(conn, reusable: false, now: Self.t0) == [])
         #expect(m.released(conn, reusable: false, now: Self.t0) == [.close(conn)])
     }
@@ -221,10 +305,10 @@ import Testing
     @Test func aGOAWAYRetiresTheHTTP2ConnectionAndWaitersGetANewOne() {
         var m = machine(connections: 2, streams: 2)
         let conn = open(&m, Self.https, request: 1, version: .http2)
-        #expect(m.request(2, key: Self.https) == .run(on: conn))
-        #expect(m.request(3, key: Self.https) == .wait)
-        // No new stream on it: the waiter opens a new connection; the old one closes after its streams.
-        #expect(m.goingAway(conn) == [.connect(3, 2)])
+        #expect(m.request(2, key: Self.https, deadline: nil) == .run(on: conn))
+        #expect(m.request(3, key: Self.https, deadline: nil) == .wait(connect: nil))
+        // No new stream on it: the pool opens a new connection; the old one closes after its streams.
+        #expect(m.goingAway(conn) == [.connect(connect(2, Self.https, for: 3))])
         #expect(m.released(conn, reusable: false, now: Self.t0) == [])
         #expect(m.released(conn, reusable: false, now: Self.t0) == [.close(conn)])
         #expect(m.goingAway(conn) == [])
@@ -233,18 +317,20 @@ import Testing
     @Test func shutdownFailsWaitersWithShutdownAndLaterRequestsToo() {
         var m = machine(connections: 1)
         let conn = open(&m, Self.http, request: 1, version: .http1)
-        #expect(m.request(2, key: Self.http) == .wait)
+        #expect(m.request(2, key: Self.http, deadline: nil) == .wait(connect: nil))
         #expect(m.shutdown() == [.fail(2, .shutdown)])
-        #expect(m.request(3, key: Self.http) == .fail(.shutdown))
+        #expect(m.request(3, key: Self.http, deadline: nil) == .fail(.shutdown))
         // The connection in use closes when it comes back.
         #expect(m.released(conn, reusable: true, now: Self.t0) == [.close(conn)])
     }
 
-    @Test func aConnectThatFinishesAfterShutdownIsClosedAndItsRequestFailed() {
+    @Test func aConnectThatFinishesAfterShutdownIsClosed() {
         var m = machine()
-        #expect(m.request(1, key: Self.http) == .connect(1))
-        _ = m.shutdown()
-        #expect(m.connected(1, version: .http1) == [.fail(1, .shutdown), .close(1)])
+        #expect(m.request(1, key: Self.http, deadline: nil) == .wait(connect: connect(1, Self.http, for: 1)))
+        #expect(m.shutdown() == [.fail(1, .shutdown)])
+        #expect(m.connected(1, version: .http1, now: Self.t0) == [.close(1)])
+        // A failed one after shutdown is not tried again.
+        #expect(m.request(2, key: Self.http, deadline: nil) == .fail(.shutdown))
     }
 
     // MARK: Bounded state
@@ -276,7 +362,8 @@ import Testing
         #expect(m.released(42, reusable: true, now: Self.t0) == [])
         #expect(m.closed(42) == [])
         #expect(m.idleTimerFired(42, now: Self.t0) == [])
-        #expect(m.connectFailed(42) == [])
+        #expect(m.connectFailed(42, retryMayHelp: true, now: Self.t0) == [])
+        #expect(m.connectRetryDue(Self.http) == [])
         #expect(m.waiterGaveUp(42, .cancelled) == [])
         #expect(m.hosts.isEmpty)
     }

@@ -323,4 +323,70 @@ struct EngineTests {
             #expect(e.description.contains("pin"))
         }
     }
+
+    // MARK: The pool's connects (issue 32)
+
+    /// An engine that resolves a.test to 127.0.0.1, so a URL can name any port (the relay's).
+    func relayEngine(_ peers: Peers) throws -> HTTPEngine {
+        var config = HTTPEngine.Configuration()
+        config.tls = HTTPEngineTLS(additionalTrustRoots: try HTTPEngineTLS.loadPEM(file: peers.ca))
+        let addresses = StaticAddressSource(["a.test": [IPAddress("127.0.0.1")!]])
+        return try HTTPEngine(configuration: config, addressSource: addresses, logger: testLogger)
+    }
+
+    /// One GET within `timeout`: the body, or the engine's error.
+    func get(_ engine: HTTPEngine, _ url: String, timeout: Duration) async -> Result<String, HTTPEngineError> {
+        do {
+            var request = try HTTPRequest(url: url)
+            request.timeout = timeout
+            return .success(try await text(try await engine.execute(request)))
+        } catch let error as HTTPEngineError {
+            return .failure(error)
+        } catch {
+            return .failure(HTTPEngineError(.invalidRequest, "\(error)"))
+        }
+    }
+
+    /// A phone network resets one handshake: the pool connects again for the requests whose deadlines
+    /// allow, instead of failing every request that waited for that first connection (which it did).
+    @Test func aResetFirstConnectionIsTriedAgainAndBothConcurrentRequestsSucceed() async throws {
+        let peers = try Peers.require()
+        let relay = try await FlakyRelay.start(
+            to: try SocketAddress(ipAddress: "127.0.0.1", port: peers.nginxTLS),
+            faults: [.reset]
+        )
+        let engine = try relayEngine(peers)
+        defer { engine.shutdown() }
+        let url = "https://a.test:\(relay.port)/"
+        async let first = get(engine, url, timeout: .seconds(5))
+        async let second = get(engine, url, timeout: .seconds(5))
+        for result in await [first, second] {
+            let body = try result.get()
+            #expect(body.contains("server=a.test host=a.test sni=a.test"), "\(body)")
+        }
+        // The reset one, then one h2 connection for both.
+        #expect(relay.accepted == 2)
+        await relay.close()
+    }
+
+    /// A slow connect: the request whose deadline passes first fails alone, with its own timeout; the
+    /// other gets the connection when it opens.
+    @Test func aSlowConnectFailsOnlyTheRequestWhoseDeadlineIsShort() async throws {
+        let peers = try Peers.require()
+        let relay = try await FlakyRelay.start(
+            to: try SocketAddress(ipAddress: "127.0.0.1", port: peers.nginxTLS),
+            faults: [.delay(.milliseconds(1500))]
+        )
+        let engine = try relayEngine(peers)
+        defer { engine.shutdown() }
+        let url = "https://a.test:\(relay.port)/"
+        async let patient = get(engine, url, timeout: .seconds(20))
+        try await eventually("the first connect reached the relay") { relay.accepted == 1 }
+        let hurried = await get(engine, url, timeout: .milliseconds(300))
+        #expect(throws: HTTPEngineError(.totalTimeout, "")) { try hurried.get() }
+        let body = try await patient.get()
+        #expect(body.contains("server=a.test"), "\(body)")
+        #expect(relay.accepted == 1)
+        await relay.close()
+    }
 }

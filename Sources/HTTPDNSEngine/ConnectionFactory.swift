@@ -1,0 +1,329 @@
+// The engine's one way to a connection, carried out by the pool whenever its machine asks for one:
+// resolve (the address source, at connect time) → rank (how earlier connects to each address went) →
+// NAT64 (synthesize where IPv4 has no route) → happy eyeballs over the ranked addresses → TLS with the
+// real hostname as SNI and certificate name → learn from the outcome (the ranker).
+//
+// A connect belongs to the pool, not to one request: it is bounded by the connect and TLS timeouts and
+// by the latest deadline among the host's waiters, and it goes on when the request that caused it gives
+// up. Its failures say whether a second try may help (`ConnectAttemptFailed.retryMayHelp`).
+
+import HTTPDNSCore
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+import NIOSSL
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// How to open a connection for a request: the pool keeps it with the waiting request and hands it to
+/// the factory when the host needs a connection.
+struct ConnectRecipe: Sendable {
+    var url: HTTPURL
+    /// Where to connect instead of asking the address source (a resolver endpoint's bootstrap IPs).
+    var given: ResolvedAddresses?
+    var versions: HTTPVersionPolicy
+    var h2c: Bool
+    /// The request's bound on silence, which also bounds its connect and TLS handshake.
+    var idleTimeout: Duration?
+}
+
+/// How a connection's address was found, for the metrics of the first request on it.
+struct AddressLookup: Sendable {
+    /// `literal`, `system`, or who answered (a resolver's source, `cache(…)`, `static`).
+    var source: String
+    /// How long the lookup took; nil when none ran.
+    var duration: Duration?
+}
+
+/// A failed connect: the engine's error, and how the address was found before it failed (the request's
+/// metrics show the lookup of a connect that then failed).
+struct ConnectAttemptFailed: Error {
+    var error: any Error
+    var lookup: AddressLookup?
+
+    /// Whether trying the same connect again may succeed: a reset, a close or a timeout during the TCP or
+    /// TLS handshake, or a connect that ran out of its waiters' time (a waiter that came later, with a
+    /// later deadline, gets a connect of its own). Not a certificate or pin verdict, a TLS alert, a name
+    /// that did not resolve, a host with no address, or a connection refused at every address (the host
+    /// answered: nothing listens there).
+    static func retryMayHelp(_ error: any Error) -> Bool {
+        guard let error = error as? HTTPEngineError else { return false }
+        switch error.code {
+        case .connectTimeout, .tlsHandshakeTimeout, .protocolError, .totalTimeout:
+            return true
+        case .connectFailed:
+            return !refusedEverywhere(error.underlying)
+        case .tlsFailed:
+            // BoringSSL's own verdict (an alert, no shared cipher) would come again; the peer vanishing
+            // mid-handshake (EOF, a reset, a failed system call) may not.
+            guard let ssl = error.underlying as? NIOSSLError, case .handshakeFailed(let inner) = ssl else { return true }
+            switch inner {
+            case .syscallError: return true
+            case .sslError(let stack): return stack.contains(.eofDuringHandshake)
+            default: return false
+            }
+        default:
+            return false
+        }
+    }
+
+    private static func refusedEverywhere(_ error: (any Error)?) -> Bool {
+        func refused(_ error: any Error) -> Bool { (error as? IOError)?.errnoCode == ECONNREFUSED }
+        if let multiple = error as? NIOConnectionError {
+            return !multiple.connectionErrors.isEmpty && multiple.connectionErrors.allSatisfy { refused($0.error) }
+        }
+        return error.map(refused) ?? false
+    }
+}
+
+/// Opens connections for the engine's pool (see the file comment). Thread-safe.
+struct ConnectionFactory: Sendable {
+    let configuration: HTTPEngine.Configuration
+    let sslContexts: [HTTPVersionPolicy: NIOSSLContext]
+    let addressSource: (any AddressSource)?
+    let path: NetworkPath
+    let group: any EventLoopGroup
+    let ranker = NIOLockedValueBox(AddressRanker())
+    let clock = SystemWallClock()
+
+    /// Builds the TLS contexts once (one per ALPN offer); throws when the trust roots cannot be used.
+    init(
+        configuration: HTTPEngine.Configuration,
+        addressSource: (any AddressSource)?,
+        path: NetworkPath,
+        group: any EventLoopGroup
+    ) throws {
+        var contexts: [HTTPVersionPolicy: NIOSSLContext] = [:]
+        for policy in [HTTPVersionPolicy.automatic, .http1Only, .http2Only] {
+            var tls = TLSConfiguration.makeClientConfiguration()
+            tls.minimumTLSVersion = .tlsv12
+            if !configuration.tls.additionalTrustRoots.isEmpty {
+                tls.additionalTrustRoots = [.certificates(configuration.tls.additionalTrustRoots)]
+            }
+            switch policy {
+            case .automatic: tls.applicationProtocols = ["h2", "http/1.1"]
+            case .http1Only: tls.applicationProtocols = ["http/1.1"]
+            case .http2Only: tls.applicationProtocols = ["h2"]
+            }
+            contexts[policy] = try NIOSSLContext(configuration: tls)
+        }
+        self.configuration = configuration
+        self.sslContexts = contexts
+        self.addressSource = addressSource
+        self.path = path
+        self.group = group
+    }
+
+    /// A connection for `recipe`, given up at `deadline`. Throws `ConnectAttemptFailed`.
+    func connect(_ recipe: ConnectRecipe, deadline: NIODeadline?) async throws -> Connection {
+        var lookup: AddressLookup?
+        do {
+            let (addresses, found) = try await self.addresses(for: recipe.url.host, given: recipe.given, deadline: deadline)
+            lookup = found
+            return try await connect(recipe, addresses: addresses, lookup: found, deadline: deadline)
+        } catch {
+            throw ConnectAttemptFailed(error: error, lookup: lookup)
+        }
+    }
+
+    /// A plain TCP connection to `host:port` for a CONNECT tunnel: the same lookup, ranking, NAT64 and
+    /// happy eyeballs as the engine's own connections, and the ranker learns from it; no TLS (the
+    /// client speaks it through the tunnel), and a half-close from the target is passed on. Throws
+    /// `HTTPEngineError`.
+    func tunnel(host: String, port: Int, on loop: any EventLoop, timeout: Duration) async throws -> any Channel {
+        let deadline = NIODeadline.now() + .nanoseconds(timeout.nanoseconds)
+        let (addresses, _) = try await self.addresses(for: host, given: nil, deadline: deadline)
+        let left = Duration.nanoseconds((deadline - .now()).nanoseconds)
+        guard left > .zero else { throw HTTPEngineError(.connectTimeout, "no time left to connect to \(host)") }
+        let bootstrap = ClientBootstrap(group: loop)
+            .connectTimeout(.nanoseconds(left.nanoseconds))
+            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .channelOption(.allowRemoteHalfClosure, value: true)
+        let started = ContinuousClock.now
+        do {
+            let channel = try await Connection.connectTCP(
+                bootstrap,
+                on: loop,
+                host: host,
+                port: port,
+                addresses: addresses,
+                timeout: left
+            )
+            learn(winner: channel.remoteAddress, after: ContinuousClock.now - started, addresses: addresses)
+            return channel
+        } catch let error as HTTPEngineError {
+            learn(from: error)
+            throw error
+        }
+    }
+
+    private func addresses(
+        for host: String,
+        given: ResolvedAddresses?,
+        deadline: NIODeadline?
+    ) async throws -> (ResolvedAddresses?, AddressLookup) {
+        if let literal = IPAddress(host) {
+            let lookup = AddressLookup(source: "literal")
+            // An IPv4 literal on a network that reaches IPv4 only through NAT64: its synthesized form.
+            guard !literal.isIPv6 else { return (nil, lookup) }
+            let mapped = await connectable(ResolvedAddresses(ipv4: [literal], ipv6: [], source: "literal"))
+            return (mapped.synthesized.isEmpty ? nil : mapped, lookup)
+        }
+        let started = ContinuousClock.now
+        let found: ResolvedAddresses
+        if let given {
+            found = given
+        } else if let addressSource {
+            do {
+                found = try await Self.within(
+                    deadline,
+                    on: group.any(),
+                    orFail: HTTPEngineError(.totalTimeout, "\(host): no address before the request's total timeout")
+                ) {
+                    try await addressSource.addresses(for: host)
+                }
+            } catch let error as HTTPEngineError {
+                throw error
+            } catch {
+                throw HTTPEngineError(.nameNotResolved, "could not resolve \(host): \(error)", underlying: error)
+            }
+        } else {
+            return (nil, AddressLookup(source: "system"))  // NIO's getaddrinfo resolver, inside the connect
+        }
+        let now = clock.now()
+        let ranked = ranker.withLockedValue { r in
+            ResolvedAddresses(
+                ipv4: r.rank(found.ipv4, now: now),
+                ipv6: r.rank(found.ipv6, now: now),
+                source: found.source
+            )
+        }
+        let lookup = AddressLookup(source: found.source, duration: ContinuousClock.now - started)
+        return (await connectable(ranked), lookup)
+    }
+
+    /// `addresses` as this network can connect to them (NAT64 synthesis where IPv4 has no route),
+    /// waiting for a prefix discovery still running when there are IPv4 addresses that need it.
+    private func connectable(_ addresses: ResolvedAddresses) async -> ResolvedAddresses {
+        let mapped = await path.connectable(ipv4: addresses.ipv4, ipv6: addresses.ipv6)
+        var out = addresses
+        out.ipv4 = mapped.ipv4
+        out.ipv6 = mapped.ipv6
+        out.synthesized = mapped.synthesized
+        return out
+    }
+
+    /// `body`'s result, or `error` once `deadline` has passed, whichever comes first. The deadline
+    /// covers the lookup too, even through an address source that does not stop when cancelled (it is
+    /// cancelled, and its late answer is dropped).
+    static func within<T: Sendable>(
+        _ deadline: NIODeadline?,
+        on loop: any EventLoop,
+        orFail error: HTTPEngineError,
+        _ body: @escaping @Sendable () async throws -> T
+    ) async throws -> T {
+        guard let deadline else { return try await body() }
+        let promise = loop.makePromise(of: T.self)
+        let task = Task {
+            do { promise.succeed(try await body()) } catch { promise.fail(error) }
+        }
+        let timer = loop.scheduleTask(deadline: deadline) {
+            promise.fail(error)  // a later answer finds the promise completed and is dropped
+            task.cancel()
+        }
+        defer { timer.cancel() }
+        return try await withTaskCancellationHandler {
+            try await promise.futureResult.get()
+        } onCancel: {
+            task.cancel()
+        }
+    }
+
+    private func connect(
+        _ recipe: ConnectRecipe,
+        addresses: ResolvedAddresses?,
+        lookup: AddressLookup,
+        deadline: NIODeadline?
+    ) async throws -> Connection {
+        let url = recipe.url
+        let requested = recipe.idleTimeout
+        var connectTimeout = requested.map { min($0, configuration.timeouts.connect) } ?? configuration.timeouts.connect
+        if let deadline {
+            let left = Duration.nanoseconds((deadline - .now()).nanoseconds)
+            guard left > .zero else { throw HTTPEngineError(.totalTimeout, "no time left to connect to \(url.host)") }
+            connectTimeout = min(connectTimeout, left)
+        }
+        let settings = Connection.Settings(
+            sslContext: url.isTLS ? sslContexts[recipe.versions] : nil,
+            pins: configuration.tls.pins[url.host],
+            h2c: recipe.h2c,
+            connectTimeout: connectTimeout,
+            tlsTimeout: requested.map { min($0, configuration.timeouts.tlsHandshake) }
+                ?? configuration.timeouts.tlsHandshake
+        )
+        do {
+            let connection = try await Connection.establish(
+                url: url,
+                addresses: addresses,
+                lookup: lookup,
+                settings: settings,
+                group: group
+            )
+            learn(winner: connection.remote, after: connection.connectDuration, addresses: addresses)
+            return connection
+        } catch let error as HTTPEngineError {
+            learn(from: error)
+            // When the deadline was the shorter bound, that is the timeout to report.
+            if let deadline, error.code == .connectTimeout || error.code == .tlsHandshakeTimeout,
+                deadline <= .now()
+            {
+                throw HTTPEngineError(
+                    .totalTimeout,
+                    "\(url.host): the request's total timeout passed while connecting (\(error.message))",
+                    underlying: error
+                )
+            }
+            // An https URL with an IPv4 literal, reached through NAT64: the TLS library checks the
+            // certificate against the address connected to (the synthesized one) and cannot be told
+            // another. We fail closed rather than switch its check off; say why.
+            if error.code == .certificateNameMismatch, IPAddress(url.host) != nil,
+                addresses?.synthesized.isEmpty == false
+            {
+                throw HTTPEngineError(
+                    error.code,
+                    error.message
+                        + " (reached through NAT64: the certificate is checked against the synthesized address connected to, which it does not name; use the hostname in the URL)",
+                    attempts: error.attempts,
+                    underlying: error.underlying
+                )
+            }
+            throw error
+        }
+    }
+
+    /// Feeds connect outcomes back to the ranker. NIO's happy-eyeballs connector reports the winner
+    /// only; the addresses tried before it (in its IPv6-first interleaved order) either failed or were
+    /// too slow, and are counted as failures.
+    private func learn(winner remote: SocketAddress?, after connectTime: Duration, addresses: ResolvedAddresses?) {
+        guard let addresses, let winner = remote?.httpdnsIP else { return }
+        let now = clock.now()
+        let order = interleavedIPv6First(ipv4: addresses.ipv4, ipv6: addresses.ipv6)
+        ranker.withLockedValue { r in
+            for ip in order.prefix(while: { $0 != winner }) { r.recordFailure(ip, now: now) }
+            r.recordSuccess(winner, connectTime: connectTime, now: now)
+        }
+    }
+
+    private func learn(from error: HTTPEngineError) {
+        let now = clock.now()
+        // Attempts name their address as `ip:port`, IPv6 in brackets.
+        let failed = error.attempts.compactMap { splitHostPort($0.address[...]).flatMap { IPAddress($0.host) } }
+        ranker.withLockedValue { r in failed.forEach { r.recordFailure($0, now: now) } }
+    }
+}
