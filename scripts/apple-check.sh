@@ -27,6 +27,8 @@ fi
 # interfaces (Swift 5.8) this harness cannot rebuild with today's compiler; that stops in the SDK, before
 # any of our code. The CLI is a macOS/Linux tool; the library is what ships in apps.
 export TARGETS=${TARGETS:-"HTTPDNSKit HTTPDNSURLSession HTTPDNSLookup HTTPDNSServer"}
+# The harness reports every log in its folder: drop those of earlier runs (other targets).
+rm -f "${WORK:-${TMPDIR:-/tmp}/apple-typecheck}"/logs/*.log
 log=$(mktemp /tmp/httpdns-apple-check.XXXXXX)
 trap 'rm -f "$log"' EXIT
 set +e
