@@ -1,5 +1,5 @@
-// A classic DNS server (RFC 1035 over UDP and TCP) answering from a function. It is the seed of the
-// project's self-hostable server; today the benchmarks, the tests and the demo use it as an upstream or
+// A classic DNS server (RFC 1035 over UDP and TCP) answering from a function. The project's
+// self-hostable server grew from it; today the benchmarks, the tests and the demo use it as an upstream or
 // as a hijacking "LocalDNS" on loopback.
 //
 // Malformed queries are dropped (UDP) or answered FORMERR when the header is readable; the server
