@@ -1,0 +1,99 @@
+// The engine's errors for a failed connect or TLS setup: codes from error values, messages naming the
+// host, the address and every attempt.
+
+import HTTPDNSCore
+import NIOCore
+import NIOPosix
+import NIOSSL
+
+func describe(_ address: SocketAddress) -> String {
+    guard let ip = address.ipAddress, let port = address.port else { return "\(address)" }
+    return formatAuthority(host: ip, port: port)
+}
+
+extension SocketAddress {
+    /// The socket address of an `IPAddress` and port.
+    package init(_ ip: IPAddress, port: Int) throws {
+        try self.init(ipAddress: ip.description, port: port)
+    }
+
+    var httpdnsIP: IPAddress? { ipAddress.flatMap { IPAddress($0) } }
+}
+
+func describeConnectFailure(_ error: any Error, host: String, port: Int, timeout: Duration) -> HTTPEngineError {
+    if let e = error as? NIOConnectionError {
+        let attempts = e.connectionErrors.map {
+            HTTPEngineError.Attempt(
+                address: describe($0.target),
+                stage: "connect",
+                reason: describeSocketError($0.error)
+            )
+        }
+        return HTTPEngineError(
+            .connectFailed,
+            "could not connect to \(host) at any address",
+            attempts: attempts,
+            underlying: e
+        )
+    }
+    if case ChannelError.connectTimeout = error {
+        return HTTPEngineError(
+            .connectTimeout,
+            "connecting to \(formatAuthority(host: host, port: port)) took longer than \(timeout)",
+            underlying: error
+        )
+    }
+    return HTTPEngineError(
+        .connectFailed,
+        "could not connect to \(formatAuthority(host: host, port: port)): \(describeSocketError(error))",
+        underlying: error
+    )
+}
+
+func describeSocketError(_ error: any Error) -> String {
+    if let e = error as? IOError { return e.description }
+    if case ChannelError.connectTimeout = error { return "timed out" }
+    return "\(error)"
+}
+
+/// The engine's error for a failed TLS setup: the code from the error's type and value (and from
+/// BoringSSL's verdict on the chain), the message naming the host and the address it was reached at.
+func describeTLSFailure(_ error: any Error, host: String, address: String, chainRejected: Bool) -> HTTPEngineError {
+    if let e = error as? IdentityFailure {
+        let code: HTTPEngineError.Code =
+            switch e.kind {
+            case .nameMismatch: .certificateNameMismatch
+            case .pinMismatch: .pinMismatch
+            case .noCertificate: .tlsFailed
+            }
+        // No underlying error: the check is our own, and the code and message say all there is.
+        return HTTPEngineError(code, "the certificate presented at \(address) is not valid for \(host): \(e.reason)")
+    }
+    if let e = error as? NIOSSLExtraError, e == .failedToValidateHostname {
+        return HTTPEngineError(
+            .certificateNameMismatch,
+            "the certificate presented at \(address) is not valid for \(host)",
+            underlying: error
+        )
+    }
+    if let e = error as? NIOSSLError, case .handshakeFailed(let inner) = e {
+        if chainRejected {
+            return HTTPEngineError(
+                .untrustedCertificate,
+                "the certificate presented for \(host) at \(address) is not trusted",
+                underlying: error
+            )
+        }
+        // BoringSSL's text ends with the source file it came from: keep the reason, drop the path.
+        // (Wording only: the code was decided above, from values.)
+        let text = "\(inner)"
+        let reason =
+            text.range(of: "OPENSSL_internal:").map { String(text[$0.upperBound...].prefix { $0 != " " }) } ?? text
+        return HTTPEngineError(
+            .tlsFailed,
+            "TLS handshake with \(host) at \(address) failed: \(reason)",
+            underlying: error
+        )
+    }
+    return HTTPEngineError(.tlsFailed, "TLS with \(host) at \(address) failed: \(error)", underlying: error)
+}
