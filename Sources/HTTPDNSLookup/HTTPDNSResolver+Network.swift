@@ -1,0 +1,48 @@
+// What a network change does to the resolver: the new path's cache partition, fresh provider
+// back-offs, no hot answers, and the names in use on the old network resolved again in the background.
+// NetworkMonitor decides that the path changed; this is the resolver's side.
+
+import HTTPDNSCore
+
+extension HTTPDNSResolver {
+    /// The app says the device moved to network `networkID` (its own name for it): from then on the
+    /// app names the networks, and the change is handled as `pathChanged(from:to:)` describes.
+    package func networkChanged(to networkID: String) {
+        monitor.appNamed(networkID)
+    }
+
+    /// How long ago a name counts as in use when the network changes.
+    static let inUseWindow: Duration = .seconds(600)
+    /// At most this many names are re-resolved after a change.
+    static let reResolveLimit = 64
+
+    /// The device changed network path: later lookups use (and fill) the new network's cache, failure
+    /// back-offs start afresh, and the names used recently on the old network are resolved again on
+    /// the new one in the background (the engines retire their pooled connections themselves).
+    func pathChanged(from old: NetworkPathState, to new: NetworkPathState) {
+        let since = clock.now() + (.zero - Self.inUseWindow)
+        let names = state.withLockedValue { state -> [String] in
+            let names = state.machine.cache.namesInUse(network: state.network, since: since, limit: Self.reResolveLimit)
+            state.network = new.id
+            state.health = ProviderHealth()
+            state.hot.removeAll()
+            return names
+        }
+        guard !names.isEmpty else { return }
+        logger.debug("re-resolving the names in use", metadata: ["names": "\(names.count)"])
+        let task = Task { await self.preResolve(names) }
+        state.withLockedValue { state in
+            let previous = state.reResolving
+            state.reResolving = Task {
+                await previous?.value
+                await task.value
+            }
+        }
+    }
+
+    /// Waits for the background work a network change started (re-resolving, NAT64 discovery).
+    package func waitForNetworkWork() async {
+        await monitor.waitForDiscoveries()
+        await state.withLockedValue { $0.reResolving }?.value
+    }
+}
