@@ -1,0 +1,239 @@
+// The answer formats: DNSPod text, Alibaba JSON, RFC 8484 wire and JSON DoH, and the query-string
+// decoding they share. Each takes its names' answers through `lookup` (see `ServiceCore.decide`).
+
+import Foundation
+import HTTPDNSCore
+import HTTPDNSEngine
+import HTTPDNSLookup
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTP1
+
+extension ServiceCore {
+    /// The DNSPod answer for the names in `dn` (plain text; the caller encrypts it for the AES and DES
+    /// forms). `clientAddress` is appended to every line when the query says `clientip=1`, as the
+    /// vendor's SDKs expect.
+    func dnspodText(
+        _ query: [String: String],
+        names dn: String?,
+        clientAddress: IPAddress?,
+        _ lookup: (String) throws -> Lookup
+    ) throws -> String {
+        guard let dn, !dn.isEmpty else { throw BadRequest(reason: "missing dn=NAME[,NAME...]") }
+        let names = try dn.split(separator: ",", omittingEmptySubsequences: false).map {
+            try name(String($0), parameter: "dn")
+        }
+        guard names.count <= configuration.maxBatch else {
+            throw BadRequest(reason: "\(names.count) names in one request; at most \(configuration.maxBatch)")
+        }
+        let family: AddressQuery
+        switch query["type"] {
+        case nil, "", "a": family = .ipv4
+        case "aaaa": family = .ipv6
+        case "addrs": family = .both
+        case let other?: throw BadRequest(reason: "type=\(other) is not supported; use aaaa or addrs")
+        }
+        let withTTL = query["ttl"] == "1"
+        let client = query["clientip"] == "1" ? clientAddress : nil
+        var lines: [String] = []
+        for n in names {
+            let text: String
+            switch try lookup(n) {
+            case .found(let v4, let v6):
+                text = DNSPodFormat.format(
+                    HostAnswer(ipv4: v4, ipv6: v6),
+                    query: family,
+                    withTTL: withTTL,
+                    clientAddress: client
+                )
+            case .nxdomain, .failure:
+                text = (family == .both ? "0-0" : "0") + (client.map { "|\($0)" } ?? "")
+            }
+            lines.append(names.count > 1 || query["query"] == "1" ? "\(n).:\(text)" : text)
+        }
+        return lines.joined(separator: "\n")
+    }
+
+    func dnspod(
+        _ query: [String: String],
+        names: String?,
+        clientAddress: IPAddress?,
+        _ lookup: (String) throws -> Lookup
+    ) throws -> ListenerResponse {
+        let text = try dnspodText(query, names: names, clientAddress: clientAddress, lookup)
+        return ListenerResponse(body: Array(text.utf8))
+    }
+
+    func alibaba(
+        _ query: [String: String],
+        _ lookup: (String) throws -> Lookup,
+        clientAddress: IPAddress? = nil
+    ) throws -> ListenerResponse {
+        let host = try name(query["host"], parameter: "host")
+        let wants = try addressTypes(query["query"], parameter: "query")
+        switch try lookup(host) {
+        case .found(let v4, let v6):
+            let answer = HostAnswer(ipv4: wants.wantsIPv4 ? v4 : nil, ipv6: wants.wantsIPv6 ? v6 : nil)
+            return ListenerResponse(
+                contentType: "application/json",
+                body: AlibabaJSONFormat.format(host: host, answer: answer, clientAddress: clientAddress)
+            )
+        case .nxdomain:
+            return ListenerResponse(
+                contentType: "application/json",
+                body: AlibabaJSONFormat.format(
+                    host: host,
+                    answer: HostAnswer(ipv4: .empty, ipv6: .empty),
+                    clientAddress: clientAddress
+                )
+            )
+        case .failure:
+            return ListenerResponse(status: .badGateway, text: "the upstream DNS server did not answer")
+        }
+    }
+
+    /// Alibaba's families parameter (`query=` or v2's `q=`): `4` (the default), `6` or `4,6`.
+    func addressTypes(_ value: String?, parameter: String) throws -> AddressQuery {
+        guard let query = AlibabaJSONFormat.addressQuery(parameter: value) else {
+            throw BadRequest(reason: "\(parameter)=\(value ?? "") is not supported; use 4, 6 or 4,6")
+        }
+        return query
+    }
+
+    func doh(_ request: ListenerRequest, _ query: [String: String], _ lookup: (String) throws -> Lookup) throws
+        -> ListenerResponse
+    {
+        let wantsJSON =
+            query["name"] != nil || request.headers["accept"].contains { $0.contains("application/dns-json") }
+        if wantsJSON && request.method == .GET {
+            return try dohJSON(query, lookup)
+        }
+        let wire: [UInt8]
+        switch request.method {
+        case .GET, .HEAD:
+            guard let dns = query["dns"], !dns.isEmpty else {
+                throw BadRequest(reason: "missing dns=BASE64URL (or name= for JSON)")
+            }
+            guard let bytes = decodeBase64URL(dns) else { throw BadRequest(reason: "dns= is not base64url") }
+            wire = bytes
+        case .POST:
+            guard request.headers["content-type"].first?.lowercased().hasPrefix("application/dns-message") == true
+            else {
+                throw BadRequest(reason: "POST /dns-query needs content-type: application/dns-message")
+            }
+            wire = Array(request.body.readableBytesView)
+        default:
+            throw MethodNotAllowed(method: request.method, allowed: "GET, POST")
+        }
+        let message: DNSMessage
+        do {
+            message = try DNSMessage(parsing: wire)
+        } catch {
+            throw BadRequest(reason: "\(error)")
+        }
+        guard !message.isResponse, !message.questionName.isEmpty, message.questionName != "." else {
+            throw BadRequest(reason: "the message is not a query with one question")
+        }
+        let qname = normalizeHostname(message.questionName)
+        var rcode = DNSResponseCode.noError
+        var addresses: [IPAddress] = []
+        var ttl: UInt32 = configuration.ttl
+        switch try lookup(qname) {
+        case .found(let v4, let v6):
+            let family = message.questionType == .aaaa ? v6 : message.questionType == .a ? v4 : .empty
+            addresses = family.addresses
+            ttl = family.ttl ?? configuration.ttl
+        case .nxdomain:
+            rcode = .nameError
+        case .failure:
+            rcode = .serverFailure
+        }
+        let body = try DNSMessage.response(
+            to: message,
+            rcode: rcode,
+            addresses: addresses,
+            ttl: ttl,
+            negativeTTL: addresses.isEmpty && rcode != .serverFailure ? min(ttl, 30) : nil
+        )
+        return ListenerResponse(
+            contentType: "application/dns-message",
+            body: body,
+            headers: ["cache-control": "max-age=\(addresses.isEmpty ? min(ttl, 30) : ttl)"]
+        )
+    }
+
+    func dohJSON(_ query: [String: String], _ lookup: (String) throws -> Lookup) throws -> ListenerResponse {
+        let qname = try name(query["name"], parameter: "name")
+        let type: DNSRecordType
+        switch query["type"]?.uppercased() {
+        case nil, "", "A", "1": type = .a
+        case "AAAA", "28": type = .aaaa
+        case let other?: throw BadRequest(reason: "type=\(other) is not supported; use A or AAAA")
+        }
+        let body: [UInt8]
+        switch try lookup(qname) {
+        case .found(let v4, let v6):
+            body = DoHJSONFormat.format(name: qname, type: type, rcode: .noError, answer: type == .a ? v4 : v6)
+        case .nxdomain:
+            body = DoHJSONFormat.format(name: qname, type: type, rcode: .nameError, answer: .empty)
+        case .failure:
+            body = DoHJSONFormat.format(name: qname, type: type, rcode: .serverFailure, answer: .empty)
+        }
+        return ListenerResponse(contentType: "application/dns-json", body: body)
+    }
+}
+
+/// A query-string component with its `%XX` escapes decoded (and `+` as a space when `plusIsSpace`):
+/// nil when an escape is malformed or the bytes are not UTF-8. Works on the bytes: no Foundation string
+/// search on the DoH server's path.
+func formDecoded(_ text: Substring, plusIsSpace: Bool) -> String? {
+    let utf8 = text.utf8
+    guard utf8.contains(UInt8(ascii: "%")) || (plusIsSpace && utf8.contains(UInt8(ascii: "+"))) else {
+        return String(text)
+    }
+    func hex(_ c: UInt8) -> UInt8? {
+        switch c {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): return c - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): return c - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): return c - UInt8(ascii: "A") + 10
+        default: return nil
+        }
+    }
+    var bytes: [UInt8] = []
+    bytes.reserveCapacity(utf8.count)
+    var i = utf8.startIndex
+    while i != utf8.endIndex {
+        let c = utf8[i]
+        i = utf8.index(after: i)
+        if c == UInt8(ascii: "%") {
+            guard i != utf8.endIndex, let high = hex(utf8[i]) else { return nil }
+            i = utf8.index(after: i)
+            guard i != utf8.endIndex, let low = hex(utf8[i]) else { return nil }
+            i = utf8.index(after: i)
+            bytes.append(high << 4 | low)
+        } else {
+            bytes.append(plusIsSpace && c == UInt8(ascii: "+") ? UInt8(ascii: " ") : c)
+        }
+    }
+    return String(strictUTF8: bytes)
+}
+
+/// The bytes of base64url text (RFC 4648 section 5, padding optional), at most 4096 characters.
+func decodeBase64URL(_ text: String) -> [UInt8]? {
+    guard text.utf8.count <= 4096 else { return nil }
+    var standard: [UInt8] = []
+    standard.reserveCapacity(text.utf8.count + 3)
+    for c in text.utf8 {
+        switch c {
+        case UInt8(ascii: "-"): standard.append(UInt8(ascii: "+"))
+        case UInt8(ascii: "_"): standard.append(UInt8(ascii: "/"))
+        case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+            UInt8(ascii: "0")...UInt8(ascii: "9"):
+            standard.append(c)
+        default: return nil
+        }
+    }
+    while standard.count % 4 != 0 { standard.append(UInt8(ascii: "=")) }
+    return Data(base64Encoded: Data(standard)).map { Array($0) }
+}

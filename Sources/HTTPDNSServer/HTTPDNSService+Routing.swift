@@ -1,0 +1,230 @@
+// Routing a request: the path picks the endpoint, and `decide` says whether every name it needs is at
+// hand (the hosts table, the resolver's cache) or which names need the upstream first. The listener
+// answers at once on its event loop when it can (`answerAtHand`), else through `handle`.
+
+import Foundation
+import HTTPDNSCore
+import HTTPDNSEngine
+import HTTPDNSLookup
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTP1
+
+/// The request handling, shared by every listener.
+struct ServiceCore: Sendable {
+    let hosts: NIOLockedValueBox<HTTPDNSService.Hosts>
+    let resolver: HTTPDNSResolver?
+    let configuration: HTTPDNSService.Configuration
+    let logger: Logger
+    let readiness: ServiceReadiness
+
+    /// Asks the upstream for the probe name once a second until it answers (any answer, NXDOMAIN
+    /// included), which makes the server ready; a real lookup's answer does the same sooner.
+    func probeUntilTheUpstreamAnswers(_ resolver: HTTPDNSResolver) async {
+        while readiness.current == .waitingForUpstream, !Task.isCancelled {
+            _ = await lookup(configuration.readinessProbeName)
+            if readiness.current == .waitingForUpstream {
+                logger.info("not ready: the upstream did not answer the readiness probe; asking again in 1 s")
+                try? await Task.sleep(for: .seconds(1))
+            }
+        }
+    }
+
+    struct BadRequest: Error {
+        var reason: String
+    }
+
+    /// What we know about one name: NXDOMAIN, or per-family answers (an empty family is NODATA).
+    enum Lookup {
+        case nxdomain
+        case failure
+        case found(ipv4: FamilyAnswer, ipv6: FamilyAnswer)
+    }
+
+    /// The hosts table's answer, if the name is in it.
+    func hostsLookup(_ name: String) -> Lookup? {
+        guard let ips = hosts.withLockedValue({ $0.table[name] }) else { return nil }
+        return .found(
+            ipv4: FamilyAnswer(addresses: ips.filter { !$0.isIPv6 }, ttl: configuration.ttl),
+            ipv6: FamilyAnswer(addresses: ips.filter(\.isIPv6), ttl: configuration.ttl)
+        )
+    }
+
+    func lookup(_ name: String) async -> Lookup {
+        if let known = hostsLookup(name) { return known }
+        guard let resolver else { return .nxdomain }
+        do {
+            let r = try await resolver.resolve(name, .both)
+            readiness.upstreamAnswered()
+            return .found(
+                ipv4: FamilyAnswer(addresses: r.ipv4, ttl: r.ttl),
+                ipv6: FamilyAnswer(addresses: r.ipv6, ttl: r.ttl)
+            )
+        } catch let e as ResolverError where e.code == .noAddress {
+            readiness.upstreamAnswered()
+            return .nxdomain
+        } catch {
+            // An error code in a DNS answer (REFUSED, SERVFAIL) still shows the upstream is reachable.
+            if let e = error as? ResolverError,
+                e.failures.contains(where: { ($0.error as? ProviderError)?.rcode != nil })
+            {
+                readiness.upstreamAnswered()
+            }
+            // The client is told the upstream failed, not where it is or what it said: that goes to
+            // the log, for the operator.
+            logger.debug("upstream failed", metadata: ["name": "\(name)", "error": "\(error)"])
+            return .failure
+        }
+    }
+
+    /// What is known without waiting: the hosts table, or the resolver's cache (positive answers).
+    func immediateLookup(_ name: String) -> Lookup? {
+        if let known = hostsLookup(name) { return known }
+        guard let resolver else { return .nxdomain }
+        guard let r = resolver.cached(name, .both) else { return nil }
+        return .found(
+            ipv4: FamilyAnswer(addresses: r.ipv4, ttl: r.ttl),
+            ipv6: FamilyAnswer(addresses: r.ipv6, ttl: r.ttl)
+        )
+    }
+
+    /// What a request needs before it can be answered.
+    enum Decision {
+        /// The answer: every name it needed was at hand.
+        case respond(ListenerResponse)
+        /// These names need the upstream first, in the order the request named them.
+        case lookUp([String])
+    }
+
+    /// Routes `request` with the answers `known` has. A name it does not know is collected, not waited
+    /// for, and the response built meanwhile (with a stand-in failure for that name) is dropped.
+    func decide(_ request: ListenerRequest, known: (String) -> Lookup?) -> Decision {
+        var missing: [String] = []
+        let response: ListenerResponse
+        do {
+            response = try route(request) { name in
+                if let answer = known(name) { return answer }
+                if !missing.contains(name) { missing.append(name) }
+                return .failure
+            }
+        } catch {
+            response = ListenerResponse(status: .badRequest, text: "\(error)")
+        }
+        return missing.isEmpty ? .respond(response) : .lookUp(missing)
+    }
+
+    /// The answer when everything it needs is at hand (the hosts table, the resolver's cache), given on
+    /// the connection's event loop without a task; nil when a name needs the upstream (`handle` then
+    /// answers it).
+    func answerAtHand(_ request: ListenerRequest) -> ListenerResponse? {
+        guard case .respond(let response) = decide(request, known: immediateLookup) else { return nil }
+        return response
+    }
+
+    /// Answers a request, asking the upstream for the names it needs (together), then deciding again
+    /// with those answers at hand. Each round adds at least one name, so it ends within the number of
+    /// names in the request.
+    func handle(_ request: ListenerRequest) async -> ListenerResponse {
+        var known: [String: Lookup] = [:]
+        while true {
+            switch decide(request, known: { known[$0] ?? immediateLookup($0) }) {
+            case .respond(let response):
+                return response
+            case .lookUp(let names):
+                let answers = await withTaskGroup(of: (String, Lookup).self) { group in
+                    for name in names { group.addTask { (name, await lookup(name)) } }
+                    var answers: [(String, Lookup)] = []
+                    for await answer in group { answers.append(answer) }
+                    return answers
+                }
+                for (name, answer) in answers { known[name] = answer }
+            }
+        }
+    }
+
+    func route(_ request: ListenerRequest, lookup: (String) throws -> Lookup) throws -> ListenerResponse {
+        let (path, query) = split(request.uri)
+        do {
+            switch path {
+            case "/healthz":
+                return ListenerResponse(status: .ok, text: "ok")
+            case "/readyz":
+                return readiness.response
+            case "/metrics" where configuration.metricsText != nil:
+                try require(request, .GET)
+                return ListenerResponse(
+                    contentType: "text/plain; version=0.0.4; charset=utf-8",
+                    body: Array(configuration.metricsText!().utf8)
+                )
+            case "/d":
+                try require(request, .GET)
+                if query["id"] != nil || query["token"] != nil || query["alg"] != nil {
+                    return try dnspodAuthenticated(request, query, lookup)
+                }
+                if let refusal = refuseUnauthenticated("/d without id=") { return refusal }
+                return try dnspod(query, names: query["dn"], clientAddress: request.remoteIP, lookup)
+            case "/resolve":
+                try require(request, .GET)
+                if let refusal = refuseUnauthenticated("/resolve") { return refusal }
+                return try alibaba(query, lookup, clientAddress: request.remoteIP)
+            case "/dns-query":
+                if let refusal = refuseUnauthenticated("/dns-query") { return refusal }
+                return try doh(request, query, lookup)
+            case AlibabaJSONFormat.v2Path:
+                try require(request, .GET)
+                return try alibabaV2(request, query, lookup)
+            default:
+                if let (account, signed) = AlibabaJSONFormat.accountPath(path), account.utf8.count <= 64 {
+                    try require(request, .GET)
+                    return try alibabaAccount(request, account: account, signed: signed, query, lookup)
+                }
+                return ListenerResponse(
+                    status: .notFound,
+                    text:
+                        "not found: use /d, /resolve, /ACCOUNT/d, /ACCOUNT/sign_d, /v2/d, /dns-query, /healthz or /readyz"
+                )
+            }
+        } catch let e as BadRequest {
+            return ListenerResponse(status: .badRequest, text: e.reason)
+        } catch let e as MethodNotAllowed {
+            return ListenerResponse(
+                status: .methodNotAllowed,
+                text: "\(e.method) is not allowed here",
+                headers: ["allow": e.allowed]
+            )
+        }
+    }
+
+    struct MethodNotAllowed: Error {
+        var method: HTTPMethod
+        var allowed: String
+    }
+
+    func require(_ request: ListenerRequest, _ method: HTTPMethod) throws {
+        guard request.method == method || (method == .GET && request.method == .HEAD) else {
+            throw MethodNotAllowed(method: request.method, allowed: "GET")
+        }
+    }
+
+    func split(_ uri: String) -> (String, [String: String]) {
+        guard let q = uri.firstIndex(of: "?") else { return (uri, [:]) }
+        var query: [String: String] = [:]
+        for pair in uri[uri.index(after: q)...].split(separator: "&") {
+            let kv = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            let key = formDecoded(kv[0], plusIsSpace: false) ?? String(kv[0])
+            let value = kv.count > 1 ? (formDecoded(kv[1], plusIsSpace: true) ?? String(kv[1])) : ""
+            query[key] = value
+        }
+        return (String(uri[..<q]), query)
+    }
+
+    func name(_ text: String?, parameter: String) throws -> String {
+        guard let text, !text.isEmpty else { throw BadRequest(reason: "missing \(parameter)=NAME") }
+        do {
+            return try validatedHostname(text)
+        } catch {
+            throw BadRequest(reason: "\(parameter): \(error)")
+        }
+    }
+}
