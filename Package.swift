@@ -8,6 +8,7 @@
 //                    lifecycle, and re-exports the public types of the modules below. Apps import this.
 //   HTTPDNSCore      pure core, no I/O: DNS wire format, provider answer parsers, cache and refresh
 //                    policy, host policy, answer validation, resolver specs.
+//   HTTPDNSTrace     the `httpdns trace` page: request timings in, SVG and HTML out (pure, no I/O).
 //   HTTPDNSEngine    the one HTTP engine (SwiftNIO): TLS with the real hostname as SNI, HTTP/1.1 and
 //                    HTTP/2 by ALPN, connecting to addresses given by a resolver.
 //   HTTPDNSLookup    the resolver, `HTTPDNSResolver` (SwiftNIO): providers (DoH, JSON, DNSPod, Do53, system), cache,
@@ -76,6 +77,11 @@ let package = Package(
     targets: [
         .target(
             name: "HTTPDNSCore",
+            dependencies: [],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "HTTPDNSTrace",
             dependencies: [],
             swiftSettings: swiftSettings
         ),
@@ -188,6 +194,7 @@ let package = Package(
                 "HTTPDNSURLSession",
                 "HTTPDNSLocalProxy",
                 "HTTPDNSServer",
+                "HTTPDNSTrace",
                 "HTTPDNSCore",
                 "HTTPDNSEngine",
                 "HTTPDNSLookup",
@@ -215,6 +222,11 @@ let package = Package(
         .testTarget(
             name: "HTTPDNSCoreTests",
             dependencies: ["HTTPDNSCore"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "HTTPDNSTraceTests",
+            dependencies: ["HTTPDNSTrace"],
             swiftSettings: swiftSettings
         ),
         testTarget("HTTPDNSEngineTests", [.product(name: "NIOEmbedded", package: "swift-nio")]),

@@ -16,6 +16,7 @@
 import ArgumentParser
 import Foundation
 import HTTPDNSCore
+import HTTPDNSTrace
 import HTTPDNSEngine
 import HTTPDNSLookup
 import NIOPosix

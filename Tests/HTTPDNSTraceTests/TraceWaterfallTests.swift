@@ -4,7 +4,7 @@
 import Foundation
 import Testing
 
-@testable import HTTPDNSCore
+@testable import HTTPDNSTrace
 
 #if canImport(FoundationXML)
     import FoundationXML
