@@ -159,3 +159,13 @@ public enum ResolverSpec: Hashable, Sendable, CustomStringConvertible {
 private func invalidSpec(_ message: String) -> HTTPDNSConfigurationError {
     HTTPDNSConfigurationError(.invalidResolverSpec, message)
 }
+
+extension ResolverEndpoint {
+    /// Where to reach this endpoint without DNS: nil for an IP-literal host (connected to as it is);
+    /// for a hostname, its entry in `bootstrap` (keyed by normalized name; empty when missing, which is
+    /// a configuration error). The one lookup the providers and the CLI's check share.
+    package func bootstrapAddresses(in bootstrap: [String: [IPAddress]]) -> [IPAddress]? {
+        guard IPAddress(host) == nil else { return nil }
+        return bootstrap[normalizeHostname(host)] ?? []
+    }
+}

@@ -72,6 +72,11 @@ public final class HTTPDNS: Sendable {
         public var upgradeToHTTPS: [String] = []
         /// Cache bounds (TTL clamps, stale window, size); package-only until they settle.
         package var cache = CacheConfiguration()
+        /// The HTTP versions the app's engine offers (the CLI's `--http1.1` / `--http2`); the resolver's
+        /// engine keeps `.automatic`. Package-only: apps let ALPN choose.
+        package var httpVersions: HTTPVersionPolicy = .automatic
+        /// HTTP/2 without TLS to http:// URLs on the app's engine (the CLI's `--http2` on http://).
+        package var http2PriorKnowledge = false
 
         /// A configuration asking `resolvers` for the names `policy` selects.
         public init(resolvers: [ResolverSpec], policy: HostPolicy = .none) {
@@ -122,7 +127,10 @@ public final class HTTPDNS: Sendable {
         let resolver = try HTTPDNSResolver(configuration: resolverConfiguration, engine: resolverEngine, logger: logger)
         self.resolverEngine = resolverEngine
         self.resolver = resolver
-        self.engine = try HTTPEngine(configuration: http, addressSource: resolver, logger: logger)
+        var app = http
+        app.versions = configuration.httpVersions
+        app.http2PriorKnowledge = configuration.http2PriorKnowledge
+        self.engine = try HTTPEngine(configuration: app, addressSource: resolver, logger: logger)
     }
 
     /// The short form: resolver specs and name patterns as text.

@@ -20,9 +20,10 @@ struct EndpointClient: Sendable {
     init(engine: HTTPEngine, endpoint: ResolverEndpoint, bootstrap: [String: [IPAddress]]) throws {
         self.engine = engine
         self.endpoint = endpoint
-        if IPAddress(endpoint.host) != nil {
+        let mapped = endpoint.bootstrapAddresses(in: bootstrap)
+        if mapped == nil {
             addresses = nil
-        } else if let mapped = bootstrap[normalizeHostname(endpoint.host)], !mapped.isEmpty {
+        } else if let mapped, !mapped.isEmpty {
             addresses = ResolvedAddresses(
                 ipv4: mapped.filter { !$0.isIPv6 },
                 ipv6: mapped.filter(\.isIPv6),

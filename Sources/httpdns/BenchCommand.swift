@@ -10,6 +10,7 @@
     import Darwin
 #endif
 import ArgumentParser
+import HTTPDNSKit
 import Foundation
 import HTTPDNSCore
 import HTTPDNSLookup
@@ -69,7 +70,8 @@ struct ResolverBench: AsyncParsableCommand {
         }
 
         // 1. Cached lookup latency.
-        let warm = try options.makeResolver()
+        let warmHTTPDNS = try options.makeHTTPDNS()
+        let warm = warmHTTPDNS.resolver
         let first = try await warm.resolve(name, .both)
         print(
             "warm-up: \(name) -> \((first.ipv4 + first.ipv6).map(\.description).joined(separator: " ")) via \(first.source)"
@@ -104,10 +106,11 @@ struct ResolverBench: AsyncParsableCommand {
                 Double(p99) / Double(max(o99, 1))
             )
         )
-        await warm.shutdown()
+        await warmHTTPDNS.shutdown()
 
         // 2. Coalescing.
-        let cold = try options.makeResolver()
+        let coldHTTPDNS = try options.makeHTTPDNS()
+        let cold = coldHTTPDNS.resolver
         let coldName = server == nil ? name : "cold-\(UInt32.random(in: 0...UInt32.max)).bench.test"
         let before = server?.queries.udp ?? 0
         let results = await withTaskGroup(of: Bool.self) { group in
@@ -129,7 +132,7 @@ struct ResolverBench: AsyncParsableCommand {
             )
             await server.stop()
         }
-        await cold.shutdown()
+        await coldHTTPDNS.shutdown()
     }
 
     func percentiles(_ samples: [Int64]) -> (Int64, Int64) {

@@ -10,6 +10,7 @@
     import Darwin
 #endif
 import ArgumentParser
+import HTTPDNSKit
 import Foundation
 import HTTPDNSCore
 import HTTPDNSEngine
@@ -124,18 +125,18 @@ struct FetchCommand: AsyncParsableCommand {
         } catch {
             throw failure(error)
         }
-        let resolver = try self.resolver.makeResolver()
-        let roots = try self.resolver.trustRoots()
-        var config = HTTPEngine.Configuration()
-        config.tls = HTTPEngineTLS(additionalTrustRoots: roots, pins: pins.isEmpty ? [:] : [target.host: Set(pins)])
-        config.versions = http11 ? .http1Only : http2 ? .http2Only : .automatic
-        config.http2PriorKnowledge = http2
-        if let maxTime { config.timeouts.total = try seconds(maxTime, flag: "--max-time", range: 0.001...604_800) }
-        if self.engine == .urlsession {
-            return try await runThroughURLSession(resolver: resolver, engineConfiguration: config)
+        let httpdns = try self.resolver.makeHTTPDNS { config in
+            config.pins = pins.isEmpty ? [:] : [target.host: Set(pins)]
+            config.httpVersions = http11 ? .http1Only : http2 ? .http2Only : .automatic
+            config.http2PriorKnowledge = http2
+            if let maxTime {
+                config.requestTimeout = try seconds(maxTime, flag: "--max-time", range: 0.001...604_800)
+            }
         }
-        let engine = try HTTPEngine(configuration: config, addressSource: resolver)
-        defer { engine.shutdown() }
+        if self.engine == .urlsession {
+            return try await runThroughURLSession(httpdns)
+        }
+        let engine = httpdns.engine
 
         var request = HTTPRequest(method: HTTPMethod(rawValue: requestMethod), url: target)
         for (name, value) in parsedHeaders { request.headers.add(name: name, value: value) }
@@ -152,10 +153,10 @@ struct FetchCommand: AsyncParsableCommand {
         do {
             try await transfer(request, engine: engine, trace: trace)
         } catch {
-            await resolver.shutdown()
+            await httpdns.shutdown()
             throw failure(error)
         }
-        await resolver.shutdown()
+        await httpdns.shutdown()
     }
 
     /// The request, its redirects, and the body written out.

@@ -3,6 +3,7 @@
 // session's redirect handling (the delegate below allows or refuses each hop).
 
 import ArgumentParser
+import HTTPDNSKit
 import Foundation
 import HTTPDNSEngine
 import HTTPDNSLookup
@@ -14,21 +15,15 @@ import NIOConcurrencyHelpers
 #endif
 
 extension FetchCommand {
-    func runThroughURLSession(resolver: HTTPDNSResolver, engineConfiguration: HTTPEngine.Configuration) async throws {
-        // Every name is intercepted: the resolver itself sends names outside --only to --local-dns.
-        var setup = try HTTPDNSURLProtocol.Setup(
-            resolver: resolver,
-            engineConfiguration: engineConfiguration,
-            intercept: .all
-        )
+    func runThroughURLSession(_ httpdns: HTTPDNS) async throws {
+        // The front door's resolver and engine. Every name is intercepted (not only the policy's, as
+        // an app's sessions are): the resolver itself sends names outside --only to --local-dns.
+        var setup = HTTPDNSURLProtocol.Setup(resolver: httpdns.resolver, engine: httpdns.engine, intercept: .all)
         setup.maxRedirects = maxRedirects
         let metrics = NIOLockedValueBox<HTTPDNSTaskMetrics?>(nil)
         setup.onMetrics = { m in metrics.withLockedValue { $0 = m } }
         HTTPDNSURLProtocol.install(setup)
-        defer {
-            HTTPDNSURLProtocol.uninstall()
-            setup.engine.shutdown()
-        }
+        defer { HTTPDNSURLProtocol.uninstall() }
 
         var request = URLRequest(url: URL(string: url)!)
         request.httpMethod = requestMethod
@@ -60,7 +55,7 @@ extension FetchCommand {
         do {
             sink = try OutputSink.create(output)
         } catch {
-            await resolver.shutdown()
+            await httpdns.shutdown()
             throw failure(error)
         }
         let delegate = FetchSessionDelegate(follow: location, sink: sink) { response in
@@ -86,7 +81,7 @@ extension FetchCommand {
             error = error ?? closing
         }
         if let error {
-            await resolver.shutdown()
+            await httpdns.shutdown()
             throw failure((error as? URLError)?.userInfo[HTTPDNSURLProtocol.engineErrorKey] as? any Error ?? error)
         }
         if let m = metrics.withLockedValue({ $0 }), var last = m.hops.last {
@@ -97,7 +92,7 @@ extension FetchCommand {
             if last.redirects > 0 { trace.line("* Followed \(last.redirects) redirect(s) to \(last.url)") }
             try report(last, trace: trace)
         }
-        await resolver.shutdown()
+        await httpdns.shutdown()
     }
 }
 

@@ -1,6 +1,7 @@
 // `httpdns proxy`: the loopback forward proxy, until SIGINT/SIGTERM.
 
 import ArgumentParser
+import HTTPDNSKit
 import Foundation
 import HTTPDNSCore
 import HTTPDNSEngine
@@ -70,11 +71,7 @@ struct ProxyCommand: AsyncParsableCommand {
     func run() async throws {
         // A proxy runs for long: it follows network changes by itself (the path, NAT64, the cache
         // partition, pooled connections, re-resolving the names in use).
-        let resolver = try self.resolver.makeResolver(watch: true)
-        let roots = try self.resolver.trustRoots()
-        var engineConfig = HTTPEngine.Configuration()
-        engineConfig.tls = HTTPEngineTLS(additionalTrustRoots: roots)
-        let engine = try HTTPEngine(configuration: engineConfig, addressSource: resolver)
+        let httpdns = try self.resolver.makeHTTPDNS(watch: true)
         var config = HTTPDNSProxy.Configuration()
         let (ip, port) = try ServeCommand.listenAddress(listen)
         config.host = ip.description
@@ -91,7 +88,7 @@ struct ProxyCommand: AsyncParsableCommand {
         logger.logLevel = self.resolver.debug ? .debug : .info
         let proxy: HTTPDNSProxy
         do {
-            proxy = try await HTTPDNSProxy.start(config, resolver: resolver, engine: engine, logger: logger)
+            proxy = try await HTTPDNSProxy.start(config, resolver: httpdns.resolver, engine: httpdns.engine, logger: logger)
         } catch {
             var advice = ""
             let refused = (error as? HTTPDNSConfigurationError)?.code == .invalidProxyConfiguration
@@ -106,7 +103,6 @@ struct ProxyCommand: AsyncParsableCommand {
         fflush(nil)
         await waitForSignal()
         await proxy.stop()
-        engine.shutdown()
-        await resolver.shutdown()
+        await httpdns.shutdown()
     }
 }

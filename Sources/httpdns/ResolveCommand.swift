@@ -1,4 +1,5 @@
 import ArgumentParser
+import HTTPDNSKit
 import Foundation
 import HTTPDNSCore
 import HTTPDNSEngine
@@ -68,14 +69,15 @@ struct ResolveCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let resolver: HTTPDNSResolver
+        let httpdns: HTTPDNS
         do {
-            resolver = try self.resolver.makeResolver()
+            httpdns = try self.resolver.makeHTTPDNS()
         } catch let error as ValidationError {
             throw error
         } catch {
             throw ValidationError("\(error)")
         }
+        let resolver = httpdns.resolver
         let type = self.type
         let compare = self.compare
         let options = self.resolver
@@ -125,7 +127,7 @@ struct ResolveCommand: AsyncParsableCommand {
             return all.sorted { $0.0 < $1.0 }.map(\.1)
         }
         let path = verbose ? await resolver.path.settled() : nil
-        await resolver.shutdown()
+        await httpdns.shutdown()
 
         for out in outputs where out.error != nil {
             FileHandle.standardError.write(Data("httpdns: \(out.error!)\(out.advice ?? "")\n".utf8))

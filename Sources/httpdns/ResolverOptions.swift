@@ -1,4 +1,5 @@
 import ArgumentParser
+import HTTPDNSKit
 import HTTPDNSCore
 import HTTPDNSEngine
 import HTTPDNSLookup
@@ -147,18 +148,13 @@ struct ResolverOptions: ParsableArguments {
             allowNonGlobal: try patterns(allowPrivate, flag: "--allow-private")
         )
         for (r, flag) in resolvers.map({ ($0, "--resolver") }) + [(local, "--local-dns")] {
-            if let e = r.endpoint, IPAddress(e.host) == nil, bootstrap[e.host] == nil {
+            if let e = r.endpoint, e.bootstrapAddresses(in: bootstrap)?.isEmpty == true {
                 throw ValidationError(
                     "\(flag): \(e.host) has no address; add --bootstrap \(e.host)=IP (resolvers are reached without DNS)"
                 )
             }
         }
         return Parsed(resolvers: resolvers, localDNS: local, bootstrap: bootstrap, policy: policy)
-    }
-
-    /// The --cacert certificates (none without it), for every engine the command builds.
-    func trustRoots() throws -> [NIOSSLCertificate] {
-        try cacert.map { try HTTPEngineTLS.loadPEM(file: $0) } ?? []
     }
 
     /// The --nat64 value.
@@ -176,24 +172,28 @@ struct ResolverOptions: ParsableArguments {
         }
     }
 
-    /// Builds the engine and resolver these options describe. `watch`: follow the operating system's
-    /// network-change notices (long-running commands).
-    func makeResolver(watch: Bool = false) throws -> HTTPDNSResolver {
+    /// The `HTTPDNS` these options describe, made through the front door as an app makes it: the
+    /// resolver, the engine that reaches the resolvers and the engine for the command's own requests.
+    /// `watch`: follow the operating system's network-change notices (long-running commands). `tweak`
+    /// sets what only the command decides (HTTP versions, pins, the total timeout, upgrades).
+    func makeHTTPDNS(
+        watch: Bool = false,
+        _ tweak: (inout HTTPDNS.Configuration) throws -> Void = { _ in }
+    ) throws -> HTTPDNS {
         let p = try parsed()
         var logger = Logger(label: "httpdns")
         logger.logLevel = debug ? .debug : .warning
-        let roots = try trustRoots()
-        let engine = try HTTPEngine(tls: HTTPEngineTLS(additionalTrustRoots: roots), logger: logger)
-        var config = ResolverConfiguration(providers: p.resolvers)
+        var config = HTTPDNS.Configuration(resolvers: p.resolvers, policy: p.policy)
         config.localDNS = p.localDNS
         config.fallbackToLocalDNS = !noFallback
-        config.policy = p.policy
-        config.timeout = try seconds(timeout, flag: "--timeout", range: 0.001...600)
+        config.lookupTimeout = try seconds(timeout, flag: "--timeout", range: 0.001...600)
         config.bootstrap = p.bootstrap
         config.persistencePath = cacheFile
-        config.network.networkID = networkID
-        config.network.nat64 = try nat64Mode()
-        config.network.watch = watch
-        return try HTTPDNSResolver(configuration: config, engine: engine, logger: logger)
+        config.networkID = networkID
+        config.nat64 = try nat64Mode()
+        config.watchesNetwork = watch
+        config.trustedCertificateFiles = cacert.map { [$0] } ?? []
+        try tweak(&config)
+        return try HTTPDNS(config, logger: logger)
     }
 }

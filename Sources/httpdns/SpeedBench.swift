@@ -8,6 +8,7 @@
 // The last line of `engine` is machine-readable: `RESULT rate=REQ_PER_S cpu_us=CPU_US_PER_REQUEST`.
 
 import ArgumentParser
+import HTTPDNSKit
 import Foundation
 import HTTPDNSCore
 import HTTPDNSEngine
@@ -195,10 +196,10 @@ struct HotPathBench: AsyncParsableCommand {
             }
             var options = try ResolverOptions.parse(["--resolver", "dns:127.0.0.1:\(server.port)", "--no-fallback"])
             options.localDNS = "system"
-            let resolver = try options.makeResolver()
-            _ = try await resolver.resolve("bench.test", .both)
-            for _ in 0..<iterations { _ = try await resolver.resolve("bench.test", .both) }
-            await resolver.shutdown()
+            let httpdns = try options.makeHTTPDNS()
+            _ = try await httpdns.resolver.resolve("bench.test", .both)
+            for _ in 0..<iterations { _ = try await httpdns.resolver.resolve("bench.test", .both) }
+            await httpdns.shutdown()
             await server.stop()
         case "getaddrinfo":
             for _ in 0..<iterations where !systemLookup(hostsName) {

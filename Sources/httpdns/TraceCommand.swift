@@ -14,6 +14,7 @@
     import Darwin
 #endif
 import ArgumentParser
+import HTTPDNSKit
 import Foundation
 import HTTPDNSCore
 import HTTPDNSTrace
@@ -94,7 +95,8 @@ struct TraceCommand: AsyncParsableCommand {
 
     func run() async throws {
         let targets = try urls.map { try HTTPURL($0) }
-        let httpdns = try resolver.makeResolver()
+        let versions: HTTPVersionPolicy = http11 ? .http1Only : http2 ? .http2Only : .automatic
+        let httpdns = try resolver.makeHTTPDNS { $0.httpVersions = versions }
         var panels: [TracePanel] = []
         var comparisons: [TraceComparison] = []
         if compareLocal {
@@ -102,7 +104,7 @@ struct TraceCommand: AsyncParsableCommand {
             var localOptions = resolver
             localOptions.only = []
             localOptions.except = ["*"]
-            let local = try localOptions.makeResolver()
+            let local = try localOptions.makeHTTPDNS { $0.httpVersions = versions }
             panels.append(
                 TracePanel(title: "through LocalDNS (\(resolver.localDNS))", rows: try await fetchAll(targets, local))
             )
@@ -113,7 +115,7 @@ struct TraceCommand: AsyncParsableCommand {
         if compareLocal {
             // After the fetches, so the HTTPDNS rows show a real lookup, not one this comparison cached.
             for host in Set(targets.map(\.host)).sorted() {
-                comparisons.append(Self.comparison(await httpdns.compare(host)))
+                comparisons.append(Self.comparison(await httpdns.resolver.compare(host)))
             }
         }
         await httpdns.shutdown()
@@ -150,14 +152,10 @@ struct TraceCommand: AsyncParsableCommand {
         if failed { throw ExitCode(1) }
     }
 
-    /// Every URL in turn through `resolver`, on an engine of its own (so the first request to each host
-    /// pays for its connection), redirects followed as rows of their own.
-    func fetchAll(_ targets: [HTTPURL], _ resolver: HTTPDNSResolver) async throws -> [TraceTiming] {
-        var config = HTTPEngine.Configuration()
-        config.tls = HTTPEngineTLS(additionalTrustRoots: try self.resolver.trustRoots())
-        config.versions = http11 ? .http1Only : http2 ? .http2Only : .automatic
-        let engine = try HTTPEngine(configuration: config, addressSource: resolver)
-        defer { engine.shutdown() }
+    /// Every URL in turn through `httpdns`'s engine, which no request used before (so the first request
+    /// to each host pays for its connection), redirects followed as rows of their own.
+    func fetchAll(_ targets: [HTTPURL], _ httpdns: HTTPDNS) async throws -> [TraceTiming] {
+        let engine = httpdns.engine
         let t0 = ContinuousClock.now
         var rows: [TraceTiming] = []
         for target in targets {

@@ -161,3 +161,22 @@ import Testing
         #expect(String(strictUTF8: [0xEF, 0xBF, 0xBD]) == "\u{FFFD}")
     }
 }
+
+/// The bootstrap table is read one way by the providers and by the CLI's check (issue 32: the CLI
+/// looked names up as typed, the providers normalized).
+@Suite struct BootstrapLookupTests {
+    @Test func aHostnameEndpointFindsItsEntryWhateverItsCaseOrTrailingDot() throws {
+        let table = ["doh.test": [IPAddress("192.0.2.53")!]]
+        for text in ["doh:https://doh.test/dns-query", "doh:https://DoH.Test/dns-query", "doh:https://doh.test./dns-query"] {
+            let endpoint = try #require(try ResolverSpec(parsing: text).endpoint)
+            #expect(endpoint.bootstrapAddresses(in: table) == [IPAddress("192.0.2.53")!], "\(text)")
+        }
+    }
+
+    @Test func anIPEndpointNeedsNoEntryAndAMissingOneIsEmpty() throws {
+        let ip = try #require(try ResolverSpec(parsing: "doh:https://192.0.2.1/dns-query").endpoint)
+        #expect(ip.bootstrapAddresses(in: [:]) == nil)
+        let name = try #require(try ResolverSpec(parsing: "doh:https://other.test/dns-query").endpoint)
+        #expect(name.bootstrapAddresses(in: ["doh.test": [IPAddress("192.0.2.53")!]]) == [])
+    }
+}
