@@ -101,8 +101,9 @@ struct ProxyCommand: AsyncParsableCommand {
         let authority = formatAuthority(host: config.host, port: proxy.port)
         print("httpdns proxy: listening on http://\(authority) (PAC: \(proxy.pacURL.absoluteString))")
         fflush(nil)
-        await waitForSignal()
-        await proxy.stop()
-        await httpdns.shutdown()
+        try await runUntilSignalled(logger: logger) {
+            await proxy.stop()
+            await httpdns.shutdown()
+        }
     }
 }

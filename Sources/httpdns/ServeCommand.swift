@@ -321,14 +321,13 @@ struct ServeCommand: AsyncParsableCommand {
         }
         fflush(nil)  // scripts wait for these lines; stdout to a file or pipe is block-buffered
         let (delay, timeout) = try settings.drain()
-        let group = ServiceGroup(
-            configuration: ServiceGroupConfiguration(
-                services: [.init(service: DrainingService(service: service, delay: delay, timeout: timeout))],
-                gracefulShutdownSignals: [.sigterm, .sigint],
-                logger: logger
+        try await runUntilSignalled(logger: logger) {
+            print(
+                "httpdns serve: draining (readyz 503; new connections refused after \(delay), the rest closed within \(timeout))"
             )
-        )
-        try await group.run()
+            fflush(nil)
+            await service.drain(delay: delay, within: timeout)
+        }
         print("httpdns serve: stopped")
         fflush(nil)
     }
@@ -343,58 +342,3 @@ struct ServeCommand: AsyncParsableCommand {
 
 }
 
-/// The running server as swift-service-lifecycle sees it: runs until the group's graceful shutdown
-/// (SIGTERM, SIGINT), then drains.
-struct DrainingService: Service {
-    let service: HTTPDNSService
-    let delay: Duration
-    let timeout: Duration
-
-    func run() async throws {
-        try? await gracefulShutdown()
-        print(
-            "httpdns serve: draining (readyz 503; new connections refused after \(delay), the rest closed within \(timeout))"
-        )
-        fflush(nil)
-        await service.drain(delay: delay, within: timeout)
-    }
-}
-
-/// Returns on SIGINT or SIGTERM.
-func waitForSignal() async {
-    signal(SIGINT, SIG_IGN)
-    signal(SIGTERM, SIG_IGN)
-    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-        let once = SignalOnce(continuation)
-        for sig in [SIGINT, SIGTERM] {
-            let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
-            source.setEventHandler { once.fire() }
-            source.resume()
-            once.keep(source)
-        }
-    }
-}
-
-/// Resumes the continuation once, whichever signal comes first; keeps the sources alive.
-final class SignalOnce: @unchecked Sendable {
-    // Guarded by `lock`.
-    private var continuation: CheckedContinuation<Void, Never>?
-    private var sources: [any DispatchSourceSignal] = []
-    private let lock = NSLock()
-
-    init(_ continuation: CheckedContinuation<Void, Never>) { self.continuation = continuation }
-
-    func keep(_ source: any DispatchSourceSignal) {
-        lock.lock()
-        sources.append(source)
-        lock.unlock()
-    }
-
-    func fire() {
-        lock.lock()
-        let c = continuation
-        continuation = nil
-        lock.unlock()
-        c?.resume()
-    }
-}

@@ -15,6 +15,7 @@ import HTTPDNSEngine
 import HTTPDNSLookup
 import HTTPDNSServer
 import HTTPDNSURLSession
+import Logging
 import NIOCore
 import NIOHTTP1
 import NIOPosix
@@ -264,8 +265,9 @@ struct BenchOriginCommand: AsyncParsableCommand {
     func run() async throws {
         let origin = try await BenchOrigin.start()
         FileHandle.standardOutput.write(Data("\(origin.port)\n".utf8))
-        await waitForSignal()
-        try await origin.stop()
+        var logger = Logger(label: "httpdns.bench-origin")
+        logger.logLevel = .warning
+        try await runUntilSignalled(logger: logger) { try? await origin.stop() }
     }
 }
 
