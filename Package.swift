@@ -30,6 +30,12 @@ let swiftSettings: [SwiftSetting] = [
     .enableUpcomingFeature("ExistentialAny")
 ]
 
+/// The speed benchmarks (`httpdns bench engine|hot|urlsession` and their origin server, issue 15) are
+/// compiled into the CLI only when `HTTPDNS_SPEED_BENCH=1` is set for the build, as scripts/speed-bench.sh
+/// does: a shipped `httpdns` carries `httpdns bench` (the resolver benchmark) alone.
+let speedBenchSettings: [SwiftSetting] =
+    Context.environment["HTTPDNS_SPEED_BENCH"] == "1" ? [.define("HTTPDNS_SPEED_BENCH")] : []
+
 /// The modules tests start (servers, resolvers) and the NIO pieces they drive directly: what the shared
 /// helpers (HTTPDNSTestSupport) and every test target but the pure core's build on.
 let sharedTestDependencies: [Target.Dependency] = [
@@ -211,7 +217,7 @@ let package = Package(
                 .product(name: "SwiftASN1", package: "swift-asn1"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
-            swiftSettings: swiftSettings
+            swiftSettings: swiftSettings + speedBenchSettings
         ),
         .target(
             name: "HTTPDNSTestSupport",

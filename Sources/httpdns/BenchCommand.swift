@@ -20,11 +20,18 @@ struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bench",
         abstract: "Print our figures next to a peer's from the same run, with the ratio.",
-        subcommands: [
-            ResolverBench.self, URLSessionBench.self, BenchOriginCommand.self, EngineSpeedBench.self, HotPathBench.self,
-        ],
+        subcommands: [ResolverBench.self] + speedBenches,
         defaultSubcommand: ResolverBench.self
     )
+
+    /// The speed benchmarks, in builds made for scripts/speed-bench.sh (`HTTPDNS_SPEED_BENCH=1`).
+    #if HTTPDNS_SPEED_BENCH
+        static let speedBenches: [any ParsableCommand.Type] = [
+            URLSessionBench.self, BenchOriginCommand.self, EngineSpeedBench.self, HotPathBench.self,
+        ]
+    #else
+        static let speedBenches: [any ParsableCommand.Type] = []
+    #endif
 }
 
 struct ResolverBench: AsyncParsableCommand {

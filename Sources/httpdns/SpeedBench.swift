@@ -7,6 +7,7 @@
 //                          runs two counts and takes the difference, so start-up cancels out).
 // The last line of `engine` is machine-readable: `RESULT rate=REQ_PER_S cpu_us=CPU_US_PER_REQUEST`.
 
+#if HTTPDNS_SPEED_BENCH  // built only for scripts/speed-bench.sh (Package.swift)
 import ArgumentParser
 import HTTPDNSKit
 import Foundation
@@ -219,3 +220,4 @@ struct HotPathBench: AsyncParsableCommand {
         print("\(op): \(iterations) iterations")
     }
 }
+#endif

@@ -7,6 +7,7 @@
 // it shares no event loop with the clients measured), that streams what it receives into SHA-256;
 // names resolve through an in-process DNS server, so nothing needs installing but curl.
 
+#if HTTPDNS_SPEED_BENCH  // built only for scripts/speed-bench.sh (Package.swift)
 import ArgumentParser
 import Crypto
 import Foundation
@@ -353,3 +354,4 @@ final class BenchOrigin: Sendable {
         }
     }
 }
+#endif
