@@ -107,12 +107,11 @@ package struct NetworkPathState: Hashable, Sendable {
     /// each IPv4 address becomes its synthesized IPv6 form, after the native IPv6 addresses (RFC 8305
     /// section 7) and keeping its rank; `synthesized` maps each synthesized address back to the IPv4
     /// address it was made from. Elsewhere the addresses are returned as they are.
-    package func connectable(ipv4: [IPAddress], ipv6: [IPAddress]) -> ConnectableAddresses {
-        guard synthesizes, let prefix = nat64?.first else {
-            return ConnectableAddresses(ipv4: ipv4, ipv6: ipv6, synthesized: [:])
-        }
-        var out = ConnectableAddresses(ipv4: [], ipv6: ipv6, synthesized: [:])
-        for address in ipv4 {
+    package func connectable(_ addresses: ResolvedAddresses) -> ResolvedAddresses {
+        guard synthesizes, let prefix = nat64?.first else { return addresses }
+        var out = addresses
+        out.ipv4 = []
+        for address in addresses.ipv4 {
             if !address.staysOffNAT64, let mapped = prefix.synthesize(address) {
                 out.ipv6.append(mapped)
                 out.synthesized[mapped] = address
@@ -121,6 +120,11 @@ package struct NetworkPathState: Hashable, Sendable {
             }
         }
         return out
+    }
+
+    /// `connectable(_:)` for bare address lists (who answered left empty).
+    package func connectable(ipv4: [IPAddress], ipv6: [IPAddress]) -> ResolvedAddresses {
+        connectable(ResolvedAddresses(ipv4: ipv4, ipv6: ipv6, source: ""))
     }
 
     /// One line for logs and `resolve -v`: `network net-…: IPv6 only, NAT64 fd00:64:64::/96`.
@@ -137,18 +141,21 @@ package struct NetworkPathState: Hashable, Sendable {
     }
 }
 
-/// Addresses as they can be connected to on the current network (see
-/// `NetworkPathState.connectable(ipv4:ipv6:)`).
-package struct ConnectableAddresses: Hashable, Sendable {
+/// A host's addresses as the engine connects to them: each family in preference order, who answered,
+/// and (on a NAT64 network) which IPv6 addresses were synthesized from which IPv4 ones (see
+/// `NetworkPathState.connectable(_:)`). The one shape from the resolver's answer to the socket.
+package struct ResolvedAddresses: Sendable, Hashable {
     package var ipv4: [IPAddress]
     package var ipv6: [IPAddress]
-    /// Synthesized IPv6 address to the IPv4 address it reaches.
-    package var synthesized: [IPAddress: IPAddress]
+    /// Who answered (for metrics), e.g. `doh:https://…`, `cache(…)`, `system`.
+    package var source: String
+    /// NAT64-synthesized addresses among `ipv6`, each to the IPv4 address it reaches.
+    package var synthesized: [IPAddress: IPAddress] = [:]
 
-    package init(ipv4: [IPAddress], ipv6: [IPAddress], synthesized: [IPAddress: IPAddress]) {
+    package init(ipv4: [IPAddress], ipv6: [IPAddress], source: String) {
         self.ipv4 = ipv4
         self.ipv6 = ipv6
-        self.synthesized = synthesized
+        self.source = source
     }
 }
 

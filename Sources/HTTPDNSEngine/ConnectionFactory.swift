@@ -172,7 +172,7 @@ struct ConnectionFactory: Sendable {
             let lookup = AddressLookup(source: "literal")
             // An IPv4 literal on a network that reaches IPv4 only through NAT64: its synthesized form.
             guard !literal.isIPv6 else { return (nil, lookup) }
-            let mapped = await connectable(ResolvedAddresses(ipv4: [literal], ipv6: [], source: "literal"))
+            let mapped = await path.connectable(ResolvedAddresses(ipv4: [literal], ipv6: [], source: "literal"))
             return (mapped.synthesized.isEmpty ? nil : mapped, lookup)
         }
         let started = ContinuousClock.now
@@ -205,18 +205,7 @@ struct ConnectionFactory: Sendable {
             )
         }
         let lookup = AddressLookup(source: found.source, duration: ContinuousClock.now - started)
-        return (await connectable(ranked), lookup)
-    }
-
-    /// `addresses` as this network can connect to them (NAT64 synthesis where IPv4 has no route),
-    /// waiting for a prefix discovery still running when there are IPv4 addresses that need it.
-    private func connectable(_ addresses: ResolvedAddresses) async -> ResolvedAddresses {
-        let mapped = await path.connectable(ipv4: addresses.ipv4, ipv6: addresses.ipv6)
-        var out = addresses
-        out.ipv4 = mapped.ipv4
-        out.ipv6 = mapped.ipv6
-        out.synthesized = mapped.synthesized
-        return out
+        return (await path.connectable(ranked), lookup)
     }
 
     /// `body`'s result, or `error` once `deadline` has passed, whichever comes first. The deadline

@@ -100,22 +100,6 @@ extension AddressSource {
     package var networkPath: NetworkPath? { nil }
 }
 
-/// A host's addresses as the engine uses them.
-package struct ResolvedAddresses: Sendable, Hashable {
-    package var ipv4: [IPAddress]
-    package var ipv6: [IPAddress]
-    /// Who answered (for metrics), e.g. `doh:https://…`, `cache(…)`, `system`.
-    package var source: String
-    /// NAT64-synthesized addresses among `ipv6`, each to the IPv4 address it reaches.
-    package var synthesized: [IPAddress: IPAddress] = [:]
-
-    package init(ipv4: [IPAddress], ipv6: [IPAddress], source: String) {
-        self.ipv4 = ipv4
-        self.ipv6 = ipv6
-        self.source = source
-    }
-}
-
 /// Fixed addresses per host, e.g. a resolver endpoint's bootstrap IPs; unknown hosts fail.
 package struct StaticAddressSource: AddressSource {
     package var table: [String: [IPAddress]]

@@ -40,16 +40,19 @@ package final class NetworkPath: Sendable {
         }
     }
 
-    /// `ipv4` and `ipv6` as this network can connect to them (see
-    /// `NetworkPathState.connectable(ipv4:ipv6:)`), waiting for a prefix discovery still running when
-    /// IPv4 has no route and there are IPv4 addresses that may need it.
-    package func connectable(ipv4: [IPAddress], ipv6: [IPAddress]) async -> ConnectableAddresses {
+    /// `addresses` as this network can connect to them (see `NetworkPathState.connectable(_:)`),
+    /// waiting for a prefix discovery still running when IPv4 has no route and there are IPv4
+    /// addresses that may need it.
+    package func connectable(_ addresses: ResolvedAddresses) async -> ResolvedAddresses {
         var state = self.state
-        guard !ipv4.isEmpty, state.stack?.ipv4 == false else {
-            return ConnectableAddresses(ipv4: ipv4, ipv6: ipv6, synthesized: [:])
-        }
+        guard !addresses.ipv4.isEmpty, state.stack?.ipv4 == false else { return addresses }
         if state.discovering { state = await settled() }
-        return state.connectable(ipv4: ipv4, ipv6: ipv6)
+        return state.connectable(addresses)
+    }
+
+    /// `connectable(_:)` for bare address lists.
+    package func connectable(ipv4: [IPAddress], ipv6: [IPAddress]) async -> ResolvedAddresses {
+        await connectable(ResolvedAddresses(ipv4: ipv4, ipv6: ipv6, source: ""))
     }
 
     /// Publishes a new state; wakes `settled()` callers once discovery is over.
