@@ -9,6 +9,9 @@
 //   HTTPDNSCore      pure core, no I/O: DNS wire format, provider answer parsers, cache and refresh
 //                    policy, host policy, answer validation, resolver specs.
 //   HTTPDNSTrace     the `httpdns trace` page: request timings in, SVG and HTML out (pure, no I/O).
+//   HTTPDNSNetwork   the network path, owned here: `NetworkPath` (what the engines connect on and the
+//                    resolver asks for), the monitor that keeps it current (route probes, the operating
+//                    system's change notices, NAT64 discovery through a query the resolver supplies).
 //   HTTPDNSEngine    the one HTTP engine (SwiftNIO): TLS with the real hostname as SNI, HTTP/1.1 and
 //                    HTTP/2 by ALPN, connecting to addresses given by a resolver.
 //   HTTPDNSLookup    the resolver, `HTTPDNSResolver` (SwiftNIO): providers (DoH, JSON, DNSPod, Do53, system), cache,
@@ -40,6 +43,7 @@ let speedBenchSettings: [SwiftSetting] =
 /// helpers (HTTPDNSTestSupport) and every test target but the pure core's build on.
 let sharedTestDependencies: [Target.Dependency] = [
     "HTTPDNSCore",
+    "HTTPDNSNetwork",
     "HTTPDNSEngine",
     "HTTPDNSLookup",
     "HTTPDNSServer",
@@ -92,9 +96,21 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .target(
+            name: "HTTPDNSNetwork",
+            dependencies: [
+                "HTTPDNSCore",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
             name: "HTTPDNSEngine",
             dependencies: [
                 "HTTPDNSCore",
+                "HTTPDNSNetwork",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -115,6 +131,7 @@ let package = Package(
             name: "HTTPDNSLookup",
             dependencies: [
                 "HTTPDNSCore",
+                "HTTPDNSNetwork",
                 "HTTPDNSEngine",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

@@ -1,4 +1,5 @@
 import HTTPDNSCore
+import HTTPDNSNetwork
 import NIOCore
 import NIOSSL
 

@@ -11,6 +11,7 @@
 // streaming. The connection returns to the pool when the body has been read to the end.
 
 import HTTPDNSCore
+import HTTPDNSNetwork
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore

@@ -5,6 +5,7 @@
 
 import HTTPDNSCore
 import HTTPDNSEngine
+import HTTPDNSNetwork
 import NIOCore
 import NIOExtras
 import NIOPosix

@@ -3,6 +3,8 @@
 // NetworkMonitor decides that the path changed; this is the resolver's side.
 
 import HTTPDNSCore
+import Logging
+import NIOCore
 
 extension HTTPDNSResolver {
     /// The app says the device moved to network `networkID` (its own name for it): from then on the
@@ -44,5 +46,29 @@ extension HTTPDNSResolver {
     package func waitForNetworkWork() async {
         await monitor.waitForDiscoveries()
         await state.withLockedValue { $0.reResolving }?.value
+    }
+
+    /// RFC 7050: the AAAA records of `ipv4only.arpa` from the network's own resolver, read for the
+    /// well-known addresses. No answer, or one without them, is no prefix.
+    static func discoverNAT64(_ localDNS: any DNSProvider, timeout: Duration, logger: Logger) async -> [NAT64Prefix] {
+        do {
+            let answer = try await localDNS.resolve(
+                NAT64Prefix.discoveryName,
+                family: .ipv6,
+                deadline: .now() + .nanoseconds(timeout.nanoseconds)
+            )
+            let prefixes = NAT64Prefix.discover(fromAAAA: answer.addresses)
+            logger.debug(
+                "NAT64 discovery",
+                metadata: [
+                    "answer": "\(answer.addresses.map(\.description))",
+                    "prefixes": "\(prefixes.map(\.description))",
+                ]
+            )
+            return prefixes
+        } catch {
+            logger.debug("NAT64 discovery failed", metadata: ["error": "\(error)"])
+            return []
+        }
     }
 }

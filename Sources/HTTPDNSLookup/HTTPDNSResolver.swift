@@ -20,6 +20,7 @@
 import Foundation
 import HTTPDNSCore
 import HTTPDNSEngine
+import HTTPDNSNetwork
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
@@ -127,11 +128,11 @@ public final class HTTPDNSResolver: Sendable {
             logger.debug("cache restored", metadata: ["entries": "\(cache.count)"])
         }
         self.path = path
+        let timeout = configuration.timeout
         self.monitor = NetworkMonitor(
             path: path,
             settings: configuration.network,
-            localDNS: localDNS,
-            discoveryTimeout: configuration.timeout,
+            discoverPrefixes: { await Self.discoverNAT64(localDNS, timeout: timeout, logger: logger) },
             probe: routeProbe,
             logger: logger
         )

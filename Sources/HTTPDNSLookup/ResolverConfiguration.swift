@@ -1,5 +1,6 @@
 import HTTPDNSCore
 import HTTPDNSEngine
+import HTTPDNSNetwork
 import NIOCore
 import NIOPosix
 

@@ -5,6 +5,7 @@
 @testable import HTTPDNSTestSupport
 import HTTPDNSCore
 import HTTPDNSEngine
+import HTTPDNSNetwork
 import HTTPDNSServer
 import NIOConcurrencyHelpers
 import NIOCore

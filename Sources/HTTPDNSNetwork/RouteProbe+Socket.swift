@@ -10,7 +10,6 @@
     import Darwin
 #endif
 import HTTPDNSCore
-import HTTPDNSEngine
 import NIOCore
 
 extension RouteProbe {
@@ -24,7 +23,7 @@ extension RouteProbe {
 
     /// The local address the kernel would send from to reach `target`; nil without a route.
     static func source(towards target: IPAddress) -> IPAddress? {
-        guard let remote = try? SocketAddress(target, port: 53) else { return nil }
+        guard let remote = try? SocketAddress(ipAddress: target.description, port: 53) else { return nil }
         #if canImport(Darwin)
             let fd = socket(Int32(remote.protocol.rawValue), SOCK_DGRAM, 0)
         #else

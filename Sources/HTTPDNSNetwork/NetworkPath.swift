@@ -1,6 +1,6 @@
-// The network path as last detected, shared by whoever detects it (the resolver's NetworkMonitor) and
-// whoever acts on it: the resolver (which families to ask for) and every engine (which addresses to
-// connect to, and dropping pooled connections when the path changes).
+// The network path as last detected. This module owns it: NetworkMonitor (here) is the only writer; the
+// resolver (which families to ask for) and every engine (which addresses to connect to, and dropping
+// pooled connections when the path changes) read it and hear of its changes.
 
 import HTTPDNSCore
 import NIOConcurrencyHelpers

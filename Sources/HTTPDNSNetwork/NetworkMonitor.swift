@@ -1,11 +1,11 @@
-// The executor of NetworkPathMachine (HTTPDNSCore/NetworkPath.swift): it probes the routes, asks the
-// network's own resolver for `ipv4only.arpa` to find NAT64 prefixes, listens to the operating
-// system's network-change notices, and publishes each new path to the NetworkPath the resolver and
-// the engines read. What a path change does to the resolver (cache partition, re-resolving) is the
+// The executor of NetworkPathMachine (HTTPDNSCore/NetworkPath.swift): it probes the routes, has the
+// network's own resolver asked for `ipv4only.arpa` to find NAT64 prefixes (the query is the resolver's,
+// `HTTPDNSResolver.discoverNAT64`, handed in as a closure: DNS is not this module's business), listens
+// to the operating system's network-change notices, and publishes each new path to the NetworkPath
+// the resolver and the engines read. What a path change does to the resolver (cache partition, re-resolving) is the
 // resolver's `pathChanged(from:to:)` (HTTPDNSResolver.swift).
 
 import HTTPDNSCore
-import HTTPDNSEngine
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
@@ -29,8 +29,8 @@ package final class NetworkMonitor: Sendable {
     package let path: NetworkPath
     let machine: NIOLockedValueBox<NetworkPathMachine>
     let settings: Settings
-    let localDNS: any DNSProvider
-    let discoveryTimeout: Duration
+    /// Asks the network's own resolver for the NAT64 prefixes (RFC 7050); bounded by the caller.
+    let discoverPrefixes: @Sendable () async -> [NAT64Prefix]
     let probe: @Sendable () -> RouteProbe
     let logger: Logger
     let subscription = NIOLockedValueBox<Int?>(nil)
@@ -38,21 +38,20 @@ package final class NetworkMonitor: Sendable {
     let onPathChanged = NIOLockedValueBox<(@Sendable (NetworkPathState, NetworkPathState) -> Void)?>(nil)
 
     /// - Parameters:
-    ///   - localDNS: the network's own resolver, asked for `ipv4only.arpa` (a DNS64 answers it).
+    ///   - discoverPrefixes: asks the network's own resolver for `ipv4only.arpa` (a DNS64 answers
+    ///     it) and reads the prefixes from the answer (the resolver gives it: DNS is its business).
     ///   - probe: the route probe (tests inject their own).
     package init(
         path: NetworkPath,
         settings: Settings,
-        localDNS: any DNSProvider,
-        discoveryTimeout: Duration,
+        discoverPrefixes: @escaping @Sendable () async -> [NAT64Prefix],
         probe: @escaping @Sendable () -> RouteProbe = { RouteProbe.current() },
         logger: Logger
     ) {
         self.path = path
         self.settings = settings
         self.machine = NIOLockedValueBox(NetworkPathMachine(networkID: settings.networkID, nat64: settings.nat64))
-        self.localDNS = localDNS
-        self.discoveryTimeout = discoveryTimeout
+        self.discoverPrefixes = discoverPrefixes
         self.probe = probe
         self.logger = logger
     }
@@ -106,8 +105,8 @@ package final class NetworkMonitor: Sendable {
                 in: .nanoseconds(settings.debounce.nanoseconds)
             ) { [weak self] in self?.handle(.debounceElapsed) }
         case .discoverPrefixes(let network):
-            let task = Task { [localDNS, discoveryTimeout, logger] in
-                let prefixes = await Self.discover(localDNS, timeout: discoveryTimeout, logger: logger)
+            let task = Task { [discoverPrefixes] in
+                let prefixes = await discoverPrefixes()
                 self.handle(.discovered(prefixes, network: network))
             }
             discoveries.withLockedValue { tasks in
@@ -126,30 +125,6 @@ package final class NetworkMonitor: Sendable {
             logger.debug("network changed", metadata: ["from": "\(old.summary)", "to": "\(new.summary)"])
             onPathChanged.withLockedValue { $0 }?(old, new)
             path.changed()
-        }
-    }
-
-    /// RFC 7050: the AAAA records of `ipv4only.arpa` from the network's own resolver, read for the
-    /// well-known addresses. No answer, or one without them, is no prefix.
-    static func discover(_ localDNS: any DNSProvider, timeout: Duration, logger: Logger) async -> [NAT64Prefix] {
-        do {
-            let answer = try await localDNS.resolve(
-                NAT64Prefix.discoveryName,
-                family: .ipv6,
-                deadline: .now() + .nanoseconds(timeout.nanoseconds)
-            )
-            let prefixes = NAT64Prefix.discover(fromAAAA: answer.addresses)
-            logger.debug(
-                "NAT64 discovery",
-                metadata: [
-                    "answer": "\(answer.addresses.map(\.description))",
-                    "prefixes": "\(prefixes.map(\.description))",
-                ]
-            )
-            return prefixes
-        } catch {
-            logger.debug("NAT64 discovery failed", metadata: ["error": "\(error)"])
-            return []
         }
     }
 }
