@@ -105,7 +105,7 @@ compare() { # label peer-label ours-command peer-command [unit] [CPU note]
         "$(printf '%s\n' "${oc[@]}" | median) / $(printf '%s\n' "${pc[@]}" | median) us${6:-}"
 }
 
-# Each client row twice: callers on the engine's event loop (HTTPEngine.taskExecutor(), no thread hop
+# Each client row twice: callers on the engine's event loop (EventLoopTaskExecutor, no thread hop
 # per request) and on Swift's default pool (the hop an app's own task pays).
 run_h1() {
     compare "HTTP/1.1 keep-alive GET, 1 in flight" "wrk -t1 -c1" "ours_engine --requests 20000" peer_wrk
