@@ -79,9 +79,8 @@ final class Connection: Sendable {
         addresses: ResolvedAddresses?,
         lookup: AddressLookup,
         settings: Settings,
-        group: any EventLoopGroup
+        on eventLoop: any EventLoop
     ) async throws -> Connection {
-        let eventLoop = group.any()
         let readyPromise = eventLoop.makePromise(of: Ready.self)
         // The peer's address as seen when each attempt connected: a server that closes at once (after a
         // failed handshake) leaves a channel with no remote address by the time we look.

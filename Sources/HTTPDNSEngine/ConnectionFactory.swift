@@ -32,6 +32,9 @@ struct ConnectRecipe: Sendable {
     var h2c: Bool
     /// The request's bound on silence, which also bounds its connect and TLS handshake.
     var idleTimeout: Duration?
+    /// The loop the connection lives on: the requesting caller's own when it runs on one of the
+    /// engine's loops (`group.any()` gives it), so its exchanges cost no thread hop.
+    var eventLoop: any EventLoop
 }
 
 /// How a connection's address was found, for the metrics of the first request on it.
@@ -263,7 +266,7 @@ struct ConnectionFactory: Sendable {
                 addresses: addresses,
                 lookup: lookup,
                 settings: settings,
-                group: group
+                on: recipe.eventLoop
             )
             learn(winner: connection.remote, after: connection.connectDuration, addresses: addresses)
             return connection
