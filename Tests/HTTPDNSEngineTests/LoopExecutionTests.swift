@@ -2,6 +2,7 @@
 // and the HTTP/2 connection's flush coalescing. No sockets: EmbeddedChannel and a one-thread group.
 
 @testable import HTTPDNSEngine
+@testable import HTTPDNSTestSupport
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOEmbedded
@@ -27,6 +28,39 @@ import Testing
         #expect(onLoop == [true, true, true])
         let elsewhere = await Task { loop.inEventLoop }.value
         #expect(elsewhere == false)
+        try await group.shutdownGracefully()
+    }
+
+    /// The pool opens connections from its own task; the one a caller on an engine loop asked for must
+    /// still live on that caller's loop, or every exchange on it costs a thread hop (issue 32 measured
+    /// that regression: loop callers fell to the default pool's rate).
+    @available(macOS 15, iOS 18, tvOS 18, watchOS 11, *)
+    @Test func aConnectionIsMadeOnTheLoopOfTheCallerThatNeededIt() async throws {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 3)
+        // Accepts and never answers: the request waits, its connection stays open for the check.
+        let server = try await ServerBootstrap(group: group)
+            .childChannelInitializer { $0.eventLoop.makeSucceededVoidFuture() }
+            .bind(host: "127.0.0.1", port: 0).get()
+        let port = try #require(server.localAddress?.port)
+        let engine = try HTTPEngine(eventLoopGroup: group)
+        let loops = [group.next(), group.next(), group.next()]
+        for caller in loops {
+            let request = Task(executorPreference: EventLoopTaskExecutor(caller)) {
+                try await engine.execute(try HTTPRequest(url: "http://127.0.0.1:\(port)/"))
+            }
+            func made() -> (any Channel)? {
+                engine.pool.state.withLockedValue { $0.connections.values.first?.channel }
+            }
+            try await eventually("the connection was made") { made() != nil }
+            let channel = try #require(made())
+            #expect(try await channel.eventLoop.submit { caller.inEventLoop }.get())
+            request.cancel()
+            _ = await request.result
+            channel.close(promise: nil)
+            try await eventually("the connection left the pool") { engine.openConnections == 0 }
+        }
+        engine.shutdown()
+        try await server.close()
         try await group.shutdownGracefully()
     }
 
