@@ -77,10 +77,14 @@ final class ConnectionPool: Sendable {
     }
 
     /// A connection to run one request on: idle, multiplexed or new. `reused` is false for the first
-    /// request on a new connection. Every lease must be given back with `release`.
-    func lease(_ key: PoolKey, recipe: ConnectRecipe, deadline: NIODeadline?, eventLoop: any EventLoop)
-        async throws -> (Connection, reused: Bool)
-    {
+    /// request on a new connection. Every lease must be given back with `release`. `recipe` is made
+    /// only when the request has to wait (a request that finds a connection builds none).
+    func lease(
+        _ key: PoolKey,
+        recipe: @autoclosure () -> ConnectRecipe,
+        deadline: NIODeadline?,
+        eventLoop: any EventLoop
+    ) async throws -> (Connection, reused: Bool) {
         while true {
             if Task.isCancelled { throw HTTPEngineError(.cancelled, "\(key.host): the request was cancelled") }
             if let deadline, deadline <= .now() { throw error(.timedOut, key: key, connectError: nil) }
@@ -93,7 +97,7 @@ final class ConnectionPool: Sendable {
                 case .fail(let failure):
                     return (id, .fail(failure, connectError: nil), Effects())
                 case .wait(let connect):
-                    state.waiters[id] = Waiter(recipe: recipe, stage: .queued)
+                    state.waiters[id] = Waiter(recipe: recipe(), stage: .queued)
                     return (id, nil, Self.apply(connect.map { [.connect($0)] } ?? [], &state, connectError: nil))
                 }
             }

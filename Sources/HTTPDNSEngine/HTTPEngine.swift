@@ -137,20 +137,24 @@ public final class HTTPEngine: Sendable {
             NIODeadline.now() + .nanoseconds($0.nanoseconds)
         }
 
-        // The caller's loop when it runs on one of ours: its connection is made there.
+        // The caller's loop when it runs on one of ours: a connection made for it is made there.
         let loop = group.any()
-        let recipe = ConnectRecipe(
-            url: url,
-            given: given,
-            versions: versions,
-            h2c: h2c,
-            idleTimeout: request.idleTimeout,
-            eventLoop: loop
-        )
         let connection: Connection
         let reused: Bool
         do {
-            (connection, reused) = try await pool.lease(key, recipe: recipe, deadline: deadline, eventLoop: loop)
+            (connection, reused) = try await pool.lease(
+                key,
+                recipe: ConnectRecipe(
+                    url: url,
+                    given: given,
+                    versions: versions,
+                    h2c: h2c,
+                    idleTimeout: request.idleTimeout,
+                    eventLoop: loop
+                ),
+                deadline: deadline,
+                eventLoop: loop
+            )
         } catch let failed as ConnectAttemptFailed {
             if let lookup = failed.lookup {
                 recorder.update {

@@ -118,7 +118,7 @@ struct ServiceCore: Sendable {
     /// the connection's event loop without a task; nil when a name needs the upstream (`handle` then
     /// answers it).
     func answerAtHand(_ request: ListenerRequest) -> ListenerResponse? {
-        guard case .respond(let response) = decide(request, known: immediateLookup) else { return nil }
+        guard case .respond(let response) = decide(request, known: { immediateLookup($0) }) else { return nil }
         return response
     }
 
