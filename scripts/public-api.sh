@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Counts the public declarations of every library module from the symbol graph (issue 11: at most 200
-# in all; synthesized members are not counted). Prints one line per module and the total; exits 1 when
-# the total is over the limit. Usage: scripts/public-api.sh [LIMIT]   (default 200)
+# Counts the public declarations of every library module from the symbol graph (synthesized members are
+# not counted). Prints one line per module and the total. Issue 11 held the total at 200; that cap is
+# retired (a declaration is public when a user needs it, and the CHANGELOG says why), so the count is
+# printed for review and fails the run only when a LIMIT is given and passed.
+# Usage: scripts/public-api.sh [LIMIT]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-limit="${1:-200}"
+limit="${1:-0}"
 # dump-symbol-graph exits 1 on test modules; the library graphs are written all the same.
 swift package dump-symbol-graph --minimum-access-level public --skip-synthesized-members \
     >/tmp/httpdns-symbol-graph.log 2>&1 || true
@@ -28,6 +30,6 @@ total = 0
 for module, count in sorted(counts.items()):
     print(f"{module:24} {count:5}")
     total += count
-print(f"{'total':24} {total:5}  (limit {limit})")
-sys.exit(0 if total <= limit else 1)
+print(f"{'total':24} {total:5}" + (f"  (limit {limit})" if limit else ""))
+sys.exit(0 if not limit or total <= limit else 1)
 PY

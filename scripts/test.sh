@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The test command (README, .ci/run): installs the Debian packages the tests need when missing, starts
 # the real peers on free loopback ports, runs every test target (the hermetic ones per module and
-# HTTPDNSIntegrationTests, which needs the peers), stops the peers, fuzzes the parsers, counts the
-# public API and builds the documentation. Under CI=true a missing peer is a failure, never a skip.
+# HTTPDNSIntegrationTests, which needs the peers), builds the Benchmarks package and runs it once, stops
+# the peers, fuzzes the parsers, counts the public API and builds the documentation. Under CI=true a
+# missing peer is a failure, never a skip.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir="$(mktemp -d /tmp/httpdns-peers.XXXXXX)"
@@ -20,10 +21,16 @@ else
     swift test --skip-build --no-parallel --skip Chromium --skip Hostile
     swift test --skip-build --filter Hostile
     swift test --skip-build --filter Chromium
+    # The Benchmarks package (engine-bench, against AsyncHTTPClient) builds from the public API alone,
+    # and one short scenario runs against the test nginx, so it cannot rot (issue 32).
+    swift build --package-path Benchmarks --product engine-bench
+    Benchmarks/.build/debug/engine-bench h1 --requests 200 --cacert "$HTTPDNS_CA" \
+        --url "https://a.test:$HTTPDNS_NGINX_TLS_PORT/whoami"
     # Coverage-guided fuzzing of every parser, 30 s each (issue 10); a crash fails the run.
     scripts/fuzz.sh all 30
-    # At most 200 public declarations across the library modules, and DocC without a warning (issue 11).
-    scripts/public-api.sh 200
+    # The public declarations per module, printed for review (issue 11's cap of 200 is retired), and
+    # DocC without a warning.
+    scripts/public-api.sh
     scripts/docs.sh
     # The iOS 16 compile check (issue 33) when an SDK is named; says SKIPPED otherwise (CI has none).
     scripts/apple-check.sh

@@ -1,5 +1,6 @@
 /// A configuration value that cannot be used: a resolver spec (or its credentials), a host pattern, a
-/// certificate file or a proxy setting. Thrown when the configuration is built or started, never during lookups.
+/// certificate file, a proxy setting or an address override. Thrown when the configuration is built or
+/// started, never during lookups.
 ///
 /// Compare errors, or switch on `code`, to decide what to do; `message` says which value is wrong
 /// and how. Two errors are equal when their codes are. New codes may be added in minor releases.
@@ -11,6 +12,7 @@ public struct HTTPDNSConfigurationError: Error, Equatable, Sendable, CustomStrin
             case invalidHostPattern
             case invalidCertificate
             case invalidProxyConfiguration
+            case invalidAddressOverride
         }
 
         private let base: Base
@@ -24,6 +26,8 @@ public struct HTTPDNSConfigurationError: Error, Equatable, Sendable, CustomStrin
         public static let invalidCertificate = Code(.invalidCertificate)
         /// The local proxy's settings are unusable or unsafe (e.g. off loopback without credentials).
         public static let invalidProxyConfiguration = Code(.invalidProxyConfiguration)
+        /// An address override names no hostname, or gives it no address.
+        public static let invalidAddressOverride = Code(.invalidAddressOverride)
 
         /// The code's name, e.g. `invalidHostPattern`.
         public var description: String { base.rawValue }

@@ -73,13 +73,14 @@ package struct HTTPEngineTLS: Sendable {
     }
 }
 
-/// Which HTTP versions the engine may use.
-package enum HTTPVersionPolicy: String, Sendable, Hashable {
-    /// HTTP/2 when the server agrees through ALPN, else HTTP/1.1.
+/// Which HTTP versions the engine offers to https servers through ALPN.
+public enum HTTPVersionPolicy: String, Sendable, Hashable {
+    /// HTTP/2 when the server agrees through ALPN, else HTTP/1.1 (the default).
     case automatic
-    /// Offer only http/1.1.
+    /// Offer only http/1.1: for a server whose HTTP/2 is broken, or to compare the two.
     case http1Only
-    /// Offer only h2 (what RFC 8484 servers such as kresd `doh2`, bind9 and unbound speak).
+    /// Offer only h2 (what RFC 8484 servers such as kresd `doh2`, bind9 and unbound speak); a server
+    /// without it fails the handshake.
     case http2Only
 }
 

@@ -72,9 +72,19 @@ public final class HTTPDNS: Sendable {
         public var upgradeToHTTPS: [String] = []
         /// Cache bounds (TTL clamps, stale window, size); package-only until they settle.
         package var cache = CacheConfiguration()
-        /// The HTTP versions the app's engine offers (the CLI's `--http1.1` / `--http2`); the resolver's
-        /// engine keeps `.automatic`. Package-only: apps let ALPN choose.
-        package var httpVersions: HTTPVersionPolicy = .automatic
+        /// Names pinned to addresses, answered before ``policy``, the cache and every resolver; nothing
+        /// is asked for them (like curl's `--resolve`). For a staging or test server, or a name pinned
+        /// while a service moves. The addresses are tried in order per family, raced as any answer is,
+        /// so a spare may follow the main one. Names are hostnames (`api.example.com`, no patterns); an
+        /// entry that is not one, or that has no address, fails ``HTTPDNS/init(_:logger:)`` with
+        /// `.invalidAddressOverride`. Answers carry the source `.override`.
+        public var addressOverrides: [String: [IPAddress]] = [:]
+        /// The HTTP versions the app's requests offer to https servers (the CLI's `--http1.1` /
+        /// `--http2`); the resolvers' own connections always let ALPN choose.
+        public var httpVersions: HTTPVersionPolicy = .automatic
+        /// HTTP/1.1 connections to one origin at most; further requests wait for one to be free. An
+        /// HTTP/2 origin gets one connection and up to 100 concurrent streams on it. Below 1 counts as 1.
+        public var maxConnectionsPerHost = 8
         /// HTTP/2 without TLS to http:// URLs on the app's engine (the CLI's `--http2` on http://).
         package var http2PriorKnowledge = false
 
@@ -99,7 +109,8 @@ public final class HTTPDNS: Sendable {
     /// Makes the resolver and both engines from `configuration`.
     ///
     /// Throws `HTTPDNSConfigurationError` when a resolver cannot be reached as configured (a resolver
-    /// named by hostname without a ``Configuration/bootstrap`` address) or the TLS settings are invalid.
+    /// named by hostname without a ``Configuration/bootstrap`` address), the TLS settings are invalid or
+    /// an address override is unusable.
     public init(_ configuration: Configuration, logger: Logger = Logger(label: "httpdns")) throws {
         self.configuration = configuration
         self.logger = logger
@@ -121,6 +132,7 @@ public final class HTTPDNS: Sendable {
         resolverConfiguration.bootstrap = configuration.bootstrap
         resolverConfiguration.cache = configuration.cache
         resolverConfiguration.persistencePath = configuration.persistencePath
+        resolverConfiguration.addressOverrides = configuration.addressOverrides
         resolverConfiguration.network.networkID = configuration.networkID
         resolverConfiguration.network.watch = configuration.watchesNetwork
         resolverConfiguration.network.nat64 = configuration.nat64
@@ -129,6 +141,7 @@ public final class HTTPDNS: Sendable {
         self.resolver = resolver
         var app = http
         app.versions = configuration.httpVersions
+        app.maxConnectionsPerHost = configuration.maxConnectionsPerHost
         app.http2PriorKnowledge = configuration.http2PriorKnowledge
         self.engine = try HTTPEngine(configuration: app, addressSource: resolver, logger: logger)
     }

@@ -64,10 +64,13 @@ extension HTTPDNSResolver {
     ///
     /// When the cache cannot answer every family asked, a lookup starts in the background and this
     /// returns nil: call again later (or on the next request) to get its answer. A stale or aging
-    /// cached answer is returned and refreshed in the background. IP literals are answered at once.
+    /// cached answer is returned and refreshed in the background. IP literals and overridden names are answered at once.
     public func resolveCachedOrStart(_ host: String, _ query: AddressQuery? = nil) -> Resolution? {
         let query = query ?? path.query
         if let ip = IPAddress(host) { return .literal(host, ip) }
+        if !overrides.isEmpty, let pinned = try? overriddenResolution(normalizeHostname(host), query) {
+            return pinned
+        }
         if let cached = cached(host, query) { return cached }
         Task { _ = try? await self.resolve(host, query) }
         return nil

@@ -40,6 +40,8 @@ public final class HTTPDNSResolver: Sendable {
     let state: NIOLockedValueBox<State>
     /// The network path the engines connect on; the families asked for follow it.
     package let path: NetworkPath
+    /// The app's pinned names (`addressOverrides`), keys in normal form.
+    let overrides: [String: [IPAddress]]
     /// Keeps `path` current and tells `pathChanged(from:to:)` when the device changes network.
     package let monitor: NetworkMonitor
 
@@ -85,6 +87,7 @@ public final class HTTPDNSResolver: Sendable {
         clock: any WallClock = SystemWallClock(),
         logger: Logger = Logger(label: "httpdns.resolver")
     ) throws {
+        _ = try Self.validatedOverrides(configuration.addressOverrides)
         let providers = try configuration.providers.map {
             try ProviderFactory.make($0, engine: engine, bootstrap: configuration.bootstrap)
         }
@@ -119,6 +122,10 @@ public final class HTTPDNSResolver: Sendable {
         self.clock = clock
         self.logger = logger
         self.validator = AnswerValidator(policy: configuration.policy)
+        self.overrides = Dictionary(
+            configuration.addressOverrides.map { (normalizeHostname($0.key), $0.value) },
+            uniquingKeysWith: { a, b in a + b }
+        )
         self.metrics = ResolverMetrics(providers: providers.map(\.name))
         var cache = DNSCache(configuration: configuration.cache)
         if let path = configuration.persistencePath,
@@ -176,6 +183,7 @@ public final class HTTPDNSResolver: Sendable {
         } catch {
             throw ResolverError(.invalidName, name: host, "\(error)")
         }
+        if !overrides.isEmpty, let pinned = try overriddenResolution(name, query) { return pinned }
         // One deadline for the whole lookup, the fallback included (see the top of this file).
         let deadline = NIODeadline.now() + .nanoseconds(configuration.timeout.nanoseconds)
         switch configuration.policy.route(for: name) {
@@ -241,7 +249,7 @@ public final class HTTPDNSResolver: Sendable {
             )
         }
         let report = HijackReport(name: host, httpdns: await trusted, localDNS: await local)
-        if report.hijacked { metrics.hijacks.increment() }
+        metrics.hijacks[report.verdict]?.increment()
         return report
     }
 

@@ -14,6 +14,9 @@ public enum ResolutionSource: Hashable, Sendable, CustomStringConvertible {
     case localDNS(String)
     /// Every HTTPDNS provider failed and LocalDNS answered instead.
     case fallback(String)
+    /// The app pinned the name to these addresses (`HTTPDNS.Configuration.addressOverrides`): nothing
+    /// was asked.
+    case override
 
     /// The source as the CLI prints it: the provider, `cache(provider)`, `stale(provider)`, `localdns(…)`.
     public var description: String {
@@ -24,6 +27,7 @@ public enum ResolutionSource: Hashable, Sendable, CustomStringConvertible {
         case .stale(let p): return "stale(\(p))"
         case .localDNS(let p): return "localdns(\(p))"
         case .fallback(let p): return "fallback(\(p))"
+        case .override: return "override"
         }
     }
 
@@ -31,7 +35,7 @@ public enum ResolutionSource: Hashable, Sendable, CustomStringConvertible {
     package var isHTTPDNS: Bool {
         switch self {
         case .httpdns, .cache, .stale: return true
-        case .literal, .localDNS, .fallback: return false
+        case .literal, .localDNS, .fallback, .override: return false
         }
     }
 }
@@ -161,28 +165,29 @@ public struct ProviderFailure: Sendable, CustomStringConvertible {
     public var description: String { "\(provider): \(error)" }
 }
 
-/// LocalDNS and HTTPDNS answers for one name side by side.
+/// LocalDNS and HTTPDNS answers for one name side by side, and the verdict on LocalDNS.
 public struct HijackReport: Sendable {
-    /// The name compared.
-    package var name: String
+    /// The name compared, as given.
+    public var name: String
     /// What HTTPDNS answered.
     public var httpdns: Result<Resolution, ResolverError>
     /// What the network's own resolver answered.
     public var localDNS: Result<Resolution, ResolverError>
 
-    /// True when both answered and LocalDNS gave none of the addresses HTTPDNS gave, or LocalDNS gave
-    /// addresses for a name HTTPDNS says does not exist. False when they agree on at least one address,
-    /// or when either could not be asked (see the results).
-    ///
-    /// CDNs legitimately hand different resolvers different edges, so a mismatch is a signal to
-    /// investigate (or to prefer HTTPDNS), not proof.
-    public var hijacked: Bool {
-        guard case .success(let local) = localDNS else { return false }
-        switch httpdns {
-        case .success(let trusted):
-            return Set(local.addresses).isDisjoint(with: trusted.addresses)
-        case .failure(let error):
-            return error.code == .noAddress && !local.addresses.isEmpty
+    /// `consistent`, `hijacked`, `blocked` (LocalDNS gave no address while HTTPDNS did) or `unverified`
+    /// (HTTPDNS gave no answer); see ``HijackVerdict``.
+    public var verdict: HijackVerdict {
+        HijackVerdict.judge(httpdns: Self.answer(httpdns), localDNS: Self.answer(localDNS))
+    }
+
+    /// True when the verdict is `hijacked` or `blocked`.
+    public var hijacked: Bool { verdict.isHijack }
+
+    /// A lookup's result as the verdict reads it: "no address" is an answer, other errors are none.
+    static func answer(_ result: Result<Resolution, ResolverError>) -> HijackVerdict.Answer {
+        switch result {
+        case .success(let resolution): return .addresses(resolution.addresses)
+        case .failure(let error): return error.code == .noAddress ? .none : .failed
         }
     }
 }

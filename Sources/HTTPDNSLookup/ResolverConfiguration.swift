@@ -22,6 +22,9 @@ package struct ResolverConfiguration: Sendable {
     package var bootstrap: [String: [IPAddress]] = [:]
     /// A file the cache is saved to and loaded from (nil: memory only).
     package var persistencePath: String?
+    /// Names answered from this table before the policy, the cache and every resolver (see
+    /// `HTTPDNSResolver+Overrides.swift`).
+    package var addressOverrides: [String: [IPAddress]] = [:]
     /// Network detection: watching for changes, NAT64, the app's own network identifier (answers are
     /// cached per network; by default the identifier is derived from the network).
     package var network = NetworkMonitor.Settings()

@@ -10,9 +10,10 @@
 //   httpdns_upstream_queries_total{provider}    queries sent to each HTTPDNS provider
 //   httpdns_upstream_failures_total{provider}   of those, the ones that failed
 //   httpdns_fallbacks_total                     lookups that fell back to LocalDNS
-//   httpdns_hijacks_detected_total              comparisons where LocalDNS looked hijacked
+//   httpdns_hijacks_detected_total{verdict}     comparisons whose verdict was `hijacked` or `blocked`
 
 import CoreMetrics
+import HTTPDNSCore
 
 struct ResolverMetrics: Sendable {
     let lookups = Counter(label: "httpdns_lookups_total")
@@ -20,7 +21,12 @@ struct ResolverMetrics: Sendable {
     let cacheMisses = Counter(label: "httpdns_cache_misses_total")
     let staleServed = Counter(label: "httpdns_cache_stale_served_total")
     let fallbacks = Counter(label: "httpdns_fallbacks_total")
-    let hijacks = Counter(label: "httpdns_hijacks_detected_total")
+    /// By verdict: `hijacked` and `blocked` (`HijackVerdict.isHijack`).
+    let hijacks: [HijackVerdict: Counter] = Dictionary(
+        uniqueKeysWithValues: [HijackVerdict.hijacked, .blocked].map {
+            ($0, Counter(label: "httpdns_hijacks_detected_total", dimensions: [("verdict", $0.rawValue)]))
+        }
+    )
     /// Per provider, in the resolver's `providers` order.
     let upstreamQueries: [Counter]
     let upstreamFailures: [Counter]

@@ -151,18 +151,27 @@ package struct TraceComparison: Sendable, Equatable {
     /// LocalDNS's addresses, or why it gave none.
     package var localDNS: Result<[String], TraceError>
     package var httpdns: Result<[String], TraceError>
-    package var hijacked: Bool
+    /// The verdict's word (`consistent`, `hijacked`, `blocked`, `unverified`), as `resolve --compare`
+    /// gives it, and the line that says why.
+    package var verdict: String
+    package var explanation: String
+    /// True for the verdicts that mean LocalDNS cannot be trusted (shown in red).
+    package var alarming: Bool
 
     package init(
         host: String,
         localDNS: Result<[String], TraceError>,
         httpdns: Result<[String], TraceError>,
-        hijacked: Bool
+        verdict: String,
+        explanation: String,
+        alarming: Bool
     ) {
         self.host = host
         self.localDNS = localDNS
         self.httpdns = httpdns
-        self.hijacked = hijacked
+        self.verdict = verdict
+        self.explanation = explanation
+        self.alarming = alarming
     }
 }
 
@@ -337,6 +346,7 @@ package struct TraceWaterfall: Sendable {
             td.num { text-align: right; font-variant-numeric: tabular-nums; }
             .hijacked { color: #a00000; font-weight: bold; }
             .clean { color: #005a32; }
+            .unknown { color: #555; }
             </style>
             </head>
             <body>
@@ -350,10 +360,8 @@ package struct TraceWaterfall: Sendable {
             for c in comparisons {
                 out += "<tr><td>\(xmlEscaped(c.host))</td><td>\(xmlEscaped(answer(c.localDNS)))</td>"
                 out += "<td>\(xmlEscaped(answer(c.httpdns)))</td>"
-                out +=
-                    c.hijacked
-                    ? "<td class=\"hijacked\">hijacked: LocalDNS gave none of HTTPDNS's addresses</td></tr>\n"
-                    : "<td class=\"clean\">agree</td></tr>\n"
+                let cell = c.alarming ? "hijacked" : c.verdict == "consistent" ? "clean" : "unknown"
+                out += "<td class=\"\(cell)\">\(xmlEscaped(c.explanation))</td></tr>\n"
             }
             out += "</table>\n"
         }

@@ -33,7 +33,9 @@ struct ResolveCommand: AsyncParsableCommand {
     @Flag(help: "Print a JSON array of {name, addresses, ttl, source, elapsedMs}.")
     var json = false
 
-    @Flag(help: "Also ask --local-dns and report whether its answer differs (hijacked).")
+    @Flag(
+        help: "Also ask --local-dns and give a verdict: consistent, HIJACKED, BLOCKED (no address from it) or unverified."
+    )
     var compare = false
 
     @OptionGroup var resolver: ResolverOptions
@@ -53,12 +55,14 @@ struct ResolveCommand: AsyncParsableCommand {
         var elapsedMs: Double?
         var error: String?
         var localDNS: Local?
+        /// `--compare`: the verdict's word, and true for `hijacked` and `blocked`.
+        var verdict: String?
         var hijacked: Bool?
         /// What to do about `error`, in this tool's flags: printed on stderr, not part of the JSON.
         var advice: String?
 
         enum CodingKeys: String, CodingKey {
-            case name, addresses, ttl, source, elapsedMs, error, localDNS, hijacked
+            case name, addresses, ttl, source, elapsedMs, error, localDNS, verdict, hijacked
         }
 
         struct Local: Encodable {
@@ -99,6 +103,7 @@ struct ResolveCommand: AsyncParsableCommand {
                         case .failure(let e):
                             out.localDNS = .init(addresses: [], error: e.description)
                         }
+                        out.verdict = report.verdict.rawValue
                         out.hijacked = report.hijacked
                     } else {
                         do {
@@ -155,7 +160,9 @@ struct ResolveCommand: AsyncParsableCommand {
                 if let local = out.localDNS {
                     let answer =
                         local.error ?? (local.addresses.isEmpty ? "no address" : local.addresses.joined(separator: " "))
-                    let verdict = out.hijacked == true ? "HIJACKED" : "consistent"
+                    // The verdict's word; the two that mean "do not trust LocalDNS here" in capitals.
+                    let word = out.verdict ?? "unverified"
+                    let verdict = out.hijacked == true ? word.uppercased() : word
                     print(";; \(out.name) localdns(\(self.resolver.localDNS)): \(answer) -> \(verdict)")
                 }
             }

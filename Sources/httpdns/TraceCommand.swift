@@ -213,7 +213,9 @@ struct TraceCommand: AsyncParsableCommand {
             host: report.name,
             localDNS: answer(report.localDNS),
             httpdns: answer(report.httpdns),
-            hijacked: report.hijacked
+            verdict: report.verdict.rawValue,
+            explanation: report.verdict.explanation,
+            alarming: report.verdict.isHijack
         )
     }
 

@@ -47,8 +47,55 @@ struct CLIPeerTests {
             (try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [[String: Any]])?.first
         )
         #expect(first["hijacked"] as? Bool == true)
+        #expect(first["verdict"] as? String == "hijacked")
         #expect((first["localDNS"] as? [String: Any])?["addresses"] as? [String] == ["127.0.0.66"])
         #expect(first["addresses"] as? [String] == ["127.0.0.1"])
+    }
+
+    /// One verdict per name, from real resolvers: dnsmasq hijacks a.test and answers NXDOMAIN for
+    /// doh.test (which kresd resolves), kresd's own Do53 agrees with its DoH, the system resolver knows
+    /// no .test name, and a dead HTTPDNS leaves nothing to judge by.
+    @Test func compareGivesOneVerdictPerNameAgainstRealResolvers() async throws {
+        let peers = try Peers.require()
+        let doh = "doh:https://127.0.0.1:\(peers.doh2Port)/dns-query"
+        let kresd = "dns:127.0.0.1:\(peers.kresdDNS.1)"
+        func verdicts(_ r: CLIResult) throws -> [String: (String?, Bool?)] {
+            let all = try #require(try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [[String: Any]], "\(r.stdout)")
+            return Dictionary(uniqueKeysWithValues: all.map { ($0["name"] as! String, ($0["verdict"] as? String, $0["hijacked"] as? Bool)) })
+        }
+
+        let hijacker = try await runCLI([
+            "resolve", "a.test", "doh.test", "--compare", "--json", "--type", "a", "--cacert", peers.ca,
+            "--resolver", doh, "--local-dns", "dns:127.0.0.2:\(peers.hijacker.1)",
+        ])
+        #expect(hijacker.status == 0, "\(hijacker.stderr)")
+        let fromHijacker = try verdicts(hijacker)
+        #expect(fromHijacker["a.test"]?.0 == "hijacked" && fromHijacker["a.test"]?.1 == true)
+        #expect(fromHijacker["doh.test"]?.0 == "blocked" && fromHijacker["doh.test"]?.1 == true)
+
+        let honest = try await runCLI([
+            "resolve", "c.test", "--compare", "--json", "--type", "a", "--cacert", peers.ca,
+            "--resolver", doh, "--local-dns", kresd,
+        ])
+        let fromHonest = try verdicts(honest)
+        #expect(fromHonest["c.test"]?.0 == "consistent" && fromHonest["c.test"]?.1 == false, "\(honest.stdout)")
+
+        // Text: the system resolver has no c.test (NXDOMAIN, or no answer where it cannot reach a server).
+        let system = try await runCLI([
+            "resolve", "c.test", "--compare", "--type", "a", "--timeout", "3", "--resolver", kresd,
+            "--local-dns", "system",
+        ])
+        #expect(system.status == 0, "\(system.stderr)")
+        #expect(system.stdout.contains("c.test localdns(system): "), "\(system.stdout)")
+        #expect(system.stdout.hasSuffix("-> BLOCKED\n"), "\(system.stdout)")
+
+        let dead = try await runCLI([
+            "resolve", "c.test", "--compare", "--json", "--type", "a", "--no-fallback", "--resolver",
+            "dns:127.0.0.1:1", "--local-dns", kresd,
+        ])
+        #expect(dead.status == 1)
+        let fromDead = try verdicts(dead)
+        #expect(fromDead["c.test"]?.0 == "unverified" && fromDead["c.test"]?.1 == false, "\(dead.stdout)")
     }
 
     @Test func failedNameExitsOneWithAnErrorPerName() async throws {

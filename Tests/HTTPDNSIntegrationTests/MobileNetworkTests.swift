@@ -32,7 +32,8 @@ struct NAT64Peers {
         .deletingLastPathComponent().appendingPathComponent(".build/debug/httpdns").path
 
     /// `httpdns serve` in the origin namespace, on its IPv4 address only, answering a.test with that
-    /// address (A only: the origin has no IPv6). Returns the process, its DNSPod URL and its log file.
+    /// address (A only: the origin has no IPv6). Returns the process, its DNSPod URL and its log file;
+    /// `stop` ends the process and removes its folder.
     func startHTTPDNSServer() async throws -> (Process, String, String) {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("httpdns-nat64-\(UUID())")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
@@ -49,6 +50,12 @@ struct NAT64Peers {
         return (process, "dnspod:http://\(originIP):\(port)/d", log)
     }
 
+    /// Ends a server `startHTTPDNSServer` started and removes its folder (hosts file and log).
+    static func stop(_ server: Process, _ log: String) {
+        server.terminate()
+        try? FileManager.default.removeItem(at: URL(fileURLWithPath: log).deletingLastPathComponent())
+    }
+
     /// The resolver options every run here shares: the IPv4-literal DNSPod endpoint, a.test allowed its
     /// benchmarking-range address, and no LocalDNS fallback (success must come from HTTPDNS).
     func options(_ resolver: String) -> [String] {
@@ -60,8 +67,8 @@ struct NAT64Peers {
 struct MobileNetworkTests {
     @Test func anIPv6OnlyNetworkReachesAnIPv4OnlyResolverAndOriginThroughNAT64() async throws {
         let peers = try NAT64Peers.require()
-        let (server, resolver, _) = try await peers.startHTTPDNSServer()
-        defer { server.terminate() }
+        let (server, resolver, serveLog) = try await peers.startHTTPDNSServer()
+        defer { NAT64Peers.stop(server, serveLog) }
 
         // resolve -v: the stack, the discovered (network-specific) prefix, and the answer from HTTPDNS.
         let resolved = try await runCLI(["resolve", "a.test", "-v"] + peers.options(resolver), namespace: peers.client)
@@ -107,8 +114,9 @@ struct MobileNetworkTests {
     @Test func aRunningProxyFollowsTheLossOfIPv4WithoutRestarting() async throws {
         let peers = try NAT64Peers.require()
         let (server, resolver, serveLog) = try await peers.startHTTPDNSServer()
-        defer { server.terminate() }
+        defer { NAT64Peers.stop(server, serveLog) }
         let proxyLog = FileManager.default.temporaryDirectory.appendingPathComponent("httpdns-proxy-\(UUID()).log").path
+        defer { try? FileManager.default.removeItem(atPath: proxyLog) }
         let (proxy, line) = try await startInBackground(
             "/usr/sbin/ip",
             ["netns", "exec", peers.dual, NAT64Peers.binary, "proxy", "--listen", "127.0.0.1:0", "--allow-port",

@@ -40,7 +40,7 @@ struct ChromiumTraceTests {
         // The page says LocalDNS was hijacked and what it answered.
         let html = try String(contentsOfFile: page, encoding: .utf8)
         #expect(html.contains("127.0.0.66"))
-        #expect(html.contains("hijacked: LocalDNS gave none of HTTPDNS"))
+        #expect(html.contains("hijacked: LocalDNS answered other or private addresses"))
         #expect(!html.lowercased().contains("<script"))
 
         // The SVG alone is well-formed XML (xmllint), with the same rows.

@@ -113,6 +113,79 @@ import Testing
         }
     }
 
+    /// A pinned name is answered from the table, not by the resolvers (whose DNS server here answers an
+    /// address nothing listens on), and the engine keeps the name for Host.
+    @Test func anAddressOverrideAnswersBeforeEveryResolver() async throws {
+        let origin = try await HTTPFixtureServer.start { _, _, headers in
+            (.ok, "text/plain", Array("host=\(headers.first(name: "host") ?? "")".utf8))
+        }
+        let dns = try await startDNS(["192.0.2.1"])
+        var configuration = HTTPDNS.Configuration(
+            resolvers: [.dns(IPAddress("127.0.0.1")!, port: dns.port)],
+            policy: try HostPolicy(only: ["*.test"])
+        )
+        configuration.addressOverrides = ["Pinned.TEST.": [IPAddress("127.0.0.1")!]]
+        configuration.watchesNetwork = false
+        let httpdns = try HTTPDNS(configuration)
+        do {
+            let resolution = try await httpdns.resolver.resolve("pinned.test")
+            #expect(resolution.source == .override)
+            #expect(resolution.ipv4 == [IPAddress("127.0.0.1")!])
+            #expect(httpdns.resolver.resolveCachedOrStart("PINNED.test")?.source == .override)
+            // Other names still go to the resolver.
+            #expect(try await httpdns.resolver.resolve("other.test").ipv4 == [IPAddress("192.0.2.1")!])
+            let response = try await httpdns.engine.send(try HTTPRequest(url: "http://pinned.test:\(origin.port)/"))
+            #expect(String(buffer: try await response.body.collect(upTo: 1 << 16)) == "host=pinned.test:\(origin.port)")
+            #expect(response.metrics.dnsSource == "override")
+        } catch {
+            Issue.record(error)
+        }
+        await httpdns.shutdown()
+        await dns.stop()
+        await origin.stop()
+    }
+
+    /// A spare address after the main one is used when the main one refuses (nothing listens on
+    /// 127.0.0.2, the origin is on 127.0.0.1); an override without the family the query asks fails
+    /// with `.noAddress`, naming the override.
+    @Test func anAddressOverrideListsSparesAndKeepsToTheFamiliesAsked() async throws {
+        let origin = try await HTTPFixtureServer.start { _, _, _ in (.ok, "text/plain", Array("ok".utf8)) }
+        var configuration = HTTPDNS.Configuration(resolvers: [])
+        configuration.addressOverrides = [
+            "spare.test": [IPAddress("127.0.0.2")!, IPAddress("127.0.0.1")!],
+            "six.test": [IPAddress("::1")!],
+        ]
+        configuration.watchesNetwork = false
+        let httpdns = try HTTPDNS(configuration)
+        do {
+            let response = try await httpdns.engine.send(try HTTPRequest(url: "http://spare.test:\(origin.port)/"))
+            #expect(response.status == .ok)
+            #expect(response.metrics.ip == "127.0.0.1")
+            await #expect {
+                _ = try await httpdns.resolver.resolve("six.test", .ipv4)
+            } throws: { error in
+                guard let error = error as? ResolverError else { return false }
+                return error.code == .noAddress && "\(error)".contains("address override")
+            }
+        } catch {
+            Issue.record(error)
+        }
+        await httpdns.shutdown()
+        await origin.stop()
+    }
+
+    @Test func aBadAddressOverrideIsAConfigurationError() throws {
+        for table in [["exa mple.com": [IPAddress("127.0.0.1")!]], ["empty.test": []], ["10.0.0.1": [IPAddress("10.0.0.2")!]]] {
+            var configuration = HTTPDNS.Configuration(resolvers: [])
+            configuration.addressOverrides = table
+            #expect {
+                _ = try HTTPDNS(configuration)
+            } throws: { error in
+                (error as? HTTPDNSConfigurationError)?.code == .invalidAddressOverride
+            }
+        }
+    }
+
     @Test func configurationErrorsNameTheBadEntry() throws {
         #expect {
             _ = try HTTPDNS(resolvers: ["carrier-pigeon:x"], only: ["*"])

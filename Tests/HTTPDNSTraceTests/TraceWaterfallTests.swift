@@ -132,13 +132,25 @@ import Testing
                 host: "a.test",
                 localDNS: .success(["127.0.0.66"]),
                 httpdns: .success(["127.0.0.1"]),
-                hijacked: true
+                verdict: "hijacked",
+                explanation: "hijacked: LocalDNS answered other or private addresses",
+                alarming: true
             ),
             TraceComparison(
                 host: "b.test",
                 localDNS: .failure(TraceError("timed out")),
                 httpdns: .success(["127.0.0.1"]),
-                hijacked: false
+                verdict: "blocked",
+                explanation: "blocked: LocalDNS gave no address, HTTPDNS did",
+                alarming: true
+            ),
+            TraceComparison(
+                host: "c.test",
+                localDNS: .success(["127.0.0.1"]),
+                httpdns: .success(["127.0.0.1"]),
+                verdict: "consistent",
+                explanation: "consistent",
+                alarming: false
             ),
         ]
         let page = TraceWaterfall(panels: [TracePanel(title: "p", rows: [fresh])]).html(
@@ -147,7 +159,9 @@ import Testing
             comparisons: comparisons
         )
         #expect(page.contains("<td>127.0.0.66</td>"))
-        #expect(page.contains("hijacked: LocalDNS gave none of HTTPDNS"))
+        #expect(page.contains("<td class=\"hijacked\">hijacked: LocalDNS answered other or private addresses</td>"))
+        #expect(page.contains("<td class=\"hijacked\">blocked: LocalDNS gave no address, HTTPDNS did</td>"))
+        #expect(page.contains("<td class=\"clean\">consistent</td>"))
         #expect(page.contains("no answer: timed out"))
         #expect(!page.lowercased().contains("<script"))
     }

@@ -11,13 +11,13 @@
 //   blackhole  time to success when the first address drops SYNs (run inside the test namespace:
 //              ip netns exec NS engine-bench blackhole ...). AHC's dnsOverride maps a host to one
 //              address, so it can only be pointed at the dead one.
-// Both clients get the same trust root and connect to the same IP for the same hostname.
+// Both clients get the same trust root and connect to the same IP for the same hostname: ours through
+// the public front door (`HTTPDNS`, `addressOverrides`), AHC through `dnsOverride`.
 
 import ArgumentParser
 import AsyncHTTPClient
 import Foundation
-import HTTPDNSCore
-import HTTPDNSEngine
+import HTTPDNSKit
 import NIOCore
 import NIOPosix
 import NIOSSL
@@ -54,13 +54,17 @@ struct EngineBench: AsyncParsableCommand {
     var concurrency: Int?
 
     func run() async throws {
-        let target = try HTTPURL(url)
+        let target = try Target(url)
         let ips = ip.compactMap { IPAddress($0) }
         guard ips.count == ip.count, !ips.isEmpty else { throw ValidationError("--ip: give IP addresses") }
-        let roots = try HTTPEngineTLS.loadPEM(file: cacert)
 
-        var ours = HTTPEngine.Configuration()
-        ours.tls = HTTPEngineTLS(additionalTrustRoots: roots)
+        // Ours: the app's front door, with the URL's host pinned to --ip and no resolver asked.
+        // (A URL with an IP literal for a host needs no override.)
+        var ours = HTTPDNS.Configuration(resolvers: [])
+        if IPAddress(target.host) == nil { ours.addressOverrides[target.host] = ips }
+        ours.trustedCertificateFiles = [cacert]
+        ours.watchesNetwork = false
+        func makeOurs() throws -> HTTPDNS { try HTTPDNS(ours) }
         var tls = TLSConfiguration.makeClientConfiguration()
         tls.additionalTrustRoots = [.file(cacert)]
         var theirs = HTTPClient.Configuration(tlsConfiguration: tls)
@@ -70,21 +74,20 @@ struct EngineBench: AsyncParsableCommand {
         case "h1", "h2", "h1-alpn":
             let cold = scenario == "h1-alpn"
             let inFlight = concurrency ?? (scenario == "h1" ? 1 : cold ? 8 : 100)
-            ours.versions = cold ? .automatic : scenario == "h1" ? .http1Only : .http2Only
+            ours.httpVersions = cold ? .automatic : scenario == "h1" ? .http1Only : .http2Only
             ours.maxConnectionsPerHost = inFlight
             theirs.httpVersion = scenario == "h1" ? .http1Only : .automatic
             theirs.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = inFlight
-            let source = StaticAddressSource([target.host: ips])
-            var engine = try HTTPEngine(configuration: ours, addressSource: source)
+            var httpdns = try makeOurs()
             var client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: theirs)
             let rounds = 5
             print(
                 "\(scenario): \(requests) GETs of \(url) per client, \(inFlight) in flight, \(rounds) alternating rounds, median"
                     + (cold ? ", each round with new clients (connections opened inside the round)" : "")
             )
-            func oursGET(_ engine: HTTPEngine) -> @Sendable () async throws -> Void {
+            func oursGET(_ httpdns: HTTPDNS) -> @Sendable () async throws -> Void {
                 {
-                    let response = try await engine.execute(HTTPRequest(url: target))
+                    let response = try await httpdns.engine.send(HTTPRequest(url: target.url))
                     for try await _ in response.body {}
                     guard response.status == .ok else { throw ValidationError("ours: HTTP \(response.status.code)") }
                 }
@@ -103,12 +106,12 @@ struct EngineBench: AsyncParsableCommand {
             // Alternate so that drift on a shared machine hits both alike.
             for round in 0..<rounds {
                 if cold {
-                    engine.shutdown()
+                    await httpdns.shutdown()
                     try await client.shutdown()
-                    engine = try HTTPEngine(configuration: ours, addressSource: source)
+                    httpdns = try makeOurs()
                     client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: theirs)
                 }
-                let a = oursGET(engine)
+                let a = oursGET(httpdns)
                 let b = theirsGET(client)
                 if round % 2 == 0 {
                     oursRates.append(try await measure(requests: per, inFlight: inFlight, warmUp: !cold, a))
@@ -120,7 +123,7 @@ struct EngineBench: AsyncParsableCommand {
             }
             let oursRate = oursRates.sorted()[rounds / 2]
             let theirsRate = theirsRates.sorted()[rounds / 2]
-            engine.shutdown()
+            await httpdns.shutdown()
             try await client.shutdown()
             print(String(format: "  swift-httpdns    %9.0f req/s", oursRate))
             print(String(format: "  AsyncHTTPClient  %9.0f req/s", theirsRate))
@@ -133,19 +136,14 @@ struct EngineBench: AsyncParsableCommand {
             )
         case "qps":
             guard let peerURL else { throw ValidationError("--peer-url: give the peer's URL") }
-            let peer = try HTTPURL(peerURL)
-            ours.versions = .automatic
-            let engine = try HTTPEngine(
-                configuration: ours,
-                addressSource: StaticAddressSource(
-                    Dictionary([(target.host, ips), (peer.host, ips)], uniquingKeysWith: { a, _ in a })
-                )
-            )
+            let peer = try Target(peerURL)
+            if IPAddress(peer.host) == nil { ours.addressOverrides[peer.host] = ips }
+            let httpdns = try makeOurs()
             let inFlight = concurrency ?? 100
             let rounds = 5
-            func asker(_ u: HTTPURL) -> @Sendable () async throws -> Void {
+            func asker(_ u: Target) -> @Sendable () async throws -> Void {
                 {
-                    let response = try await engine.execute(HTTPRequest(url: u))
+                    let response = try await httpdns.engine.send(HTTPRequest(url: u.url))
                     for try await _ in response.body {}
                     guard response.status == .ok else {
                         throw ValidationError("\(u.host): HTTP \(response.status.code)")
@@ -163,7 +161,7 @@ struct EngineBench: AsyncParsableCommand {
                     a.append(try await measure(requests: requests / rounds, inFlight: inFlight, asker(target)))
                 }
             }
-            engine.shutdown()
+            await httpdns.shutdown()
             let oursRate = a.sorted()[rounds / 2]
             let peerRate = b.sorted()[rounds / 2]
             print("qps: \(requests) queries each, \(inFlight) in flight, \(rounds) alternating rounds, median")
@@ -214,12 +212,12 @@ struct EngineBench: AsyncParsableCommand {
             guard ips.count >= 2 else {
                 throw ValidationError("--ip: give the blackholed address first, then a live one")
             }
-            let engine = try HTTPEngine(configuration: ours, addressSource: StaticAddressSource([target.host: ips]))
+            let httpdns = try makeOurs()
             let t0 = ContinuousClock.now
-            let response = try await engine.execute(HTTPRequest(url: target))
+            let response = try await httpdns.engine.send(HTTPRequest(url: target.url))
             for try await _ in response.body {}
             let oursTime = ContinuousClock.now - t0
-            engine.shutdown()
+            await httpdns.shutdown()
             theirs.timeout.connect = .seconds(10)
             let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: theirs)
             let t1 = ContinuousClock.now
@@ -236,18 +234,18 @@ struct EngineBench: AsyncParsableCommand {
             print(
                 String(
                     format: "  swift-httpdns    %8.0f ms to success (happy eyeballs over both addresses)",
-                    oursTime.milliseconds
+                    oursTime.inMilliseconds
                 )
             )
             print(
                 String(
                     format: "  AsyncHTTPClient  %8.0f ms, %@ (dnsOverride gives it only %@)",
-                    theirsTime.milliseconds,
+                    theirsTime.inMilliseconds,
                     theirsOutcome,
                     ips[0].description
                 )
             )
-            print(String(format: "  ratio AHC/ours   %8.1fx", theirsTime.milliseconds / oursTime.milliseconds))
+            print(String(format: "  ratio AHC/ours   %8.1fx", theirsTime.inMilliseconds / oursTime.inMilliseconds))
         default:
             throw ValidationError("scenario: h1, h2, h1-alpn, qps, tunnels or blackhole")
         }
@@ -272,7 +270,23 @@ struct EngineBench: AsyncParsableCommand {
             }
             try await group.waitForAll()
         }
-        return Double(requests) / (ContinuousClock.now - t0).seconds
+        return Double(requests) / (ContinuousClock.now - t0).inSeconds
+    }
+}
+
+/// An https URL given on the command line, its host and port.
+struct Target {
+    let url: String
+    let host: String
+    let port: Int
+
+    init(_ text: String) throws {
+        guard let parsed = URLComponents(string: text), parsed.scheme == "https" || parsed.scheme == "http",
+            let host = parsed.host, !host.isEmpty
+        else { throw ValidationError("\(text): give an http or https URL with a host") }
+        url = text
+        self.host = host
+        port = parsed.port ?? (parsed.scheme == "https" ? 443 : 80)
     }
 }
 
@@ -289,4 +303,12 @@ final class Counter: @unchecked Sendable {
         left -= 1
         return true
     }
+}
+
+extension Duration {
+    var inSeconds: Double {
+        let (seconds, attoseconds) = components
+        return Double(seconds) + Double(attoseconds) / 1e18
+    }
+    var inMilliseconds: Double { inSeconds * 1000 }
 }
