@@ -5,10 +5,12 @@
 //
 // The blocking call refuses to run on a SwiftNIO event loop thread: the lookup it waits for needs an
 // event loop (DoH over the engine, Do53), and if that loop is the one blocked the wait could only end
-// by its timeout. It cannot tell the main thread from any other on Linux, so "never on the main thread"
-// is the caller's rule, said in its documentation.
+// by its timeout. On the main thread it never waits, as Alibaba's SDK does for the same call: it answers
+// from the cache (a stale answer included, refreshed in the background) or fails at once with
+// `.wouldBlockMainThread`, after starting the lookup so that the next call finds the answer.
 
 import Dispatch
+import Foundation
 import HTTPDNSCore
 import NIOConcurrencyHelpers
 import NIOCore
@@ -30,10 +32,12 @@ extension HTTPDNSResolver {
 
     /// Resolves `host`, blocking the calling thread for at most `timeout`.
     ///
-    /// Never call it on the main thread of an app (it blocks the UI for up to `timeout`). Called on a
-    /// SwiftNIO event loop thread it throws `ResolverError.Code.calledOnEventLoop` at once instead of
-    /// risking a deadlock. When `timeout` passes first it throws `.timeout` and the lookup goes on in
-    /// the background (its answer is cached for the next call).
+    /// On the main thread it never blocks: it returns the cached answer (a stale one included, refreshed
+    /// in the background), an IP literal or an address override at once, or starts the lookup and
+    /// throws `ResolverError.Code.wouldBlockMainThread` at once, so a later call finds the answer.
+    /// Called on a SwiftNIO event loop thread it throws `.calledOnEventLoop` at once instead of risking
+    /// a deadlock. When `timeout` passes first it throws `.timeout` and the lookup goes on in the
+    /// background (its answer is cached for the next call).
     public func resolveBlocking(
         _ host: String,
         _ query: AddressQuery? = nil,
@@ -44,6 +48,14 @@ extension HTTPDNSResolver {
                 .calledOnEventLoop,
                 name: host,
                 "\(host): a blocking resolve was called on a SwiftNIO event loop thread; use the async or completion-handler resolve there"
+            )
+        }
+        if MainThread.isCurrent {
+            if let answer = resolveCachedOrStart(host, query) { return answer }
+            throw ResolverError(
+                .wouldBlockMainThread,
+                name: host,
+                "\(host): not cached yet, and a blocking resolve on the main thread does not wait; the lookup has started, so call again later, or use the async or completion-handler resolve"
             )
         }
         let done = DispatchSemaphore(value: 0)
@@ -96,4 +108,20 @@ extension HTTPDNSResolver {
     private func result(_ host: String, _ query: AddressQuery?) async -> Result<Resolution, ResolverError> {
         await captured(host, otherwise: .allProvidersFailed) { try await resolve(host, query) }
     }
+}
+
+/// Whether the caller is on the app's main thread: the main thread itself, or the main queue, where
+/// `MainActor` runs. Both are needed: on Linux `dispatch_main` hands the main queue to another thread, so
+/// `Thread.isMainThread` is false inside `MainActor.run` there, while the queue's own mark is not.
+enum MainThread {
+    final class Marker: Sendable {}
+
+    /// Set on the main queue once, on first use.
+    private static let key: DispatchSpecificKey<Marker> = {
+        let key = DispatchSpecificKey<Marker>()
+        DispatchQueue.main.setSpecific(key: key, value: Marker())
+        return key
+    }()
+
+    static var isCurrent: Bool { Thread.isMainThread || DispatchQueue.getSpecific(key: key) != nil }
 }

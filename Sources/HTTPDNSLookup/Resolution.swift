@@ -93,6 +93,7 @@ public struct ResolverError: Error, Equatable, Sendable, CustomStringConvertible
             case cancelled
             case shutdown
             case calledOnEventLoop
+            case wouldBlockMainThread
             case notRewritable
         }
 
@@ -113,6 +114,9 @@ public struct ResolverError: Error, Equatable, Sendable, CustomStringConvertible
         public static let shutdown = Code(.shutdown)
         /// A blocking lookup was called on a SwiftNIO event loop thread and refused (it could deadlock).
         public static let calledOnEventLoop = Code(.calledOnEventLoop)
+        /// A blocking lookup on the main thread found nothing cached: it started the lookup and did not
+        /// wait (the UI must not freeze). Call again later, or resolve asynchronously.
+        public static let wouldBlockMainThread = Code(.wouldBlockMainThread)
         /// The URL cannot be rewritten to connect to an address (no host, or not an http URL).
         public static let notRewritable = Code(.notRewritable)
 

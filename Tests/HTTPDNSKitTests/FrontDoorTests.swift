@@ -74,6 +74,26 @@ import Testing
         }
     }
 
+    /// On the main thread a blocking resolve never waits: nothing cached fails at once with its own code
+    /// (not `.timeout` after 30 s) and starts the lookup; once that lookup has answered, the same call
+    /// returns the cached answer.
+    @Test func aBlockingResolveOnTheMainThreadNeverWaits() async throws {
+        try await withHTTPDNS { httpdns in
+            let resolver = httpdns.resolver
+            let first = await MainActor.run { Result { try resolver.resolveBlocking("main.test", timeout: .seconds(30)) } }
+            #expect {
+                try first.get()
+            } throws: { error in
+                (error as? ResolverError)?.code == .wouldBlockMainThread
+            }
+            // The lookup it started (joined here, not started again) fills the cache.
+            _ = try await resolver.resolve("main.test")
+            let second = await MainActor.run { Result { try resolver.resolveBlocking("main.test", timeout: .seconds(30)) } }
+            #expect(try second.get().ipv4 == [IPAddress("127.0.0.1")!])
+            #expect(try second.get().source.description.hasPrefix("cache("))
+        }
+    }
+
     @Test func blockingResolveRefusesAnEventLoopThread() async throws {
         try await withHTTPDNS { httpdns in
             let resolver = httpdns.resolver
