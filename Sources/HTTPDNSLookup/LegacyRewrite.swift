@@ -1,8 +1,8 @@
 // For code that cannot be intercepted: hand it addresses from HTTPDNS in the form it takes.
 //
-//   ipDirectURL        a URL with the IP in place of the host plus the Host header to send (the
-//                      seeds' AVPlayer pattern). http only: an https URL with an IP would send the IP
-//                      as SNI and fail the certificate check; use the loopback proxy for those.
+//   ipDirectURL        a URL with the IP in place of the host plus the Host header to send (what
+//                      AVPlayer takes for http media). http only: an https URL with an IP would send
+//                      the IP as SNI and fail the certificate check; use the loopback proxy for those.
 //   curlResolveEntries `host:port:addr[,addr...]` for `curl --resolve` (SNI and Host stay the name).
 //   dnsOverride        AsyncHTTPClient's `Configuration.dnsOverride` map, host to one address.
 //   HTTPDNSNIOResolver (its own file) for any NIO ClientBootstrap.
@@ -10,20 +10,25 @@
 import Foundation
 import HTTPDNSCore
 
-/// A URL rewritten to connect to an address while the server still sees the name.
-package struct IPDirectRewrite: Sendable, Hashable {
-    /// The URL with the address in place of the host.
-    package var url: URL
-    /// Headers to send with it (`Host` with the original name and port).
-    package var headers: [String: String]
-    package var address: IPAddress
+/// An http URL rewritten to connect to an address while the server still sees the name: for clients
+/// that take a URL and headers but no resolver, such as AVPlayer (see the DocC article "Media players
+/// and other clients outside URLSession").
+public struct IPDirectRewrite: Sendable, Hashable {
+    /// The URL with the address in place of the host (`http://203.0.113.7:8080/path`).
+    public var url: URL
+    /// Headers to send with it: `Host` with the original name (and port, when the URL has one).
+    public var headers: [String: String]
+    /// The address the URL now names.
+    public var address: IPAddress
 }
 
 extension HTTPDNSResolver {
-    /// `http://name:port/path` → `http://ADDRESS:port/path` plus `Host: name:port`. IPv4 is preferred
-    /// (players take it everywhere). Throws `ResolverError`: `.notRewritable` for a URL without a host
-    /// or not http (see the top of this file), and the lookup's own error for a name with no address.
-    package func ipDirectURL(for url: URL) async throws -> IPDirectRewrite {
+    /// `http://name:port/path` → `http://ADDRESS:port/path` plus `Host: name:port`, resolved through
+    /// HTTPDNS as the policy says. IPv4 is preferred (players take it everywhere). Throws
+    /// `ResolverError`: `.notRewritable` for a URL without a host, or not http (an https URL with an IP
+    /// would send the IP as SNI and fail the certificate check: use `HTTPDNS.startProxy(_:)` or a
+    /// resource loader for those), and the lookup's own error for a name with no address.
+    public func ipDirectURL(for url: URL) async throws -> IPDirectRewrite {
         guard var components = URLComponents(url: url, resolvingAgainstBaseURL: false), let host = components.host,
             !host.isEmpty
         else {

@@ -38,14 +38,24 @@ struct ProxyCommand: AsyncParsableCommand {
     )
     var upgrade: [String] = []
 
-    @Flag(name: .customLong("public"), help: "Allow a non-loopback --listen address (needs --proxy-user).")
+    @Flag(name: .customLong("public"), help: "Allow a non-loopback --listen address (needs --proxy-user-file).")
     var allowPublic = false
 
     @Option(
-        name: .customLong("proxy-user"),
-        help: ArgumentHelp("Require Basic proxy authentication.", valueName: "USER:PASSWORD")
+        name: .customLong("proxy-user-file"),
+        help: ArgumentHelp(
+            "Require Basic proxy authentication with the USER:PASSWORD this file holds; or set \(Self.userVariable).",
+            valueName: "FILE"
+        )
     )
+    var proxyUserFile: String?
+
+    /// Refused: a password is a secret, and a command line is readable by every process on the machine.
+    /// Kept so that the old form gets an error saying what to use instead.
+    @Option(name: .customLong("proxy-user"), help: .hidden)
     var proxyUser: String?
+
+    static let userVariable = "HTTPDNS_PROXY_USER"
 
     @Option(name: .customLong("max-connections"), help: "Client connections at most.")
     var maxConnections = 1024
@@ -62,7 +72,12 @@ struct ProxyCommand: AsyncParsableCommand {
         for u in upgrade {
             do { _ = try HostPattern(u) } catch { throw ValidationError("--upgrade: \(error)") }
         }
-        if let proxyUser, !proxyUser.contains(":") { throw ValidationError("--proxy-user: give USER:PASSWORD") }
+        if proxyUser != nil {
+            throw ValidationError(
+                "--proxy-user: a password must not be a flag value (any process can read a command line); put USER:PASSWORD in a file and pass --proxy-user-file FILE, or set \(Self.userVariable)"
+            )
+        }
+        _ = try credentials()
         guard !resolver.resolvers.isEmpty else {
             throw ValidationError("--resolver: give at least one, e.g. --resolver doh:https://127.0.0.1:8473/dns-query")
         }
@@ -81,9 +96,8 @@ struct ProxyCommand: AsyncParsableCommand {
         config.pacHosts = try self.resolver.parsed().policy.only
         config.allowNonLoopback = allowPublic
         config.maxConnections = maxConnections
-        if let proxyUser, let colon = proxyUser.firstIndex(of: ":") {
-            config.credentials = (String(proxyUser[..<colon]), String(proxyUser[proxyUser.index(after: colon)...]))
-        }
+        let credentials = try credentials()
+        config.credentials = credentials
         var logger = Logger(label: "httpdns.proxy")
         logger.logLevel = self.resolver.debug ? .debug : .info
         let proxy: HTTPDNSProxy
@@ -92,8 +106,8 @@ struct ProxyCommand: AsyncParsableCommand {
         } catch {
             var advice = ""
             let refused = (error as? HTTPDNSConfigurationError)?.code == .invalidProxyConfiguration
-            if refused, !allowPublic || proxyUser == nil {
-                advice = " (to listen off loopback, pass --public and --proxy-user USER:PASSWORD)"
+            if refused, !allowPublic || credentials == nil {
+                advice = " (to listen off loopback, pass --public and --proxy-user-file FILE holding USER:PASSWORD)"
             }
             FileHandle.standardError.write(Data("httpdns proxy: \(error)\(advice)\n".utf8))
             throw ExitCode(1)
@@ -105,5 +119,29 @@ struct ProxyCommand: AsyncParsableCommand {
             await proxy.stop()
             await httpdns.shutdown()
         }
+    }
+
+    /// The Basic credentials from `--proxy-user-file`, else from the environment; nil when neither is
+    /// given. A usage error naming the flag (or variable) when they are not `USER:PASSWORD`; no message
+    /// carries the secret.
+    func credentials(environment: [String: String] = ProcessInfo.processInfo.environment) throws
+        -> (user: String, password: String)?
+    {
+        let source = proxyUserFile != nil ? "--proxy-user-file" : Self.userVariable
+        let secret: ResolverSecret
+        if let proxyUserFile {
+            secret = try readSecret(proxyUserFile, flag: "--proxy-user-file")
+        } else if let value = environment[Self.userVariable] {
+            secret = ResolverSecret(value)
+        } else {
+            return nil
+        }
+        let text = secret.text.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard let colon = text.firstIndex(of: ":"), colon != text.startIndex, text.index(after: colon) != text.endIndex,
+            !text.contains(where: { $0.isNewline })
+        else {
+            throw ValidationError("\(source): give one line USER:PASSWORD, both parts non-empty")
+        }
+        return (String(text[..<colon]), String(text[text.index(after: colon)...]))
     }
 }

@@ -49,6 +49,47 @@ import Testing
         #expect(both.stderr.contains("--http1.1 and --http2"), "\(both.stderr)")
     }
 
+    /// Proxy credentials are a secret: never a flag value, and no message repeats them. From a file
+    /// they are required of clients (407 without, through with).
+    @Test func proxyCredentialsComeFromAFileNeverAFlag() async throws {
+        let flagged = try await runCLI(["proxy", "--resolver", "system", "--proxy-user", "u:s3cr3t-pw"])
+        #expect(flagged.status == 64)
+        #expect(flagged.stderr.contains("--proxy-user-file"), "\(flagged.stderr)")
+        #expect(!flagged.stderr.contains("s3cr3t-pw"))
+
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("proxy-user-\(UUID())")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let bad = dir.appendingPathComponent("bad").path
+        try Data("s3cr3t-without-colon\n".utf8).write(to: URL(fileURLWithPath: bad))
+        let malformed = try await runCLI(["proxy", "--resolver", "system", "--proxy-user-file", bad])
+        #expect(malformed.status == 64)
+        #expect(malformed.stderr.contains("--proxy-user-file: give one line USER:PASSWORD"), "\(malformed.stderr)")
+        #expect(!malformed.stderr.contains("s3cr3t"))
+
+        let good = dir.appendingPathComponent("good").path
+        try Data("u:s3cr3t-pw\n".utf8).write(to: URL(fileURLWithPath: good))
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
+        let (proxy, line) = try await startInBackground(
+            root.appendingPathComponent(".build/debug/httpdns").path,
+            ["proxy", "--listen", "127.0.0.1:0", "--resolver", "system", "--allow-port", "1", "--proxy-user-file", good]
+        )
+        defer { proxy.terminate() }
+        let start = try #require(line.range(of: "127.0.0.1:"), "\(line)")
+        let port = try #require(Int(line[start.upperBound...].prefix { $0.isNumber }), "\(line)")
+        let (refused, _) = try await rawTunnel(proxyPort: port, request: "CONNECT 127.0.0.1:1 HTTP/1.1\r\n\r\n", payload: [])
+        #expect(refused.contains(" 407 "), "\(refused)")
+        let auth = Data("u:s3cr3t-pw".utf8).base64EncodedString()
+        let (passed, _) = try await rawTunnel(
+            proxyPort: port,
+            request: "CONNECT 127.0.0.1:1 HTTP/1.1\r\nProxy-Authorization: Basic \(auth)\r\n\r\n",
+            payload: []
+        )
+        // Past the credentials check: port 1 refuses, so the proxy answers 502, not 407.
+        #expect(passed.contains(" 502 "), "\(passed)")
+    }
+
     @Test func demoRunsEveryStepAndExitsZero() async throws {
         let r = try await runCLI(["demo"])
         #expect(r.status == 0, "\(r.stdout)\(r.stderr)")
