@@ -31,7 +31,7 @@ let package = Package(
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ],
             swiftSettings: [.enableUpcomingFeature("ExistentialAny")]
-        ),
+        )
     ],
     swiftLanguageModes: [.v6]
 )

@@ -4,7 +4,7 @@
 #
 #   scripts/speed-bench.sh            # every row, ROUNDS=3 alternating rounds (medians)
 #   ROUNDS=5 scripts/speed-bench.sh
-#   ROWS="h1 h2" scripts/speed-bench.sh     # some rows: lookup h1 h2 urlsession doh instr
+#   ROWS="h1 h2" scripts/speed-bench.sh     # some rows: lookup h1 h2 urlsession doh coldstart instr
 #
 # Rows:
 #   lookup      cached A+AAAA lookup (httpdns bench resolver) vs getaddrinfo of an /etc/hosts name
@@ -13,6 +13,9 @@
 #   urlsession  small GETs through HTTPDNSURLProtocol vs plain URLSession (libcurl) (bench urlsession)
 #   doh         DoH server, `h2load -m1` with 1 and 16 connections: `httpdns serve` vs kresd's doh2,
 #               the same query for a name both answer from local data; CPU is the server's
+#   coldstart   an app relaunched an hour after its last run (`httpdns fetch` with a cache file aged by
+#               an hour): with --serve-expired (ours) against without (a cold start): DNS round trips
+#               before the connect, DNS time and time to first byte
 #   instr       instructions per operation by callgrind: a cached lookup (vs getaddrinfo), one h1
 #               exchange (vs wrk), one h2 exchange (vs h2load -m1), one DoH answer (two counts, N and
 #               3N operations; the difference over 2N cancels start-up)
@@ -21,7 +24,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-3}
-ROWS=${ROWS:-"lookup h1 h2 urlsession doh instr"}
+ROWS=${ROWS:-"lookup h1 h2 urlsession doh coldstart instr"}
 
 missing=()
 command -v wrk >/dev/null || missing+=(wrk)
@@ -167,6 +170,54 @@ run_doh() {
     done
 }
 
+# Cold start (issue 26): a fetch by name writes its cache file; the file is aged by an hour, as if the
+# app were relaunched an hour later; then the same fetch runs with --serve-expired (ours) and without
+# (cold). Prints "ROUND_TRIPS DNS_MS TTFB_MS" for one run: round trips before the connect are 0 when the
+# name came from the cache (stale or fresh), else 1 (A and AAAA go out together).
+coldstart_once() { # serve-expired-flags...
+    local file="$dir/cold.json" out
+    local base=(fetch "https://a.test:$HTTPDNS_NGINX_TLS_PORT/whoami" --resolver "dns:$HTTPDNS_KRESD_DNS"
+        --cacert "$HTTPDNS_CA" --cache-file "$file" --network-id coldstart -o /dev/null --trace-json)
+    rm -f "$file"
+    "$H" "${base[@]}" 2>/dev/null
+    python3 - "$file" <<'PY'
+import json, sys
+path = sys.argv[1]
+with open(path) as f:
+    snapshot = json.load(f)
+for item in snapshot["entries"]:
+    for field in ("storedAt", "expiresAt", "lastUsed"):
+        item["entry"][field]["nanoseconds"] -= 3600 * 10**9
+with open(path, "w") as f:
+    json.dump(snapshot, f)
+PY
+    out=$("$H" "${base[@]}" "$@" 2>&1 >/dev/null | tail -1)
+    python3 -c '
+import json, sys
+m = json.loads(sys.argv[1])
+cached = m["dnsSource"].startswith(("stale(", "cache("))
+print(0 if cached else 1, m["dnsMs"], m["ttfbMs"])' "$out"
+}
+
+run_coldstart() {
+    local trips=() cold_trips=() dns=() cold_dns=() ttfb=() cold_ttfb=() a b c
+    for ((i = 0; i < ROUNDS; i++)); do
+        read -r a b c <<<"$(coldstart_once --serve-expired 86400)"
+        trips+=("$a"); dns+=("$b"); ttfb+=("$c")
+        read -r a b c <<<"$(coldstart_once)"
+        cold_trips+=("$a"); cold_dns+=("$b"); cold_ttfb+=("$c")
+    done
+    local t ct d cd f cf
+    t=$(printf '%s\n' "${trips[@]}" | median); ct=$(printf '%s\n' "${cold_trips[@]}" | median)
+    d=$(printf '%s\n' "${dns[@]}" | median); cd=$(printf '%s\n' "${cold_dns[@]}" | median)
+    f=$(printf '%s\n' "${ttfb[@]}" | median); cf=$(printf '%s\n' "${cold_ttfb[@]}" | median)
+    echo "cold start, relaunched 1 h after the last run (fetch by name; ours: --serve-expired 86400):"
+    row "  DNS round trips before the connect" "$t" "cold start $ct" "-" " (loopback upstream)"
+    row "  DNS time" "$(printf '%.2f ms' "$d")" "cold start $(printf '%.2f' "$cd")" "$(ratio "$d" "$cd")x" ""
+    row "  time to first byte" "$(printf '%.2f ms' "$f")" "cold start $(printf '%.2f' "$cf")" \
+        "$(ratio "$f" "$cf")x" " (a phone's round trip to HTTPDNS is 30-300 ms, here under 3 ms)"
+}
+
 # Instructions callgrind counts for a whole command (its output is dropped).
 instructions() {
     valgrind --tool=callgrind --callgrind-out-file=/dev/null "$@" 2>&1 >/dev/null \
@@ -266,7 +317,8 @@ for r in $ROWS; do
         urlsession)
             "$H" bench urlsession --upload-mib 16 | sed -n '/^small GETs/,$p' ;;
         doh) run_doh ;;
+        coldstart) run_coldstart ;;
         instr) run_instr ;;
-        *) echo "unknown row $r (lookup h1 h2 urlsession doh instr)" >&2; exit 2 ;;
+        *) echo "unknown row $r (lookup h1 h2 urlsession doh coldstart instr)" >&2; exit 2 ;;
     esac
 done

@@ -2,32 +2,116 @@
 //
 // Per (network, name, family) it keeps the last answer and when it expires. A lookup returns one of:
 //   fresh  — within TTL; once 75% of the TTL has passed the first such lookup is told to prefetch.
-//   stale  — expired, but by no more than `maxStale`: served while exactly one refresh runs (the first
-//            stale lookup is told to refresh; the rest just get the stale answer).
+//   stale  — expired, but by no more than `serveExpired`: served while exactly one refresh runs (the
+//            first stale lookup is told to refresh; the rest just get the stale answer).
 //   miss   — nothing usable.
 // Negative answers (no such address) are kept for `negativeTTL` and are never served stale.
 // Keys carry the network identifier, so an answer learnt on one network is never served on another.
 // The number of entries is bounded; the least recently used entry goes first.
 
-/// Cache and refresh tuning. Value type, `Sendable`.
-package struct CacheConfiguration: Hashable, Sendable {
-    /// TTLs below this are raised to it (seconds). Keeps chatty zero-TTL answers from hammering HTTPDNS.
-    package var minTTL: UInt32 = 10
-    /// TTLs above this are lowered to it (seconds).
-    package var maxTTL: UInt32 = 3600
-    /// How long past expiry an answer may still be served while one refresh runs.
-    package var maxStale: Duration = .seconds(60)
+/// How the resolver's cache keeps answers: TTL bounds and per-host TTLs, and how long an expired answer
+/// is still served (serve-expired, for cold start). Set it on `HTTPDNS.Configuration.cache`.
+public struct CacheConfiguration: Hashable, Sendable {
+    /// TTLs below this are raised to it, in seconds (10 by default): keeps chatty zero-TTL answers from
+    /// hammering HTTPDNS.
+    public var minTTL: UInt32 = 10
+    /// TTLs above this are lowered to it, in seconds (3600 by default).
+    public var maxTTL: UInt32 = 3600
+    /// Serve-expired: how long past its TTL an answer is still served, at once, while exactly one
+    /// refresh runs in the background (the refreshed answer replaces it; a failed refresh leaves it
+    /// until this window ends). 60 s by default, a grace for a refresh in flight. For cold start, set
+    /// hours or days (at most ``maxServeExpired``) with a persistence file: an app relaunched later
+    /// connects at once to the last good answer, as the vendors' SDKs do with expired-IP reuse.
+    /// Persisted answers are kept and loaded, per network, for as long as this allows. Zero turns it
+    /// off: an expired answer is never served.
+    public var serveExpired: Duration = .seconds(60)
+    /// TTLs the app sets itself, in seconds, by host pattern (`api.example.com`, `*.example.com`): they
+    /// replace what the service said, `minTTL` and `maxTTL` included. An exact name wins over a
+    /// wildcard, and a longer wildcard over a shorter one.
+    public var ttlOverrides: [String: UInt32] = [:] {
+        didSet { overrides = TTLOverrides(ttlOverrides) }
+    }
     /// How long a negative answer is kept when the provider gave no TTL (seconds).
     package var negativeTTL: UInt32 = 30
     /// The fraction of the TTL after which a lookup triggers a background refresh.
     package var prefetchFraction: Double = 0.75
     /// Entries kept at most.
     package var capacity: Int = 4096
+    /// `ttlOverrides`, parsed for lookups.
+    private(set) var overrides = TTLOverrides([:])
 
-    package init() {}
+    /// The longest ``serveExpired`` window: 7 days.
+    public static let maxServeExpired: Duration = .seconds(7 * 24 * 3600)
+
+    /// The defaults.
+    public init() {}
+
+    /// Why these settings cannot be used, or nil: a TTL floor above the ceiling, a serve-expired window
+    /// outside 0 … 7 days, a TTL override whose pattern is not a host pattern or whose TTL is zero.
+    package var problem: String? {
+        if minTTL > maxTTL { return "minTTL \(minTTL) is above maxTTL \(maxTTL)" }
+        if serveExpired < .zero || serveExpired > Self.maxServeExpired {
+            return "serveExpired \(serveExpired) is outside 0 to 7 days"
+        }
+        for (pattern, ttl) in ttlOverrides.sorted(by: { $0.key < $1.key }) {
+            do { _ = try HostPattern(pattern) } catch { return "ttlOverrides \"\(pattern)\": \(error)" }
+            if ttl == 0 { return "ttlOverrides \"\(pattern)\": a TTL of 0 would cache nothing; give 1 or more" }
+        }
+        return nil
+    }
 
     func clamp(_ ttl: UInt32?) -> UInt32 {
         Swift.min(Swift.max(ttl ?? minTTL, minTTL), Swift.max(maxTTL, minTTL))
+    }
+
+    /// The TTL to apply to a positive answer for `name` (normal form).
+    func ttl(_ ttl: UInt32?, for name: String) -> UInt32 {
+        overrides.ttl(for: name) ?? clamp(ttl)
+    }
+}
+
+/// `CacheConfiguration.ttlOverrides`, ready for lookups: exact names in a table, wildcards longest first.
+/// Entries that do not parse are skipped here (the configuration's `problem` reports them).
+struct TTLOverrides: Hashable, Sendable {
+    var exact: [String: UInt32] = [:]
+    var suffixes: [(suffix: String, ttl: UInt32)] = []
+    var any: UInt32?
+
+    init(_ table: [String: UInt32]) {
+        for (text, ttl) in table where ttl > 0 {
+            guard let pattern = try? HostPattern(text) else { continue }
+            switch pattern.kind {
+            case .any: any = ttl
+            case .exact(let name): exact[name] = ttl
+            case .suffix(let suffix): suffixes.append((suffix, ttl))
+            }
+        }
+        suffixes.sort {
+            $0.suffix.utf8.count > $1.suffix.utf8.count
+                || ($0.suffix.utf8.count == $1.suffix.utf8.count && $0.suffix < $1.suffix)
+        }
+    }
+
+    var isEmpty: Bool { exact.isEmpty && suffixes.isEmpty && any == nil }
+
+    func ttl(for name: String) -> UInt32? {
+        guard !isEmpty else { return nil }
+        if let ttl = exact[name] { return ttl }
+        return suffixes.first { name.hasSuffix($0.suffix) }?.ttl ?? any
+    }
+
+    static func == (a: Self, b: Self) -> Bool {
+        a.exact == b.exact && a.any == b.any
+            && a.suffixes.elementsEqual(b.suffixes) { $0.suffix == $1.suffix && $0.ttl == $1.ttl }
+    }
+
+    func hash(into hasher: inout Hasher) {
+        hasher.combine(exact)
+        hasher.combine(any)
+        for s in suffixes {
+            hasher.combine(s.suffix)
+            hasher.combine(s.ttl)
+        }
     }
 }
 
@@ -82,7 +166,7 @@ package struct CacheEntry: Hashable, Sendable, Codable {
 package enum CacheLookup: Hashable, Sendable {
     /// Within TTL. `prefetch`: the caller should start a background refresh (it is marked as running).
     case fresh(CacheEntry, remaining: Duration, prefetch: Bool)
-    /// Expired within `maxStale`. `refresh`: the caller should start the one refresh (marked as running).
+    /// Expired within `serveExpired`. `refresh`: the caller should start the one refresh (marked as running).
     case stale(CacheEntry, refresh: Bool)
     case miss
 }
@@ -108,7 +192,7 @@ package struct DNSCache: Sendable {
             if prefetch { entries.values[index].refreshing = true }
             return .fresh(entry, remaining: entry.expiresAt - now, prefetch: prefetch)
         }
-        if !entry.isNegative, now < entry.expiresAt + configuration.maxStale {
+        if !entry.isNegative, now < entry.expiresAt + configuration.serveExpired {
             let refresh = !entry.refreshing
             entries.values[index].refreshing = true
             return .stale(entry, refresh: refresh)
@@ -141,7 +225,8 @@ package struct DNSCache: Sendable {
     ) -> CacheEntry {
         let applied =
             addresses.isEmpty
-            ? Swift.min(ttl ?? configuration.negativeTTL, configuration.negativeTTL) : configuration.clamp(ttl)
+            ? Swift.min(ttl ?? configuration.negativeTTL, configuration.negativeTTL)
+            : configuration.ttl(ttl, for: key.name)
         let entry = CacheEntry(
             addresses: addresses,
             ttl: applied,
@@ -156,7 +241,7 @@ package struct DNSCache: Sendable {
         return entry
     }
 
-    /// A refresh failed: the entry stays (and may still be served stale until `maxStale` runs out);
+    /// A refresh failed: the entry stays (and may still be served stale until `serveExpired` runs out);
     /// the next lookup may start another refresh.
     package mutating func refreshFailed(_ key: CacheKey) {
         entries[key]?.refreshing = false
@@ -164,6 +249,11 @@ package struct DNSCache: Sendable {
 
     package mutating func remove(network: String? = nil) {
         if let network { entries = entries.filter { $0.key.network != network } } else { entries.removeAll() }
+    }
+
+    /// Forgets every answer for `name` (normal form), on every network.
+    package mutating func remove(name: String) {
+        entries = entries.filter { $0.key.name != name }
     }
 
     /// The names of `network` with an answer used at or after `since`, most recently used first, at
@@ -178,19 +268,21 @@ package struct DNSCache: Sendable {
 
     /// Entries fit to persist: positive answers not yet past their stale window.
     package func snapshot(now: Timestamp) -> CacheSnapshot {
-        let kept = entries.filter { !$0.value.isNegative && now < $0.value.expiresAt + configuration.maxStale }
+        let kept = entries.filter { !$0.value.isNegative && now < $0.value.expiresAt + configuration.serveExpired }
         return CacheSnapshot(entries: kept.map { CacheSnapshot.Item(key: $0.key, entry: $0.value) })
     }
 
     /// Loads persisted entries, skipping expired ones. Entries already in memory win.
     package mutating func restore(_ snapshot: CacheSnapshot, now: Timestamp) {
         for item in snapshot.entries where entries[item.key] == nil {
-            guard !item.entry.addresses.isEmpty, now < item.entry.expiresAt + configuration.maxStale else { continue }
+            guard !item.entry.addresses.isEmpty, now < item.entry.expiresAt + configuration.serveExpired else {
+                continue
+            }
             guard item.entry.storedAt <= now, item.entry.expiresAt > item.entry.storedAt else { continue }
             if entries.count >= configuration.capacity { break }
             var e = item.entry
             e.refreshing = false
-            e.ttl = configuration.clamp(e.ttl)
+            e.ttl = configuration.ttl(e.ttl, for: item.key.name)
             e.expiresAt = Swift.min(e.expiresAt, e.storedAt + .seconds(Int64(e.ttl)))
             entries[item.key] = e
         }

@@ -1,5 +1,5 @@
 /// A configuration value that cannot be used: a resolver spec (or its credentials), a host pattern, a
-/// certificate file, a proxy setting or an address override. Thrown when the configuration is built or
+/// certificate file, a proxy setting, an address override or cache settings. Thrown when the configuration is built or
 /// started, never during lookups.
 ///
 /// Compare errors, or switch on `code`, to decide what to do; `message` says which value is wrong
@@ -13,6 +13,7 @@ public struct HTTPDNSConfigurationError: Error, Equatable, Sendable, CustomStrin
             case invalidCertificate
             case invalidProxyConfiguration
             case invalidAddressOverride
+            case invalidCacheConfiguration
         }
 
         private let base: Base
@@ -28,6 +29,9 @@ public struct HTTPDNSConfigurationError: Error, Equatable, Sendable, CustomStrin
         public static let invalidProxyConfiguration = Code(.invalidProxyConfiguration)
         /// An address override names no hostname, or gives it no address.
         public static let invalidAddressOverride = Code(.invalidAddressOverride)
+        /// Cache settings that cannot be used: a TTL floor above the ceiling, a serve-expired window
+        /// outside 0 to 7 days, a TTL override with a bad pattern or a TTL of zero.
+        public static let invalidCacheConfiguration = Code(.invalidCacheConfiguration)
 
         /// The code's name, e.g. `invalidHostPattern`.
         public var description: String { base.rawValue }

@@ -70,8 +70,10 @@ public final class HTTPDNS: Sendable {
         /// http:// hosts (patterns such as `api.example.com`, `*.example.com`) whose requests are sent
         /// over https instead, HTTP/2 when the server offers it (URLSession and the proxy).
         public var upgradeToHTTPS: [String] = []
-        /// Cache bounds (TTL clamps, stale window, size); package-only until they settle.
-        package var cache = CacheConfiguration()
+        /// The cache's TTL floor and ceiling, per-host TTLs and serve-expired window (off beyond a 60 s
+        /// grace; set hours or days, with ``persistencePath``, for cold start). Clear it with
+        /// `resolver.clearCache()` or `resolver.clearCache(host)`.
+        public var cache = CacheConfiguration()
         /// Names pinned to addresses, answered before ``policy``, the cache and every resolver; nothing
         /// is asked for them (like curl's `--resolve`). For a staging or test server, or a name pinned
         /// while a service moves. The addresses are tried in order per family, raced as any answer is,
@@ -110,7 +112,7 @@ public final class HTTPDNS: Sendable {
     ///
     /// Throws `HTTPDNSConfigurationError` when a resolver cannot be reached as configured (a resolver
     /// named by hostname without a ``Configuration/bootstrap`` address), the TLS settings are invalid or
-    /// an address override is unusable.
+    /// an address override or the cache settings are unusable.
     public init(_ configuration: Configuration, logger: Logger = Logger(label: "httpdns")) throws {
         self.configuration = configuration
         self.logger = logger

@@ -13,6 +13,16 @@ extension HTTPDNSResolver {
         }
     }
 
+    /// Drops the cached answers for `host` (all networks): its next lookup asks HTTPDNS. For a name
+    /// whose addresses the app knows have changed.
+    public func clearCache(_ host: String) {
+        let name = normalizeHostname(host)
+        state.withLockedValue {
+            $0.machine.cache.remove(name: name)
+            $0.hot.forget(name)
+        }
+    }
+
     /// Answers from the cache alone, without waiting: nil when any family asked needs the network.
     /// Never blocks beyond a short lock; starts the background refresh of a stale or aging answer.
     package func cached(_ host: String, _ query: AddressQuery = .both) -> Resolution? {
@@ -57,7 +67,10 @@ extension HTTPDNSResolver {
                 } else {
                     resolution.ipv6 = hit.answer.addresses
                 }
-                if case .stale = found { stale = true }
+                if case .stale(let entry, _) = found {
+                    stale = true
+                    resolution.expiredFor = max(resolution.expiredFor ?? .zero, now - entry.expiresAt)
+                }
                 if refresh != nil { quiet = false }
                 if case .fresh(let entry, _, _) = found {
                     servedAsIsUntil = min(

@@ -24,6 +24,8 @@ extension HTTPDNSResolver {
         var sources: [ResolutionSource] = []
         var errors: [any Error] = []
         var clientAddress: IPAddress?
+        var expiredFor: Duration?
+        let now = clock.now()
         for (r, isV6) in [(r4, false), (r6, true)] {
             switch r {
             case .none: continue
@@ -33,7 +35,9 @@ extension HTTPDNSResolver {
                 if !fr.answer.addresses.isEmpty, let t = fr.answer.ttl { ttls.append(t) }
                 switch lookup {
                 case .fresh: sources.append(.cache(fr.source))
-                case .stale: sources.append(.stale(fr.source))
+                case .stale(let entry, _):
+                    sources.append(.stale(fr.source))
+                    expiredFor = max(expiredFor ?? .zero, now - entry.expiresAt)
                 default: sources.append(.httpdns(fr.source))
                 }
             case .failure(let e): errors.append(e)
@@ -62,7 +66,8 @@ extension HTTPDNSResolver {
             ttl: ttls.min(),
             source: source,
             elapsed: ContinuousClock.now - started,
-            clientAddress: clientAddress
+            clientAddress: clientAddress,
+            expiredFor: expiredFor
         )
     }
 

@@ -1,7 +1,7 @@
 // The resolver: host policy, then cache, then HTTPDNS providers in order, then LocalDNS as fallback.
 //
 // Per name and family (A and AAAA are looked up in parallel and cached apart):
-//   1. the cache answers if it can (fresh, or stale within `maxStale`); a hit past 75% of the TTL, or a
+//   1. the cache answers if it can (fresh, or expired within `serveExpired`); a hit past 75% of the TTL, or a
 //      stale hit, starts one background refresh; a whole answer the cache gave is kept for the name
 //      and served again as it is while nothing would change it (`HotAnswer`: the fast path);
 //   2. on a miss, concurrent lookups of the same key share one upstream query (coalescing);
@@ -88,6 +88,9 @@ public final class HTTPDNSResolver: Sendable {
         logger: Logger = Logger(label: "httpdns.resolver")
     ) throws {
         _ = try Self.validatedOverrides(configuration.addressOverrides)
+        if let problem = configuration.cache.problem {
+            throw HTTPDNSConfigurationError(.invalidCacheConfiguration, "cache: \(problem)")
+        }
         let providers = try configuration.providers.map {
             try ProviderFactory.make($0, engine: engine, bootstrap: configuration.bootstrap)
         }

@@ -59,6 +59,10 @@ public struct Resolution: Hashable, Sendable {
     /// `clientip=1`, Alibaba `client_ip`): the public address of the device's network as the service
     /// sees it, which is what it chose the answer for. Nil for other sources.
     public var clientAddress: IPAddress? = nil
+    /// How long past its TTL this answer was when served (serve-expired, source `.stale`); nil for a
+    /// fresh one. The app may treat an answer expired for hours as a guess (it is refreshed in the
+    /// background at once).
+    public var expiredFor: Duration? = nil
 
     /// The answer for an IP-literal host: the address itself, no lookup.
     static func literal(_ host: String, _ ip: IPAddress) -> Resolution {

@@ -102,7 +102,12 @@ struct ProxyCommand: AsyncParsableCommand {
         logger.logLevel = self.resolver.debug ? .debug : .info
         let proxy: HTTPDNSProxy
         do {
-            proxy = try await HTTPDNSProxy.start(config, resolver: httpdns.resolver, engine: httpdns.engine, logger: logger)
+            proxy = try await HTTPDNSProxy.start(
+                config,
+                resolver: httpdns.resolver,
+                engine: httpdns.engine,
+                logger: logger
+            )
         } catch {
             var advice = ""
             let refused = (error as? HTTPDNSConfigurationError)?.code == .invalidProxyConfiguration

@@ -34,7 +34,8 @@ struct ResolveCommand: AsyncParsableCommand {
     var json = false
 
     @Flag(
-        help: "Also ask --local-dns and give a verdict: consistent, HIJACKED, BLOCKED (no address from it) or unverified."
+        help:
+            "Also ask --local-dns and give a verdict: consistent, HIJACKED, BLOCKED (no address from it) or unverified."
     )
     var compare = false
 
@@ -53,6 +54,8 @@ struct ResolveCommand: AsyncParsableCommand {
         var ttl: UInt32?
         var source: String?
         var elapsedMs: Double?
+        /// Seconds past its TTL, for an expired answer served (--serve-expired).
+        var expiredFor: Double?
         var error: String?
         var localDNS: Local?
         /// `--compare`: the verdict's word, and true for `hijacked` and `blocked`.
@@ -62,7 +65,7 @@ struct ResolveCommand: AsyncParsableCommand {
         var advice: String?
 
         enum CodingKeys: String, CodingKey {
-            case name, addresses, ttl, source, elapsedMs, error, localDNS, verdict, hijacked
+            case name, addresses, ttl, source, elapsedMs, expiredFor, error, localDNS, verdict, hijacked
         }
 
         struct Local: Encodable {
@@ -120,6 +123,7 @@ struct ResolveCommand: AsyncParsableCommand {
                         out.ttl = r.ttl
                         out.source = r.source.description
                         out.elapsedMs = (r.elapsed.milliseconds * 1000).rounded() / 1000
+                        out.expiredFor = r.expiredFor.map { ($0.seconds * 1000).rounded() / 1000 }
                     case .failure(let e):
                         out.error = e.description
                         out.advice = options.advice(for: e)
@@ -148,12 +152,15 @@ struct ResolveCommand: AsyncParsableCommand {
             for out in outputs {
                 if out.error == nil {
                     let ttl = out.ttl.map { "\($0)s" } ?? "unknown"
+                    let expired = out.expiredFor.map { String(format: " expired=%.0fs", $0) } ?? ""
                     print(
-                        ";; \(out.name) ttl=\(ttl) source=\(out.source ?? "") \(String(format: "%.2f", out.elapsedMs ?? 0))ms"
+                        ";; \(out.name) ttl=\(ttl) source=\(out.source ?? "")\(expired) \(String(format: "%.2f", out.elapsedMs ?? 0))ms"
                     )
                     for a in out.addresses {
                         // -v: how an IPv4 address is reached on an IPv6-only network with NAT64.
-                        let via = path.flatMap { p in IPAddress(a).flatMap { p.connectable(ipv4: [$0], ipv6: []).ipv6.first } }
+                        let via = path.flatMap { p in
+                            IPAddress(a).flatMap { p.connectable(ipv4: [$0], ipv6: []).ipv6.first }
+                        }
                         print(via.map { "\(a) ;; via NAT64 \($0)" } ?? a)
                     }
                 }

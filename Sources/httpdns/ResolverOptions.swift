@@ -81,6 +81,15 @@ struct ResolverOptions: ParsableArguments {
     var cacheFile: String?
 
     @Option(
+        name: .customLong("serve-expired"),
+        help: ArgumentHelp(
+            "Serve an answer up to SECONDS past its TTL at once while one refresh runs (default 60; up to 604800, 7 days; 0: never). With --cache-file, a later run starts from the last good answer.",
+            valueName: "SECONDS"
+        )
+    )
+    var serveExpired: Double?
+
+    @Option(
         name: .customLong("network-id"),
         help: ArgumentHelp(
             "Identifier of the current network; cached answers are kept per network. Default: derived from the network's addresses.",
@@ -140,6 +149,7 @@ struct ResolverOptions: ParsableArguments {
             bootstrap[name, default: []].append(ip)
         }
         _ = try seconds(timeout, flag: "--timeout", range: 0.001...600)
+        _ = try serveExpiredWindow()
         _ = try nat64Mode()
         let policy = HostPolicy(
             only: try patterns(only.isEmpty ? ["*"] : only, flag: "--only"),
@@ -155,6 +165,11 @@ struct ResolverOptions: ParsableArguments {
             }
         }
         return Parsed(resolvers: resolvers, localDNS: local, bootstrap: bootstrap, policy: policy)
+    }
+
+    /// The --serve-expired window, nil when not given.
+    func serveExpiredWindow() throws -> Duration? {
+        try serveExpired.map { try seconds($0, flag: "--serve-expired", range: 0...604_800) }
     }
 
     /// The --nat64 value.
@@ -189,6 +204,7 @@ struct ResolverOptions: ParsableArguments {
         config.lookupTimeout = try seconds(timeout, flag: "--timeout", range: 0.001...600)
         config.bootstrap = p.bootstrap
         config.persistencePath = cacheFile
+        if let window = try serveExpiredWindow() { config.cache.serveExpired = window }
         config.networkID = networkID
         config.nat64 = try nat64Mode()
         config.watchesNetwork = watch

@@ -9,7 +9,7 @@ import Testing
     func cache(_ tweak: (inout CacheConfiguration) -> Void = { _ in }) -> DNSCache {
         var c = CacheConfiguration()
         c.minTTL = 1
-        c.maxStale = .seconds(30)
+        c.serveExpired = .seconds(30)
         tweak(&c)
         return DNSCache(configuration: c)
     }
@@ -101,13 +101,79 @@ import Testing
         let snap = c.snapshot(now: t0 + .seconds(5))
         #expect(snap.entries.count == 2)
         var restored = cache()
-        restored.restore(snap, now: t0 + .seconds(50))  // k2 is past expiry + maxStale (10 + 30)
+        restored.restore(snap, now: t0 + .seconds(50))  // k2 is past expiry + serveExpired (10 + 30)
         #expect(restored.count == 1)
         guard case .fresh(let e, let left, _) = restored.lookup(key, now: t0 + .seconds(50)) else {
             Issue.record("expected restored entry"); return
         }
         #expect(e.addresses == ips)
         #expect(left == .seconds(50))
+    }
+
+    @Test func aTTLOverrideReplacesTheServicesTTLAndTheClamps() {
+        var c = cache {
+            $0.maxTTL = 600
+            $0.ttlOverrides = ["a.test": 5, "*.test": 7200, "*.b.test": 40]
+        }
+        #expect(c.store(key, addresses: ips, ttl: 300, source: "p", now: t0).ttl == 5)  // exact wins
+        let other = CacheKey(network: "wifi-1", name: "other.test", family: .ipv4)
+        #expect(c.store(other, addresses: ips, ttl: 300, source: "p", now: t0).ttl == 7200)  // past maxTTL
+        let deeper = CacheKey(network: "wifi-1", name: "x.b.test", family: .ipv4)
+        #expect(c.store(deeper, addresses: ips, ttl: 300, source: "p", now: t0).ttl == 40)  // longer wildcard
+        let elsewhere = CacheKey(network: "wifi-1", name: "a.example", family: .ipv4)
+        #expect(c.store(elsewhere, addresses: ips, ttl: 3000, source: "p", now: t0).ttl == 600)  // clamped
+        // Negative answers keep the negative TTL.
+        #expect(c.store(other, addresses: [], ttl: nil, source: "p", now: t0).ttl == 30)
+    }
+
+    @Test func serveExpiredForHoursServesAndPersistsTheAnswerPerNetwork() {
+        var c = cache { $0.serveExpired = .seconds(7200) }
+        let elsewhere = CacheKey(network: "cell", name: "a.test", family: .ipv4)
+        c.store(key, addresses: ips, ttl: 60, source: "p", now: t0)
+        c.store(elsewhere, addresses: [IPAddress("192.0.2.9")!], ttl: 60, source: "p", now: t0)
+        let snap = c.snapshot(now: t0 + .seconds(3600))
+        #expect(snap.entries.count == 2)
+        var relaunched = cache { $0.serveExpired = .seconds(7200) }
+        relaunched.restore(snap, now: t0 + .seconds(3600))
+        guard case .stale(let e, true) = relaunched.lookup(key, now: t0 + .seconds(3600)) else {
+            Issue.record("expected the expired answer, with the one refresh"); return
+        }
+        #expect(e.addresses == ips)
+        guard case .stale(let other, true) = relaunched.lookup(elsewhere, now: t0 + .seconds(3601)) else {
+            Issue.record("expected the other network's own answer, with its own refresh"); return
+        }
+        #expect(other.addresses == [IPAddress("192.0.2.9")!])
+        // Past TTL + the window: gone, and not persisted.
+        #expect(relaunched.lookup(key, now: t0 + .seconds(60 + 7200)) == .miss)
+        #expect(c.snapshot(now: t0 + .seconds(60 + 7200)).entries.isEmpty)
+        // The default 60 s grace would have loaded nothing an hour later.
+        var short = cache { $0.serveExpired = .seconds(60) }
+        short.restore(snap, now: t0 + .seconds(3600))
+        #expect(short.count == 0)
+    }
+
+    @Test func aServeExpiredWindowOfZeroNeverServesAnExpiredAnswer() {
+        var c = cache { $0.serveExpired = .zero }
+        c.store(key, addresses: ips, ttl: 10, source: "p", now: t0)
+        #expect(c.lookup(key, now: t0 + .seconds(10)) == .miss)
+    }
+
+    @Test func unusableCacheSettingsSayWhy() {
+        func problem(_ tweak: (inout CacheConfiguration) -> Void) -> String? {
+            var c = CacheConfiguration()
+            tweak(&c)
+            return c.problem
+        }
+        #expect(problem { _ in } == nil)
+        #expect(
+            problem {
+                $0.minTTL = 100; $0.maxTTL = 10
+            }?.contains("above maxTTL") == true
+        )
+        #expect(problem { $0.serveExpired = .seconds(8 * 24 * 3600) }?.contains("0 to 7 days") == true)
+        #expect(problem { $0.serveExpired = .seconds(-1) }?.contains("0 to 7 days") == true)
+        #expect(problem { $0.ttlOverrides = ["a*b.test": 5] }?.contains("a*b.test") == true)
+        #expect(problem { $0.ttlOverrides = ["a.test": 0] }?.contains("TTL of 0") == true)
     }
 }
 

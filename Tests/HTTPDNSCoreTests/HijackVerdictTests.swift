@@ -61,7 +61,9 @@ import Testing
 
     @Test func onlyHijackedAndBlockedMeanDoNotTrustLocalDNS() {
         #expect(HijackVerdict.allCasesForTests.filter(\.isHijack) == [.hijacked, .blocked])
-        #expect(HijackVerdict.allCasesForTests.map(\.description) == ["consistent", "hijacked", "blocked", "unverified"])
+        #expect(
+            HijackVerdict.allCasesForTests.map(\.description) == ["consistent", "hijacked", "blocked", "unverified"]
+        )
     }
 }
 

@@ -12,7 +12,7 @@ import Testing
     func machine(persists: Bool = false) -> Machine {
         var c = CacheConfiguration()
         c.minTTL = 1
-        c.maxStale = .seconds(30)
+        c.serveExpired = .seconds(30)
         return Machine(cache: DNSCache(configuration: c), persists: persists)
     }
 
@@ -103,7 +103,7 @@ import Testing
             Issue.record("expected another refresh after the failure"); return
         }
         #expect(again != refresh)
-        // Past TTL + maxStale the answer is gone and a lookup must wait for a query of its own: the
+        // Past TTL + serveExpired the answer is gone and a lookup must wait for a query of its own: the
         // refresh still running for the key is it.
         #expect(m.lookup(key, now: t0 + .seconds(131)) == .join(again))
     }

@@ -60,8 +60,15 @@ struct CLIPeerTests {
         let doh = "doh:https://127.0.0.1:\(peers.doh2Port)/dns-query"
         let kresd = "dns:127.0.0.1:\(peers.kresdDNS.1)"
         func verdicts(_ r: CLIResult) throws -> [String: (String?, Bool?)] {
-            let all = try #require(try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [[String: Any]], "\(r.stdout)")
-            return Dictionary(uniqueKeysWithValues: all.map { ($0["name"] as! String, ($0["verdict"] as? String, $0["hijacked"] as? Bool)) })
+            let all = try #require(
+                try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [[String: Any]],
+                "\(r.stdout)"
+            )
+            return Dictionary(
+                uniqueKeysWithValues: all.map {
+                    ($0["name"] as! String, ($0["verdict"] as? String, $0["hijacked"] as? Bool))
+                }
+            )
         }
 
         let hijacker = try await runCLI([
@@ -96,6 +103,62 @@ struct CLIPeerTests {
         #expect(dead.status == 1)
         let fromDead = try verdicts(dead)
         #expect(fromDead["c.test"]?.0 == "unverified" && fromDead["c.test"]?.1 == false, "\(dead.stdout)")
+    }
+
+    /// Cold start against a real short-TTL upstream (kresd, c.test at 5 s): a run writes its cache
+    /// file, the file is aged by an hour (as if the app were relaunched an hour later; an injected clock
+    /// is not possible across processes, and waiting an hour is not a test), then the next run answers
+    /// from it at once with --serve-expired, and with a round trip without it.
+    @Test func serveExpiredAnswersARelaunchAnHourLaterFromTheCacheFile() async throws {
+        let peers = try Peers.require()
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("cold-\(UUID()).json")
+        defer { try? FileManager.default.removeItem(at: file) }
+        let kresd = "dns:127.0.0.1:\(peers.kresdDNS.1)"
+        let base = [
+            "resolve", "c.test", "--type", "a", "--json", "--resolver", kresd, "--cache-file", file.path,
+            "--network-id", "cold-start",
+        ]
+        func first(_ r: CLIResult) throws -> [String: Any] {
+            try #require(
+                (try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [[String: Any]])?.first,
+                "\(r.stdout)"
+            )
+        }
+        func ageFile(by seconds: Int64) throws {
+            var json = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: file)) as? [String: Any])
+            var entries = try #require(json["entries"] as? [[String: Any]])
+            for i in entries.indices {
+                var entry = try #require(entries[i]["entry"] as? [String: Any])
+                for field in ["storedAt", "expiresAt", "lastUsed"] {
+                    var stamp = try #require(entry[field] as? [String: Any])
+                    stamp["nanoseconds"] = try #require(stamp["nanoseconds"] as? Int64) - seconds * 1_000_000_000
+                    entry[field] = stamp
+                }
+                entries[i]["entry"] = entry
+            }
+            json["entries"] = entries
+            try JSONSerialization.data(withJSONObject: json).write(to: file)
+        }
+
+        let yesterday = try first(try await runCLI(base))
+        #expect(yesterday["source"] as? String == kresd)
+        try ageFile(by: 3600)
+        let saved = try Data(contentsOf: file)
+
+        let relaunched = try first(try await runCLI(base + ["--serve-expired", "86400"]))
+        #expect(relaunched["source"] as? String == "stale(\(kresd))", "\(relaunched)")
+        #expect(relaunched["addresses"] as? [String] == ["127.0.0.1"])
+        let expired = try #require(relaunched["expiredFor"] as? Double)
+        #expect(expired > 3500 && expired < 3700, "\(expired)")
+
+        try saved.write(to: file)  // the same hour-old file, without the window: a round trip first
+        let cold = try first(try await runCLI(base))
+        #expect(cold["source"] as? String == kresd, "\(cold)")
+        #expect(cold["expiredFor"] == nil)
+
+        let bad = try await runCLI(base + ["--serve-expired", "700000"])
+        #expect(bad.status == 64)
+        #expect(bad.stderr.contains("--serve-expired"), "\(bad.stderr)")
     }
 
     @Test func failedNameExitsOneWithAnErrorPerName() async throws {

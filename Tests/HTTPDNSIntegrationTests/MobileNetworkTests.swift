@@ -73,7 +73,10 @@ struct MobileNetworkTests {
         // resolve -v: the stack, the discovered (network-specific) prefix, and the answer from HTTPDNS.
         let resolved = try await runCLI(["resolve", "a.test", "-v"] + peers.options(resolver), namespace: peers.client)
         #expect(resolved.status == 0, "\(resolved.stderr)")
-        #expect(resolved.stdout.contains("IPv6 only, NAT64 fd00:64:64::/96; asking for A and AAAA"), "\(resolved.stdout)")
+        #expect(
+            resolved.stdout.contains("IPv6 only, NAT64 fd00:64:64::/96; asking for A and AAAA"),
+            "\(resolved.stdout)"
+        )
         #expect(resolved.stdout.contains("source=\(resolver)"), "\(resolved.stdout)")
         #expect(resolved.stdout.contains("198.18.0.2 ;; via NAT64 fd00:64:64::c612:2"), "\(resolved.stdout)")
 
@@ -119,8 +122,10 @@ struct MobileNetworkTests {
         defer { try? FileManager.default.removeItem(atPath: proxyLog) }
         let (proxy, line) = try await startInBackground(
             "/usr/sbin/ip",
-            ["netns", "exec", peers.dual, NAT64Peers.binary, "proxy", "--listen", "127.0.0.1:0", "--allow-port",
-             "\(peers.tlsPort)", "--debug"] + peers.options(resolver),
+            [
+                "netns", "exec", peers.dual, NAT64Peers.binary, "proxy", "--listen", "127.0.0.1:0", "--allow-port",
+                "\(peers.tlsPort)", "--debug",
+            ] + peers.options(resolver),
             stderr: proxyLog
         )
         defer { proxy.terminate() }
@@ -130,22 +135,30 @@ struct MobileNetworkTests {
         func connect() async throws -> CLIResult {
             try await runProcess(
                 "/usr/sbin/ip",
-                ["netns", "exec", peers.dual, "curl", "-sS", "--max-time", "10", "-o", "/dev/null", "-w", "%{http_code}",
-                 "-x", "http://127.0.0.1:\(port)", "--cacert", peers.ca, "https://a.test:\(peers.tlsPort)/"]
+                [
+                    "netns", "exec", peers.dual, "curl", "-sS", "--max-time", "10", "-o", "/dev/null", "-w",
+                    "%{http_code}",
+                    "-x", "http://127.0.0.1:\(port)", "--cacert", peers.ca, "https://a.test:\(peers.tlsPort)/",
+                ]
             )
         }
 
         // Dual stack: the IPv4-only origin is reached over IPv4.
         let before = try await connect()
         #expect(before.stdout == "200", "\(before.stderr)")
-        try await eventually("the tunnel went over IPv4") { log(proxyLog).contains("address=198.18.0.2:\(peers.tlsPort)") }
+        try await eventually("the tunnel went over IPv4") {
+            log(proxyLog).contains("address=198.18.0.2:\(peers.tlsPort)")
+        }
         let queriesBefore = log(serveLog).components(separatedBy: "dn=a.test").count
 
         // The IPv4 default route goes away under the running proxy.
         let removed = try await runProcess("/usr/sbin/ip", ["-n", peers.dual, "-4", "route", "del", "default"])
         #expect(removed.status == 0, "\(removed.stderr)")
         defer {
-            _ = try? runProcessBlocking("/usr/sbin/ip", ["-n", peers.dual, "-4", "route", "add", "default", "via", "198.18.1.1"])
+            _ = try? runProcessBlocking(
+                "/usr/sbin/ip",
+                ["-n", peers.dual, "-4", "route", "add", "default", "via", "198.18.1.1"]
+            )
         }
         // Noticed by itself within 2 s (the bound), the prefix found, and the name in use asked
         // again on the new network before anyone connects.

@@ -66,7 +66,9 @@ import Testing
             let resolver = httpdns.resolver
             let result = await withCheckedContinuation { continuation in
                 Thread.detachNewThread {
-                    continuation.resume(returning: Result { try resolver.resolveBlocking("b.test", timeout: .seconds(10)) })
+                    continuation.resume(
+                        returning: Result { try resolver.resolveBlocking("b.test", timeout: .seconds(10)) }
+                    )
                 }
             }
             let resolution = try result.get()
@@ -80,7 +82,9 @@ import Testing
     @Test func aBlockingResolveOnTheMainThreadNeverWaits() async throws {
         try await withHTTPDNS { httpdns in
             let resolver = httpdns.resolver
-            let first = await MainActor.run { Result { try resolver.resolveBlocking("main.test", timeout: .seconds(30)) } }
+            let first = await MainActor.run {
+                Result { try resolver.resolveBlocking("main.test", timeout: .seconds(30)) }
+            }
             #expect {
                 try first.get()
             } throws: { error in
@@ -88,7 +92,9 @@ import Testing
             }
             // The lookup it started (joined here, not started again) fills the cache.
             _ = try await resolver.resolve("main.test")
-            let second = await MainActor.run { Result { try resolver.resolveBlocking("main.test", timeout: .seconds(30)) } }
+            let second = await MainActor.run {
+                Result { try resolver.resolveBlocking("main.test", timeout: .seconds(30)) }
+            }
             #expect(try second.get().ipv4 == [IPAddress("127.0.0.1")!])
             #expect(try second.get().source.description.hasPrefix("cache("))
         }
@@ -195,7 +201,9 @@ import Testing
     }
 
     @Test func aBadAddressOverrideIsAConfigurationError() throws {
-        for table in [["exa mple.com": [IPAddress("127.0.0.1")!]], ["empty.test": []], ["10.0.0.1": [IPAddress("10.0.0.2")!]]] {
+        for table in [
+            ["exa mple.com": [IPAddress("127.0.0.1")!]], ["empty.test": []], ["10.0.0.1": [IPAddress("10.0.0.2")!]],
+        ] {
             var configuration = HTTPDNS.Configuration(resolvers: [])
             configuration.addressOverrides = table
             #expect {

@@ -23,7 +23,11 @@ import Testing
         let path = Self.temporaryPath("mode")
         defer { try? FileManager.default.removeItem(atPath: path) }
         // An older file that others could read is replaced, not rewritten in place.
-        _ = FileManager.default.createFile(atPath: path, contents: Data("{}".utf8), attributes: [.posixPermissions: 0o644])
+        _ = FileManager.default.createFile(
+            atPath: path,
+            contents: Data("{}".utf8),
+            attributes: [.posixPermissions: 0o644]
+        )
         #expect(try Self.mode(path) == 0o644)
         let resolver = makeResolver([FixedProvider(["93.184.216.50"])]) { $0.persistencePath = path }
         _ = try await resolver.resolve("mode.example.com", .ipv4)

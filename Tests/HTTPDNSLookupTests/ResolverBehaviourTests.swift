@@ -33,7 +33,7 @@ import Testing
         let server = try await startDNS(["93.184.216.20"], ttl: 10)
         defer { Task { await server.stop() } }
         let clock = ManualClock()
-        let resolver = makeResolver([try do53(server)], clock: clock) { $0.cache.maxStale = .seconds(30) }
+        let resolver = makeResolver([try do53(server)], clock: clock) { $0.cache.serveExpired = .seconds(30) }
         let first = try await resolver.resolve("s.example.com", .ipv4)
         #expect(first.source == .httpdns(try do53(server).name))
         clock.advance(.seconds(11))
@@ -52,7 +52,7 @@ import Testing
         let server = try await startDNS(["93.184.216.21"], ttl: 10)
         let clock = ManualClock()
         let resolver = makeResolver([try do53(server)], clock: clock) {
-            $0.cache.maxStale = .seconds(30)
+            $0.cache.serveExpired = .seconds(30)
             $0.fallbackToLocalDNS = false
             // Bounds the failing refreshes; generous enough for the first, answered lookup on a loaded
             // machine (plain `swift test` runs every hermetic suite in parallel).
@@ -63,7 +63,7 @@ import Testing
         clock.advance(.seconds(20))
         #expect(try await resolver.resolve("b.example.com", .ipv4).source.description.hasPrefix("stale("))
         await resolver.waitForBackgroundWork()
-        clock.advance(.seconds(25))  // 45 s after storing: past TTL + maxStale
+        clock.advance(.seconds(25))  // 45 s after storing: past TTL + serveExpired
         await #expect(throws: ResolverError.self) { try await resolver.resolve("b.example.com", .ipv4) }
     }
 

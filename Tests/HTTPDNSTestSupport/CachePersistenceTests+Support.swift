@@ -12,13 +12,22 @@ import Testing
 final class FixedProvider: DNSProvider {
     let name = "fixed"
     let addresses: [IPAddress]
+    let ttl: UInt32
     private let counter = NIOLockedValueBox(0)
+    private let failing = NIOLockedValueBox(false)
     var calls: Int { counter.withLockedValue { $0 } }
 
-    init(_ addresses: [String]) { self.addresses = addresses.map { IPAddress($0)! } }
+    init(_ addresses: [String], ttl: UInt32 = 300) {
+        self.addresses = addresses.map { IPAddress($0)! }
+        self.ttl = ttl
+    }
+
+    /// From now on every query fails (as an unreachable service would), or answers again.
+    func setFailing(_ fails: Bool) { failing.withLockedValue { $0 = fails } }
 
     func resolve(_ name: String, family: AddressFamily, deadline: NIODeadline) async throws -> FamilyAnswer {
         counter.withLockedValue { $0 += 1 }
-        return FamilyAnswer(addresses: addresses.filter { $0.isIPv6 == (family == .ipv6) }, ttl: 300)
+        if failing.withLockedValue({ $0 }) { throw ProviderError("fixed: failing on purpose") }
+        return FamilyAnswer(addresses: addresses.filter { $0.isIPv6 == (family == .ipv6) }, ttl: ttl)
     }
 }

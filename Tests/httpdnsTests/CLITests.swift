@@ -73,12 +73,19 @@ import Testing
             .deletingLastPathComponent()
         let (proxy, line) = try await startInBackground(
             root.appendingPathComponent(".build/debug/httpdns").path,
-            ["proxy", "--listen", "127.0.0.1:0", "--resolver", "system", "--allow-port", "1", "--proxy-user-file", good]
+            [
+                "proxy", "--listen", "127.0.0.1:0", "--resolver", "system", "--allow-port", "1", "--proxy-user-file",
+                good,
+            ]
         )
         defer { proxy.terminate() }
         let start = try #require(line.range(of: "127.0.0.1:"), "\(line)")
         let port = try #require(Int(line[start.upperBound...].prefix { $0.isNumber }), "\(line)")
-        let (refused, _) = try await rawTunnel(proxyPort: port, request: "CONNECT 127.0.0.1:1 HTTP/1.1\r\n\r\n", payload: [])
+        let (refused, _) = try await rawTunnel(
+            proxyPort: port,
+            request: "CONNECT 127.0.0.1:1 HTTP/1.1\r\n\r\n",
+            payload: []
+        )
         #expect(refused.contains(" 407 "), "\(refused)")
         let auth = Data("u:s3cr3t-pw".utf8).base64EncodedString()
         let (passed, _) = try await rawTunnel(
