@@ -3,6 +3,7 @@
 #   kresd   DoH h2 (doh2), legacy DoH (HTTP/1.1 + h2), Do53 — the trusted resolver
 #   dnsmasq the hijacking LocalDNS on 127.0.0.2
 #   nginx   HTTPS origin: a.test and b.test with their own certificates on one port (SNI), h2 + http/1.1
+#   tinyproxy an HTTP proxy (CONNECT) that logs what it is asked to reach
 #   netns   a network namespace whose system resolver (resolv.conf) is a hijacking dnsmasq, with its own
 #           nginx and kresd, and 127.0.0.2 blackholed (SYNs silently dropped)
 #   nat64   an IPv6-only network behind NAT64 (tayga) and DNS64 (kresd): four namespaces — an IPv6-only
@@ -32,6 +33,7 @@ ensure_packages() {
     command -v xmllint >/dev/null || missing+=(libxml2-utils)
     command -v tayga >/dev/null || missing+=(tayga)
     command -v haproxy >/dev/null || missing+=(haproxy)
+    command -v tinyproxy >/dev/null || missing+=(tinyproxy)
     # The Prometheus text parser the metrics tests check /metrics with (PyPI).
     python3 -c 'import prometheus_client' 2>/dev/null || python3 -m pip install -q prometheus_client >&2
     [ ${#missing[@]} -eq 0 ] && return 0
@@ -285,6 +287,10 @@ start() {
     kresd -n -c "$dir/kresd.conf" "$dir/kresd-run" > "$dir/kresd.log" 2>&1 &
     echo $! > "$dir/kresd.pid"
     dnsmasq -C "$dir/dnsmasq.conf"
+    local proxy_port
+    proxy_port=$(free_port 127.0.0.1)
+    sed -e "s|@ROOT@|$dir|g" -e "s|@PORT@|$proxy_port|g" "$fixtures/tinyproxy.conf" > "$dir/tinyproxy.conf"
+    tinyproxy -c "$dir/tinyproxy.conf"
     mkdir -p "$dir/www"
     head -c $((64 * 1024 * 1024)) /dev/urandom > "$dir/www/big.bin"
     python3 -c "import sys; sys.stdout.write('swift-httpdns compresses well. ' * 8000)" > "$dir/www/text.txt"
@@ -298,6 +304,7 @@ start() {
     wait_tcp 127.0.0.1 "$legacy_port" "kresd doh_legacy" || { cat "$dir/kresd.log" >&2; return 1; }
     wait_dns 127.0.0.1 "$dns_port" a.test "kresd Do53"
     wait_dns 127.0.0.2 "$hj_port" a.test "dnsmasq"
+    wait_tcp 127.0.0.1 "$proxy_port" "tinyproxy" || { cat "$dir/tinyproxy.log" >&2; return 1; }
     cat > "$dir/env" <<ENV
 export HTTPDNS_PEERS=1
 export HTTPDNS_PEERS_DIR='$dir'
@@ -306,6 +313,8 @@ export HTTPDNS_KRESD_DNS='127.0.0.1:$dns_port'
 export HTTPDNS_KRESD_DOH2_PORT='$doh2_port'
 export HTTPDNS_KRESD_DOH_LEGACY_PORT='$legacy_port'
 export HTTPDNS_HIJACKER='127.0.0.2:$hj_port'
+export HTTPDNS_TINYPROXY_PORT='$proxy_port'
+export HTTPDNS_TINYPROXY_LOG='$dir/tinyproxy.log'
 export HTTPDNS_NGINX_TLS_PORT='$tls_port'
 export HTTPDNS_NGINX_HTTP_PORT='$http_port'
 export HTTPDNS_NGINX_H2C_PORT='$h2c_port'
@@ -328,7 +337,7 @@ stop() {
     local dir="$1"
     stop_nat64 "$dir"
     stop_netns "$dir"
-    for f in "$dir/kresd.pid" "$dir/dnsmasq.pid" "$dir/nginx/nginx.pid"; do
+    for f in "$dir/kresd.pid" "$dir/dnsmasq.pid" "$dir/nginx/nginx.pid" "$dir/tinyproxy.pid"; do
         [ -s "$f" ] && kill "$(cat "$f")" 2>/dev/null || true
     done
 }

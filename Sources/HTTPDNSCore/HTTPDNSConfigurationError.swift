@@ -25,7 +25,8 @@ public struct HTTPDNSConfigurationError: Error, Equatable, Sendable, CustomStrin
         public static let invalidHostPattern = Code(.invalidHostPattern)
         /// A certificate file could not be read or holds no PEM certificate.
         public static let invalidCertificate = Code(.invalidCertificate)
-        /// The local proxy's settings are unusable or unsafe (e.g. off loopback without credentials).
+        /// The local proxy's settings are unusable or unsafe (e.g. off loopback without credentials), or
+        /// an upstream HTTP proxy cannot be used (not an http:// URL, no host, a bad port).
         public static let invalidProxyConfiguration = Code(.invalidProxyConfiguration)
         /// An address override names no hostname, or gives it no address.
         public static let invalidAddressOverride = Code(.invalidAddressOverride)

@@ -69,11 +69,15 @@ final class Connection: Sendable {
         var h2c: Bool
         var connectTimeout: Duration
         var tlsTimeout: Duration
+        /// Through this proxy, by CONNECT tunnels to `tunnelTargets` (`host:port`), tried in order.
+        var proxy: HTTPProxy? = nil
+        var tunnelTargets: [String] = []
     }
 
     /// Connects to `url`'s host at `addresses` (nil: an IP-literal host, connected to as is; an IPv4
     /// literal reached through NAT64 comes with its synthesized address). `lookup` says how they were
-    /// found.
+    /// found. With a proxy in `settings`, through a CONNECT tunnel to each of its targets in turn, until
+    /// one opens (a proxy that cannot reach one address answers 502, and the next is tried).
     static func establish(
         url: HTTPURL,
         addresses: ResolvedAddresses?,
@@ -81,7 +85,47 @@ final class Connection: Sendable {
         settings: Settings,
         on eventLoop: any EventLoop
     ) async throws -> Connection {
+        guard let proxy = settings.proxy else {
+            return try await attempt(url: url, addresses: addresses, lookup: lookup, settings: settings, on: eventLoop)
+        }
+        let deadline = ContinuousClock.now + settings.connectTimeout
+        var lastError: (any Error)?
+        for target in settings.tunnelTargets {
+            var this = settings
+            this.connectTimeout = deadline - ContinuousClock.now
+            guard this.connectTimeout > .zero else { break }
+            do {
+                return try await attempt(
+                    url: url,
+                    addresses: addresses,
+                    lookup: lookup,
+                    settings: this,
+                    on: eventLoop,
+                    via: (proxy, target)
+                )
+            } catch let error as HTTPEngineError {
+                lastError = error
+                // The proxy could not reach this address: the next may do. Anything else ends it.
+                guard let refusal = error.underlying as? ProxyRefusal, [502, 503, 504].contains(refusal.status) else {
+                    throw error
+                }
+            }
+        }
+        throw lastError
+            ?? HTTPEngineError(.connectTimeout, "no time left to open a tunnel to \(url.host) through proxy \(proxy)")
+    }
+
+    /// One connection: straight to `url`'s host, or through `via`'s proxy by a tunnel to its target.
+    private static func attempt(
+        url: HTTPURL,
+        addresses: ResolvedAddresses?,
+        lookup: AddressLookup,
+        settings: Settings,
+        on eventLoop: any EventLoop,
+        via: (proxy: HTTPProxy, target: String)? = nil
+    ) async throws -> Connection {
         let readyPromise = eventLoop.makePromise(of: Ready.self)
+        let tunnelPromise = eventLoop.makePromise(of: Void.self)
         // The peer's address as seen when each attempt connected: a server that closes at once (after a
         // failed handshake) leaves a channel with no remote address by the time we look.
         let remotes = NIOLockedValueBox<[ObjectIdentifier: SocketAddress]>([:])
@@ -99,6 +143,11 @@ final class Connection: Sendable {
                 channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
                     try sync.addHandler(RemoteAddressRecorder(remotes: remotes))
+                    if let via {
+                        try sync.addHandler(
+                            ProxyConnectHandler(target: via.target, proxy: via.proxy, promise: tunnelPromise)
+                        )
+                    }
                     guard let sslContext else {
                         readyPromise.succeed(try configure(channel, version: h2c ? .http2 : .http1))
                         return
@@ -128,17 +177,52 @@ final class Connection: Sendable {
         let started = ContinuousClock.now
         let channel: any Channel
         do {
-            channel = try await connectTCP(
-                bootstrap,
-                on: eventLoop,
-                host: url.host,
-                port: url.port,
-                addresses: addresses,
-                timeout: settings.connectTimeout
-            )
+            if let via {
+                channel = try await connectTCP(
+                    bootstrap,
+                    on: eventLoop,
+                    host: via.proxy.host,
+                    port: via.proxy.port,
+                    addresses: nil,
+                    timeout: settings.connectTimeout,
+                    via: .proxyByName
+                )
+            } else {
+                channel = try await connectTCP(
+                    bootstrap,
+                    on: eventLoop,
+                    host: url.host,
+                    port: url.port,
+                    addresses: addresses,
+                    timeout: settings.connectTimeout
+                )
+            }
         } catch {
             readyPromise.fail(error)
+            tunnelPromise.fail(error)
             throw error
+        }
+        if let via {
+            let left = settings.connectTimeout - (ContinuousClock.now - started)
+            let timer = eventLoop.scheduleTask(in: .nanoseconds(max(left, .zero).nanoseconds)) {
+                tunnelPromise.fail(
+                    HTTPEngineError(
+                        .connectTimeout,
+                        "proxy \(via.proxy) did not open the tunnel to \(via.target) within \(settings.connectTimeout)"
+                    )
+                )
+            }
+            do {
+                try await tunnelPromise.futureResult.get()
+                timer.cancel()
+            } catch {
+                timer.cancel()
+                readyPromise.fail(error)
+                channel.close(promise: nil)
+                throw error
+            }
+        } else {
+            tunnelPromise.succeed(())
         }
         let connected = ContinuousClock.now
         // Read now: a channel the server closed at once (a failed handshake) has no remote address later.
@@ -183,17 +267,30 @@ final class Connection: Sendable {
 
     /// TCP to `host:port` through `bootstrap` (made for `loop`): at `addresses` in their order (NIO's happy eyeballs), or,
     /// for an IP-literal host given no addresses, to the literal itself. Throws `HTTPEngineError`.
+    /// How `connectTCP` may reach a host it has no addresses for.
+    enum Reach {
+        /// Only an IP literal, else it fails (`.noAddresses`): the engine never resolves by itself.
+        case literalOnly
+        /// Through the system's resolver: an HTTP proxy named by hostname.
+        case proxyByName
+    }
+
     static func connectTCP(
         _ bootstrap: ClientBootstrap,
         on loop: any EventLoop,
         host: String,
         port: Int,
         addresses: ResolvedAddresses?,
-        timeout: Duration
+        timeout: Duration,
+        via: Reach = .literalOnly
     ) async throws -> any Channel {
         do {
             if addresses == nil, let ip = IPAddress(host) {
                 return try await bootstrap.connect(to: try SocketAddress(ip, port: port)).get()
+            }
+            if addresses == nil, via == .proxyByName {
+                // A proxy named by hostname: the system resolves it (it is the local network's own).
+                return try await bootstrap.connect(host: host, port: port).get()
             }
             guard let addresses, !(addresses.ipv4.isEmpty && addresses.ipv6.isEmpty) else {
                 throw HTTPEngineError(.noAddresses, "no address to connect to for \(host)")

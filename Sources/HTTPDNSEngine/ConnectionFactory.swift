@@ -62,11 +62,14 @@ struct ConnectAttemptFailed: Error {
         case .connectTimeout, .tlsHandshakeTimeout, .protocolError, .totalTimeout:
             return true
         case .connectFailed:
+            if error.underlying is ProxyRefusal { return false }  // the proxy's answer would be the same
             return !refusedEverywhere(error.underlying)
         case .tlsFailed:
             // BoringSSL's own verdict (an alert, no shared cipher) would come again; the peer vanishing
             // mid-handshake (EOF, a reset, a failed system call) may not.
-            guard let ssl = error.underlying as? NIOSSLError, case .handshakeFailed(let inner) = ssl else { return true }
+            guard let ssl = error.underlying as? NIOSSLError, case .handshakeFailed(let inner) = ssl else {
+                return true
+            }
             switch inner {
             case .syscallError: return true
             case .sslError(let stack): return stack.contains(.eofDuringHandshake)
@@ -128,7 +131,50 @@ struct ConnectionFactory: Sendable {
     func connect(_ recipe: ConnectRecipe, deadline: NIODeadline?) async throws -> Connection {
         var lookup: AddressLookup?
         do {
-            let (addresses, found) = try await self.addresses(for: recipe.url.host, given: recipe.given, deadline: deadline)
+            let url = recipe.url
+            let settings = configuration.proxy
+            if let settings, let proxy = settings.proxy(scheme: url.scheme, host: url.host) {
+                // Through a proxy: a tunnel to each address HTTPDNS gave (the originals, not NAT64 forms:
+                // the proxy connects, from its own network), or to the name when the proxy resolves.
+                let authority = formatAuthority(host: url.host, port: url.port)
+                if recipe.given == nil, settings.proxyResolvesNames || IPAddress(url.host) != nil {
+                    lookup = AddressLookup(source: settings.proxyResolvesNames ? "proxy" : "literal")
+                    return try await connect(
+                        recipe,
+                        addresses: nil,
+                        lookup: lookup!,
+                        deadline: deadline,
+                        proxy: (proxy, [authority])
+                    )
+                }
+                let (addresses, found) = try await self.addresses(
+                    for: url.host,
+                    given: recipe.given,
+                    deadline: deadline
+                )
+                lookup = found
+                let order = interleavedIPv6First(ipv4: addresses?.ipv4 ?? [], ipv6: addresses?.ipv6 ?? [])
+                var targets: [String] = []
+                for ip in order.map({ addresses?.synthesized[$0] ?? $0 })
+                where !targets.contains(formatAuthority(host: ip.description, port: url.port)) {
+                    targets.append(formatAuthority(host: ip.description, port: url.port))
+                }
+                guard !targets.isEmpty else {
+                    throw HTTPEngineError(.noAddresses, "no address to connect to for \(url.host)")
+                }
+                return try await connect(
+                    recipe,
+                    addresses: addresses,
+                    lookup: found,
+                    deadline: deadline,
+                    proxy: (proxy, targets)
+                )
+            }
+            let (addresses, found) = try await self.addresses(
+                for: recipe.url.host,
+                given: recipe.given,
+                deadline: deadline
+            )
             lookup = found
             return try await connect(recipe, addresses: addresses, lookup: found, deadline: deadline)
         } catch {
@@ -242,7 +288,8 @@ struct ConnectionFactory: Sendable {
         _ recipe: ConnectRecipe,
         addresses: ResolvedAddresses?,
         lookup: AddressLookup,
-        deadline: NIODeadline?
+        deadline: NIODeadline?,
+        proxy: (proxy: HTTPProxy, targets: [String])? = nil
     ) async throws -> Connection {
         let url = recipe.url
         let requested = recipe.idleTimeout
@@ -258,7 +305,9 @@ struct ConnectionFactory: Sendable {
             h2c: recipe.h2c,
             connectTimeout: connectTimeout,
             tlsTimeout: requested.map { min($0, configuration.timeouts.tlsHandshake) }
-                ?? configuration.timeouts.tlsHandshake
+                ?? configuration.timeouts.tlsHandshake,
+            proxy: proxy?.proxy,
+            tunnelTargets: proxy?.targets ?? []
         )
         do {
             let connection = try await Connection.establish(
@@ -268,10 +317,13 @@ struct ConnectionFactory: Sendable {
                 settings: settings,
                 on: recipe.eventLoop
             )
-            learn(winner: connection.remote, after: connection.connectDuration, addresses: addresses)
+            // Through a proxy the remote is the proxy's address: nothing to learn about the origin's.
+            if proxy == nil {
+                learn(winner: connection.remote, after: connection.connectDuration, addresses: addresses)
+            }
             return connection
         } catch let error as HTTPEngineError {
-            learn(from: error)
+            if proxy == nil { learn(from: error) }
             // When the deadline was the shorter bound, that is the timeout to report.
             if let deadline, error.code == .connectTimeout || error.code == .tlsHandshakeTimeout,
                 deadline <= .now()

@@ -298,7 +298,10 @@ final class ConnectionPool: Sendable {
                     underlying: last
                 )
             }
-            return HTTPEngineError(.totalTimeout, "\(key.host): no connection was ready before the request's total timeout")
+            return HTTPEngineError(
+                .totalTimeout,
+                "\(key.host): no connection was ready before the request's total timeout"
+            )
         case .cancelled:
             return HTTPEngineError(.cancelled, "\(key.host): the request was cancelled while waiting for a connection")
         case .connectFailed:

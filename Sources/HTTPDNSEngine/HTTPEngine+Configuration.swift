@@ -9,6 +9,8 @@ extension HTTPEngine {
         package var tls = HTTPEngineTLS()
         /// Which HTTP versions to offer through ALPN for https.
         package var versions: HTTPVersionPolicy = .automatic
+        /// HTTP proxies the engine tunnels through (nil: straight to every origin).
+        package var proxy: HTTPProxySettings?
         /// Speak HTTP/2 without TLS (h2c, prior knowledge) to http:// URLs.
         package var http2PriorKnowledge = false
         package var timeouts = Timeouts()

@@ -84,6 +84,12 @@ public final class HTTPDNS: Sendable {
         /// The HTTP versions the app's requests offer to https servers (the CLI's `--http1.1` /
         /// `--http2`); the resolvers' own connections always let ALPN choose.
         public var httpVersions: HTTPVersionPolicy = .automatic
+        /// HTTP proxies every connection goes through (the app's requests and the DoH/HTTPDNS queries
+        /// alike), by CONNECT tunnels to the addresses HTTPDNS gave; TLS, SNI and the certificate check
+        /// stay end to end on the hostname. Nil (the default): no proxy. `HTTPProxySettings.environment()`
+        /// reads curl's `https_proxy`, `http_proxy`, `all_proxy` and `no_proxy`. Classic DNS resolvers
+        /// (`dns:`, `system`) do not go through it.
+        public var proxy: HTTPProxySettings?
         /// HTTP/1.1 connections to one origin at most; further requests wait for one to be free. An
         /// HTTP/2 origin gets one connection and up to 100 concurrent streams on it. Below 1 counts as 1.
         public var maxConnectionsPerHost = 8
@@ -125,6 +131,10 @@ public final class HTTPDNS: Sendable {
         http.timeouts.connect = configuration.connectTimeout
         http.timeouts.idleRead = configuration.readTimeout
         http.timeouts.total = configuration.requestTimeout
+        if let problem = configuration.proxy?.problem {
+            throw HTTPDNSConfigurationError(.invalidProxyConfiguration, "proxy: \(problem)")
+        }
+        http.proxy = configuration.proxy
         let resolverEngine = try HTTPEngine(configuration: http, logger: logger)
         var resolverConfiguration = ResolverConfiguration(providers: configuration.resolvers)
         resolverConfiguration.policy = configuration.policy

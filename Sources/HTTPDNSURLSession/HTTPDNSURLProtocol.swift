@@ -117,8 +117,10 @@ package final class HTTPDNSURLProtocol: URLProtocol {
             request.value(forHTTPHeaderField: handledHeader) == nil
         else { return false }
         // `route` takes the host as URL gives it: an IP literal bracketed or not, a name in any case.
-        if case .httpdns = setup.intercept.route(for: host) { return true }
-        return false
+        guard case .httpdns = setup.intercept.route(for: host) else { return false }
+        // A proxy the system would use, and none given to HTTPDNS: the system's request (SystemProxy).
+        if setup.engine.configuration.proxy == nil, SystemProxy.applies(to: url) { return false }
+        return true
     }
 
     package override class func canonicalRequest(for request: URLRequest) -> URLRequest { request }

@@ -7,8 +7,11 @@ import Foundation
 extension URLSessionConfiguration {
     /// Puts `HTTPDNSURLProtocol` first in `protocolClasses`, so the session's http(s) requests for
     /// hosts the installed setup selects go through HTTPDNS. Safe to call more than once, and on a
-    /// configuration a third-party stack built (before it makes its session).
+    /// configuration a third-party stack built (before it makes its session). A configuration with a
+    /// proxy of its own (`connectionProxyDictionary`) is left as it is: its requests go through that
+    /// proxy, as the system sends them (see SystemProxy.swift).
     package func enableHTTPDNS() {
+        guard !SystemProxy.configured(in: self) else { return }
         var classes = protocolClasses ?? []
         classes.removeAll { $0 == HTTPDNSURLProtocol.self }
         classes.insert(HTTPDNSURLProtocol.self, at: 0)

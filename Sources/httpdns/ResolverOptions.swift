@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 import HTTPDNSKit
 import HTTPDNSCore
 import HTTPDNSEngine
@@ -81,6 +82,30 @@ struct ResolverOptions: ParsableArguments {
     var cacheFile: String?
 
     @Option(
+        name: .customLong("proxy"),
+        help: ArgumentHelp(
+            "HTTP proxy for every connection (CONNECT tunnels to the HTTPDNS addresses), as curl's -x; \"\" for none. Default: https_proxy, http_proxy, all_proxy. Credentials only from those variables.",
+            valueName: "URL"
+        )
+    )
+    var proxy: String?
+
+    @Option(
+        name: .customLong("noproxy"),
+        help: ArgumentHelp(
+            "Hosts that go direct, comma-separated (example.com covers its subdomains; * for all), as curl's --noproxy. Default: no_proxy.",
+            valueName: "LIST"
+        )
+    )
+    var noProxy: String?
+
+    @Flag(
+        name: .customLong("proxy-resolves"),
+        help: "Let the proxy resolve names: tunnels name the host instead of the address HTTPDNS gave."
+    )
+    var proxyResolves = false
+
+    @Option(
         name: .customLong("serve-expired"),
         help: ArgumentHelp(
             "Serve an answer up to SECONDS past its TTL at once while one refresh runs (default 60; up to 604800, 7 days; 0: never). With --cache-file, a later run starts from the last good answer.",
@@ -150,6 +175,7 @@ struct ResolverOptions: ParsableArguments {
         }
         _ = try seconds(timeout, flag: "--timeout", range: 0.001...600)
         _ = try serveExpiredWindow()
+        _ = try proxySettings()
         _ = try nat64Mode()
         let policy = HostPolicy(
             only: try patterns(only.isEmpty ? ["*"] : only, flag: "--only"),
@@ -165,6 +191,37 @@ struct ResolverOptions: ParsableArguments {
             }
         }
         return Parsed(resolvers: resolvers, localDNS: local, bootstrap: bootstrap, policy: policy)
+    }
+
+    /// The proxies to use: `--proxy` (for every URL; `""` for none), else curl's environment variables;
+    /// `--noproxy` replaces `no_proxy`. A usage error naming the flag (or variable) when one is unusable;
+    /// `--proxy` may not carry a password (a command line is readable by every process).
+    func proxySettings(environment: [String: String] = ProcessInfo.processInfo.environment) throws
+        -> HTTPProxySettings?
+    {
+        var settings: HTTPProxySettings?
+        if let proxy {
+            guard !proxy.trimmingCharacters(in: .whitespaces).isEmpty else { return nil }
+            let parsed: HTTPProxy
+            do { parsed = try HTTPProxy(url: proxy) } catch { throw ValidationError("--proxy: \(error)") }
+            if parsed.password != nil {
+                throw ValidationError(
+                    "--proxy: a password must not be a flag value (any process can read a command line); set https_proxy=http://USER:PASSWORD@HOST:PORT in the environment instead"
+                )
+            }
+            settings = HTTPProxySettings(all: parsed)
+            settings?.noProxy = HTTPProxySettings.noProxyList(environment["no_proxy"] ?? environment["NO_PROXY"] ?? "")
+        } else {
+            do {
+                settings = try HTTPProxySettings.environment(environment)
+            } catch {
+                throw ValidationError("https_proxy / http_proxy / all_proxy: \(error)")
+            }
+        }
+        guard var settings else { return nil }
+        if let noProxy { settings.noProxy = HTTPProxySettings.noProxyList(noProxy) }
+        settings.proxyResolvesNames = proxyResolves
+        return settings
     }
 
     /// The --serve-expired window, nil when not given.
@@ -205,6 +262,7 @@ struct ResolverOptions: ParsableArguments {
         config.bootstrap = p.bootstrap
         config.persistencePath = cacheFile
         if let window = try serveExpiredWindow() { config.cache.serveExpired = window }
+        config.proxy = try proxySettings()
         config.networkID = networkID
         config.nat64 = try nat64Mode()
         config.watchesNetwork = watch

@@ -17,11 +17,18 @@ struct CLIResult {
 
 /// Runs the `httpdns` binary built next to the tests (scripts/test.sh builds it with --build-tests).
 /// The blocking wait happens on NIO's thread pool, never on the test's concurrency threads.
-func runCLI(_ arguments: [String], namespace: String? = nil) async throws -> CLIResult {
-    try await NIOThreadPool.singleton.runIfActive { try runCLIBlocking(arguments, namespace: namespace) }
+/// `environment`: variables set for this run on top of the test's own (e.g. `https_proxy`).
+func runCLI(_ arguments: [String], namespace: String? = nil, environment: [String: String] = [:]) async throws
+    -> CLIResult
+{
+    try await NIOThreadPool.singleton.runIfActive {
+        try runCLIBlocking(arguments, namespace: namespace, environment: environment)
+    }
 }
 
-func runCLIBlocking(_ arguments: [String], namespace: String?) throws -> CLIResult {
+func runCLIBlocking(_ arguments: [String], namespace: String?, environment: [String: String] = [:]) throws
+    -> CLIResult
+{
     let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent()
     let binary = root.appendingPathComponent(".build/debug/httpdns")
@@ -30,16 +37,26 @@ func runCLIBlocking(_ arguments: [String], namespace: String?) throws -> CLIResu
         "build the CLI first: swift build --build-tests"
     )
     if let namespace {
-        return try runProcessBlocking("/usr/sbin/ip", ["netns", "exec", namespace, binary.path] + arguments)
+        return try runProcessBlocking(
+            "/usr/sbin/ip",
+            ["netns", "exec", namespace, binary.path] + arguments,
+            environment: environment
+        )
     }
-    return try runProcessBlocking(binary.path, arguments)
+    return try runProcessBlocking(binary.path, arguments, environment: environment)
 }
 
 /// Runs a program to its end and collects its output. Blocking: call it on NIO's thread pool.
-func runProcessBlocking(_ path: String, _ arguments: [String]) throws -> CLIResult {
+/// `environment` is added to the test's own.
+func runProcessBlocking(_ path: String, _ arguments: [String], environment: [String: String] = [:]) throws
+    -> CLIResult
+{
     let process = Process()
     process.executableURL = URL(fileURLWithPath: path)
     process.arguments = arguments
+    if !environment.isEmpty {
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
+    }
     let out = Pipe()
     let err = Pipe()
     process.standardOutput = out
