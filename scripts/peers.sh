@@ -290,7 +290,9 @@ start() {
     local proxy_port
     proxy_port=$(free_port 127.0.0.1)
     sed -e "s|@ROOT@|$dir|g" -e "s|@PORT@|$proxy_port|g" "$fixtures/tinyproxy.conf" > "$dir/tinyproxy.conf"
-    tinyproxy -c "$dir/tinyproxy.conf"
+    # In the foreground (-d), its pid ours: as a daemon it keeps no pid file when it runs as root.
+    tinyproxy -d -c "$dir/tinyproxy.conf" > "$dir/tinyproxy.out" 2>&1 &
+    echo $! > "$dir/tinyproxy.pid"
     mkdir -p "$dir/www"
     head -c $((64 * 1024 * 1024)) /dev/urandom > "$dir/www/big.bin"
     python3 -c "import sys; sys.stdout.write('swift-httpdns compresses well. ' * 8000)" > "$dir/www/text.txt"

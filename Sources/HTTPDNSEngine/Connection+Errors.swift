@@ -6,6 +6,14 @@ import NIOCore
 import NIOPosix
 import NIOSSL
 
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
 func describe(_ address: SocketAddress) -> String {
     guard let ip = address.ipAddress, let port = address.port else { return "\(address)" }
     return formatAuthority(host: ip, port: port)
@@ -31,7 +39,9 @@ func describeConnectFailure(_ error: any Error, host: String, port: Int, timeout
         }
         return HTTPEngineError(
             .connectFailed,
-            "could not connect to \(host) at any address",
+            attempts.count == 1
+                ? "could not connect to \(host) at \(attempts[0].address)"
+                : "could not connect to \(host) at any address",
             attempts: attempts,
             underlying: e
         )
@@ -50,8 +60,13 @@ func describeConnectFailure(_ error: any Error, host: String, port: Int, timeout
     )
 }
 
+/// A socket error in words: the system's text for its errno (`connection refused`), not NIO's
+/// description, which nests parentheses (`connection reset (error set): Connection refused (errno: 111)`).
 func describeSocketError(_ error: any Error) -> String {
-    if let e = error as? IOError { return e.description }
+    if let e = error as? IOError {
+        let text = String(cString: strerror(e.errnoCode))
+        return text.prefix(1).lowercased() + text.dropFirst()
+    }
     if case ChannelError.connectTimeout = error { return "timed out" }
     return "\(error)"
 }
@@ -80,7 +95,7 @@ func describeTLSFailure(_ error: any Error, host: String, address: String, chain
         if chainRejected {
             return HTTPEngineError(
                 .untrustedCertificate,
-                "the certificate presented for \(host) at \(address) is not trusted",
+                "the certificate presented for \(host) at \(address) is not trusted (signed by a private CA? trust that CA: HTTPDNS.Configuration.trustedCertificateFiles, or trusting: in the short form)",
                 underlying: error
             )
         }

@@ -78,7 +78,9 @@ public struct HTTPEngineError: Error, Equatable, Sendable, CustomStringConvertib
         package var address: String
         package var stage: String  // "connect" or "tls"
         package var reason: String
-        package var description: String { "\(address) (\(stage)): \(reason)" }
+        package var description: String {
+            stage == "connect" ? "\(address): \(reason)" : "\(address) (\(stage)): \(reason)"
+        }
     }
 
     /// What kind of failure this is.
@@ -102,6 +104,10 @@ public struct HTTPEngineError: Error, Equatable, Sendable, CustomStringConvertib
     /// The message, followed by every failed connection attempt when there were several.
     public var description: String {
         guard !attempts.isEmpty else { return message }
+        // One attempt that the message already names by address: its reason alone, one line.
+        if attempts.count == 1, attempts[0].stage == "connect", message.hasSuffix(" at \(attempts[0].address)") {
+            return message + ": " + attempts[0].reason
+        }
         return message + ": " + attempts.map(\.description).joined(separator: "; ")
     }
 }

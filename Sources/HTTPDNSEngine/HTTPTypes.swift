@@ -181,14 +181,15 @@ public struct HTTPRequest: Sendable {
 /// Where the time of one request went, and what it used. Durations are milliseconds; a phase that did
 /// not happen (a reused connection has no connect or TLS) is nil.
 public struct RequestMetrics: Sendable, Encodable, Hashable {
-    package var url: String
+    /// The URL requested (after redirects, the last one).
+    public var url: String
     /// The address the connection went to.
     public var ip: String?
     /// The IPv4 address the answer gave, when `ip` is its NAT64-synthesized IPv6 form (an IPv6-only
     /// network); nil otherwise.
     package var synthesizedFrom: String?
-    /// The port connected to (the URL's; in the JSON form, package-only in the API).
-    package var port: Int?
+    /// The port connected to (the URL's).
+    public var port: Int?
     /// "http/1.1" or "h2".
     public var `protocol`: String?
     /// Who answered the name: an HTTPDNS provider, cache, LocalDNS, or "literal".
@@ -205,10 +206,12 @@ public struct RequestMetrics: Sendable, Encodable, Hashable {
     public var totalMs: Double?
     /// True when the request went on a pooled connection.
     public var reused: Bool = false
-    package var status: Int?
-    /// Body bytes sent and received (after decompression for received).
-    package var bytesSent: Int = 0
-    package var bytesReceived: Int = 0
+    /// The response's status code (nil when none came).
+    public var status: Int?
+    /// Body bytes sent.
+    public var bytesSent: Int = 0
+    /// Body bytes received (after decompression).
+    public var bytesReceived: Int = 0
     /// Redirects followed before this response.
     public var redirects: Int = 0
 }

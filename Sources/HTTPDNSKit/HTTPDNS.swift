@@ -162,14 +162,16 @@ public final class HTTPDNS: Sendable {
     ///
     /// `resolvers` take the CLI's forms (`doh:URL`, `doh-post:URL`, `doh-json:URL`, `dnspod:URL`,
     /// `json:URL`, `dns:IP[:PORT]`, `system`); `only` the names to resolve through them (`example.com`,
-    /// `*.example.com`, `*` for every name). Throws `HTTPDNSConfigurationError` naming a bad entry.
-    public convenience init(resolvers: [String], only: [String]) throws {
-        try self.init(
-            Configuration(
-                resolvers: try resolvers.map(ResolverSpec.init(parsing:)),
-                policy: try HostPolicy(only: only)
-            )
+    /// `*.example.com`, `*` for every name); `trusting` PEM files of certificate authorities trusted on
+    /// top of the system's, for a resolver or origin with a private CA (``Configuration/trustedCertificateFiles``).
+    /// Throws `HTTPDNSConfigurationError` naming a bad entry.
+    public convenience init(resolvers: [String], only: [String], trusting: [String] = []) throws {
+        var configuration = Configuration(
+            resolvers: try resolvers.map(ResolverSpec.init(parsing:)),
+            policy: try HostPolicy(only: only)
         )
+        configuration.trustedCertificateFiles = trusting
+        try self.init(configuration)
     }
 
     // MARK: URLSession

@@ -30,14 +30,15 @@ import NIOPosix
 public final class HTTPDNSProxy: Sendable {
     /// Where the proxy listens and what it lets through.
     public struct Configuration: Sendable {
-        /// The address to listen on (loopback unless configured otherwise inside the package).
-        package var host = "127.0.0.1"
+        /// The address to listen on: an IP, `127.0.0.1` by default. Another than loopback needs
+        /// `allowNonLoopback` and credentials (an open relay otherwise).
+        public var host = "127.0.0.1"
         /// 0: any free port (see `port`).
         public var port = 0
         /// Listen on a non-loopback address. Requires `credentials`.
-        package var allowNonLoopback = false
+        public var allowNonLoopback = false
         /// Basic proxy credentials; required off loopback, optional on it.
-        package var credentials: (user: String, password: String)?
+        public var credentials: (user: String, password: String)?
         /// Ports CONNECT may reach.
         public var allowedPorts: Set<Int> = [443, 80]
         /// Hosts whose http:// requests are sent as https://.

@@ -53,8 +53,8 @@ public struct Resolution: Hashable, Sendable {
     /// Where the answer came from.
     public var source: ResolutionSource
     /// How long the lookup took (zero for an IP literal, and for a cached answer served again within the
-    /// second, which is one dictionary read: see `HTTPDNSResolver.HotAnswer`).
-    package var elapsed: Duration
+    /// second, which is one dictionary read).
+    public var elapsed: Duration
     /// The address the HTTPDNS service saw the query come from, when it says (Tencent Cloud / DNSPod
     /// `clientip=1`, Alibaba `client_ip`): the public address of the device's network as the service
     /// sees it, which is what it chose the answer for. Nil for other sources.
@@ -183,7 +183,7 @@ public struct HijackReport: Sendable {
     public var localDNS: Result<Resolution, ResolverError>
 
     /// `consistent`, `hijacked`, `blocked` (LocalDNS gave no address while HTTPDNS did) or `unverified`
-    /// (HTTPDNS gave no answer); see ``HijackVerdict``.
+    /// (HTTPDNS gave no answer); see `HijackVerdict`.
     public var verdict: HijackVerdict {
         HijackVerdict.judge(httpdns: Self.answer(httpdns), localDNS: Self.answer(localDNS))
     }

@@ -106,8 +106,8 @@ struct DemoCommand: AsyncParsableCommand {
 
         // 2 ---------------------------------------------------------------------------------------
         step(
-            "2. The seeds' naive fix: put the right IP in the URL and send Host: a.test.",
-            "Without SNI the server cannot tell which certificate to show, and the check is against the IP."
+            "2. The usual quick fix: put the right IP in the URL (https://127.0.0.1/) and send Host: a.test.",
+            "TLS then sends no name (SNI) and checks the certificate against the IP, so it is refused."
         )
         do {
             let r = try await naive.execute(

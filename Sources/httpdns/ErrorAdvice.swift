@@ -13,7 +13,7 @@ extension ResolverOptions {
         if Self.involves(error, where: { ($0 as? HTTPEngineError)?.code == .untrustedCertificate })
             || (error as? URLError)?.code == .serverCertificateUntrusted
         {
-            return " (if it is signed by a private CA, pass that CA with --cacert)"
+            return " (here: pass that CA with --cacert)"
         }
         if resolvers.isEmpty,
             Self.involves(error, where: { ($0 as? ResolverError)?.code == .allProvidersFailed })

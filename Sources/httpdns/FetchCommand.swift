@@ -60,7 +60,11 @@ struct FetchCommand: AsyncParsableCommand {
     @Flag(name: .customLong("http2"), help: "Use HTTP/2 only (h2 through ALPN; h2c prior knowledge for http://).")
     var http2 = false
 
-    @Option(name: .customLong("max-time"), help: ArgumentHelp("Bound on the whole transfer.", valueName: "SECONDS"))
+    @Option(
+        name: .customLong("max-time"),
+        parsing: .unconditional,  // so that "-1" is a value, refused as negative, not a missing one
+        help: ArgumentHelp("Bound on the whole transfer.", valueName: "SECONDS")
+    )
     var maxTime: Double?
 
     @Flag(name: .customLong("compressed"), help: "Ask for gzip/deflate and decompress the body.")
@@ -95,6 +99,7 @@ struct FetchCommand: AsyncParsableCommand {
     func validate() throws {
         // A bad URL is not a usage error here: curl's exit 3, from run().
         guard !(http11 && http2) else { throw ValidationError("--http1.1 and --http2: give one of them") }
+        try resolver.requireResolver(for: [url])
         for h in headers {
             guard let colon = h.firstIndex(of: ":"), colon != h.startIndex, !h.contains("\r"), !h.contains("\n") else {
                 throw ValidationError("-H: \"\(h)\" is not 'Name: value'")

@@ -42,7 +42,10 @@ struct ResolverOptions: ParsableArguments {
     @Flag(name: .customLong("no-fallback"), help: "Never fall back to --local-dns when every resolver fails.")
     var noFallback = false
 
-    @Option(help: ArgumentHelp("Bound on each lookup, every resolver and the fallback included.", valueName: "SECONDS"))
+    @Option(
+        parsing: .unconditional,  // so that "-1" is a value, refused as negative, not a missing one
+        help: ArgumentHelp("Bound on each lookup, every resolver and the fallback included.", valueName: "SECONDS")
+    )
     var timeout: Double = 5
 
     @Option(
@@ -107,6 +110,7 @@ struct ResolverOptions: ParsableArguments {
 
     @Option(
         name: .customLong("serve-expired"),
+        parsing: .unconditional,
         help: ArgumentHelp(
             "Serve an answer up to SECONDS past its TTL at once while one refresh runs (default 60; up to 604800, 7 days; 0: never). With --cache-file, a later run starts from the last good answer.",
             valueName: "SECONDS"
@@ -174,6 +178,9 @@ struct ResolverOptions: ParsableArguments {
             bootstrap[name, default: []].append(ip)
         }
         _ = try seconds(timeout, flag: "--timeout", range: 0.001...600)
+        if let cacert, !FileManager.default.isReadableFile(atPath: cacert) {
+            throw ValidationError("--cacert: cannot read \(cacert); give a PEM file of CA certificates")
+        }
         _ = try serveExpiredWindow()
         _ = try proxySettings()
         _ = try nat64Mode()
@@ -224,6 +231,15 @@ struct ResolverOptions: ParsableArguments {
         return settings
     }
 
+    /// A usage error when no `--resolver` is given and `urls` name a host (IP literals need none), as
+    /// `resolve` refuses: without one every name would go to the network's own resolver.
+    func requireResolver(for urls: [String]) throws {
+        guard resolvers.isEmpty else { return }
+        let named = urls.contains { url in (try? HTTPURL(url)).map { IPAddress($0.host) == nil } ?? false }
+        guard named else { return }
+        throw ValidationError("--resolver: give at least one, e.g. --resolver doh:https://127.0.0.1:8473/dns-query")
+    }
+
     /// The --serve-expired window, nil when not given.
     func serveExpiredWindow() throws -> Duration? {
         try serveExpired.map { try seconds($0, flag: "--serve-expired", range: 0...604_800) }
@@ -268,6 +284,10 @@ struct ResolverOptions: ParsableArguments {
         config.watchesNetwork = watch
         config.trustedCertificateFiles = cacert.map { [$0] } ?? []
         try tweak(&config)
-        return try HTTPDNS(config, logger: logger)
+        do {
+            return try HTTPDNS(config, logger: logger)
+        } catch let error as HTTPDNSConfigurationError where error.code == .invalidCertificate {
+            throw ValidationError("--cacert: \(error.message)")
+        }
     }
 }

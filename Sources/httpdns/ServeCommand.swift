@@ -62,6 +62,7 @@ struct ServeCommand: AsyncParsableCommand {
 
     @Option(
         name: .customLong("request-timeout"),
+        parsing: .unconditional,
         help: ArgumentHelp(
             "Time a client has to send a whole request once it started (and, on a new connection, to finish TLS; default 10).",
             valueName: "SECONDS"
@@ -71,6 +72,7 @@ struct ServeCommand: AsyncParsableCommand {
 
     @Option(
         name: .customLong("idle-timeout"),
+        parsing: .unconditional,
         help: ArgumentHelp(
             "A connection with no request in progress is closed after this (default 60).",
             valueName: "SECONDS"
@@ -98,6 +100,7 @@ struct ServeCommand: AsyncParsableCommand {
 
     @Option(
         name: .customLong("shutdown-delay"),
+        parsing: .unconditional,
         help: ArgumentHelp(
             "On SIGTERM, keep serving this long with /readyz at 503, so load balancers stop sending first (default 0).",
             valueName: "SECONDS"
@@ -107,6 +110,7 @@ struct ServeCommand: AsyncParsableCommand {
 
     @Option(
         name: .customLong("drain-timeout"),
+        parsing: .unconditional,
         help: ArgumentHelp(
             "On SIGTERM, time the requests in progress have to finish before their connections close (default 10).",
             valueName: "SECONDS"
@@ -333,12 +337,20 @@ struct ServeCommand: AsyncParsableCommand {
     }
 
     /// `IP:PORT`, `[V6]:PORT`; port 0 lets the system choose (printed at start); no port means 8053.
+    /// `IP:PORT` (`[IPv6]:PORT`; port 0 for any free one). The port is required: an address alone once
+    /// meant port 8053 without a word, and a listener on a port nobody asked for is hard to find.
     static func listenAddress(_ text: String) throws -> (IPAddress, Int) {
-        if text.hasSuffix(":0") {
-            return (try ResolverSpec.parseHostPort(String(text.dropLast(2)), defaultPort: 8053).0, 0)
+        if text.hasSuffix(":0"), IPAddress(text) == nil {
+            return (try ResolverSpec.parseHostPort(String(text.dropLast(2)), defaultPort: 0).0, 0)
         }
-        return try ResolverSpec.parseHostPort(text, defaultPort: 8053)
+        let (ip, port) = try ResolverSpec.parseHostPort(text, defaultPort: -1)
+        guard port != -1 else {
+            throw HTTPDNSConfigurationError(
+                .invalidResolverSpec,
+                "\"\(text)\" has no port; give IP:PORT, e.g. \(formatAuthority(host: ip.description, port: 8053))"
+            )
+        }
+        return (ip, port)
     }
 
 }
-

@@ -60,6 +60,7 @@ struct TraceCommand: AsyncParsableCommand {
 
     @Option(
         name: .customLong("max-time"),
+        parsing: .unconditional,
         help: ArgumentHelp("Bound on each URL, redirects included.", valueName: "SECONDS")
     )
     var maxTime: Double = 30
@@ -79,6 +80,7 @@ struct TraceCommand: AsyncParsableCommand {
             do { _ = try HTTPURL(url) } catch { throw ValidationError("\(url): \(error)") }
         }
         guard !(http11 && http2) else { throw ValidationError("--http1.1 and --http2: give one of them") }
+        try resolver.requireResolver(for: urls)
         guard (0...50).contains(maxRedirects) else { throw ValidationError("--max-redirs: give 0 to 50") }
         _ = try seconds(maxTime, flag: "--max-time", range: 0.001...3600)
         for (flag, path) in [("-o", output), ("--svg", svg), ("--screenshot", screenshot)] {

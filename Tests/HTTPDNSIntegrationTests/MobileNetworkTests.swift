@@ -99,7 +99,7 @@ struct MobileNetworkTests {
             namespace: peers.client
         )
         #expect(off.status != 0)
-        #expect(off.stderr.contains("Network is unreachable"), "\(off.stderr)")
+        #expect(off.stderr.contains("network is unreachable"), "\(off.stderr)")
 
         // An https URL with an IPv4 literal: connected through NAT64, and the certificate check is not
         // switched off. NIOSSL checks an IP-literal certificate against the address connected to (the

@@ -200,6 +200,17 @@ import Testing
         await origin.stop()
     }
 
+    /// The short form takes CA files (`trusting:`): a file that is not one is refused when the
+    /// `HTTPDNS` is made, as the full form's `trustedCertificateFiles` is.
+    @Test func theShortFormTakesTheCAsToTrust() async throws {
+        #expect {
+            _ = try HTTPDNS(resolvers: ["system"], only: ["*.test"], trusting: ["/nonexistent/ca.pem"])
+        } throws: { error in
+            (error as? HTTPDNSConfigurationError)?.code == .invalidCertificate
+        }
+        await (try HTTPDNS(resolvers: ["system"], only: ["*.test"], trusting: [])).shutdown()
+    }
+
     @Test func aBadAddressOverrideIsAConfigurationError() throws {
         for table in [
             ["exa mple.com": [IPAddress("127.0.0.1")!]], ["empty.test": []], ["10.0.0.1": [IPAddress("10.0.0.2")!]],

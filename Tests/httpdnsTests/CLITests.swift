@@ -15,6 +15,14 @@ import Testing
         (["resolve", "a.test", "--resolver", "doh:https://doh.test/dns-query"], "--bootstrap doh.test=IP"),
         (["resolve", "a.test", "--resolver", "system", "--only", "a*b"], "--only"),
         (["resolve", "a.test"], "--resolver"),
+        // Like resolve: a name needs a resolver (an IP-literal URL does not).
+        (["fetch", "https://a.test/"], "--resolver"),
+        (["trace", "https://a.test/", "https://127.0.0.1/"], "--resolver"),
+        (["resolve", "a.test", "--resolver", "system", "--cacert", "/nonexistent.pem"], "--cacert: cannot read"),
+        (["resolve", "a.test", "--resolver", "system", "--timeout", "-1"], "--timeout: -1.0 is negative"),
+        (["resolve", "a.test", "--resolver", "system", "--timeout", "nan"], "--timeout: nan is not a number"),
+        (["serve", "--listen", "127.0.0.1"], "has no port; give IP:PORT, e.g. 127.0.0.1:8053"),
+        (["proxy", "--listen", "127.0.0.1", "--resolver", "system"], "has no port"),
     ])
     func usageErrorsExit64NamingTheFlag(_ arguments: [String], _ mention: String) async throws {
         let r = try await runCLI(arguments)
@@ -97,10 +105,27 @@ import Testing
         #expect(passed.contains(" 502 "), "\(passed)")
     }
 
+    @Test func aCACertificateFileWithoutACertificateIsAUsageErrorNamingTheFlag() async throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("not-a-ca-\(UUID()).pem")
+        defer { try? FileManager.default.removeItem(at: file) }
+        try Data("hello\n".utf8).write(to: file)
+        let r = try await runCLI(["fetch", "https://a.test/", "--resolver", "system", "--cacert", file.path])
+        #expect(r.status == 64)
+        #expect(r.stderr.contains("--cacert"), "\(r.stderr)")
+    }
+
+    @Test func aRefusedConnectionIsOneReadableLine() async throws {
+        let r = try await runCLI(["fetch", "http://127.0.0.1:1/"])
+        #expect(r.status == 7)
+        #expect(r.stderr.contains("could not connect to 127.0.0.1:1: connection refused"), "\(r.stderr)")
+        #expect(!r.stderr.contains("errno") && !r.stderr.contains("error set"), "\(r.stderr)")
+    }
+
     @Test func demoRunsEveryStepAndExitsZero() async throws {
         let r = try await runCLI(["demo"])
         #expect(r.status == 0, "\(r.stdout)\(r.stderr)")
         #expect(r.stdout.contains("Every step came out as expected"))
+        #expect(!r.stdout.lowercased().contains("seed"), "internal words stay out of what users read")
         #expect(r.stdout.components(separatedBy: "   ok  ").count - 1 == 6)
         #expect(!r.stdout.contains("FAIL"))
     }
