@@ -70,48 +70,39 @@ public struct CacheConfiguration: Hashable, Sendable {
     }
 }
 
-/// `CacheConfiguration.ttlOverrides`, ready for lookups: exact names in a table, wildcards longest first.
-/// Entries that do not parse are skipped here (the configuration's `problem` reports them).
+/// `CacheConfiguration.ttlOverrides`, ready for lookups: the patterns most specific first (exact names,
+/// then longer wildcards before shorter, `*` last), so the first that matches wins. Entries that do not
+/// parse are skipped here (the configuration's `problem` reports them).
 struct TTLOverrides: Hashable, Sendable {
-    var exact: [String: UInt32] = [:]
-    var suffixes: [(suffix: String, ttl: UInt32)] = []
-    var any: UInt32?
+    struct Rule: Hashable, Sendable {
+        var pattern: HostPattern
+        var ttl: UInt32
 
-    init(_ table: [String: UInt32]) {
-        for (text, ttl) in table where ttl > 0 {
-            guard let pattern = try? HostPattern(text) else { continue }
+        /// Exact names first, then wildcards by length, `*` last.
+        var specificity: (Int, Int) {
             switch pattern.kind {
-            case .any: any = ttl
-            case .exact(let name): exact[name] = ttl
-            case .suffix(let suffix): suffixes.append((suffix, ttl))
+            case .exact(let name): return (2, name.utf8.count)
+            case .suffix(let suffix): return (1, suffix.utf8.count)
+            case .any: return (0, 0)
             }
         }
-        suffixes.sort {
-            $0.suffix.utf8.count > $1.suffix.utf8.count
-                || ($0.suffix.utf8.count == $1.suffix.utf8.count && $0.suffix < $1.suffix)
-        }
     }
 
-    var isEmpty: Bool { exact.isEmpty && suffixes.isEmpty && any == nil }
+    var rules: [Rule]
+
+    init(_ table: [String: UInt32]) {
+        rules = table.compactMap { text, ttl in
+            guard ttl > 0, let pattern = try? HostPattern(text) else { return nil }
+            return Rule(pattern: pattern, ttl: ttl)
+        }
+        .sorted { a, b in
+            a.specificity != b.specificity
+                ? a.specificity > b.specificity : a.pattern.description < b.pattern.description
+        }
+    }
 
     func ttl(for name: String) -> UInt32? {
-        guard !isEmpty else { return nil }
-        if let ttl = exact[name] { return ttl }
-        return suffixes.first { name.hasSuffix($0.suffix) }?.ttl ?? any
-    }
-
-    static func == (a: Self, b: Self) -> Bool {
-        a.exact == b.exact && a.any == b.any
-            && a.suffixes.elementsEqual(b.suffixes) { $0.suffix == $1.suffix && $0.ttl == $1.ttl }
-    }
-
-    func hash(into hasher: inout Hasher) {
-        hasher.combine(exact)
-        hasher.combine(any)
-        for s in suffixes {
-            hasher.combine(s.suffix)
-            hasher.combine(s.ttl)
-        }
+        rules.isEmpty ? nil : rules.first { $0.pattern.matches(name) }?.ttl
     }
 }
 

@@ -177,26 +177,16 @@ final class Connection: Sendable {
         let started = ContinuousClock.now
         let channel: any Channel
         do {
-            if let via {
-                channel = try await connectTCP(
-                    bootstrap,
-                    on: eventLoop,
-                    host: via.proxy.host,
-                    port: via.proxy.port,
-                    addresses: nil,
-                    timeout: settings.connectTimeout,
-                    via: .proxyByName
-                )
-            } else {
-                channel = try await connectTCP(
-                    bootstrap,
-                    on: eventLoop,
-                    host: url.host,
-                    port: url.port,
-                    addresses: addresses,
-                    timeout: settings.connectTimeout
-                )
-            }
+            // Through a proxy: to the proxy itself, which the system resolves when it is named.
+            channel = try await connectTCP(
+                bootstrap,
+                on: eventLoop,
+                host: via?.proxy.host ?? url.host,
+                port: via?.proxy.port ?? url.port,
+                addresses: via == nil ? addresses : nil,
+                timeout: settings.connectTimeout,
+                via: via == nil ? .literalOnly : .proxyByName
+            )
         } catch {
             readyPromise.fail(error)
             tunnelPromise.fail(error)
@@ -265,8 +255,6 @@ final class Connection: Sendable {
         }
     }
 
-    /// TCP to `host:port` through `bootstrap` (made for `loop`): at `addresses` in their order (NIO's happy eyeballs), or,
-    /// for an IP-literal host given no addresses, to the literal itself. Throws `HTTPEngineError`.
     /// How `connectTCP` may reach a host it has no addresses for.
     enum Reach {
         /// Only an IP literal, else it fails (`.noAddresses`): the engine never resolves by itself.
@@ -275,6 +263,9 @@ final class Connection: Sendable {
         case proxyByName
     }
 
+    /// TCP to `host:port` through `bootstrap` (made for `loop`): at `addresses` in their order (NIO's
+    /// happy eyeballs), or, given no addresses, to an IP-literal host itself (or, `via: .proxyByName`,
+    /// to a proxy's name through the system's resolver). Throws `HTTPEngineError`.
     static func connectTCP(
         _ bootstrap: ClientBootstrap,
         on loop: any EventLoop,

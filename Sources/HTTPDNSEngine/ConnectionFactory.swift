@@ -132,51 +132,43 @@ struct ConnectionFactory: Sendable {
         var lookup: AddressLookup?
         do {
             let url = recipe.url
-            let settings = configuration.proxy
-            if let settings, let proxy = settings.proxy(scheme: url.scheme, host: url.host) {
-                // Through a proxy: a tunnel to each address HTTPDNS gave (the originals, not NAT64 forms:
-                // the proxy connects, from its own network), or to the name when the proxy resolves.
-                let authority = formatAuthority(host: url.host, port: url.port)
-                if recipe.given == nil, settings.proxyResolvesNames || IPAddress(url.host) != nil {
-                    lookup = AddressLookup(source: settings.proxyResolvesNames ? "proxy" : "literal")
-                    return try await connect(
-                        recipe,
-                        addresses: nil,
-                        lookup: lookup!,
-                        deadline: deadline,
-                        proxy: (proxy, [authority])
-                    )
-                }
-                let (addresses, found) = try await self.addresses(
-                    for: url.host,
-                    given: recipe.given,
-                    deadline: deadline
-                )
-                lookup = found
-                let order = interleavedIPv6First(ipv4: addresses?.ipv4 ?? [], ipv6: addresses?.ipv6 ?? [])
-                var targets: [String] = []
-                for ip in order.map({ addresses?.synthesized[$0] ?? $0 })
-                where !targets.contains(formatAuthority(host: ip.description, port: url.port)) {
-                    targets.append(formatAuthority(host: ip.description, port: url.port))
-                }
-                guard !targets.isEmpty else {
-                    throw HTTPEngineError(.noAddresses, "no address to connect to for \(url.host)")
-                }
+            let proxy = configuration.proxy?.proxy(scheme: url.scheme, host: url.host)
+            let proxyResolves = configuration.proxy?.proxyResolvesNames == true
+            // Through a proxy that resolves, or to an IP literal: the tunnel names the host as given.
+            if let proxy, recipe.given == nil, proxyResolves || IPAddress(url.host) != nil {
+                let named = AddressLookup(source: proxyResolves ? "proxy" : "literal")
+                lookup = named
+                let target = formatAuthority(host: url.host, port: url.port)
                 return try await connect(
                     recipe,
-                    addresses: addresses,
-                    lookup: found,
+                    addresses: nil,
+                    lookup: named,
                     deadline: deadline,
-                    proxy: (proxy, targets)
+                    proxy: (proxy, [target])
                 )
             }
-            let (addresses, found) = try await self.addresses(
-                for: recipe.url.host,
-                given: recipe.given,
-                deadline: deadline
-            )
+            let (addresses, found) = try await self.addresses(for: url.host, given: recipe.given, deadline: deadline)
             lookup = found
-            return try await connect(recipe, addresses: addresses, lookup: found, deadline: deadline)
+            guard let proxy else {
+                return try await connect(recipe, addresses: addresses, lookup: found, deadline: deadline)
+            }
+            // Through a proxy: a tunnel to each address HTTPDNS gave, the originals rather than their NAT64
+            // forms (the proxy connects, from its own network).
+            var targets: [String] = []
+            for ip in interleavedIPv6First(ipv4: addresses?.ipv4 ?? [], ipv6: addresses?.ipv6 ?? []) {
+                let target = formatAuthority(host: (addresses?.synthesized[ip] ?? ip).description, port: url.port)
+                if !targets.contains(target) { targets.append(target) }
+            }
+            guard !targets.isEmpty else {
+                throw HTTPEngineError(.noAddresses, "no address to connect to for \(url.host)")
+            }
+            return try await connect(
+                recipe,
+                addresses: addresses,
+                lookup: found,
+                deadline: deadline,
+                proxy: (proxy, targets)
+            )
         } catch {
             throw ConnectAttemptFailed(error: error, lookup: lookup)
         }

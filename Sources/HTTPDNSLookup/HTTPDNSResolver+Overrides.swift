@@ -7,10 +7,9 @@
 import HTTPDNSCore
 
 extension HTTPDNSResolver {
-    /// `table` with its names in normal form. Throws `HTTPDNSConfigurationError`
-    /// (`.invalidAddressOverride`) naming an entry whose name is not a hostname or that has no address.
-    static func validatedOverrides(_ table: [String: [IPAddress]]) throws -> [String: [IPAddress]] {
-        var normal: [String: [IPAddress]] = [:]
+    /// Throws `HTTPDNSConfigurationError` (`.invalidAddressOverride`) naming an entry of `table` whose
+    /// name is not a hostname or that has no address.
+    static func validateOverrides(_ table: [String: [IPAddress]]) throws {
         for (name, addresses) in table {
             let key: String
             do {
@@ -33,9 +32,12 @@ extension HTTPDNSResolver {
                     "address override \"\(name)\" has no address; give at least one, or remove the entry"
                 )
             }
-            normal[key, default: []] += addresses
         }
-        return normal
+    }
+
+    /// `table` with its names in normal form (two spellings of one name: their addresses together).
+    static func normalizedOverrides(_ table: [String: [IPAddress]]) -> [String: [IPAddress]] {
+        Dictionary(table.map { (normalizeHostname($0.key), $0.value) }, uniquingKeysWith: +)
     }
 
     /// The pinned answer for `name` (normal form) with the families `query` asks, nil when the name is

@@ -87,7 +87,7 @@ public final class HTTPDNSResolver: Sendable {
         clock: any WallClock = SystemWallClock(),
         logger: Logger = Logger(label: "httpdns.resolver")
     ) throws {
-        _ = try Self.validatedOverrides(configuration.addressOverrides)
+        try Self.validateOverrides(configuration.addressOverrides)
         if let problem = configuration.cache.problem {
             throw HTTPDNSConfigurationError(.invalidCacheConfiguration, "cache: \(problem)")
         }
@@ -125,10 +125,7 @@ public final class HTTPDNSResolver: Sendable {
         self.clock = clock
         self.logger = logger
         self.validator = AnswerValidator(policy: configuration.policy)
-        self.overrides = Dictionary(
-            configuration.addressOverrides.map { (normalizeHostname($0.key), $0.value) },
-            uniquingKeysWith: { a, b in a + b }
-        )
+        self.overrides = Self.normalizedOverrides(configuration.addressOverrides)
         self.metrics = ResolverMetrics(providers: providers.map(\.name))
         var cache = DNSCache(configuration: configuration.cache)
         if let path = configuration.persistencePath,

@@ -141,7 +141,7 @@ struct ProxyCommand: AsyncParsableCommand {
         } else {
             return nil
         }
-        let text = secret.text.trimmingCharacters(in: .whitespacesAndNewlines)
+        let text = secret.text  // surrounding white space already removed
         guard let colon = text.firstIndex(of: ":"), colon != text.startIndex, text.index(after: colon) != text.endIndex,
             !text.contains(where: { $0.isNewline })
         else {
