@@ -293,6 +293,16 @@ start() {
     # In the foreground (-d), its pid ours: as a daemon it keeps no pid file when it runs as root.
     tinyproxy -d -c "$dir/tinyproxy.conf" > "$dir/tinyproxy.out" 2>&1 &
     echo $! > "$dir/tinyproxy.pid"
+    # A second one that wants Basic credentials (alice:wonderland): the proxy's 407 challenge.
+    local auth_proxy_port
+    auth_proxy_port=$(free_port 127.0.0.1)
+    sed -e "s|@ROOT@|$dir|g" -e "s|@PORT@|$auth_proxy_port|g" -e "s|tinyproxy.log|tinyproxy-auth.log|" \
+        "$fixtures/tinyproxy.conf" > "$dir/tinyproxy-auth.conf"
+    echo "BasicAuth alice wonderland" >> "$dir/tinyproxy-auth.conf"
+    tinyproxy -d -c "$dir/tinyproxy-auth.conf" > "$dir/tinyproxy-auth.out" 2>&1 &
+    echo $! > "$dir/tinyproxy-auth.pid"
+    # nginx's Basic realm (/basic): the same user, in nginx's plain-text form.
+    echo 'alice:{PLAIN}wonderland' > "$dir/htpasswd"
     mkdir -p "$dir/www"
     head -c $((64 * 1024 * 1024)) /dev/urandom > "$dir/www/big.bin"
     python3 -c "import sys; sys.stdout.write('swift-httpdns compresses well. ' * 8000)" > "$dir/www/text.txt"
@@ -307,6 +317,7 @@ start() {
     wait_dns 127.0.0.1 "$dns_port" a.test "kresd Do53"
     wait_dns 127.0.0.2 "$hj_port" a.test "dnsmasq"
     wait_tcp 127.0.0.1 "$proxy_port" "tinyproxy" || { cat "$dir/tinyproxy.log" >&2; return 1; }
+    wait_tcp 127.0.0.1 "$auth_proxy_port" "tinyproxy (Basic)" || { cat "$dir/tinyproxy-auth.out" >&2; return 1; }
     cat > "$dir/env" <<ENV
 export HTTPDNS_PEERS=1
 export HTTPDNS_PEERS_DIR='$dir'
@@ -317,6 +328,7 @@ export HTTPDNS_KRESD_DOH_LEGACY_PORT='$legacy_port'
 export HTTPDNS_HIJACKER='127.0.0.2:$hj_port'
 export HTTPDNS_TINYPROXY_PORT='$proxy_port'
 export HTTPDNS_TINYPROXY_LOG='$dir/tinyproxy.log'
+export HTTPDNS_TINYPROXY_AUTH_PORT='$auth_proxy_port'
 export HTTPDNS_NGINX_TLS_PORT='$tls_port'
 export HTTPDNS_NGINX_HTTP_PORT='$http_port'
 export HTTPDNS_NGINX_H2C_PORT='$h2c_port'
@@ -339,7 +351,7 @@ stop() {
     local dir="$1"
     stop_nat64 "$dir"
     stop_netns "$dir"
-    for f in "$dir/kresd.pid" "$dir/dnsmasq.pid" "$dir/nginx/nginx.pid" "$dir/tinyproxy.pid"; do
+    for f in "$dir/kresd.pid" "$dir/dnsmasq.pid" "$dir/nginx/nginx.pid" "$dir/tinyproxy.pid" "$dir/tinyproxy-auth.pid"; do
         [ -s "$f" ] && kill "$(cat "$f")" 2>/dev/null || true
     done
 }

@@ -71,6 +71,15 @@ func describeSocketError(_ error: any Error) -> String {
     return "\(error)"
 }
 
+/// The error for a certificate chain that does not lead to a trusted root.
+func untrustedCertificate(host: String, address: String, underlying: (any Error)? = nil) -> HTTPEngineError {
+    HTTPEngineError(
+        .untrustedCertificate,
+        "the certificate presented for \(host) at \(address) is not trusted (signed by a private CA? trust that CA: HTTPDNS.Configuration.trustedCertificateFiles, or trusting: in the short form)",
+        underlying: underlying
+    )
+}
+
 /// The engine's error for a failed TLS setup: the code from the error's type and value (and from
 /// BoringSSL's verdict on the chain), the message naming the host and the address it was reached at.
 func describeTLSFailure(_ error: any Error, host: String, address: String, chainRejected: Bool) -> HTTPEngineError {
@@ -92,13 +101,7 @@ func describeTLSFailure(_ error: any Error, host: String, address: String, chain
         )
     }
     if let e = error as? NIOSSLError, case .handshakeFailed(let inner) = e {
-        if chainRejected {
-            return HTTPEngineError(
-                .untrustedCertificate,
-                "the certificate presented for \(host) at \(address) is not trusted (signed by a private CA? trust that CA: HTTPDNS.Configuration.trustedCertificateFiles, or trusting: in the short form)",
-                underlying: error
-            )
-        }
+        if chainRejected { return untrustedCertificate(host: host, address: address, underlying: error) }
         // BoringSSL's text ends with the source file it came from: keep the reason, drop the path.
         // (Wording only: the code was decided above, from values.)
         let text = "\(inner)"

@@ -13,16 +13,21 @@ import X509
 /// matches the socket address whatever the hostname. When we connect by IP on behalf of a name that is
 /// exactly the hole a poisoned address could use, so for a hostname only the certificate's DNS names
 /// count (swift-certificates' server identity check, RFC 6125, given no IP). Then the pins, if any.
-func verifyIdentity(hostname: String?, peer: NIOSSLCertificate?, pins: Set<String>?) async throws {
+/// `ip`: an IP-literal host to check the certificate's IP names against, where NIOSSL's own name check
+/// is off (a connection whose failures the app decides on, see ServerTrustEvaluation).
+func verifyIdentity(hostname: String?, ip: String? = nil, peer: NIOSSLCertificate?, pins: Set<String>?) async throws {
     guard let peer else { throw IdentityFailure(.noCertificate, "the server presented no certificate") }
-    if let hostname {
+    if hostname != nil || ip != nil {
         let leaf = try Certificate(derEncoded: try peer.toDERBytes())
         var verifier = Verifier(rootCertificates: CertificateStore([leaf])) {
-            ServerIdentityPolicy(serverHostname: hostname, serverIP: nil)
+            ServerIdentityPolicy(serverHostname: hostname, serverIP: ip)
             AlreadyVerifiedExtensions(leaf)
         }
         if case .couldNotValidate = await verifier.validate(leaf: leaf, intermediates: CertificateStore()) {
-            throw IdentityFailure(.nameMismatch, "no DNS name in the certificate matches")
+            throw IdentityFailure(
+                .nameMismatch,
+                hostname == nil ? "no IP address in the certificate matches" : "no DNS name in the certificate matches"
+            )
         }
     }
     if let pins, !pins.isEmpty {
@@ -77,20 +82,59 @@ struct IdentityFailure: Error {
 /// given one that passes the verdict through unchanged and notes a rejection. Where NIOSSL verifies
 /// through the platform instead (Apple platforms with the default trust roots), the callback is not
 /// called and an untrusted chain stays `.tlsFailed`.
+///
+/// Deferring (a request whose app decides on failures, ServerTrustEvaluation): a rejection is noted and
+/// the handshake goes on, the chain is kept, and the connection is refused or accepted right after the
+/// handshake, before any request byte, by the evaluation. On Apple platforms the chain is then checked
+/// by the Security framework (`ApplePlatformTrust`), as NIOSSL itself would.
 final class ChainVerdict: Sendable {
-    private let rejectedBox = NIOLockedValueBox(false)
+    private struct State {
+        var rejected = false
+        var presented: [NIOSSLCertificate] = []
+    }
+    private let state = NIOLockedValueBox(State())
+    private let deferring: Bool
 
-    /// True once BoringSSL has rejected a certificate of the chain.
-    var rejected: Bool { rejectedBox.withLockedValue { $0 } }
+    init(deferring: Bool = false) {
+        self.deferring = deferring
+    }
 
-    func makeClientHandler(context: NIOSSLContext, serverHostname: String?) throws -> NIOSSLClientHandler {
-        let box = rejectedBox
+    /// True once the chain has been rejected.
+    var rejected: Bool { state.withLockedValue { $0.rejected } }
+
+    /// When deferring: the chain's certificates, the leaf first.
+    var chain: [NIOSSLCertificate] { state.withLockedValue { $0.presented } }
+
+    func makeClientHandler(
+        context: NIOSSLContext,
+        serverHostname: String?,
+        additionalTrustRoots: [NIOSSLCertificate] = []
+    ) throws -> NIOSSLClientHandler {
+        let state = self.state
+        #if canImport(Darwin)
+            if deferring {
+                return try NIOSSLClientHandler(context: context, serverHostname: serverHostname) { chain, promise in
+                    ApplePlatformTrust.evaluate(chain, additionalRoots: additionalTrustRoots) { trusted in
+                        state.withLockedValue {
+                            $0.presented = chain
+                            $0.rejected = !trusted
+                        }
+                        promise.succeed(.certificateVerified)
+                    }
+                }
+            }
+        #endif
+        let deferring = self.deferring
         return try (PreverifyObservingFactory.self as any ClientHandlerFactory.Type).make(
             context: context,
             serverHostname: serverHostname
-        ) { result, _ in
-            if case .failed = result { box.withLockedValue { $0 = true } }
-            return result
+        ) { result, certificate in
+            state.withLockedValue {
+                if case .failed = result { $0.rejected = true }
+                // BoringSSL calls this from the top of the chain down to the leaf, once per finding.
+                if deferring, $0.presented.first != certificate { $0.presented.insert(certificate, at: 0) }
+            }
+            return deferring ? .certificateVerified : result
         }
     }
 }

@@ -72,6 +72,12 @@ final class Connection: Sendable {
         /// Through this proxy, by CONNECT tunnels to `tunnelTargets` (`host:port`), tried in order.
         var proxy: HTTPProxy? = nil
         var tunnelTargets: [String] = []
+        /// The app decides on certificate failures (and on every connection, when it asks): the
+        /// handshake then finishes whatever the chain, and the connection is refused or accepted right
+        /// after it (`sslContext` must not check names: ours does).
+        var serverTrust: ServerTrustEvaluation? = nil
+        /// The configured extra roots, for the Security framework's check of a deferred chain.
+        var additionalTrustRoots: [NIOSSLCertificate] = []
     }
 
     /// Connects to `url`'s host at `addresses` (nil: an IP-literal host, connected to as is; an IPv4
@@ -135,7 +141,9 @@ final class Connection: Sendable {
         let pins = settings.pins
         let sslContext = settings.sslContext
         let h2c = settings.h2c
-        let verdict = ChainVerdict()
+        let serverTrust = settings.serverTrust
+        let verdict = ChainVerdict(deferring: serverTrust != nil)
+        let additionalTrustRoots = settings.additionalTrustRoots
         let bootstrap = ClientBootstrap(group: eventLoop)
             .connectTimeout(.nanoseconds(settings.connectTimeout.nanoseconds))
             .channelOption(.socketOption(.tcp_nodelay), value: 1)
@@ -152,14 +160,46 @@ final class Connection: Sendable {
                         readyPromise.succeed(try configure(channel, version: h2c ? .http2 : .http1))
                         return
                     }
-                    try sync.addHandler(try verdict.makeClientHandler(context: sslContext, serverHostname: sni))
+                    try sync.addHandler(
+                        try verdict.makeClientHandler(
+                            context: sslContext,
+                            serverHostname: sni,
+                            additionalTrustRoots: additionalTrustRoots
+                        )
+                    )
                     try sync.addHandler(
                         ApplicationProtocolNegotiationHandler { result, channel in
                             // The handshake is over; reads are held back until the returned future completes.
                             let peer = try? channel.pipeline.syncOperations.handler(type: NIOSSLClientHandler.self)
                                 .peerCertificate
+                            let address = channel.remoteAddress.map(describe) ?? url.host
                             let checked = channel.eventLoop.makeFutureWithTask {
-                                try await verifyIdentity(hostname: sni, peer: peer, pins: pins)
+                                guard let serverTrust else {
+                                    try await verifyIdentity(hostname: sni, peer: peer, pins: pins)
+                                    return
+                                }
+                                try await serverTrust.evaluate(host: url.host, port: url.port, chain: verdict.chain) {
+                                    if verdict.rejected { throw untrustedCertificate(host: url.host, address: address) }
+                                    do {
+                                        try await verifyIdentity(
+                                            hostname: sni,
+                                            ip: sni == nil ? url.host : nil,
+                                            peer: peer,
+                                            pins: nil
+                                        )
+                                    } catch {
+                                        throw describeTLSFailure(
+                                            error,
+                                            host: url.host,
+                                            address: address,
+                                            chainRejected: false
+                                        )
+                                    }
+                                }
+                                // Pins are the app's own rule: never overruled.
+                                if let pins, !pins.isEmpty {
+                                    try await verifyIdentity(hostname: nil, peer: peer, pins: pins)
+                                }
                             }
                             return checked.flatMapThrowing {
                                 let version: HTTPVersionUsed = result == .negotiated("h2") ? .http2 : .http1

@@ -35,6 +35,10 @@ struct ConnectRecipe: Sendable {
     /// The loop the connection lives on: the requesting caller's own when it runs on one of the
     /// engine's loops (`group.any()` gives it), so its exchanges cost no thread hop.
     var eventLoop: any EventLoop
+    /// The app's say on the server's certificate (a URLSession delegate's), if it has one.
+    var serverTrust: ServerTrustEvaluation? = nil
+    /// Credentials for the proxy instead of the configured ones.
+    var proxyCredentials: ProxyCredentials? = nil
 }
 
 /// How a connection's address was found, for the metrics of the first request on it.
@@ -93,6 +97,9 @@ struct ConnectAttemptFailed: Error {
 struct ConnectionFactory: Sendable {
     let configuration: HTTPEngine.Configuration
     let sslContexts: [HTTPVersionPolicy: NIOSSLContext]
+    /// Without NIOSSL's name check, for connections whose failures the app decides on (made when first
+    /// needed: most engines never need them).
+    private let deferringContexts = NIOLockedValueBox<[HTTPVersionPolicy: NIOSSLContext]>([:])
     let addressSource: (any AddressSource)?
     let path: NetworkPath
     let group: any EventLoopGroup
@@ -108,17 +115,7 @@ struct ConnectionFactory: Sendable {
     ) throws {
         var contexts: [HTTPVersionPolicy: NIOSSLContext] = [:]
         for policy in [HTTPVersionPolicy.automatic, .http1Only, .http2Only] {
-            var tls = TLSConfiguration.makeClientConfiguration()
-            tls.minimumTLSVersion = .tlsv12
-            if !configuration.tls.additionalTrustRoots.isEmpty {
-                tls.additionalTrustRoots = [.certificates(configuration.tls.additionalTrustRoots)]
-            }
-            switch policy {
-            case .automatic: tls.applicationProtocols = ["h2", "http/1.1"]
-            case .http1Only: tls.applicationProtocols = ["http/1.1"]
-            case .http2Only: tls.applicationProtocols = ["h2"]
-            }
-            contexts[policy] = try NIOSSLContext(configuration: tls)
+            contexts[policy] = try Self.makeContext(policy, configuration: configuration, checksNames: true)
         }
         self.configuration = configuration
         self.sslContexts = contexts
@@ -127,12 +124,44 @@ struct ConnectionFactory: Sendable {
         self.group = group
     }
 
+    private static func makeContext(
+        _ policy: HTTPVersionPolicy,
+        configuration: HTTPEngine.Configuration,
+        checksNames: Bool
+    ) throws -> NIOSSLContext {
+        var tls = TLSConfiguration.makeClientConfiguration()
+        tls.minimumTLSVersion = .tlsv12
+        if !checksNames { tls.certificateVerification = .noHostnameVerification }
+        if !configuration.tls.additionalTrustRoots.isEmpty {
+            tls.additionalTrustRoots = [.certificates(configuration.tls.additionalTrustRoots)]
+        }
+        switch policy {
+        case .automatic: tls.applicationProtocols = ["h2", "http/1.1"]
+        case .http1Only: tls.applicationProtocols = ["http/1.1"]
+        case .http2Only: tls.applicationProtocols = ["h2"]
+        }
+        return try NIOSSLContext(configuration: tls)
+    }
+
+    /// The TLS context for `recipe`: NIOSSL checks names unless the app decides on failures (then the
+    /// connection's own check does, so that a mismatch reaches the app).
+    private func sslContext(for recipe: ConnectRecipe) throws -> NIOSSLContext? {
+        guard recipe.url.isTLS else { return nil }
+        guard recipe.serverTrust != nil else { return sslContexts[recipe.versions] }
+        return try deferringContexts.withLockedValue { contexts in
+            if let made = contexts[recipe.versions] { return made }
+            let made = try Self.makeContext(recipe.versions, configuration: configuration, checksNames: false)
+            contexts[recipe.versions] = made
+            return made
+        }
+    }
+
     /// A connection for `recipe`, given up at `deadline`. Throws `ConnectAttemptFailed`.
     func connect(_ recipe: ConnectRecipe, deadline: NIODeadline?) async throws -> Connection {
         var lookup: AddressLookup?
         do {
             let url = recipe.url
-            let proxy = configuration.proxy?.proxy(scheme: url.scheme, host: url.host)
+            let proxy = configuration.proxy?.proxy(scheme: url.scheme, host: url.host)?.with(recipe.proxyCredentials)
             let proxyResolves = configuration.proxy?.proxyResolvesNames == true
             // Through a proxy that resolves, or to an IP literal: the tunnel names the host as given.
             if let proxy, recipe.given == nil, proxyResolves || IPAddress(url.host) != nil {
@@ -292,14 +321,16 @@ struct ConnectionFactory: Sendable {
             connectTimeout = min(connectTimeout, left)
         }
         let settings = Connection.Settings(
-            sslContext: url.isTLS ? sslContexts[recipe.versions] : nil,
+            sslContext: try sslContext(for: recipe),
             pins: configuration.tls.pins[url.host],
             h2c: recipe.h2c,
             connectTimeout: connectTimeout,
             tlsTimeout: requested.map { min($0, configuration.timeouts.tlsHandshake) }
                 ?? configuration.timeouts.tlsHandshake,
             proxy: proxy?.proxy,
-            tunnelTargets: proxy?.targets ?? []
+            tunnelTargets: proxy?.targets ?? [],
+            serverTrust: recipe.serverTrust,
+            additionalTrustRoots: configuration.tls.additionalTrustRoots
         )
         do {
             let connection = try await Connection.establish(

@@ -13,6 +13,11 @@ struct PoolKey: Hashable, Sendable {
     var port: Int
     var versions: HTTPVersionPolicy
     var h2c: Bool
+    /// Connections whose certificate an app had a say on serve only that app's requests
+    /// (ServerTrustEvaluation's partition); nil for the engine's own check alone.
+    var trustPartition: UInt64? = nil
+    /// Connections opened with a request's own proxy credentials serve only requests with the same.
+    var proxyCredentials: ProxyCredentials? = nil
 }
 
 final class ConnectionPool: Sendable {

@@ -132,7 +132,15 @@ public final class HTTPEngine: Sendable {
         let url = request.url
         let versions = request.versions ?? configuration.versions
         let h2c = !url.isTLS && configuration.http2PriorKnowledge
-        let key = PoolKey(scheme: url.scheme, host: url.host, port: url.port, versions: versions, h2c: h2c)
+        let key = PoolKey(
+            scheme: url.scheme,
+            host: url.host,
+            port: url.port,
+            versions: versions,
+            h2c: h2c,
+            trustPartition: url.isTLS ? request.serverTrust?.partition : nil,
+            proxyCredentials: request.proxyCredentials
+        )
         let deadline = (request.timeout ?? configuration.timeouts.total).map {
             NIODeadline.now() + .nanoseconds($0.nanoseconds)
         }
@@ -150,7 +158,9 @@ public final class HTTPEngine: Sendable {
                     versions: versions,
                     h2c: h2c,
                     idleTimeout: request.idleTimeout,
-                    eventLoop: loop
+                    eventLoop: loop,
+                    serverTrust: url.isTLS ? request.serverTrust : nil,
+                    proxyCredentials: request.proxyCredentials
                 ),
                 deadline: deadline,
                 eventLoop: loop

@@ -10,6 +10,17 @@
 import Foundation
 import HTTPDNSCore
 
+/// Basic credentials for a proxy, given per request (a URLSession delegate's answer to a 407).
+package struct ProxyCredentials: Sendable, Hashable {
+    package var user: String
+    package var password: String
+
+    package init(user: String, password: String) {
+        self.user = user
+        self.password = password
+    }
+}
+
 /// One HTTP proxy: where it listens and, when it asks for them, Basic credentials.
 public struct HTTPProxy: Sendable, Hashable, CustomStringConvertible, CustomReflectable {
     /// The proxy's host: an IP address or a name (resolved by the system: a proxy is the local
@@ -52,6 +63,15 @@ public struct HTTPProxy: Sendable, Hashable, CustomStringConvertible, CustomRefl
         self.port = port
         self.user = url.user.flatMap { $0.isEmpty ? nil : $0 }
         self.password = url.password
+    }
+
+    /// These credentials instead of the configured ones (an app's answer to the proxy's 407).
+    package func with(_ credentials: ProxyCredentials?) -> HTTPProxy {
+        guard let credentials else { return self }
+        var proxy = self
+        proxy.user = credentials.user
+        proxy.password = credentials.password
+        return proxy
     }
 
     /// `Basic …` for `Proxy-Authorization`, nil without a user.

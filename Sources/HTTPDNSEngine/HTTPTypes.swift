@@ -162,6 +162,10 @@ public struct HTTPRequest: Sendable {
     package var idleTimeout: Duration?
     /// HTTP versions for this request (overrides `Configuration.versions`).
     package var versions: HTTPVersionPolicy?
+    /// The app's say on the server's certificate beyond the engine's check (a URLSession delegate's).
+    package var serverTrust: ServerTrustEvaluation?
+    /// Credentials for the proxy instead of the configured ones (a URLSession delegate's, after a 407).
+    package var proxyCredentials: ProxyCredentials?
 
     package init(method: HTTPMethod = .GET, url: HTTPURL, headers: HTTPHeaders = [:], body: HTTPRequestBody? = nil) {
         self.method = method

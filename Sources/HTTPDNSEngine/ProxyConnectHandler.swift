@@ -44,6 +44,11 @@ struct ProxyRefusal: Error, Equatable {
     var status: Int
 }
 
+extension HTTPEngineError {
+    /// The status a proxy refused the tunnel with (407: it wants credentials), nil for other errors.
+    package var proxyRefusalStatus: Int? { (underlying as? ProxyRefusal)?.status }
+}
+
 /// Opens a CONNECT tunnel to `target` (`host:port`) through the proxy this channel is connected to.
 final class ProxyConnectHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer

@@ -90,6 +90,11 @@ public final class HTTPDNS: Sendable {
         /// reads curl's `https_proxy`, `http_proxy`, `all_proxy` and `no_proxy`. Classic DNS resolvers
         /// (`dns:`, `system`) do not go through it.
         public var proxy: HTTPProxySettings?
+        /// When the app's URLSession delegate is asked about an origin's certificate: when our check
+        /// refuses it (the default), or for every new connection. Its answer is honoured as the system
+        /// stack would (see ``HTTPDNSServerTrustSpace``); HTTP 401 and proxy 407 challenges always go
+        /// to the delegate.
+        public var serverTrustChallenges = ServerTrustChallenges.whenOurCheckFails
         /// HTTP/1.1 connections to one origin at most; further requests wait for one to be free. An
         /// HTTP/2 origin gets one connection and up to 100 concurrent streams on it. Below 1 counts as 1.
         public var maxConnectionsPerHost = 8
@@ -224,6 +229,7 @@ public final class HTTPDNS: Sendable {
     private func setup(onMetrics: (@Sendable (HTTPDNSTaskMetrics) -> Void)?) -> HTTPDNSURLProtocol.Setup {
         var setup = HTTPDNSURLProtocol.Setup(resolver: resolver, engine: engine, intercept: configuration.policy)
         setup.upgradeToHTTPS = upgradeToHTTPS
+        setup.serverTrustChallenges = configuration.serverTrustChallenges
         setup.onMetrics = onMetrics
         return setup
     }

@@ -59,6 +59,8 @@ package final class HTTPDNSURLProtocol: URLProtocol {
         package var cookieStorage: HTTPCookieStorage?
         /// Redirects followed inside the protocol (Linux) before failing with `.httpTooManyRedirects`.
         package var maxRedirects = 16
+        /// When the task's delegate is asked about the origin's certificate (see Challenges.swift).
+        package var serverTrustChallenges = ServerTrustChallenges.whenOurCheckFails
         /// Called once per load, just before the task completes (so the figures are there when the app
         /// sees the result), on no particular thread; keep it short.
         package var onMetrics: (@Sendable (HTTPDNSTaskMetrics) -> Void)?
@@ -173,9 +175,10 @@ package final class HTTPDNSURLProtocol: URLProtocol {
             var current = original
             var body = context.body(of: original)
             var redirects = 0
+            var authenticationRounds = 0
             while true {
                 let (engineRequest, url) = try makeEngineRequest(current, body: body, setup: setup, context: context)
-                let response = try await setup.engine.execute(engineRequest)
+                let response = try await send(engineRequest, setup: setup, context: context, gate: gate)
                 if current.httpShouldHandleCookies, let storage = context.cookieStorage {
                     CookieRules.store(
                         response.headers[canonicalForm: "set-cookie"].map(String.init),
@@ -184,6 +187,20 @@ package final class HTTPDNSURLProtocol: URLProtocol {
                     )
                 }
                 let urlResponse = Translation.urlResponse(response, url: url)
+                if let again = try await authenticate(
+                    after: response,
+                    as: urlResponse,
+                    request: current,
+                    url: url,
+                    body: body,
+                    failures: &authenticationRounds,
+                    context: context,
+                    gate: gate
+                ) {
+                    metrics.hops.append(response.metrics)
+                    current = again
+                    continue
+                }
                 if let (next, keepsBody) = Translation.redirectRequest(
                     after: current,
                     sentTo: url,

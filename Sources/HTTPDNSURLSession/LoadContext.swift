@@ -19,6 +19,13 @@ struct LoadContext: @unchecked Sendable {
     var deliversEveryChunk = true
     /// Where client calls must be made, in order (see `ClientGate`); nil: on the caller's thread.
     var clientSchedule: ClientSchedule?
+    /// Whether a delegate may be there to answer challenges (Apple platforms: always, as far as a
+    /// URLProtocol can tell).
+    var mayHaveDelegate = true
+    #if canImport(Darwin)
+        /// The load's own pool partition for connections its delegate decides on.
+        private let loadPartition = TrustPartitions.shared.unique()
+    #endif
     #if !canImport(Darwin)
         /// The task's work queue, where client calls are made.
         private var clientQueue: DispatchQueue?
@@ -45,6 +52,7 @@ struct LoadContext: @unchecked Sendable {
             sessionRequestTimeout = configuration?.timeoutIntervalForRequest
             resourceTimeout = configuration?.timeoutIntervalForResource
             deliversEveryChunk = corelibs.deliversEveryChunk
+            mayHaveDelegate = task?.delegate != nil || corelibs.session?.delegate != nil
             clientQueue = corelibs.workQueue
             if let queue = corelibs.workQueue {
                 clientSchedule = { work in queue.async(execute: work) }
@@ -114,7 +122,93 @@ struct LoadContext: @unchecked Sendable {
         #endif
     }
 
+    /// The pool partition of the connections this load's delegate decides on: its session's (Linux), or
+    /// the load's own (Apple platforms, where a URLProtocol cannot see its session).
+    func trustPartition() -> UInt64 {
+        #if canImport(Darwin)
+            return loadPartition
+        #else
+            guard let session = corelibs.session else { return TrustPartitions.shared.unique() }
+            return TrustPartitions.shared.partition(of: session)
+        #endif
+    }
+
+    /// Whether the session's delegate has had to decide on `host`'s certificate before.
+    func certificateNeededDelegate(_ host: String) -> Bool {
+        #if canImport(Darwin)
+            return false
+        #else
+            return corelibs.session.map { TrustPartitions.shared.needsDelegate(host, in: $0) } ?? false
+        #endif
+    }
+
+    func rememberCertificateNeedsDelegate(_ host: String) {
+        #if !canImport(Darwin)
+            if let session = corelibs.session { TrustPartitions.shared.rememberNeedsDelegate(host, in: session) }
+        #endif
+    }
+
+    /// The session's credential storage (Apple platforms: the shared one, the session's default).
+    private var credentialStorage: URLCredentialStorage? {
+        #if canImport(Darwin)
+            return URLCredentialStorage.shared
+        #else
+            guard let session = corelibs.session else { return nil }
+            return session.configuration.urlCredentialStorage
+        #endif
+    }
+
+    /// The stored default credential for `space`, proposed to the delegate.
+    func storedCredential(for space: URLProtectionSpace) -> URLCredential? {
+        credentialStorage?.defaultCredential(for: space)
+    }
+
+    /// Keeps a credential the delegate gave, as its persistence asks.
+    func store(_ credential: URLCredential, for space: URLProtectionSpace) {
+        guard credential.persistence != .none else { return }
+        credentialStorage?.set(credential, for: space)
+    }
+
     #if !canImport(Darwin)
+        /// Puts `challenge` to the task's delegate (else the session's) on the session's delegate queue,
+        /// as corelibs does for its own protocol. A connection-level challenge (server trust) answered
+        /// with the default goes to the session-level method too, where Apple's URLSession looks first.
+        func askDelegate(
+            _ challenge: URLAuthenticationChallenge,
+            connectionLevel: Bool,
+            answer: @escaping @Sendable (ChallengeAnswer) -> Void
+        ) {
+            guard let task, let session = corelibs.session else { return answer((.performDefaultHandling, nil)) }
+            let call = ChallengeCall(
+                session: session,
+                task: task,
+                taskDelegate: task.delegate ?? (session.delegate as? any URLSessionTaskDelegate),
+                sessionDelegate: connectionLevel ? session.delegate : nil,
+                challenge: challenge
+            )
+            guard call.taskDelegate != nil || call.sessionDelegate != nil else {
+                return answer((.performDefaultHandling, nil))
+            }
+            let sessionLevel: @Sendable () -> Void = {
+                guard let delegate = call.sessionDelegate else { return answer((.performDefaultHandling, nil)) }
+                call.session.delegateQueue.addOperation {
+                    delegate.urlSession(call.session, didReceive: call.challenge) { answer(($0, $1)) }
+                }
+            }
+            session.delegateQueue.addOperation {
+                guard let delegate = call.taskDelegate else { return sessionLevel() }
+                delegate.urlSession(call.session, task: call.task, didReceive: call.challenge) {
+                    disposition,
+                    credential in
+                    if disposition == .performDefaultHandling, call.sessionDelegate != nil {
+                        sessionLevel()
+                    } else {
+                        answer((disposition, credential))
+                    }
+                }
+            }
+        }
+
         /// Asks the task's or session's delegate about a redirect on the session's delegate queue, like
         /// URLSession does; without a delegate the redirect is followed. nil: refused.
         func redirectDecision(response: HTTPURLResponse, newRequest: URLRequest) async -> URLRequest? {
@@ -161,6 +255,14 @@ struct LoadContext: @unchecked Sendable {
         }
     }
 #else
+    private struct ChallengeCall: @unchecked Sendable {
+        let session: URLSession
+        let task: URLSessionTask
+        let taskDelegate: (any URLSessionTaskDelegate)?
+        let sessionDelegate: (any URLSessionDelegate)?
+        let challenge: URLAuthenticationChallenge
+    }
+
     private struct DelegateCall: @unchecked Sendable {
         let session: URLSession
         let task: URLSessionTask

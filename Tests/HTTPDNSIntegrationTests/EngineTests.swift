@@ -7,6 +7,7 @@ import Foundation
 import HTTPDNSCore
 import HTTPDNSEngine
 import HTTPDNSLookup
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
 import NIOPosix
@@ -321,6 +322,56 @@ struct EngineTests {
         } catch let e as HTTPEngineError {
             #expect(e.code == .pinMismatch)
             #expect(e.description.contains("pin"))
+        }
+    }
+
+    /// The app's say on certificates (ServerTrustEvaluation, what a URLSession delegate answers through):
+    /// asked on a name mismatch with the chain, its acceptance honoured, its "our check" keeping the
+    /// verdict, and pins never overruled. zzz.test is in no certificate: nginx answers with its default.
+    @Test func theAppDecidesOnANameMismatchButNeverOnAPin() async throws {
+        let peers = try Peers.require()
+        let engine = try peers.appEngine()
+        defer { engine.shutdown() }
+        let addresses = ResolvedAddresses(ipv4: [IPAddress("127.0.0.1")!], ipv6: [], source: "test")
+        let asked = NIOLockedValueBox<[ServerTrustQuestion]>([])
+        func request(_ answer: ServerTrustAnswer, partition: UInt64) throws -> HTTPRequest {
+            var request = try HTTPRequest(url: peers.url("zzz.test", "/whoami"))
+            request.serverTrust = ServerTrustEvaluation(partition: partition, always: false) { question in
+                asked.withLockedValue { $0.append(question) }
+                return answer
+            }
+            return request
+        }
+        let accepted = try await engine.execute(try request(.accept, partition: 1), addresses: addresses)
+        #expect(accepted.status == .ok)
+        let question = try #require(asked.withLockedValue { $0.first })
+        #expect(question.failure?.code == .certificateNameMismatch && question.host == "zzz.test")
+        let leaf = try NIOSSLCertificate(bytes: try #require(question.chain.first), format: .der)
+        let pem = try String(contentsOfFile: peers.www + "/../certs/default.test.pem", encoding: .utf8)
+        #expect(try leaf == NIOSSLCertificate(bytes: Array(pem.utf8), format: .pem))
+
+        do {
+            _ = try await engine.execute(try request(.ourCheck, partition: 2), addresses: addresses)
+            Issue.record("our check's verdict was not kept")
+        } catch let e as HTTPEngineError {
+            #expect(e.code == .certificateNameMismatch)
+        }
+        // Without an evaluation the engine never asks, and never uses the accepted connection.
+        do {
+            _ = try await engine.execute(try HTTPRequest(url: peers.url("zzz.test", "/whoami")), addresses: addresses)
+            Issue.record("a request without the app's acceptance used its connection")
+        } catch let e as HTTPEngineError {
+            #expect(e.code == .certificateNameMismatch)
+        }
+        let pinned = try peers.appEngine {
+            $0.tls.pins = ["zzz.test": ["AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="]]
+        }
+        defer { pinned.shutdown() }
+        do {
+            _ = try await pinned.execute(try request(.accept, partition: 3), addresses: addresses)
+            Issue.record("an acceptance overruled a pin")
+        } catch let e as HTTPEngineError {
+            #expect(e.code == .pinMismatch)
         }
     }
 

@@ -1,0 +1,78 @@
+// An app's say on the origin's certificate, per request: what a URLSession delegate does with a server
+// trust challenge (its own pinning, a private CA it accepts, a refusal). The engine runs its own check
+// first; the evaluation is asked when that check fails, or for every new connection when the app asks.
+// The answer is made during the TLS handshake's last step, before a byte of the request is sent.
+//
+// Connections the app had a say on are its own: a request with an evaluation only shares connections
+// with requests whose evaluation has the same partition (one URLSession, say), never with the engine's
+// other requests, so a certificate one delegate accepted is never used for a request that did not ask.
+
+import NIOSSL
+
+/// The question put to the app: the certificates the server presented and how our own check went.
+package struct ServerTrustQuestion: Sendable {
+    /// The hostname (or IP literal) of the URL.
+    package var host: String
+    package var port: Int
+    /// The certificates the server presented, DER, the leaf first.
+    package var chain: [[UInt8]]
+    /// Why our own check refused it (`.untrustedCertificate` or `.certificateNameMismatch`); nil when it
+    /// passed (an evaluation that asks for every connection).
+    package var failure: HTTPEngineError?
+}
+
+/// What the app answered.
+package enum ServerTrustAnswer: Sendable {
+    /// Proceed with this server, whatever our check said (the app evaluated the chain itself).
+    case accept
+    /// Our check decides, as if the app had not been asked.
+    case ourCheck
+    /// Refuse the connection with this error (the app cancelled the challenge).
+    case refuse(HTTPEngineError)
+}
+
+/// How one request's server trust is decided beyond the engine's own check.
+package struct ServerTrustEvaluation: Sendable {
+    /// Requests share connections only with requests of the same partition.
+    package var partition: UInt64
+    /// Ask for every new connection, not only when our check fails.
+    package var always: Bool
+    /// Asked once per new connection made for the partition (from the connect's own task).
+    package var decide: @Sendable (ServerTrustQuestion) async -> ServerTrustAnswer
+
+    package init(
+        partition: UInt64,
+        always: Bool,
+        decide: @escaping @Sendable (ServerTrustQuestion) async -> ServerTrustAnswer
+    ) {
+        self.partition = partition
+        self.always = always
+        self.decide = decide
+    }
+
+    /// Runs our check (`ourCheck`, which throws the engine's error), then asks the app when that check
+    /// failed with a verdict the app may overrule, or always when it asked to be. A pin mismatch is never
+    /// overruled: pins are the app's own rule, stricter than any delegate.
+    func evaluate(
+        host: String,
+        port: Int,
+        chain: [NIOSSLCertificate],
+        ourCheck: () async throws -> Void
+    ) async throws {
+        var failure: HTTPEngineError?
+        do {
+            try await ourCheck()
+        } catch let error as HTTPEngineError
+            where error.code == .untrustedCertificate || error.code == .certificateNameMismatch
+        {
+            failure = error
+        }
+        guard failure != nil || always else { return }
+        let der = chain.compactMap { try? $0.toDERBytes() }
+        switch await decide(ServerTrustQuestion(host: host, port: port, chain: der, failure: failure)) {
+        case .accept: return
+        case .ourCheck: if let failure { throw failure }
+        case .refuse(let error): throw error
+        }
+    }
+}

@@ -1,0 +1,430 @@
+// The app's URLSession delegate decides on authentication, as with the system stack:
+//
+// - Server trust. When our check refuses the origin's certificate (a private CA, a name mismatch), or
+//   for every new connection when the app asks (`ServerTrustChallenges.always`), the delegate gets a
+//   challenge whose protection space is an `HTTPDNSServerTrustSpace`: the chain, why our check failed,
+//   and on Apple platforms a `serverTrust`. `.useCredential` accepts the server (the app pinned or
+//   trusted it), `.cancelAuthenticationChallenge` fails the task as cancelled, `.performDefaultHandling`
+//   and `.rejectProtectionSpace` keep our verdict. A request whose certificate failed is sent again on a
+//   connection that asks (nothing was sent on the refused one); on Linux the session's later requests
+//   to that host ask at once, on their own connections. Pins are never overruled.
+// - HTTP 401 (Digest, Basic) and a proxy's 407: the delegate gets the challenge with the session's
+//   stored credential proposed; a credential it gives is sent (the request again, its body too unless
+//   it was a stream), `.performDefaultHandling` uses the proposed one once, anything else delivers the
+//   401 as the response (or, for a proxy, fails), `.cancelAuthenticationChallenge` cancels.
+// - Client certificates are not asked for: NIOSSL gives no client-side hook for the server's
+//   certificate request, and corelibs' URLCredential has no identity.
+//
+// Linux (corelibs): the task's delegate, else the session's, is called on the session's delegate queue
+// (corelibs' `_ProtocolClient` would hand the task to its own libcurl protocol instead); for server
+// trust, the session-level method too when the task-level one answers with the default. Apple: through
+// the URLProtocol client (`didReceive challenge`), which routes it as the system does, with a sender of
+// ours; COMPILED FOR iOS 16 BY THE APPLE TYPE-CHECK, NEVER RUN HERE.
+
+import Foundation
+import HTTPDNSCore
+import HTTPDNSEngine
+import NIOConcurrencyHelpers
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+#if canImport(Security)
+    import Security
+#endif
+
+/// When a URLSession delegate is asked about an origin's certificate.
+public enum ServerTrustChallenges: Sendable, Hashable {
+    /// Only when our check refuses it (an untrusted CA, a name mismatch): the delegate may accept it
+    /// (its own pinning, a private CA), and a delegate that never answers about server trust costs
+    /// nothing. The default.
+    case whenOurCheckFails
+    /// For every new connection, as Apple's URLSession does: the delegate sees every chain (a pinning
+    /// delegate that also checks trusted servers). Such connections serve only that session (on Apple
+    /// platforms, only that task).
+    case always
+}
+
+/// The protection space of the server trust challenges HTTPDNS puts to a URLSession delegate: its
+/// `authenticationMethod` is ``authenticationMethod`` (the value of Apple's
+/// `NSURLAuthenticationMethodServerTrust`, which corelibs marks unavailable), and it carries the chain
+/// the server presented. On Apple platforms `serverTrust` is a trust object for it (the system's and the
+/// configured extra roots as anchors, the SSL policy for the host), so existing evaluators work unchanged.
+///
+/// Answer `.useCredential` to accept the server (on Apple platforms with `URLCredential(trust:)`; on
+/// Linux, where there is no trust object, any credential or nil), `.cancelAuthenticationChallenge` to
+/// refuse it, `.performDefaultHandling` to keep our check's verdict.
+public final class HTTPDNSServerTrustSpace: URLProtectionSpace, @unchecked Sendable {
+    /// `"NSURLAuthenticationMethodServerTrust"`.
+    public static let authenticationMethod = "NSURLAuthenticationMethodServerTrust"
+
+    /// The certificates the server presented, DER-encoded, the leaf first.
+    public let certificates: [Data]
+    /// Why our check refused the server (untrusted, name mismatch); nil when it passed and the app
+    /// asked to see every chain (``ServerTrustChallenges/always``).
+    public let failureReason: String?
+
+    #if canImport(Darwin)
+        private let trust: SecTrust?
+        /// The trust object for ``certificates``.
+        public override var serverTrust: SecTrust? { trust }
+    #endif
+
+    init(host: String, port: Int, certificates: [Data], failureReason: String?, additionalRoots: [[UInt8]]) {
+        self.certificates = certificates
+        self.failureReason = failureReason
+        #if canImport(Darwin)
+            trust = ApplePlatformTrust.makeTrust(
+                chain: certificates.map { Array($0) },
+                host: host,
+                additionalRoots: additionalRoots
+            )
+        #endif
+        super.init(
+            host: host,
+            port: port,
+            protocol: "https",
+            realm: nil,
+            authenticationMethod: Self.authenticationMethod
+        )
+    }
+
+    #if canImport(Darwin)
+        required init?(coder: NSCoder) { nil }
+    #endif
+}
+
+/// A delegate's answer.
+typealias ChallengeAnswer = (disposition: URLSession.AuthChallengeDisposition, credential: URLCredential?)
+
+/// Takes the delegate's answer through the challenge's sender (Apple platforms), once.
+final class ChallengeSender: NSObject, URLAuthenticationChallengeSender, @unchecked Sendable {
+    private let answer: @Sendable (ChallengeAnswer) -> Void
+
+    init(_ answer: @escaping @Sendable (ChallengeAnswer) -> Void) { self.answer = answer }
+
+    func use(_ credential: URLCredential, for challenge: URLAuthenticationChallenge) {
+        answer((.useCredential, credential))
+    }
+    func continueWithoutCredential(for challenge: URLAuthenticationChallenge) {
+        answer((.useCredential, nil))
+    }
+    func cancel(_ challenge: URLAuthenticationChallenge) { answer((.cancelAuthenticationChallenge, nil)) }
+    func performDefaultHandling(for challenge: URLAuthenticationChallenge) { answer((.performDefaultHandling, nil)) }
+    func rejectProtectionSpaceAndContinue(with challenge: URLAuthenticationChallenge) {
+        answer((.rejectProtectionSpace, nil))
+    }
+}
+
+/// A challenge handed to the URL loading system's thread (Apple platforms): made here, not touched
+/// again after it is sent.
+struct UncheckedChallenge: @unchecked Sendable {
+    let challenge: URLAuthenticationChallenge
+}
+
+/// Resumes a continuation with the first value given; later ones are ignored (a delegate calling back
+/// twice, a cancellation racing the answer).
+final class Once<Value: Sendable>: @unchecked Sendable {
+    private var continuation: CheckedContinuation<Value, Never>?
+    private let lock = NIOLock()
+
+    init(_ continuation: CheckedContinuation<Value, Never>) { self.continuation = continuation }
+
+    func resume(_ value: Value) {
+        let c: CheckedContinuation<Value, Never>? = lock.withLock {
+            defer { continuation = nil }
+            return continuation
+        }
+        c?.resume(returning: value)
+    }
+}
+
+/// Which connections a session's delegate had a say on: a partition of the engine's pool per URLSession
+/// (Linux; on Apple platforms, where a URLProtocol cannot see its session, per load), and the hosts
+/// whose certificate needed the delegate, which the session's later requests ask about at once.
+final class TrustPartitions: Sendable {
+    static let shared = TrustPartitions()
+
+    private struct Entry {
+        weak var session: URLSession?
+        var partition: UInt64
+        var hostsNeedingDelegate: Set<String> = []
+    }
+    private struct State {
+        var entries: [ObjectIdentifier: Entry] = [:]
+        var next: UInt64 = 0
+    }
+    private let state = NIOLockedValueBox(State())
+    /// Hosts remembered per session at most.
+    static let hostLimit = 256
+
+    /// A partition of its own (a load on Apple platforms).
+    func unique() -> UInt64 {
+        state.withLockedValue {
+            $0.next += 1
+            return $0.next
+        }
+    }
+
+    /// The session's partition, made on first use; entries of sessions gone are dropped then.
+    func partition(of session: URLSession) -> UInt64 {
+        state.withLockedValue { state in
+            let id = ObjectIdentifier(session)
+            if let entry = state.entries[id], entry.session === session { return entry.partition }
+            state.entries = state.entries.filter { $0.value.session != nil }
+            state.next += 1
+            state.entries[id] = Entry(session: session, partition: state.next)
+            return state.next
+        }
+    }
+
+    func needsDelegate(_ host: String, in session: URLSession) -> Bool {
+        state.withLockedValue { state in
+            guard let entry = state.entries[ObjectIdentifier(session)], entry.session === session else { return false }
+            return entry.hostsNeedingDelegate.contains(host)
+        }
+    }
+
+    func rememberNeedsDelegate(_ host: String, in session: URLSession) {
+        _ = partition(of: session)
+        state.withLockedValue { state in
+            let id = ObjectIdentifier(session)
+            guard state.entries[id]?.hostsNeedingDelegate.count ?? 0 < Self.hostLimit else { return }
+            state.entries[id]?.hostsNeedingDelegate.insert(host)
+        }
+    }
+}
+
+extension HTTPDNSURLProtocol {
+    /// Puts `challenge` to the app's delegate and waits for the answer; a load stopped meanwhile answers
+    /// `.cancelAuthenticationChallenge`. Without a delegate: `.performDefaultHandling`.
+    static func ask(
+        _ space: URLProtectionSpace,
+        proposed: URLCredential?,
+        failures: Int,
+        response: URLResponse?,
+        error: (any Error)?,
+        context: LoadContext,
+        gate: ClientGate
+    ) async -> ChallengeAnswer {
+        // A load stopped while the delegate thinks answers "cancel" at once. (A server trust question
+        // runs in the pool's connect, which the TLS handshake timeout bounds.)
+        let pending = NIOLockedValueBox<Once<ChallengeAnswer>?>(nil)
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<ChallengeAnswer, Never>) in
+                let once = Once(continuation)
+                pending.withLockedValue { $0 = once }
+                let sender = ChallengeSender { once.resume($0) }
+                let challenge = URLAuthenticationChallenge(
+                    protectionSpace: space,
+                    proposedCredential: proposed,
+                    previousFailureCount: failures,
+                    failureResponse: response,
+                    error: error,
+                    sender: sender
+                )
+                guard gate.isOpen, !Task.isCancelled else { return once.resume((.cancelAuthenticationChallenge, nil)) }
+                #if canImport(Darwin)
+                    // The challenge only travels to the client's thread, where the system takes it.
+                    let carried = UncheckedChallenge(challenge: challenge)
+                    let sent = gate.send { client, me in client.urlProtocol(me, didReceive: carried.challenge) }
+                    if !sent { once.resume((.cancelAuthenticationChallenge, nil)) }
+                #else
+                    context.askDelegate(challenge, connectionLevel: space is HTTPDNSServerTrustSpace) {
+                        once.resume($0)
+                    }
+                #endif
+            }
+        } onCancel: {
+            pending.withLockedValue { $0 }?.resume((.cancelAuthenticationChallenge, nil))
+        }
+    }
+
+    /// The server trust evaluation for a request of this load: the delegate asked through `ask`.
+    static func serverTrust(
+        always: Bool,
+        partition: UInt64,
+        setup: Setup,
+        context: LoadContext,
+        gate: ClientGate
+    ) -> ServerTrustEvaluation {
+        let roots = setup.engine.configuration.tls.additionalTrustRoots.compactMap { try? $0.toDERBytes() }
+        return ServerTrustEvaluation(partition: partition, always: always) { question in
+            let space = HTTPDNSServerTrustSpace(
+                host: question.host,
+                port: question.port,
+                certificates: question.chain.map { Data($0) },
+                failureReason: question.failure?.message,
+                additionalRoots: roots
+            )
+            let answer = await ask(
+                space,
+                proposed: nil,
+                failures: 0,
+                response: nil,
+                error: question.failure.map { Translation.urlError($0, url: nil) },
+                context: context,
+                gate: gate
+            )
+            switch answer.disposition {
+            case .useCredential:
+                return .accept
+            case .cancelAuthenticationChallenge:
+                return .refuse(
+                    HTTPEngineError(.cancelled, "the app's delegate refused the certificate of \(question.host)")
+                )
+            default:
+                return .ourCheck
+            }
+        }
+    }
+
+    /// Sends `request` through the engine. When the origin's certificate fails our check and the task
+    /// may have a delegate, the request goes again on a connection that asks the delegate (nothing was
+    /// sent on the refused one); with `.always`, it asks from the start. A proxy's 407 asks the delegate
+    /// for credentials.
+    static func send(_ original: HTTPRequest, setup: Setup, context: LoadContext, gate: ClientGate) async throws
+        -> HTTPResponse
+    {
+        var request = original
+        let host = request.url.host
+        func askAboutTrust() {
+            request.serverTrust = serverTrust(
+                always: setup.serverTrustChallenges == .always,
+                partition: context.trustPartition(),
+                setup: setup,
+                context: context,
+                gate: gate
+            )
+        }
+        if request.url.isTLS, context.mayHaveDelegate,
+            setup.serverTrustChallenges == .always || context.certificateNeededDelegate(host)
+        {
+            askAboutTrust()
+        }
+        var proxyFailures = 0
+        while true {
+            do {
+                return try await setup.engine.execute(request)
+            } catch let error as HTTPEngineError
+                where request.serverTrust == nil && request.url.isTLS && context.mayHaveDelegate
+                && (error.code == .untrustedCertificate || error.code == .certificateNameMismatch)
+            {
+                context.rememberCertificateNeedsDelegate(host)
+                askAboutTrust()
+            } catch let error as HTTPEngineError where error.proxyRefusalStatus == 407 && context.mayHaveDelegate {
+                guard
+                    let proxy = setup.engine.configuration.proxy?.proxy(
+                        scheme: request.url.scheme,
+                        host: request.url.host
+                    ), proxyFailures < maxAuthenticationAttempts
+                else { throw error }
+                let space = URLProtectionSpace(
+                    proxyHost: proxy.host,
+                    port: proxy.port,
+                    type: request.url.isTLS ? NSURLProtectionSpaceHTTPSProxy : NSURLProtectionSpaceHTTPProxy,
+                    realm: nil,
+                    authenticationMethod: NSURLAuthenticationMethodHTTPBasic
+                )
+                let proposed = context.storedCredential(for: space)
+                let answer = await ask(
+                    space,
+                    proposed: proposed,
+                    failures: proxyFailures,
+                    response: nil,
+                    error: Translation.urlError(error, url: nil),
+                    context: context,
+                    gate: gate
+                )
+                guard let credential = chosenCredential(answer, proposed: proposed, failures: proxyFailures),
+                    let user = credential.user
+                else {
+                    if answer.disposition == .cancelAuthenticationChallenge { throw URLError(.cancelled) }
+                    throw error
+                }
+                context.store(credential, for: space)
+                request.proxyCredentials = ProxyCredentials(user: user, password: credential.password ?? "")
+                proxyFailures += 1
+            }
+        }
+    }
+
+    /// Challenges answered per request at most, before the 401 (or the proxy's refusal) stands.
+    static let maxAuthenticationAttempts = 8
+
+    /// The credential to send after `answer`: the delegate's own, or with default handling the proposed
+    /// one on the first round; nil to stop asking.
+    static func chosenCredential(_ answer: ChallengeAnswer, proposed: URLCredential?, failures: Int) -> URLCredential? {
+        switch answer.disposition {
+        case .useCredential:
+            return answer.credential?.user == nil ? nil : answer.credential
+        case .performDefaultHandling:
+            return failures == 0 && proposed?.hasPassword == true ? proposed : nil
+        default:
+            return nil
+        }
+    }
+
+    /// After a 401 with a challenge we speak: asks the delegate and returns the request to send again
+    /// with its `Authorization`, or nil to deliver the 401 (no credential, a body that cannot be sent
+    /// twice, too many rounds). Throws `URLError(.cancelled)` when the delegate cancels.
+    static func authenticate(
+        after response: HTTPResponse,
+        as urlResponse: HTTPURLResponse,
+        request: URLRequest,
+        url: URL,
+        body: BodySource,
+        failures: inout Int,
+        context: LoadContext,
+        gate: ClientGate
+    ) async throws -> URLRequest? {
+        guard response.status.code == 401, failures < maxAuthenticationAttempts,
+            let challenge = AuthChallenge.preferred(
+                AuthChallenge.parse(response.headers[canonicalForm: "www-authenticate"].map(String.init))
+            ),
+            let method = challenge.authenticationMethod, let host = url.host
+        else { return nil }
+        if case .stream = body { return nil }  // sent once already: deliver the 401
+        let scheme = url.scheme?.lowercased() ?? "http"
+        let space = URLProtectionSpace(
+            host: host,
+            port: url.port ?? (scheme == "https" ? 443 : 80),
+            protocol: scheme,
+            realm: challenge.realm,
+            authenticationMethod: method
+        )
+        var proposed = context.storedCredential(for: space)
+        if proposed == nil, let user = url.user {
+            proposed = URLCredential(user: user, password: url.password ?? "", persistence: .none)
+        }
+        let answer = await ask(
+            space,
+            proposed: proposed,
+            failures: failures,
+            response: urlResponse,
+            error: nil,
+            context: context,
+            gate: gate
+        )
+        if answer.disposition == .cancelAuthenticationChallenge { throw URLError(.cancelled) }
+        guard let credential = chosenCredential(answer, proposed: proposed, failures: failures),
+            let user = credential.user
+        else { return nil }
+        var target = url.path.isEmpty ? "/" : url.path
+        if let query = url.query { target += "?" + query }
+        guard
+            let authorization = challenge.authorization(
+                user: user,
+                password: credential.password ?? "",
+                method: request.httpMethod ?? "GET",
+                uri: target
+            )
+        else { return nil }
+        context.store(credential, for: space)
+        _ = try? await response.body.collect(upTo: 1 << 16)
+        failures += 1
+        var next = request
+        next.setValue(authorization, forHTTPHeaderField: "Authorization")
+        return next
+    }
+}

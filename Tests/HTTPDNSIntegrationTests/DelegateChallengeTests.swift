@@ -1,0 +1,292 @@
+// The app's URLSession delegate decides on authentication (issue 26), with corelibs URLSession and the
+// real peers: nginx's a.test (signed by the test CA, which the engine here is not told to trust unless a
+// test says so), nginx's /basic (HTTP Basic, alice:wonderland) and a tinyproxy that wants the same
+// credentials (407). The protocol's setup is process-wide: these tests belong to URLSessionTests, whose
+// tests run one at a time.
+
+@testable import HTTPDNSTestSupport
+@testable import HTTPDNSURLSession
+import Crypto
+import Foundation
+import HTTPDNSCore
+import HTTPDNSEngine
+import NIOConcurrencyHelpers
+import NIOSSL
+import Testing
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// A delegate answering every challenge with `answer`, and keeping what it was asked.
+final class ChallengeDelegate: NSObject, URLSessionTaskDelegate, @unchecked Sendable {
+    struct Seen: Sendable {
+        var method: String
+        var host: String
+        var isProxy: Bool
+        var realm: String?
+        var failures: Int
+        var certificates: [Data]
+        var failureReason: String?
+        var proposedUser: String?
+    }
+
+    let answer: @Sendable (URLAuthenticationChallenge) -> (URLSession.AuthChallengeDisposition, URLCredential?)
+    private let seenBox = NIOLockedValueBox<[Seen]>([])
+    var seen: [Seen] { seenBox.withLockedValue { $0 } }
+
+    init(
+        _ answer:
+            @escaping @Sendable (URLAuthenticationChallenge) -> (URLSession.AuthChallengeDisposition, URLCredential?)
+    ) {
+        self.answer = answer
+    }
+
+    func urlSession(
+        _ session: URLSession,
+        task: URLSessionTask,
+        didReceive challenge: URLAuthenticationChallenge,
+        completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void
+    ) {
+        let space = challenge.protectionSpace
+        let trust = space as? HTTPDNSServerTrustSpace
+        seenBox.withLockedValue {
+            $0.append(
+                Seen(
+                    method: space.authenticationMethod,
+                    host: space.host,
+                    isProxy: space.isProxy(),
+                    realm: space.realm,
+                    failures: challenge.previousFailureCount,
+                    certificates: trust?.certificates ?? [],
+                    failureReason: trust?.failureReason,
+                    proposedUser: challenge.proposedCredential?.user
+                )
+            )
+        }
+        let (disposition, credential) = answer(challenge)
+        completionHandler(disposition, credential)
+    }
+}
+
+extension URLSessionTests {
+    static let alice = URLCredential(user: "alice", password: "wonderland", persistence: .none)
+
+    /// Installs the protocol for a.test; the engine trusts the test CA only when `trustCA`.
+    func installForChallenges(
+        _ peers: Peers,
+        trustCA: Bool,
+        asking: ServerTrustChallenges = .whenOurCheckFails,
+        _ tweak: (inout HTTPEngine.Configuration) -> Void = { _ in }
+    ) throws -> HTTPDNSURLProtocol.Setup {
+        var engineConfiguration = HTTPEngine.Configuration()
+        if trustCA {
+            engineConfiguration.tls = HTTPEngineTLS(additionalTrustRoots: try HTTPEngineTLS.loadPEM(file: peers.ca))
+        }
+        tweak(&engineConfiguration)
+        var setup = try HTTPDNSURLProtocol.Setup(
+            resolver: try peers.resolver(),
+            engineConfiguration: engineConfiguration,
+            intercept: HostPolicy(only: [try HostPattern("a.test")])
+        )
+        setup.serverTrustChallenges = asking
+        HTTPDNSURLProtocol.install(setup)
+        return setup
+    }
+
+    func challengeSession(_ delegate: ChallengeDelegate?) -> URLSession {
+        URLSession(
+            configuration: URLSessionConfiguration.ephemeral.withHTTPDNS(),
+            delegate: delegate,
+            delegateQueue: nil
+        )
+    }
+
+    /// The base64 SHA-256 of the a.test certificate's public key, as a pinning delegate keeps it.
+    func aTestPin(_ peers: Peers) throws -> String {
+        try NIOSSLCertificateSPKI.digest(
+            pem: String(contentsOfFile: peers.www + "/../certs/a.test.pem", encoding: .utf8)
+        )
+    }
+
+    static func pin(of der: Data?) -> String? {
+        guard let der, let certificate = try? NIOSSLCertificate(bytes: Array(der), format: .der),
+            let spki = try? certificate.extractPublicKey().toSPKIBytes()
+        else { return nil }
+        return Data(SHA256.hash(data: spki)).base64EncodedString()
+    }
+
+    func get(_ session: URLSession, _ url: String) async throws -> (String, HTTPURLResponse) {
+        var request = URLRequest(url: URL(string: url)!)
+        request.timeoutInterval = 15
+        let (data, response) = try await session.data(for: request)
+        return (String(decoding: data, as: UTF8.self), try #require(response as? HTTPURLResponse))
+    }
+
+    // MARK: Server trust
+
+    @Test func aPinningDelegateAcceptsAPrivateCAOriginAndIsAskedOncePerConnection() async throws {
+        let peers = try Peers.require()
+        let setup = try installForChallenges(peers, trustCA: false)
+        defer { setup.engine.shutdown() }
+        let pin = try aTestPin(peers)
+        let delegate = ChallengeDelegate { challenge in
+            guard let space = challenge.protectionSpace as? HTTPDNSServerTrustSpace,
+                Self.pin(of: space.certificates.first) == pin
+            else { return (.cancelAuthenticationChallenge, nil) }
+            return (.useCredential, nil)
+        }
+        let session = challengeSession(delegate)
+        defer { session.invalidateAndCancel() }
+        let (body, response) = try await get(session, peers.url("a.test", "/whoami"))
+        #expect(response.statusCode == 200 && body.contains("sni=a.test"), "\(body)")
+        let (_, again) = try await get(session, peers.url("a.test", "/whoami"))
+        #expect(again.statusCode == 200)
+        let seen = delegate.seen
+        // One connection (h2, reused by the second task), one question about it.
+        #expect(seen.count == 1, "\(seen.map(\.method))")
+        #expect(seen.first?.method == HTTPDNSServerTrustSpace.authenticationMethod)
+        #expect(seen.first?.host == "a.test")
+        #expect(seen.first?.failureReason?.contains("not trusted") == true, "\(seen.first?.failureReason ?? "nil")")
+        #expect((seen.first?.certificates.count ?? 0) >= 1)
+    }
+
+    @Test func aDelegateThatCancelsRefusesTheOriginAndDefaultHandlingKeepsOurVerdict() async throws {
+        let peers = try Peers.require()
+        let setup = try installForChallenges(peers, trustCA: false)
+        defer { setup.engine.shutdown() }
+        for (disposition, expected) in [
+            (URLSession.AuthChallengeDisposition.cancelAuthenticationChallenge, URLError.Code.cancelled),
+            (.performDefaultHandling, .serverCertificateUntrusted),
+            (.rejectProtectionSpace, .serverCertificateUntrusted),
+        ] {
+            let delegate = ChallengeDelegate { _ in (disposition, nil) }
+            let session = challengeSession(delegate)
+            defer { session.invalidateAndCancel() }
+            do {
+                _ = try await get(session, peers.url("a.test", "/whoami"))
+                Issue.record("\(disposition): the untrusted origin was accepted")
+            } catch let error as URLError {
+                #expect(error.code == expected, "\(disposition): \(error)")
+            }
+            #expect(delegate.seen.count == 1, "\(disposition)")
+        }
+        // Without a delegate there is nobody to ask: our verdict, at once.
+        do {
+            _ = try await get(challengeSession(nil), peers.url("a.test", "/whoami"))
+            Issue.record("accepted without a delegate")
+        } catch let error as URLError {
+            #expect(error.code == .serverCertificateUntrusted)
+        }
+    }
+
+    @Test func askingAlwaysShowsTrustedChainsAndARefusalStillRefuses() async throws {
+        let peers = try Peers.require()
+        let setup = try installForChallenges(peers, trustCA: true, asking: .always)
+        defer { setup.engine.shutdown() }
+        let accepting = ChallengeDelegate { _ in (.performDefaultHandling, nil) }
+        let session = challengeSession(accepting)
+        defer { session.invalidateAndCancel() }
+        let (_, response) = try await get(session, peers.url("a.test", "/whoami"))
+        #expect(response.statusCode == 200)
+        #expect(accepting.seen.count == 1)
+        #expect(accepting.seen.first?.failureReason == nil, "our check passed: no failure to report")
+
+        let refusing = ChallengeDelegate { _ in (.cancelAuthenticationChallenge, nil) }
+        let other = self.challengeSession(refusing)
+        defer { other.invalidateAndCancel() }
+        do {
+            _ = try await get(other, peers.url("a.test", "/whoami"))
+            Issue.record("a refusing delegate's session used a connection another session's delegate accepted")
+        } catch let error as URLError {
+            #expect(error.code == .cancelled)
+        }
+        #expect(refusing.seen.count == 1)
+    }
+
+    // MARK: HTTP 401 and proxy 407
+
+    @Test func a401IsAnsweredWithTheDelegatesCredential() async throws {
+        let peers = try Peers.require()
+        let setup = try installForChallenges(peers, trustCA: true)
+        defer { setup.engine.shutdown() }
+        let delegate = ChallengeDelegate { challenge in
+            challenge.previousFailureCount == 0 ? (.useCredential, Self.alice) : (.cancelAuthenticationChallenge, nil)
+        }
+        let session = challengeSession(delegate)
+        defer { session.invalidateAndCancel() }
+        let (body, response) = try await get(session, peers.url("a.test", "/basic"))
+        #expect(response.statusCode == 200, "\(body)")
+        #expect(response.value(forHTTPHeaderField: "X-User") == "alice")
+        #expect(body.hasPrefix("swift-httpdns compresses well."))
+        #expect(delegate.seen.count == 1)
+        #expect(delegate.seen.first?.method == NSURLAuthenticationMethodHTTPBasic)
+        #expect(delegate.seen.first?.realm == "httpdns-test")
+    }
+
+    @Test func aWrongCredentialIsAskedAgainAndAnUnansweredChallengeDeliversThe401() async throws {
+        let peers = try Peers.require()
+        let setup = try installForChallenges(peers, trustCA: true)
+        defer { setup.engine.shutdown() }
+        let wrong = URLCredential(user: "alice", password: "looking-glass", persistence: .none)
+        let delegate = ChallengeDelegate { challenge in
+            switch challenge.previousFailureCount {
+            case 0: (.useCredential, wrong)
+            case 1: (.useCredential, Self.alice)
+            default: (.cancelAuthenticationChallenge, nil)
+            }
+        }
+        let session = challengeSession(delegate)
+        defer { session.invalidateAndCancel() }
+        let (_, response) = try await get(session, peers.url("a.test", "/basic"))
+        #expect(response.statusCode == 200)
+        #expect(delegate.seen.map(\.failures) == [0, 1])
+
+        let declining = ChallengeDelegate { _ in (.performDefaultHandling, nil) }
+        let plain = self.challengeSession(declining)
+        defer { plain.invalidateAndCancel() }
+        let (_, denied) = try await get(plain, peers.url("a.test", "/basic"))
+        #expect(denied.statusCode == 401)
+        #expect(declining.seen.count == 1)
+
+        let cancelling = ChallengeDelegate { _ in (.cancelAuthenticationChallenge, nil) }
+        let third = self.challengeSession(cancelling)
+        defer { third.invalidateAndCancel() }
+        do {
+            _ = try await get(third, peers.url("a.test", "/basic"))
+            Issue.record("a cancelled challenge delivered a response")
+        } catch let error as URLError {
+            #expect(error.code == .cancelled)
+        }
+    }
+
+    @Test func aProxys407IsAnsweredWithTheDelegatesCredential() async throws {
+        let peers = try Peers.require()
+        let port = try #require(
+            ProcessInfo.processInfo.environment["HTTPDNS_TINYPROXY_AUTH_PORT"].flatMap(Int.init),
+            "the Basic tinyproxy is not running"
+        )
+        let setup = try installForChallenges(peers, trustCA: true) { engine in
+            engine.proxy = HTTPProxySettings(all: HTTPProxy(host: "127.0.0.1", port: port))
+        }
+        defer { setup.engine.shutdown() }
+        let delegate = ChallengeDelegate { challenge in
+            challenge.protectionSpace.isProxy() ? (.useCredential, Self.alice) : (.performDefaultHandling, nil)
+        }
+        let session = challengeSession(delegate)
+        defer { session.invalidateAndCancel() }
+        let (body, response) = try await get(session, peers.url("a.test", "/whoami"))
+        #expect(response.statusCode == 200 && body.contains("sni=a.test"), "\(body)")
+        #expect(delegate.seen.count == 1)
+        #expect(delegate.seen.first?.isProxy == true && delegate.seen.first?.host == "127.0.0.1")
+
+        // Nobody to give credentials: the proxy's refusal, with the advice to give them.
+        do {
+            _ = try await get(self.challengeSession(nil), peers.url("a.test", "/whoami"))
+            Issue.record("tunnelled without credentials")
+        } catch let error as URLError {
+            #expect(error.code == .cannotConnectToHost)
+            #expect("\(error.localizedDescription)".contains("407"), "\(error.localizedDescription)")
+        }
+    }
+}
