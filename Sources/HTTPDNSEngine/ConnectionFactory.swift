@@ -262,7 +262,10 @@ struct ConnectionFactory: Sendable {
             } catch let error as HTTPEngineError {
                 throw error
             } catch {
-                throw HTTPEngineError(.nameNotResolved, "could not resolve \(host): \(error)", underlying: error)
+                // The resolver's text usually starts with the name already: say it once.
+                var reason = "\(error)"
+                if reason.hasPrefix(host + ": ") { reason.removeFirst(host.count + 2) }
+                throw HTTPEngineError(.nameNotResolved, "could not resolve \(host): \(reason)", underlying: error)
             }
         } else {
             return (nil, AddressLookup(source: "system"))  // NIO's getaddrinfo resolver, inside the connect

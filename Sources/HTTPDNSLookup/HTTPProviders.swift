@@ -151,7 +151,7 @@ func interpretWireAnswer(_ bytes: [UInt8], name: String, family: AddressFamily, 
     case .nameError:
         return FamilyAnswer(addresses: [], ttl: message.negativeTTL)
     default:
-        throw ProviderError("answered \(message.rcode) for \(name) \(family.recordType)", rcode: message.rcode)
+        throw ProviderError("answered \(message.rcode) for \(family.recordType)", rcode: message.rcode)
     }
 }
 

@@ -187,22 +187,39 @@ package struct TraceWaterfall: Sendable {
 
     package init(panels: [TracePanel]) { self.panels = panels }
 
-    // Layout, in px.
+    // Layout, in px. Panels are stacked, one under the other, so the page fits a 1280 px window
+    // whatever the number of panels (two side by side needed 1660 px).
     static let labelWidth = 330.0
     static let barsWidth: Double = 470
-    static let panelGap = 36.0
+    static let panelWidth = labelWidth + barsWidth + 290
+    static let panelGap = 24.0
     static let rowHeight = 40.0
-    static let top = 78.0  // legend and panel titles
+    static let legendHeight = 30.0
+    /// From a panel's top to its title's baseline, and to its first row.
+    static let titleOffset = 26.0
+    static let rowsOffset = 48.0
     static let axisHeight = 44.0
     static let margin = 12.0
 
-    var panelWidth: Double { Self.labelWidth + Self.barsWidth + (panels.count == 1 ? 290 : 0) }
+    var panelWidth: Double { Self.panelWidth }
     var chartWidth: Double { panelWidth - Self.labelWidth - 64 }  // room for the duration after a bar
-    var rowCount: Int { panels.map(\.rows.count).max() ?? 0 }
-    package var width: Double {
-        Self.margin * 2 + Double(panels.count) * panelWidth + Double(max(0, panels.count - 1)) * Self.panelGap
+    func panelHeight(_ panel: TracePanel) -> Double {
+        Self.rowsOffset + Double(max(panel.rows.count, 1)) * Self.rowHeight + Self.axisHeight
     }
-    package var height: Double { Self.top + Double(max(rowCount, 1)) * Self.rowHeight + Self.axisHeight + Self.margin }
+    /// Where each panel starts, from the top.
+    var panelTops: [Double] {
+        var tops: [Double] = []
+        var y = Self.legendHeight
+        for panel in panels {
+            tops.append(y)
+            y += panelHeight(panel) + Self.panelGap
+        }
+        return tops
+    }
+    package var width: Double { Self.margin * 2 + panelWidth }
+    package var height: Double {
+        Self.legendHeight + panels.map { panelHeight($0) + Self.panelGap }.reduce(0, +) - Self.panelGap + Self.margin
+    }
 
     /// A panel's axis end and tick step: the smallest 1-2-5 step (1 µs to 10,000 s) giving at most 6
     /// intervals.
@@ -234,10 +251,9 @@ package struct TraceWaterfall: Sendable {
 
             """
         out += legend()
-        for (index, panel) in panels.enumerated() {
-            let x = Self.margin + Double(index) * (panelWidth + Self.panelGap)
+        for (panel, top) in zip(panels, panelTops) {
             let (endMs, stepMs) = Self.scale(panel)
-            out += self.panel(panel, x: x, endMs: endMs, stepMs: stepMs)
+            out += self.panel(panel, x: Self.margin, top: top, endMs: endMs, stepMs: stepMs)
         }
         return out + "</svg>\n"
     }
@@ -255,14 +271,14 @@ package struct TraceWaterfall: Sendable {
         return out + "</g>\n"
     }
 
-    func panel(_ panel: TracePanel, x: Double, endMs: Double, stepMs: Double) -> String {
+    func panel(_ panel: TracePanel, x: Double, top: Double, endMs: Double, stepMs: Double) -> String {
         let barsX = x + Self.labelWidth
-        let rowsTop = Self.top
-        let rowsBottom = rowsTop + Double(max(rowCount, 1)) * Self.rowHeight
+        let rowsTop = top + Self.rowsOffset
+        let rowsBottom = rowsTop + Double(max(panel.rows.count, 1)) * Self.rowHeight
         let px = chartWidth / endMs
         var out = "<g class=\"panel\" data-title=\"\(xmlEscaped(panel.title))\">\n"
         let inAll = panel.rows.map(\.endMs).max().map { " — \(number($0)) ms in all" } ?? ""
-        out += "<text x=\"\(fmt(x))\" y=\"56\" font-size=\"15\" font-weight=\"bold\">"
+        out += "<text x=\"\(fmt(x))\" y=\"\(fmt(top + Self.titleOffset))\" font-size=\"15\" font-weight=\"bold\">"
         out += "\(xmlEscaped(shortened(panel.title, to: 60)))<tspan font-weight=\"normal\">\(inAll)</tspan>"
         out += "<title>\(xmlEscaped(panel.title))</title></text>\n"
         // Grid and axis.
@@ -340,10 +356,13 @@ package struct TraceWaterfall: Sendable {
             body { font-family: "DejaVu Sans", Arial, sans-serif; font-size: 14px; margin: 16px; color: #111; }
             h1 { font-size: 20px; margin: 0 0 4px 0; }
             p.sub { color: #444; margin: 0 0 12px 0; }
-            table { border-collapse: collapse; margin: 12px 0; }
+            figure { margin: 12px 0; }
+            figure svg { max-width: 100%; height: auto; }
+            table { border-collapse: collapse; margin: 12px 0; max-width: 100%; }
             th, td { border: 1px solid #ccc; padding: 3px 8px; text-align: left; font-size: 13px; }
+            td { overflow-wrap: anywhere; }
             th { background: #f0f0f0; }
-            td.num { text-align: right; font-variant-numeric: tabular-nums; }
+            td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; overflow-wrap: normal; }
             .hijacked { color: #a00000; font-weight: bold; }
             .clean { color: #005a32; }
             .unknown { color: #555; }

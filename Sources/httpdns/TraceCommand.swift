@@ -116,7 +116,11 @@ struct TraceCommand: AsyncParsableCommand {
         let failed = rows.contains { $0.error != nil }
         if compareLocal {
             // After the fetches, so the HTTPDNS rows show a real lookup, not one this comparison cached.
-            for host in Set(targets.map(\.host)).sorted() {
+            // Every host the requests reached, redirect targets included, in the order first reached.
+            var hosts = targets.map(\.host)
+            hosts += rows.compactMap { try? HTTPURL($0.url).host }
+            var seen = Set<String>()
+            for host in hosts where seen.insert(host).inserted {
                 comparisons.append(Self.comparison(await httpdns.resolver.compare(host)))
             }
         }

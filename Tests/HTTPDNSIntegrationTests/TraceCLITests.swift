@@ -42,6 +42,8 @@ struct ChromiumTraceTests {
         #expect(html.contains("127.0.0.66"))
         #expect(html.contains("hijacked: LocalDNS answered other or private addresses"))
         #expect(!html.lowercased().contains("<script"))
+        // The host table lists every host the requests reached: b.test is only a redirect's target.
+        #expect(html.contains("<tr><td>a.test</td>") && html.contains("<tr><td>b.test</td>"), "\(html.prefix(1500))")
 
         // The SVG alone is well-formed XML (xmllint), with the same rows.
         let lint = try await runProcess("/usr/bin/xmllint", ["--noout", svg])
@@ -72,6 +74,26 @@ struct ChromiumTraceTests {
         // (a parse or resource problem).
         let console = dom.stderr.split(separator: "\n").filter { $0.contains(":CONSOLE(") || $0.contains("CONSOLE:") }
         #expect(console.isEmpty, "\(console)")
+
+        // It fits a 1280 px window: a copy of the page with a script that writes the document's scroll
+        // width into the DOM, laid out by Chromium at 1280 x 900 (the page itself has no script).
+        let measured = dir.appendingPathComponent("measured.html")
+        let probe =
+            "<script>document.body.setAttribute('data-scroll-width', "
+            + "String(document.documentElement.scrollWidth));</script></body>"
+        try Data(html.replacingOccurrences(of: "</body>", with: probe).utf8).write(to: measured)
+        let layout = try await runProcess(
+            browser,
+            [
+                "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+                "--disable-component-update", "--disable-sync", "--user-data-dir=" + profile + "-1280",
+                "--window-size=1280,900", "--hide-scrollbars", "--dump-dom", measured.absoluteString,
+            ]
+        )
+        let scrollWidth = layout.stdout.components(separatedBy: "data-scroll-width=\"").dropFirst().first
+            .flatMap { Int($0.prefix { $0.isNumber }) }
+        let pageWidth = try #require(scrollWidth, "\(layout.stdout.prefix(300)) \(layout.stderr.suffix(300))")
+        #expect(pageWidth <= 1280, "the page is \(pageWidth) px wide at a 1280 px window")
     }
 
     @Test func aURLThatFailsThroughHTTPDNSStillWritesThePageAndExitsOne() async throws {
@@ -89,6 +111,10 @@ struct ChromiumTraceTests {
         let html = try String(contentsOfFile: page, encoding: .utf8)
         #expect(html.components(separatedBy: "class=\"request\"").count - 1 == 2)
         #expect(html.contains("failed: "))
+        // The failure names the host once ("could not resolve nothing.test: nothing.test: …" said it twice).
+        let failure = try #require(r.stdout.split(separator: "\n").first { $0.contains("failed:") })
+        let failureText = failure[try #require(failure.range(of: "failed:")).upperBound...]
+        #expect(failureText.components(separatedBy: "nothing.test").count - 1 == 1, "\(failure)")
         // A usage error names the flag and exits 64.
         let usage = try await runCLI(["trace", "ftp://a.test/"])
         #expect(usage.status == 64)

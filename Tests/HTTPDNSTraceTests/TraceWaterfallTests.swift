@@ -70,7 +70,7 @@ import Testing
         #expect(TraceWaterfall.scale(TracePanel(title: "p", rows: [])).endMs > 0)
     }
 
-    @Test func panelsSideBySideHaveTheirOwnAxesAndSayHowLongEachTookInAll() {
+    @Test func stackedPanelsHaveTheirOwnAxesAndSayHowLongEachTookInAll() {
         // A hijacked LocalDNS ending in a 900 ms failure next to a 15 ms HTTPDNS request: on one axis
         // the second bar would be a pixel wide.
         let slow = TraceTiming(url: "https://a.test/", startMs: 0, totalMs: 900, error: "timed out")
@@ -83,7 +83,10 @@ import Testing
         #expect(svg.contains(">15.0</text>") || svg.contains(">16.0</text>"), "the HTTPDNS axis runs to about 15 ms")
         #expect(svg.contains(" — 900 ms in all"))
         #expect(svg.contains(" — 15.0 ms in all"))
-        #expect(chart.width > TraceWaterfall(panels: [TracePanel(title: "HTTPDNS", rows: [fresh])]).width)
+        // Stacked, not side by side: as wide as one panel (it fits a 1280 px window), twice as tall.
+        let one = TraceWaterfall(panels: [TracePanel(title: "HTTPDNS", rows: [fresh])])
+        #expect(chart.width == one.width && chart.width + 32 <= 1280)
+        #expect(chart.height > one.height * 1.5)
     }
 
     @Test func textFromTheNetworkIsEscaped() {
