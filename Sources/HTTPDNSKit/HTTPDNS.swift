@@ -92,7 +92,7 @@ public final class HTTPDNS: Sendable {
         public var proxy: HTTPProxySettings?
         /// When the app's URLSession delegate is asked about an origin's certificate: when our check
         /// refuses it (the default), or for every new connection. Its answer is honoured as the system
-        /// stack would (see ``HTTPDNSServerTrustSpace``); HTTP 401 and proxy 407 challenges always go
+        /// stack would (see `HTTPDNSServerTrustSpace`); HTTP 401 and proxy 407 challenges always go
         /// to the delegate.
         public var serverTrustChallenges = ServerTrustChallenges.whenOurCheckFails
         /// HTTP/1.1 connections to one origin at most; further requests wait for one to be free. An
