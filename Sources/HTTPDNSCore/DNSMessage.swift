@@ -85,6 +85,8 @@ package struct DNSMessage: Hashable, Sendable {
     package var questionName: String
     package var questionType: DNSRecordType
     package var answers: [DNSRecord]
+    /// A query's EDNS Client Subnet option (RFC 7871), when it has one with a non-zero prefix.
+    package var clientSubnet: ClientSubnet?
     /// The SOA minimum from the authority section, when present: the negative-caching TTL (RFC 2308).
     package var negativeTTL: UInt32?
 
@@ -96,8 +98,15 @@ package struct DNSMessage: Hashable, Sendable {
     // MARK: Building
 
     /// Encodes a recursive query for `name` / `type`. RFC 8484 asks DoH clients to use id 0 for cache
-    /// friendliness; Do53 callers pass a random id. `edns` adds an OPT record advertising 1232 bytes.
-    package static func query(name: String, type: DNSRecordType, id: UInt16 = 0, edns: Bool = true) throws -> [UInt8] {
+    /// friendliness; Do53 callers pass a random id. `edns` adds an OPT record advertising 1232 bytes,
+    /// carrying `clientSubnet` as an EDNS Client Subnet option (RFC 7871) when given.
+    package static func query(
+        name: String,
+        type: DNSRecordType,
+        id: UInt16 = 0,
+        edns: Bool = true,
+        clientSubnet: ClientSubnet? = nil
+    ) throws -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(64)
         out.appendUInt16(id)
@@ -114,7 +123,9 @@ package struct DNSMessage: Hashable, Sendable {
             out.appendUInt16(DNSRecordType.opt.rawValue)
             out.appendUInt16(Self.ednsUDPSize)
             out.appendUInt32(0)
-            out.appendUInt16(0)
+            let options = clientSubnet?.ednsOption ?? []
+            out.appendUInt16(UInt16(options.count))
+            out += options
         }
         return out
     }
@@ -182,7 +193,7 @@ package struct DNSMessage: Hashable, Sendable {
         let qdcount = Int(try reader.readUInt16())
         let ancount = Int(try reader.readUInt16())
         let nscount = Int(try reader.readUInt16())
-        _ = try reader.readUInt16()  // ARCOUNT: additional records are not needed
+        let arcount = Int(try reader.readUInt16())
         // Every question takes at least 5 bytes and every record at least 11: reject counts the message
         // cannot possibly hold before looping over them.
         guard qdcount * 5 + (ancount + nscount) * 11 <= reader.remaining else {
@@ -213,6 +224,40 @@ package struct DNSMessage: Hashable, Sendable {
             }
         }
         self.negativeTTL = negativeTTL
+        // A query's additional records: only its OPT record's client subnet is read, and a record that
+        // does not parse ends the reading (what came before stands).
+        self.clientSubnet = nil
+        if !isResponse {
+            for _ in 0..<min(arcount, 8) {
+                guard let record = try? reader.readRecord() else { break }
+                if record.type == .opt, let subnet = Self.clientSubnet(inOptions: record.data) {
+                    self.clientSubnet = subnet
+                }
+            }
+        }
+    }
+
+    /// The ECS option (code 8) among an OPT record's options: FAMILY 1 or 2, a prefix no longer than
+    /// the address, at most the bytes the prefix covers. Nil for anything else, or a prefix of 0.
+    static func clientSubnet(inOptions data: [UInt8]) -> ClientSubnet? {
+        var at = 0
+        while at + 4 <= data.count {
+            let code = Int(data[at]) << 8 | Int(data[at + 1])
+            let length = Int(data[at + 2]) << 8 | Int(data[at + 3])
+            at += 4
+            guard at + length <= data.count else { return nil }
+            defer { at += length }
+            guard code == 8, length >= 4 else { continue }
+            let family = Int(data[at]) << 8 | Int(data[at + 1])
+            let prefix = Int(data[at + 2])
+            let raw = Array(data[at + 4..<at + length])
+            let size = family == 1 ? 4 : family == 2 ? 16 : 0
+            guard size > 0, prefix > 0, prefix <= size * 8, raw.count <= size,
+                let address = IPAddress(bytes: raw + Array(repeating: 0, count: size - raw.count))
+            else { return nil }
+            return try? ClientSubnet(address: address, prefixLength: prefix)
+        }
+        return nil
     }
 
     /// The A/AAAA addresses that answer the question, following the CNAME chain from the question name

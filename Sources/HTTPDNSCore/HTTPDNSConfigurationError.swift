@@ -14,6 +14,7 @@ public struct HTTPDNSConfigurationError: Error, Equatable, Sendable, CustomStrin
             case invalidProxyConfiguration
             case invalidAddressOverride
             case invalidCacheConfiguration
+            case invalidClientSubnet
         }
 
         private let base: Base
@@ -33,6 +34,8 @@ public struct HTTPDNSConfigurationError: Error, Equatable, Sendable, CustomStrin
         /// Cache settings that cannot be used: a TTL floor above the ceiling, a serve-expired window
         /// outside 0 to 7 days, a TTL override with a bad pattern or a TTL of zero.
         public static let invalidCacheConfiguration = Code(.invalidCacheConfiguration)
+        /// A client subnet that is not `ADDRESS[/PREFIX]`, or whose prefix is longer than the address.
+        public static let invalidClientSubnet = Code(.invalidClientSubnet)
 
         /// The code's name, e.g. `invalidHostPattern`.
         public var description: String { base.rawValue }

@@ -90,6 +90,12 @@ public final class HTTPDNS: Sendable {
         /// reads curl's `https_proxy`, `http_proxy`, `all_proxy` and `no_proxy`. Classic DNS resolvers
         /// (`dns:`, `system`) do not go through it.
         public var proxy: HTTPProxySettings?
+        /// A client subnet to ask on behalf of: sent to the resolvers as an EDNS Client Subnet option
+        /// (RFC 7871) in DoH and Do53 queries and as `ip=` to DNSPod (encrypted with `dn` in the AES
+        /// and DES forms) and Alibaba, never to LocalDNS. For a server or proxy asking for its clients,
+        /// so a CDN answers for where they are. Nil (the default): nothing is sent, as it says where the
+        /// user is.
+        public var clientSubnet: ClientSubnet?
         /// When the app's URLSession delegate is asked about an origin's certificate: when our check
         /// refuses it (the default), or for every new connection. Its answer is honoured as the system
         /// stack would (see `HTTPDNSServerTrustSpace`); HTTP 401 and proxy 407 challenges always go
@@ -150,6 +156,7 @@ public final class HTTPDNS: Sendable {
         resolverConfiguration.cache = configuration.cache
         resolverConfiguration.persistencePath = configuration.persistencePath
         resolverConfiguration.addressOverrides = configuration.addressOverrides
+        resolverConfiguration.clientSubnet = configuration.clientSubnet
         resolverConfiguration.network.networkID = configuration.networkID
         resolverConfiguration.network.watch = configuration.watchesNetwork
         resolverConfiguration.network.nat64 = configuration.nat64

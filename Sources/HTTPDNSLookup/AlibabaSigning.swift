@@ -46,7 +46,7 @@ package enum AlibabaSigning {
 
     /// The parameters a v2 signature covers, out of a query's.
     package static func v2Signed(_ query: [String: String]) -> [(String, String)] {
-        query.filter { ["dn", "exp", "id", "m", "q", "v", "tags"].contains($0.key) || $0.key.hasPrefix("sdns-") }
+        query.filter { ["dn", "exp", "id", "ip", "m", "q", "v", "tags"].contains($0.key) || $0.key.hasPrefix("sdns-") }
             .map { ($0.key, $0.value) }
     }
 }

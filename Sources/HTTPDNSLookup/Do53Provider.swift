@@ -10,24 +10,28 @@ import NIOCore
 import NIOExtras
 import NIOPosix
 
-package struct Do53Provider: DNSProvider {
+package struct Do53Provider: SubnetQuerying {
     let ip: IPAddress
     let port: Int
     let group: any EventLoopGroup
     /// On an IPv6-only network with NAT64, an IPv4 server is reached through its synthesized address.
     let path: NetworkPath?
+    /// Sent as an EDNS Client Subnet option in every query (RFC 7871), when given.
+    let clientSubnet: ClientSubnet?
     package let name: String
 
     package init(
         server ip: IPAddress,
         port: Int,
         path: NetworkPath? = nil,
+        clientSubnet: ClientSubnet? = nil,
         group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) throws {
         _ = try SocketAddress(ip, port: port)
         self.ip = ip
         self.port = port
         self.path = path
+        self.clientSubnet = clientSubnet
         self.group = group
         self.name = ResolverSpec.dns(ip, port: port).description
     }
@@ -42,8 +46,15 @@ package struct Do53Provider: DNSProvider {
     }
 
     package func resolve(_ name: String, family: AddressFamily, deadline: NIODeadline) async throws -> FamilyAnswer {
+        try await resolve(name, family: family, deadline: deadline, clientSubnet: clientSubnet)
+    }
+
+    /// One query, with `clientSubnet` as its ECS option (the server passing its client's on).
+    package func resolve(_ name: String, family: AddressFamily, deadline: NIODeadline, clientSubnet: ClientSubnet?)
+        async throws -> FamilyAnswer
+    {
         let id = UInt16.random(in: 1...UInt16.max)
-        let query = try DNSMessage.query(name: name, type: family.recordType, id: id)
+        let query = try DNSMessage.query(name: name, type: family.recordType, id: id, clientSubnet: clientSubnet)
         let bytes = try await udpExchange(
             query,
             expecting: ExpectedAnswer(id: id, name: name, type: family.recordType),

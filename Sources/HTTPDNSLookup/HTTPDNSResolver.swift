@@ -92,7 +92,12 @@ public final class HTTPDNSResolver: Sendable {
             throw HTTPDNSConfigurationError(.invalidCacheConfiguration, "cache: \(problem)")
         }
         let providers = try configuration.providers.map {
-            try ProviderFactory.make($0, engine: engine, bootstrap: configuration.bootstrap)
+            try ProviderFactory.make(
+                $0,
+                engine: engine,
+                bootstrap: configuration.bootstrap,
+                clientSubnet: configuration.clientSubnet
+            )
         }
         let local = try ProviderFactory.make(configuration.localDNS, engine: engine, bootstrap: configuration.bootstrap)
         self.init(

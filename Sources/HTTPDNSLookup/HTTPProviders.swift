@@ -91,21 +91,37 @@ struct EndpointClient: Sendable {
     }
 }
 
+/// A provider that can put a client subnet into one query (ECS): the server passing its client's on.
+package protocol SubnetQuerying: DNSProvider {
+    func resolve(_ name: String, family: AddressFamily, deadline: NIODeadline, clientSubnet: ClientSubnet?)
+        async throws -> FamilyAnswer
+}
+
 /// RFC 8484 DNS-over-HTTPS, wire format. GET `?dns=<base64url>` or POST `application/dns-message`.
 /// The engine offers h2 and http/1.1 through ALPN, so h2-only servers (kresd doh2, bind9, unbound) and
 /// HTTP/1.1 ones both work.
-package struct DoHProvider: DNSProvider {
+package struct DoHProvider: SubnetQuerying {
     let client: EndpointClient
     let usePOST: Bool
+    /// Sent as an EDNS Client Subnet option in every query (RFC 7871), when given.
+    let clientSubnet: ClientSubnet?
     package var name: String { client.name(usePOST ? "doh-post" : "doh") }
 
-    init(client: EndpointClient, usePOST: Bool) {
+    init(client: EndpointClient, usePOST: Bool, clientSubnet: ClientSubnet? = nil) {
         self.client = client
         self.usePOST = usePOST
+        self.clientSubnet = clientSubnet
     }
 
     package func resolve(_ name: String, family: AddressFamily, deadline: NIODeadline) async throws -> FamilyAnswer {
-        let query = try DNSMessage.query(name: name, type: family.recordType, id: 0)
+        try await resolve(name, family: family, deadline: deadline, clientSubnet: clientSubnet)
+    }
+
+    /// One query, with `clientSubnet` as its ECS option (the server passing its client's on).
+    package func resolve(_ name: String, family: AddressFamily, deadline: NIODeadline, clientSubnet: ClientSubnet?)
+        async throws -> FamilyAnswer
+    {
+        let query = try DNSMessage.query(name: name, type: family.recordType, id: 0, clientSubnet: clientSubnet)
         let body: [UInt8]
         if usePOST {
             body = try await client.send(
@@ -189,14 +205,17 @@ package struct DNSPodProvider: DNSProvider {
     let client: EndpointClient
     let auth: DNSPodAuth?
     let cipher: DNSPodCipher?
+    /// Sent as `ip=` (encrypted like `dn` in the AES and DES forms), when given.
+    let clientSubnet: ClientSubnet?
     package var name: String { client.name("dnspod") }
     package var maximumBatch: Int { 8 }
 
     /// `auth` has passed `ResolverSpec.credentialProblem` (ProviderFactory checks it).
-    init(client: EndpointClient, auth: DNSPodAuth?) {
+    init(client: EndpointClient, auth: DNSPodAuth?, clientSubnet: ClientSubnet? = nil) {
         self.client = client
         self.auth = auth
         self.cipher = auth.flatMap(DNSPodCipher.init)
+        self.clientSubnet = clientSubnet
     }
 
     package func resolve(_ name: String, family: AddressFamily, deadline: NIODeadline) async throws -> FamilyAnswer {
@@ -231,6 +250,11 @@ package struct DNSPodProvider: DNSProvider {
     func parameters(_ names: [String], query: AddressQuery) -> [(String, String)] {
         let dn = names.joined(separator: ",")
         var parameters = [("dn", cipher?.seal(dn) ?? dn), ("clientip", "1"), ("ttl", "1")]
+        if let clientSubnet {
+            // The service takes an address: the subnet's, its host bits cleared.
+            let ip = clientSubnet.address.description
+            parameters.append(("ip", cipher?.seal(ip) ?? ip))
+        }
         if let auth { parameters.append(("id", auth.id)) }
         if let type = DNSPodFormat.typeParameter(for: query) { parameters.append(("type", type)) }
         switch auth {
@@ -275,12 +299,15 @@ package struct AlibabaJSONProvider: DNSProvider {
 
     let client: EndpointClient
     let form: Form
+    /// Sent as `ip=`, when given.
+    let clientSubnet: ClientSubnet?
     package var name: String { client.name("json") }
 
     /// `secret` has passed `ResolverSpec.credentialProblem` (ProviderFactory checks it): a v2 endpoint
     /// names its account and its secret is hex; a signed one is `/ACCOUNT/d`.
-    init(client: EndpointClient, secret: ResolverSecret?) {
+    init(client: EndpointClient, secret: ResolverSecret?, clientSubnet: ClientSubnet? = nil) {
         self.client = client
+        self.clientSubnet = clientSubnet
         let endpoint = client.endpoint
         if endpoint.path == AlibabaJSONFormat.v2Path {
             // The console shows the secret as hex; the v2 API keys its HMAC with the decoded bytes.
@@ -297,19 +324,22 @@ package struct AlibabaJSONProvider: DNSProvider {
         let types = AlibabaJSONFormat.queryParameter(for: query)
         var parameters: [(String, String)]
         var path: String?
+        // The client's address (its subnet's), when configured: `ip=`, outside the sign_d signature,
+        // inside v2's (which covers every parameter).
+        let ip = clientSubnet.map { [("ip", $0.address.description)] } ?? []
         switch form {
         case .unsigned:
-            parameters = [("host", name), ("query", types)]
+            parameters = [("host", name), ("query", types)] + ip
         case .signD(let signedPath, let secret):
             let expiry = unixTime() + AlibabaSigning.validity
-            parameters = [("host", name), ("query", types), ("t", "\(expiry)")]
+            parameters = [("host", name), ("query", types)] + ip + [("t", "\(expiry)")]
             parameters.append(("s", AlibabaSigning.signature(host: name, secret: secret, expiry: expiry)))
             path = signedPath
         case .v2(let account, let key):
             // The iOS SDK's order: id, m, exp, v, dn, q, s.
             parameters = [("id", account), ("m", "0")]
             if key != nil { parameters.append(("exp", "\(unixTime() + AlibabaSigning.validity)")) }
-            parameters += [("v", AlibabaSigning.v2Version), ("dn", name), ("q", types)]
+            parameters += [("v", AlibabaSigning.v2Version), ("dn", name), ("q", types)] + ip
             if let key { parameters.append(("s", AlibabaSigning.v2Signature(parameters, key: key))) }
             path = AlibabaJSONFormat.v2Path
         }

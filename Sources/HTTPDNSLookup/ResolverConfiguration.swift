@@ -28,6 +28,9 @@ package struct ResolverConfiguration: Sendable {
     /// Network detection: watching for changes, NAT64, the app's own network identifier (answers are
     /// cached per network; by default the identifier is derived from the network).
     package var network = NetworkMonitor.Settings()
+    /// Sent to the HTTPDNS providers on the client's behalf (ECS in DoH and Do53 queries, `ip=` to
+    /// DNSPod and Alibaba); never to LocalDNS. Nil (the default): nothing is sent.
+    package var clientSubnet: ClientSubnet?
 
     package init(providers: [ResolverSpec] = []) {
         self.providers = providers
@@ -36,10 +39,12 @@ package struct ResolverConfiguration: Sendable {
 
 /// Builds the provider for a spec.
 package enum ProviderFactory {
+    /// `clientSubnet` goes into every query the provider makes (see `ResolverConfiguration.clientSubnet`).
     package static func make(
         _ spec: ResolverSpec,
         engine: HTTPEngine,
         bootstrap: [String: [IPAddress]],
+        clientSubnet: ClientSubnet? = nil,
         group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) throws -> any DNSProvider {
         if let problem = spec.credentialProblem {
@@ -49,22 +54,25 @@ package enum ProviderFactory {
         case .doh(let endpoint, let post):
             return DoHProvider(
                 client: try EndpointClient(engine: engine, endpoint: endpoint, bootstrap: bootstrap),
-                usePOST: post
+                usePOST: post,
+                clientSubnet: clientSubnet
             )
         case .dohJSON(let endpoint):
             return DoHJSONProvider(client: try EndpointClient(engine: engine, endpoint: endpoint, bootstrap: bootstrap))
         case .dnspod(let endpoint, let auth):
             return DNSPodProvider(
                 client: try EndpointClient(engine: engine, endpoint: endpoint, bootstrap: bootstrap),
-                auth: auth
+                auth: auth,
+                clientSubnet: clientSubnet
             )
         case .json(let endpoint, let secret):
             return AlibabaJSONProvider(
                 client: try EndpointClient(engine: engine, endpoint: endpoint, bootstrap: bootstrap),
-                secret: secret
+                secret: secret,
+                clientSubnet: clientSubnet
             )
         case .dns(let ip, let port):
-            return try Do53Provider(server: ip, port: port, path: engine.path, group: group)
+            return try Do53Provider(server: ip, port: port, path: engine.path, clientSubnet: clientSubnet, group: group)
         case .system:
             return SystemProvider()
         }

@@ -101,13 +101,17 @@ extension ServiceCore {
         return query
     }
 
-    func doh(_ request: ListenerRequest, _ query: [String: String], _ lookup: (String) throws -> Lookup) throws
-        -> ListenerResponse
-    {
+    /// `subnet`: the configured one; a query's own ECS option replaces it.
+    func doh(
+        _ request: ListenerRequest,
+        _ query: [String: String],
+        subnet: ClientSubnet?,
+        _ lookup: (String, ClientSubnet?) throws -> Lookup
+    ) throws -> ListenerResponse {
         let wantsJSON =
             query["name"] != nil || request.headers["accept"].contains { $0.contains("application/dns-json") }
         if wantsJSON && request.method == .GET {
-            return try dohJSON(query, lookup)
+            return try dohJSON(query) { try lookup($0, subnet) }
         }
         let wire: [UInt8]
         switch request.method {
@@ -139,7 +143,7 @@ extension ServiceCore {
         var rcode = DNSResponseCode.noError
         var addresses: [IPAddress] = []
         var ttl: UInt32 = configuration.ttl
-        switch try lookup(qname) {
+        switch try lookup(qname, message.clientSubnet ?? subnet) {
         case .found(let v4, let v6):
             let family = message.questionType == .aaaa ? v6 : message.questionType == .a ? v4 : .empty
             addresses = family.addresses

@@ -15,6 +15,8 @@ import NIOHTTP1
 struct ServiceCore: Sendable {
     let hosts: NIOLockedValueBox<HTTPDNSService.Hosts>
     let resolver: HTTPDNSResolver?
+    /// The upstream asked directly when a request has a client subnet (a `dns:` or `doh:` one).
+    let subnetUpstream: (any SubnetQuerying)?
     let configuration: HTTPDNSService.Configuration
     let logger: Logger
     let readiness: ServiceReadiness
@@ -51,8 +53,15 @@ struct ServiceCore: Sendable {
         )
     }
 
-    func lookup(_ name: String) async -> Lookup {
+    /// One name asked for one client subnet: what `decide` collects and `handle` looks up.
+    struct Question: Hashable {
+        var name: String
+        var subnet: ClientSubnet?
+    }
+
+    func lookup(_ name: String, subnet: ClientSubnet? = nil) async -> Lookup {
         if let known = hostsLookup(name) { return known }
+        if let subnet, let upstream = subnetUpstream { return await lookup(name, subnet: subnet, at: upstream) }
         guard let resolver else { return .nxdomain }
         do {
             let r = try await resolver.resolve(name, .both)
@@ -78,9 +87,28 @@ struct ServiceCore: Sendable {
         }
     }
 
-    /// What is known without waiting: the hosts table, or the resolver's cache (positive answers).
-    func immediateLookup(_ name: String) -> Lookup? {
+    /// Both families straight from the upstream with `subnet` as ECS, uncached (the answer is the
+    /// subnet's). NXDOMAIN when neither family has an address and one said so.
+    func lookup(_ name: String, subnet: ClientSubnet, at upstream: any SubnetQuerying) async -> Lookup {
+        let deadline = NIODeadline.now() + .seconds(3)
+        async let v4 = upstream.resolve(name, family: .ipv4, deadline: deadline, clientSubnet: subnet)
+        async let v6 = upstream.resolve(name, family: .ipv6, deadline: deadline, clientSubnet: subnet)
+        do {
+            let (a, aaaa) = try await (v4, v6)
+            readiness.upstreamAnswered()
+            if a.addresses.isEmpty, aaaa.addresses.isEmpty { return .nxdomain }
+            return .found(ipv4: a, ipv6: aaaa)
+        } catch {
+            logger.debug("upstream failed", metadata: ["name": "\(name)", "subnet": "\(subnet)", "error": "\(error)"])
+            return .failure
+        }
+    }
+
+    /// What is known without waiting: the hosts table, or the resolver's cache (positive answers). A
+    /// question with a subnet for the upstream is never at hand.
+    func immediateLookup(_ name: String, subnet: ClientSubnet? = nil) -> Lookup? {
         if let known = hostsLookup(name) { return known }
+        if subnet != nil, subnetUpstream != nil { return nil }
         guard let resolver else { return .nxdomain }
         guard let r = resolver.cached(name, .both) else { return nil }
         return .found(
@@ -94,18 +122,19 @@ struct ServiceCore: Sendable {
         /// The answer: every name it needed was at hand.
         case respond(ListenerResponse)
         /// These names need the upstream first, in the order the request named them.
-        case lookUp([String])
+        case lookUp([Question])
     }
 
     /// Routes `request` with the answers `known` has. A name it does not know is collected, not waited
     /// for, and the response built meanwhile (with a stand-in failure for that name) is dropped.
-    func decide(_ request: ListenerRequest, known: (String) -> Lookup?) -> Decision {
-        var missing: [String] = []
+    func decide(_ request: ListenerRequest, known: (Question) -> Lookup?) -> Decision {
+        var missing: [Question] = []
         let response: ListenerResponse
         do {
-            response = try route(request) { name in
-                if let answer = known(name) { return answer }
-                if !missing.contains(name) { missing.append(name) }
+            response = try route(request) { name, subnet in
+                let question = Question(name: name, subnet: subnet)
+                if let answer = known(question) { return answer }
+                if !missing.contains(question) { missing.append(question) }
                 return .failure
             }
         } catch {
@@ -118,7 +147,8 @@ struct ServiceCore: Sendable {
     /// the connection's event loop without a task; nil when a name needs the upstream (`handle` then
     /// answers it).
     func answerAtHand(_ request: ListenerRequest) -> ListenerResponse? {
-        guard case .respond(let response) = decide(request, known: { immediateLookup($0) }) else { return nil }
+        guard case .respond(let response) = decide(request, known: { immediateLookup($0.name, subnet: $0.subnet) })
+        else { return nil }
         return response
     }
 
@@ -126,15 +156,15 @@ struct ServiceCore: Sendable {
     /// with those answers at hand. Each round adds at least one name, so it ends within the number of
     /// names in the request.
     func handle(_ request: ListenerRequest) async -> ListenerResponse {
-        var known: [String: Lookup] = [:]
+        var known: [Question: Lookup] = [:]
         while true {
-            switch decide(request, known: { known[$0] ?? immediateLookup($0) }) {
+            switch decide(request, known: { known[$0] ?? immediateLookup($0.name, subnet: $0.subnet) }) {
             case .respond(let response):
                 return response
-            case .lookUp(let names):
-                let answers = await withTaskGroup(of: (String, Lookup).self) { group in
-                    for name in names { group.addTask { (name, await lookup(name)) } }
-                    var answers: [(String, Lookup)] = []
+            case .lookUp(let questions):
+                let answers = await withTaskGroup(of: (Question, Lookup).self) { group in
+                    for q in questions { group.addTask { (q, await lookup(q.name, subnet: q.subnet)) } }
+                    var answers: [(Question, Lookup)] = []
                     for await answer in group { answers.append(answer) }
                     return answers
                 }
@@ -143,9 +173,15 @@ struct ServiceCore: Sendable {
         }
     }
 
-    func route(_ request: ListenerRequest, lookup: (String) throws -> Lookup) throws -> ListenerResponse {
+    func route(_ request: ListenerRequest, lookup: (String, ClientSubnet?) throws -> Lookup) throws
+        -> ListenerResponse
+    {
         let (path, query) = split(request.uri)
         do {
+            // The subnet the upstream is asked for: the request's plain `ip=`, else the configured one.
+            // (DNSPod's AES and DES forms carry `ip=` encrypted: `dnspodAuthenticated` reads it.)
+            let subnet = try requestSubnet(request, ip: query["alg"] == nil ? query["ip"] : nil)
+            func bound(_ name: String) throws -> Lookup { try lookup(name, subnet) }
             switch path {
             case "/healthz":
                 return ListenerResponse(status: .ok, text: "ok")
@@ -160,24 +196,24 @@ struct ServiceCore: Sendable {
             case "/d":
                 try require(request, .GET)
                 if query["id"] != nil || query["token"] != nil || query["alg"] != nil {
-                    return try dnspodAuthenticated(request, query, lookup)
+                    return try dnspodAuthenticated(request, query, subnet: subnet, lookup)
                 }
                 if let refusal = refuseUnauthenticated("/d without id=") { return refusal }
-                return try dnspod(query, names: query["dn"], clientAddress: request.remoteIP, lookup)
+                return try dnspod(query, names: query["dn"], clientAddress: request.remoteIP, bound)
             case "/resolve":
                 try require(request, .GET)
                 if let refusal = refuseUnauthenticated("/resolve") { return refusal }
-                return try alibaba(query, lookup, clientAddress: request.remoteIP)
+                return try alibaba(query, bound, clientAddress: request.remoteIP)
             case "/dns-query":
                 if let refusal = refuseUnauthenticated("/dns-query") { return refusal }
-                return try doh(request, query, lookup)
+                return try doh(request, query, subnet: subnet, lookup)
             case AlibabaJSONFormat.v2Path:
                 try require(request, .GET)
-                return try alibabaV2(request, query, lookup)
+                return try alibabaV2(request, query, bound)
             default:
                 if let (account, signed) = AlibabaJSONFormat.accountPath(path), account.utf8.count <= 64 {
                     try require(request, .GET)
-                    return try alibabaAccount(request, account: account, signed: signed, query, lookup)
+                    return try alibabaAccount(request, account: account, signed: signed, query, bound)
                 }
                 return ListenerResponse(
                     status: .notFound,
@@ -193,6 +229,21 @@ struct ServiceCore: Sendable {
                 text: "\(e.method) is not allowed here",
                 headers: ["allow": e.allowed]
             )
+        }
+    }
+
+    /// The subnet for `ip` (an address, given the recommended /24 or /56), else the configured policy's.
+    func requestSubnet(_ request: ListenerRequest, ip: String?) throws -> ClientSubnet? {
+        if let ip, !ip.isEmpty {
+            guard let address = IPAddress(ip), let subnet = try? ClientSubnet(address: address) else {
+                throw BadRequest(reason: "ip=\(ip.prefix(64)) is not an IP address")
+            }
+            return subnet
+        }
+        switch configuration.clientSubnet {
+        case .none: return nil
+        case .fixed(let subnet): return subnet
+        case .client: return request.remoteIP.flatMap { try? ClientSubnet(address: $0) }
         }
     }
 

@@ -67,10 +67,12 @@ extension ServiceCore {
     }
 
     /// `/d` with `id=`: the AES, DES and token forms. Refusals are an empty 200, as the vendor's.
+    /// `subnet`: the configured one; an `ip=` (encrypted like `dn` in the AES and DES forms) replaces it.
     func dnspodAuthenticated(
         _ request: ListenerRequest,
         _ query: [String: String],
-        _ lookup: (String) throws -> Lookup
+        subnet: ClientSubnet?,
+        _ lookup: (String, ClientSubnet?) throws -> Lookup
     ) throws -> ListenerResponse {
         let refused = ListenerResponse(body: [UInt8]())
         guard let id = query["id"], !id.isEmpty else { return refused }
@@ -80,7 +82,7 @@ extension ServiceCore {
                 logger.debug("dnspod token refused", metadata: ["id": "\(id)"])
                 return refused
             }
-            return try dnspod(query, names: query["dn"], clientAddress: request.remoteIP, lookup)
+            return try dnspod(query, names: query["dn"], clientAddress: request.remoteIP) { try lookup($0, subnet) }
         }
         // The service reads a query with neither alg nor token as DES.
         let algorithm = DNSPodCipher.Algorithm(rawValue: query["alg"]?.lowercased() ?? "des")
@@ -95,7 +97,15 @@ extension ServiceCore {
             logger.debug("dnspod dn refused", metadata: ["id": "\(id)", "why": "\(error.reason)"])
             return refused
         }
-        let text = try dnspodText(query, names: names, clientAddress: request.remoteIP, lookup)
+        var requested = subnet
+        if let sealed = query["ip"], !sealed.isEmpty {
+            guard let ip = try? cipher.open(sealed) else {
+                logger.debug("dnspod ip refused", metadata: ["id": "\(id)"])
+                return refused
+            }
+            requested = try requestSubnet(request, ip: ip)
+        }
+        let text = try dnspodText(query, names: names, clientAddress: request.remoteIP) { try lookup($0, requested) }
         return ListenerResponse(body: Array(cipher.seal(text).utf8))
     }
 

@@ -17,7 +17,10 @@
 // Answers come from a hosts(5) file (re-read when it changes) and, for other names, from an upstream
 // DNS server through the project's resolver (its TTL cache makes TTLs count down). A name found nowhere
 // is NXDOMAIN / the format's "no answer"; a name with addresses of the other family only is NODATA.
-// `ip=` (client subnet) is accepted and ignored: the upstream is asked without ECS.
+// Client subnet: a vendor request's `ip=` (DNSPod, decrypted in the AES and DES forms; Alibaba), else
+// the configured `clientSubnet` (the connecting client's own /24 or /56, or a fixed subnet), is passed
+// to a `dns:` or `doh:` upstream as an EDNS Client Subnet option (RFC 7871). Such answers depend on
+// the subnet, so they are asked for each request and not cached; without a subnet, the cache serves.
 
 import Foundation
 import HTTPDNSCore
@@ -29,6 +32,16 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 import NIOSSL
+
+/// Which client subnet `httpdns serve` passes upstream when a request names none (`ip=`).
+package enum SubnetPolicy: Sendable, Hashable {
+    /// None: the upstream sees only the server.
+    case none
+    /// The connecting client's own address, cut to /24 (IPv4) or /56 (IPv6).
+    case client
+    /// This subnet for every request.
+    case fixed(ClientSubnet)
+}
 
 package final class HTTPDNSService: Sendable {
     package struct Configuration: Sendable {
@@ -45,6 +58,8 @@ package final class HTTPDNSService: Sendable {
         package var staticHosts: [String: [IPAddress]] = [:]
         /// Upstream DNS server for everything else (nil: names outside the hosts are NXDOMAIN).
         package var upstream: ResolverSpec?
+        /// The subnet the upstream is asked for when a request gives no `ip=` (see the file comment).
+        package var clientSubnet: SubnetPolicy = .none
         /// TTL of hosts-file answers, seconds.
         package var ttl: UInt32 = 60
         /// Names in one `/d` batch at most.
@@ -115,13 +130,16 @@ package final class HTTPDNSService: Sendable {
             stamp = s
         }
         var resolver: HTTPDNSResolver?
+        var subnetUpstream: (any SubnetQuerying)?
         if let upstream = configuration.upstream {
             var rc = ResolverConfiguration(providers: [upstream])
             rc.policy = .all
             rc.fallbackToLocalDNS = false
             rc.cache.minTTL = 1
             rc.timeout = .seconds(3)
-            resolver = try HTTPDNSResolver(configuration: rc, engine: try HTTPEngine(), logger: logger)
+            let engine = try HTTPEngine()
+            resolver = try HTTPDNSResolver(configuration: rc, engine: engine, logger: logger)
+            subnetUpstream = try ProviderFactory.make(upstream, engine: engine, bootstrap: [:]) as? any SubnetQuerying
         }
         let tlsContext: NIOSSLContext? = try configuration.tls.map { identity in
             var tls = TLSConfiguration.makeServerConfiguration(
@@ -136,6 +154,7 @@ package final class HTTPDNSService: Sendable {
         let service = ServiceCore(
             hosts: hosts,
             resolver: resolver,
+            subnetUpstream: subnetUpstream,
             configuration: configuration,
             logger: logger,
             readiness: readiness

@@ -119,6 +119,15 @@ struct ResolverOptions: ParsableArguments {
     var serveExpired: Double?
 
     @Option(
+        name: .customLong("client-subnet"),
+        help: ArgumentHelp(
+            "Ask on behalf of this client subnet: an EDNS Client Subnet option in DoH and dns: queries, ip= to DNSPod and Alibaba (never to --local-dns). An address alone means /24 (IPv4) or /56 (IPv6). Default: none is sent.",
+            valueName: "CIDR"
+        )
+    )
+    var clientSubnet: String?
+
+    @Option(
         name: .customLong("network-id"),
         help: ArgumentHelp(
             "Identifier of the current network; cached answers are kept per network. Default: derived from the network's addresses.",
@@ -182,6 +191,7 @@ struct ResolverOptions: ParsableArguments {
             throw ValidationError("--cacert: cannot read \(cacert); give a PEM file of CA certificates")
         }
         _ = try serveExpiredWindow()
+        _ = try subnet()
         _ = try proxySettings()
         _ = try nat64Mode()
         let policy = HostPolicy(
@@ -241,6 +251,14 @@ struct ResolverOptions: ParsableArguments {
     }
 
     /// The --serve-expired window, nil when not given.
+    func subnet() throws -> ClientSubnet? {
+        do {
+            return try clientSubnet.map(ClientSubnet.init)
+        } catch let error as HTTPDNSConfigurationError {
+            throw ValidationError("--client-subnet: \(error.message)")
+        }
+    }
+
     func serveExpiredWindow() throws -> Duration? {
         try serveExpired.map { try seconds($0, flag: "--serve-expired", range: 0...604_800) }
     }
@@ -279,6 +297,7 @@ struct ResolverOptions: ParsableArguments {
         config.persistencePath = cacheFile
         if let window = try serveExpiredWindow() { config.cache.serveExpired = window }
         config.proxy = try proxySettings()
+        config.clientSubnet = try subnet()
         config.networkID = networkID
         config.nat64 = try nat64Mode()
         config.watchesNetwork = watch

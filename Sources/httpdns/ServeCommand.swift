@@ -51,6 +51,15 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Upstream DNS server for other names.", valueName: "dns:IP[:PORT]"))
     var upstream: String?
 
+    @Option(
+        name: .customLong("client-subnet"),
+        help: ArgumentHelp(
+            "Ask the upstream on behalf of this subnet when a request has no ip=: client (the connecting client's own /24 or /56) or a CIDR. Sent as EDNS Client Subnet; default: none.",
+            valueName: "client|CIDR"
+        )
+    )
+    var clientSubnet: String?
+
     @Option(help: ArgumentHelp("TTL of hosts-file answers (default 60).", valueName: "SECONDS"))
     var ttl: UInt32?
 
@@ -183,6 +192,7 @@ struct ServeCommand: AsyncParsableCommand {
         if let hosts, !FileManager.default.isReadableFile(atPath: hosts) {
             throw ValidationError("--hosts: cannot read \(hosts)")
         }
+        _ = try subnetPolicy()
         guard settings.maxConnections > 0 else { throw ValidationError("--max-connections: give a positive number") }
         _ = try settings.limits()
         _ = try settings.drain()
@@ -195,6 +205,17 @@ struct ServeCommand: AsyncParsableCommand {
     }
 
     /// The accounts of --dnspod-account, --dnspod-token and --alibaba-account, keys read from their files.
+    /// `--client-subnet`: none, the client's own, or a fixed CIDR.
+    func subnetPolicy() throws -> SubnetPolicy {
+        guard let clientSubnet else { return .none }
+        if clientSubnet == "client" { return .client }
+        do {
+            return .fixed(try ClientSubnet(clientSubnet))
+        } catch let error as HTTPDNSConfigurationError {
+            throw ValidationError("--client-subnet: \(error.message); or give client")
+        }
+    }
+
     func vendorAccounts() throws -> VendorAccounts {
         func check(_ auth: DNSPodAuth, flag: String) throws {
             if let problem = auth.problem { throw ValidationError("\(flag): \(problem)") }
@@ -291,6 +312,7 @@ struct ServeCommand: AsyncParsableCommand {
         }
         config.hostsFile = hosts
         config.upstream = try upstream.map { try ResolverSpec(parsing: $0) }
+        config.clientSubnet = try subnetPolicy()
         config.ttl = settings.ttl
         config.limits = try settings.limits()
         config.accounts = try vendorAccounts()

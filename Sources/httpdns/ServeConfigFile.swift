@@ -29,6 +29,7 @@ struct ServeConfigFile {
     /// Every key the file may hold, and its type.
     static let keys: [String: Kind] = [
         "listen": .strings, "tls-cert": .string, "tls-key": .string, "hosts": .string, "upstream": .string,
+        "client-subnet": .string,
         "ttl": .number, "max-connections": .number, "request-timeout": .number, "idle-timeout": .number,
         "debug": .flag, "dnspod-account": .strings, "dnspod-token": .strings, "alibaba-account": .strings,
         "require-auth": .flag, "metrics": .flag, "access-log": .string, "shutdown-delay": .number,
@@ -123,6 +124,7 @@ struct ServeConfigFile {
         command.tlsKey = command.tlsKey ?? string("tls-key")
         command.hosts = command.hosts ?? string("hosts")
         command.upstream = command.upstream ?? string("upstream")
+        command.clientSubnet = command.clientSubnet ?? string("client-subnet")
         command.accessLog = command.accessLog ?? string("access-log")
         command.debug = command.debug || flag("debug")
         command.requireAuth = command.requireAuth || flag("require-auth")

@@ -1,0 +1,208 @@
+#!/usr/bin/env python3
+"""A DNS and vendor-style HTTPDNS endpoint written without any of swift-httpdns, that shows in its
+answers which client subnet it was asked for (issue 28). Nothing of ours is used: the DNS wire format is
+parsed here with struct, AES is Python's `cryptography`, the signatures hashlib/hmac.
+
+Answers for every name (A only; AAAA is empty):
+  an EDNS Client Subnet option a.b.c.d/N (RFC 7871)    ->  a.b.c.N (IPv6: 192.0.2.N)
+  a vendor query's ip=a.b.c.d                          ->  a.b.c.99
+  neither                                              ->  192.0.2.1
+Endpoints:
+  UDP DNS                                   Do53, reading the ECS option of the query's OPT record
+  GET /dns-query?dns=BASE64URL              RFC 8484 DoH, the same
+  GET /d?dn=NAME[&ip=IP]                    DNSPod, plain; with &id=ID&alg=aes, dn and ip AES-128-CBC
+                                            (hex(IV) + hex(ciphertext)), the answer encrypted the same way
+  GET /ACCOUNT/sign_d?host=&query=&ip=&t=&s=  Alibaba, s = md5("HOST-SECRET-T")
+  GET /v2/d?id=&m=0&exp=&v=&dn=&q=&ip=&s=   Alibaba v2 plain mode, s = hex HMAC-SHA256 of the sorted
+                                            k=v pairs, keyed with the hex-decoded secret
+  every HTTP answer carries a Date header from a clock SKEW seconds off (for clock-skew tests)
+
+Usage: ecs_peer.py AES_KEY ALIBABA_ACCOUNT ALIBABA_SECRET_HEX [SKEW_SECONDS]
+Prints "udp=PORT http=PORT" once both listen, then serves until killed. Every query it gets is printed
+on stderr as one line: "<form> <name> subnet=<what it saw>".
+"""
+import base64
+import email.utils
+import hashlib
+import hmac
+import http.server
+import json
+import os
+import socket
+import socketserver
+import struct
+import sys
+import threading
+import time
+import urllib.parse
+
+from cryptography.hazmat.primitives import padding
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+
+AES_KEY, ACCOUNT, SECRET = sys.argv[1].encode(), sys.argv[2], bytes.fromhex(sys.argv[3])
+SKEW = int(sys.argv[4]) if len(sys.argv) > 4 else 0
+
+
+def log(line):
+    print(line, file=sys.stderr, flush=True)
+
+
+def answer_for(ecs=None, ip=None):
+    if ecs:
+        address, prefix = ecs
+        if ":" in address:
+            return f"192.0.2.{prefix}"  # an IPv6 subnet: its prefix length in a documentation address
+        return ".".join(address.split(".")[:3] + [str(prefix)])
+    if ip:
+        return ".".join(ip.split(".")[:3] + ["99"])
+    return "192.0.2.1"
+
+
+# --- DNS wire format ---
+
+def read_name(msg, at):
+    labels = []
+    while True:
+        length = msg[at]
+        at += 1
+        if length == 0:
+            return ".".join(labels), at
+        labels.append(msg[at:at + length].decode())
+        at += length
+
+
+def parse_query(msg):
+    """The question and the ECS option (address, prefix) if the OPT record has one."""
+    qdcount, ancount, nscount, arcount = struct.unpack("!4H", msg[4:12])
+    name, at = read_name(msg, 12)
+    qtype, _ = struct.unpack("!2H", msg[at:at + 4])
+    question_end = at + 4
+    at = question_end
+    ecs = None
+    for _ in range(ancount + nscount + arcount):
+        _, at = read_name(msg, at)
+        rtype, _, _, rdlength = struct.unpack("!HHIH", msg[at:at + 10])
+        at += 10
+        rdata = msg[at:at + rdlength]
+        at += rdlength
+        if rtype != 41:
+            continue
+        o = 0
+        while o + 4 <= len(rdata):
+            code, length = struct.unpack("!2H", rdata[o:o + 4])
+            value = rdata[o + 4:o + 4 + length]
+            o += 4 + length
+            if code == 8:
+                family, source, _scope = struct.unpack("!HBB", value[:4])
+                raw = value[4:]
+                if family == 1:
+                    ecs = (socket.inet_ntop(socket.AF_INET, raw.ljust(4, b"\0")), source)
+                else:
+                    ecs = (socket.inet_ntop(socket.AF_INET6, raw.ljust(16, b"\0")), source)
+    return name, qtype, msg[12:question_end], ecs
+
+
+def dns_answer(msg, form):
+    name, qtype, question, ecs = parse_query(msg)
+    log(f"{form} {name} subnet={'%s/%d' % ecs if ecs else 'none'}")
+    header = msg[:2] + struct.pack("!5H", 0x8180, 1, 1 if qtype == 1 else 0, 0, 0)
+    body = question
+    if qtype == 1:
+        body += struct.pack("!HHHIH", 0xC00C, 1, 1, 60, 4) + socket.inet_aton(answer_for(ecs=ecs))
+    return header + body
+
+
+class UDP(socketserver.BaseRequestHandler):
+    def handle(self):
+        data, sock = self.request
+        sock.sendto(dns_answer(data, "do53"), self.client_address)
+
+
+# --- the vendors' forms ---
+
+def aes_open(text):
+    raw = bytes.fromhex(text)
+    decryptor = Cipher(algorithms.AES(AES_KEY), modes.CBC(raw[:16])).decryptor()
+    padded = decryptor.update(raw[16:]) + decryptor.finalize()
+    unpadder = padding.PKCS7(128).unpadder()
+    return (unpadder.update(padded) + unpadder.finalize()).decode()
+
+
+def aes_seal(text):
+    iv = os.urandom(16)
+    padder = padding.PKCS7(128).padder()
+    padded = padder.update(text.encode()) + padder.finalize()
+    encryptor = Cipher(algorithms.AES(AES_KEY), modes.CBC(iv)).encryptor()
+    return (iv + encryptor.update(padded) + encryptor.finalize()).hex()
+
+
+class HTTP(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+    def reply(self, status, body, content_type="text/plain"):
+        body = body if isinstance(body, bytes) else body.encode()
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def date_time_string(self, timestamp=None):
+        return email.utils.formatdate(time.time() + SKEW, usegmt=True)
+
+    def do_GET(self):
+        url = urllib.parse.urlsplit(self.path)
+        q = dict(urllib.parse.parse_qsl(url.query, keep_blank_values=True))
+        now = int(time.time()) + SKEW
+        if url.path == "/dns-query":
+            wire = base64.urlsafe_b64decode(q["dns"] + "=" * (-len(q["dns"]) % 4))
+            return self.reply(200, dns_answer(wire, "doh"), "application/dns-message")
+        if url.path == "/d":
+            encrypted = q.get("alg") == "aes"
+            names = aes_open(q["dn"]) if encrypted else q["dn"]
+            ip = q.get("ip")
+            if ip and encrypted:
+                ip = aes_open(ip)
+            log(f"dnspod{'-aes' if encrypted else ''} {names} subnet={ip or 'none'}")
+            text = "\n".join(f"{answer_for(ip=ip)},60" for _ in names.split(","))
+            return self.reply(200, aes_seal(text) if encrypted else text)
+        if url.path == f"/{ACCOUNT}/sign_d":
+            host, t = q["host"], q["t"]
+            expected = hashlib.md5(f"{host}-".encode() + SECRET.hex().encode() + f"-{t}".encode()).hexdigest()
+            if not hmac.compare_digest(expected, q["s"]):
+                return self.reply(403, '{"code":"InvalidSignature"}', "application/json")
+            if int(t) < now:
+                return self.reply(403, '{"code":"SignatureExpired"}', "application/json")
+            log(f"alibaba {host} subnet={q.get('ip', 'none')}")
+            body = {"host": host, "ips": [answer_for(ip=q.get("ip"))], "ipsv6": [], "ttl": 60, "origin_ttl": 60}
+            return self.reply(200, json.dumps(body), "application/json")
+        if url.path == "/v2/d":
+            signed = "&".join(f"{k}={q[k]}" for k in sorted(q) if k != "s")
+            expected = hmac.new(SECRET, signed.encode(), hashlib.sha256).hexdigest()
+            if q.get("id") != ACCOUNT or not hmac.compare_digest(expected, q.get("s", "")):
+                return self.reply(403, '{"code":"InvalidSignature"}', "application/json")
+            if int(q["exp"]) < now:
+                return self.reply(403, '{"code":"SignatureExpired"}', "application/json")
+            log(f"alibaba-v2 {q['dn']} subnet={q.get('ip', 'none')}")
+            answers = [{"dn": dn, "v4": {"ips": [answer_for(ip=q.get("ip"))], "ttl": 60}}
+                       for dn in q["dn"].split(",")]
+            body = {"code": "success", "mode": 0, "data": {"answers": answers}}
+            return self.reply(200, json.dumps(body), "application/json")
+        self.reply(404, "not found")
+
+
+class ThreadingUDP(socketserver.ThreadingMixIn, socketserver.UDPServer):
+    daemon_threads = True
+
+
+class ThreadingHTTP(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    daemon_threads = True
+
+
+udp = ThreadingUDP(("127.0.0.1", 0), UDP)
+web = ThreadingHTTP(("127.0.0.1", 0), HTTP)
+for server in (udp, web):
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+print(f"udp={udp.server_address[1]} http={web.server_address[1]}", flush=True)
+threading.Event().wait()
