@@ -11,9 +11,12 @@
 // The newer API, `/v2/d`, is what its iOS 3.x, Android and Node SDKs send (aliyun/alibabacloud-httpdns-
 // ios-sdk `HttpdnsRemoteResolver.m`, alicloud-httpdns-nodejs-sdk `src/auth.ts`):
 //   GET /v2/d?id=ACCOUNT&m=0&exp=EXPIRY&v=1.0&dn=NAME&q=4|6|4,6&s=SIGNATURE
-//   SIGNATURE = lower-case hex HMAC-SHA256 over the signed parameters (dn, exp, id, m, q, v and any
-//               sdns-* / tags) sorted by name and joined as `k=v&…` with raw (not percent-encoded)
-//               values, keyed with the hex-decoded secret (the console shows it as hex).
+//   SIGNATURE = lower-case hex HMAC-SHA256 over the signed parameters present (`v2SignedNames` and any
+//               sdns-*) sorted by name and joined as `k=v&…` with raw (not percent-encoded) values,
+//               keyed with the hex-decoded secret (the console shows it as hex).
+// The client's address goes as `ip=` on sign_d (outside the MD5, as the Go and C SDKs send it:
+// alibabacloud-httpdns-go-sdk `network.go`, -c-sdk `hdns_resolver.c`) and as `cip=` on v2 (signed: the
+// Android signer lists it, and the answer reports `data.cip`; no SDK we read sends it yet).
 // `m=0` is plain mode; `m=1`/`m=2` encrypt the parameters and answer with a second key (AES-CBC or
 // AES-GCM): not supported here. The answer is `{"code":"success","mode":0,"data":{"cip":…,"answers":…}}`.
 
@@ -44,9 +47,14 @@ package enum AlibabaSigning {
         return hexEncoded(HMAC<SHA256>.authenticationCode(for: Array(text.utf8), using: SymmetricKey(data: key)))
     }
 
+    /// The parameters a v2 signature covers when present (and every `sdns-*`): the Android SDK's list
+    /// (aliyun/alibabacloud-httpdns-android-sdk, its request signer's `includeParamKeys`), which has
+    /// `cip` (the client address to answer for) and `enc` (the encrypted modes) besides the iOS SDK's.
+    package static let v2SignedNames: Set<String> = ["id", "m", "dn", "cip", "q", "enc", "exp", "tags", "v"]
+
     /// The parameters a v2 signature covers, out of a query's.
     package static func v2Signed(_ query: [String: String]) -> [(String, String)] {
-        query.filter { ["dn", "exp", "id", "ip", "m", "q", "v", "tags"].contains($0.key) || $0.key.hasPrefix("sdns-") }
+        query.filter { Self.v2SignedNames.contains($0.key) || $0.key.hasPrefix("sdns-") }
             .map { ($0.key, $0.value) }
     }
 }

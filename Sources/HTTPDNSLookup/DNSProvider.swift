@@ -14,6 +14,9 @@ package protocol DNSProvider: Sendable {
     var maximumBatch: Int { get }
     /// Resolves one family of one name before `deadline`.
     func resolve(_ name: String, family: AddressFamily, deadline: NIODeadline) async throws -> FamilyAnswer
+    /// The device moved to another network: forget what was learnt about the service on the old one
+    /// (its clock's offset). The default does nothing.
+    func networkChanged()
     /// Resolves several names at once. The default asks for each concurrently.
     func resolveBatch(_ names: [String], family: AddressFamily, deadline: NIODeadline) async throws -> [String:
         FamilyAnswer]
@@ -21,6 +24,8 @@ package protocol DNSProvider: Sendable {
 
 extension DNSProvider {
     package var maximumBatch: Int { 1 }
+
+    package func networkChanged() {}
 
     package func resolveBatch(_ names: [String], family: AddressFamily, deadline: NIODeadline) async throws -> [String:
         FamilyAnswer]
@@ -45,11 +50,19 @@ package struct ProviderError: Error, Hashable, Sendable, CustomStringConvertible
     /// The DNS response code, when the server did answer, with an error (REFUSED, SERVFAIL…): it is
     /// reachable and speaks DNS (the server's readiness counts that as an answer).
     package var rcode: DNSResponseCode?
+    /// A vendor's refusal code (Alibaba's `{"code":"SignatureExpired"}`), when it sent one.
+    package var vendorCode: String?
 
-    package init(_ message: String, underlying: (any Error)? = nil, rcode: DNSResponseCode? = nil) {
+    package init(
+        _ message: String,
+        underlying: (any Error)? = nil,
+        rcode: DNSResponseCode? = nil,
+        vendorCode: String? = nil
+    ) {
         self.message = message
         self.underlying = underlying
         self.rcode = rcode
+        self.vendorCode = vendorCode
     }
 
     package static func == (l: ProviderError, r: ProviderError) -> Bool { l.message == r.message }

@@ -30,6 +30,7 @@ extension HTTPDNSResolver {
             state.hot.removeAll()
             return names
         }
+        for provider in providers { provider.networkChanged() }
         guard !names.isEmpty else { return }
         logger.debug("re-resolving the names in use", metadata: ["names": "\(names.count)"])
         let task = Task { await self.preResolve(names) }

@@ -52,7 +52,8 @@ struct EndpointClient: Sendable {
         maxBytes: Int = 64 * 1024,
         path: String? = nil,
         refusalCode: (@Sendable ([UInt8]) -> String?)? = nil,
-        redacting secret: ResolverSecret? = nil
+        redacting secret: ResolverSecret? = nil,
+        clock: ServiceClock? = nil
     ) async throws -> [UInt8] {
         var headers = HTTPHeaders([("accept", accept)])
         if let contentType { headers.add(name: "content-type", value: contentType) }
@@ -72,10 +73,11 @@ struct EndpointClient: Sendable {
         request.timeout = .nanoseconds(remaining.nanoseconds)
         do {
             let response = try await engine.execute(request, addresses: addresses)
+            if let clock, let date = response.headers.first(name: "date") { clock.learn(dateHeader: date) }
             let body = try await response.body.collect(upTo: maxBytes)
             guard response.status == .ok else {
                 if let code = refusalCode?(Array(body.readableBytesView)) {
-                    throw ProviderError("answered HTTP \(response.status.code) \(code)")
+                    throw ProviderError("answered HTTP \(response.status.code) \(code)", vendorCode: code)
                 }
                 var snippet = String(String(buffer: body).prefix(120).split(separator: "\n").first ?? "")
                 if let secret, !secret.isEmpty {
@@ -251,7 +253,9 @@ package struct DNSPodProvider: DNSProvider {
         let dn = names.joined(separator: ",")
         var parameters = [("dn", cipher?.seal(dn) ?? dn), ("clientip", "1"), ("ttl", "1")]
         if let clientSubnet {
-            // The service takes an address: the subnet's, its host bits cleared.
+            // The service takes an address: the subnet's, its host bits cleared; encrypted like `dn` under
+            // AES and DES, as the API documentation asks (cloud.tencent.com/document/product/379/95499),
+            // though the vendor's SDKs send it in clear (our server takes both).
             let ip = clientSubnet.address.description
             parameters.append(("ip", cipher?.seal(ip) ?? ip))
         }
@@ -301,13 +305,23 @@ package struct AlibabaJSONProvider: DNSProvider {
     let form: Form
     /// Sent as `ip=`, when given.
     let clientSubnet: ClientSubnet?
+    /// The service's time, for signatures: learnt from its answers (see ServiceClock).
+    let clock: ServiceClock
     package var name: String { client.name("json") }
+
+    package func networkChanged() { clock.reset() }
 
     /// `secret` has passed `ResolverSpec.credentialProblem` (ProviderFactory checks it): a v2 endpoint
     /// names its account and its secret is hex; a signed one is `/ACCOUNT/d`.
-    init(client: EndpointClient, secret: ResolverSecret?, clientSubnet: ClientSubnet? = nil) {
+    init(
+        client: EndpointClient,
+        secret: ResolverSecret?,
+        clientSubnet: ClientSubnet? = nil,
+        clock: ServiceClock = ServiceClock()
+    ) {
         self.client = client
         self.clientSubnet = clientSubnet
+        self.clock = clock
         let endpoint = client.endpoint
         if endpoint.path == AlibabaJSONFormat.v2Path {
             // The console shows the secret as hex; the v2 API keys its HMAC with the decoded bytes.
@@ -320,26 +334,42 @@ package struct AlibabaJSONProvider: DNSProvider {
     }
 
     package func resolve(_ name: String, family: AddressFamily, deadline: NIODeadline) async throws -> FamilyAnswer {
+        let offset = clock.currentOffset
+        do {
+            return try await resolveOnce(name, family: family, deadline: deadline)
+        } catch let error as ProviderError
+            where ["SignatureExpired", "InvalidSignature"].contains(error.vendorCode) && clock.currentOffset != offset
+        {
+            // Refused for its time, and the refusal's Date says our clock is off: once more, on the
+            // service's time. (Unsigned forms carry no time: their refusals are never for it.)
+            return try await resolveOnce(name, family: family, deadline: deadline)
+        }
+    }
+
+    private func resolveOnce(_ name: String, family: AddressFamily, deadline: NIODeadline) async throws
+        -> FamilyAnswer
+    {
         let query: AddressQuery = family == .ipv4 ? .ipv4 : .ipv6
         let types = AlibabaJSONFormat.queryParameter(for: query)
         var parameters: [(String, String)]
         var path: String?
-        // The client's address (its subnet's), when configured: `ip=`, outside the sign_d signature,
-        // inside v2's (which covers every parameter).
+        // The client's address (its subnet's), when configured: `ip=` outside the sign_d signature, `cip=`
+        // inside v2's (see AlibabaSigning).
         let ip = clientSubnet.map { [("ip", $0.address.description)] } ?? []
+        let cip = clientSubnet.map { [("cip", $0.address.description)] } ?? []
         switch form {
         case .unsigned:
             parameters = [("host", name), ("query", types)] + ip
         case .signD(let signedPath, let secret):
-            let expiry = unixTime() + AlibabaSigning.validity
+            let expiry = clock.now() + AlibabaSigning.validity
             parameters = [("host", name), ("query", types)] + ip + [("t", "\(expiry)")]
             parameters.append(("s", AlibabaSigning.signature(host: name, secret: secret, expiry: expiry)))
             path = signedPath
         case .v2(let account, let key):
             // The iOS SDK's order: id, m, exp, v, dn, q, s.
             parameters = [("id", account), ("m", "0")]
-            if key != nil { parameters.append(("exp", "\(unixTime() + AlibabaSigning.validity)")) }
-            parameters += [("v", AlibabaSigning.v2Version), ("dn", name), ("q", types)] + ip
+            if key != nil { parameters.append(("exp", "\(clock.now() + AlibabaSigning.validity)")) }
+            parameters += [("v", AlibabaSigning.v2Version), ("dn", name), ("q", types)] + cip
             if let key { parameters.append(("s", AlibabaSigning.v2Signature(parameters, key: key))) }
             path = AlibabaJSONFormat.v2Path
         }
@@ -348,7 +378,8 @@ package struct AlibabaJSONProvider: DNSProvider {
             accept: "application/json",
             deadline: deadline,
             path: path,
-            refusalCode: { AlibabaJSONFormat.errorCode($0) }
+            refusalCode: { AlibabaJSONFormat.errorCode($0) },
+            clock: clock
         )
         do {
             let answer: HostAnswer
@@ -363,6 +394,3 @@ package struct AlibabaJSONProvider: DNSProvider {
         }
     }
 }
-
-/// Seconds since 1970, for signature expiry.
-func unixTime() -> Int { Int(Date().timeIntervalSince1970) }

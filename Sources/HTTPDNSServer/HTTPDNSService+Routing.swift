@@ -178,9 +178,11 @@ struct ServiceCore: Sendable {
     {
         let (path, query) = split(request.uri)
         do {
-            // The subnet the upstream is asked for: the request's plain `ip=`, else the configured one.
-            // (DNSPod's AES and DES forms carry `ip=` encrypted: `dnspodAuthenticated` reads it.)
-            let subnet = try requestSubnet(request, ip: query["alg"] == nil ? query["ip"] : nil)
+            // The subnet the upstream is asked for: the request's plain `ip=` (v2: `cip=`), else the
+            // configured one. (DNSPod's AES and DES forms may carry `ip=` encrypted: `dnspodAuthenticated`
+            // reads it.)
+            let given = path == AlibabaJSONFormat.v2Path ? query["cip"] ?? query["ip"] : query["ip"]
+            let subnet = try requestSubnet(request, ip: query["alg"] == nil ? given : nil)
             func bound(_ name: String) throws -> Lookup { try lookup(name, subnet) }
             switch path {
             case "/healthz":
@@ -209,11 +211,11 @@ struct ServiceCore: Sendable {
                 return try doh(request, query, subnet: subnet, lookup)
             case AlibabaJSONFormat.v2Path:
                 try require(request, .GET)
-                return try alibabaV2(request, query, bound)
+                return dated(try alibabaV2(request, query, bound))
             default:
                 if let (account, signed) = AlibabaJSONFormat.accountPath(path), account.utf8.count <= 64 {
                     try require(request, .GET)
-                    return try alibabaAccount(request, account: account, signed: signed, query, bound)
+                    return dated(try alibabaAccount(request, account: account, signed: signed, query, bound))
                 }
                 return ListenerResponse(
                     status: .notFound,
@@ -230,6 +232,14 @@ struct ServiceCore: Sendable {
                 headers: ["allow": e.allowed]
             )
         }
+    }
+
+    /// `response` with the server's `Date`: the signed forms' clients correct their signing time from it
+    /// (a device whose clock is off), as the vendor's SDKs do.
+    func dated(_ response: ListenerResponse) -> ListenerResponse {
+        var response = response
+        response.headers.replaceOrAdd(name: "date", value: ServiceClock.httpDate(configuration.unixTime()))
+        return response
     }
 
     /// The subnet for `ip` (an address, given the recommended /24 or /56), else the configured policy's.

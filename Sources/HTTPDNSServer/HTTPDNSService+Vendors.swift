@@ -97,9 +97,12 @@ extension ServiceCore {
             logger.debug("dnspod dn refused", metadata: ["id": "\(id)", "why": "\(error.reason)"])
             return refused
         }
+        // `ip=` encrypted like `dn`, as the API documentation asks (cloud.tencent.com/document/product/
+        // 379/95499, tencentcloud.com/document/product/1130/44468), or in clear, as the vendor's iOS and
+        // Android SDKs send it (DNSPod/httpdns-sdk-ios `MSDKDnsService.m`, -android's request formats).
         var requested = subnet
-        if let sealed = query["ip"], !sealed.isEmpty {
-            guard let ip = try? cipher.open(sealed) else {
+        if let given = query["ip"], !given.isEmpty {
+            guard let ip = (try? cipher.open(given)) ?? (IPAddress(given) != nil ? given : nil) else {
                 logger.debug("dnspod ip refused", metadata: ["id": "\(id)"])
                 return refused
             }

@@ -13,9 +13,11 @@ Endpoints:
   GET /d?dn=NAME[&ip=IP]                    DNSPod, plain; with &id=ID&alg=aes, dn and ip AES-128-CBC
                                             (hex(IV) + hex(ciphertext)), the answer encrypted the same way
   GET /ACCOUNT/sign_d?host=&query=&ip=&t=&s=  Alibaba, s = md5("HOST-SECRET-T")
-  GET /v2/d?id=&m=0&exp=&v=&dn=&q=&ip=&s=   Alibaba v2 plain mode, s = hex HMAC-SHA256 of the sorted
+  GET /v2/d?id=&m=0&exp=&v=&dn=&q=&cip=&s=  Alibaba v2 plain mode, s = hex HMAC-SHA256 of the sorted
                                             k=v pairs, keyed with the hex-decoded secret
-  every HTTP answer carries a Date header from a clock SKEW seconds off (for clock-skew tests)
+  every HTTP answer carries a Date header from a clock SKEW seconds off, and signatures are judged by
+  that clock: expired before it, refused more than 24 h after it (for clock-skew tests); each signed
+  query is logged with its expiry minus that clock's now ("t-now=600" for a client on its time)
 
 Usage: ecs_peer.py AES_KEY ALIBABA_ACCOUNT ALIBABA_SECRET_HEX [SKEW_SECONDS]
 Prints "udp=PORT http=PORT" once both listen, then serves until killed. Every query it gets is printed
@@ -28,6 +30,7 @@ import hmac
 import http.server
 import json
 import os
+import signal
 import socket
 import socketserver
 import struct
@@ -43,8 +46,13 @@ AES_KEY, ACCOUNT, SECRET = sys.argv[1].encode(), sys.argv[2], bytes.fromhex(sys.
 SKEW = int(sys.argv[4]) if len(sys.argv) > 4 else 0
 
 
+LOG = threading.Lock()
+
+
 def log(line):
-    print(line, file=sys.stderr, flush=True)
+    with LOG:  # one whole line at a time: queries come in on several threads
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
 
 
 def answer_for(ecs=None, ip=None):
@@ -170,7 +178,8 @@ class HTTP(http.server.BaseHTTPRequestHandler):
         if url.path == f"/{ACCOUNT}/sign_d":
             host, t = q["host"], q["t"]
             expected = hashlib.md5(f"{host}-".encode() + SECRET.hex().encode() + f"-{t}".encode()).hexdigest()
-            if not hmac.compare_digest(expected, q["s"]):
+            log(f"alibaba-signed {host} t-now={int(t) - now}")
+            if not hmac.compare_digest(expected, q["s"]) or int(t) > now + 86400:
                 return self.reply(403, '{"code":"InvalidSignature"}', "application/json")
             if int(t) < now:
                 return self.reply(403, '{"code":"SignatureExpired"}', "application/json")
@@ -180,12 +189,14 @@ class HTTP(http.server.BaseHTTPRequestHandler):
         if url.path == "/v2/d":
             signed = "&".join(f"{k}={q[k]}" for k in sorted(q) if k != "s")
             expected = hmac.new(SECRET, signed.encode(), hashlib.sha256).hexdigest()
-            if q.get("id") != ACCOUNT or not hmac.compare_digest(expected, q.get("s", "")):
+            log(f"alibaba-v2-signed {q.get('dn')} t-now={int(q['exp']) - now}")
+            if q.get("id") != ACCOUNT or not hmac.compare_digest(expected, q.get("s", "")) \
+                    or int(q["exp"]) > now + 86400:
                 return self.reply(403, '{"code":"InvalidSignature"}', "application/json")
             if int(q["exp"]) < now:
                 return self.reply(403, '{"code":"SignatureExpired"}', "application/json")
-            log(f"alibaba-v2 {q['dn']} subnet={q.get('ip', 'none')}")
-            answers = [{"dn": dn, "v4": {"ips": [answer_for(ip=q.get("ip"))], "ttl": 60}}
+            log(f"alibaba-v2 {q['dn']} subnet={q.get('cip', 'none')}")
+            answers = [{"dn": dn, "v4": {"ips": [answer_for(ip=q.get("cip"))], "ttl": 60}}
                        for dn in q["dn"].split(",")]
             body = {"code": "success", "mode": 0, "data": {"answers": answers}}
             return self.reply(200, json.dumps(body), "application/json")
@@ -200,6 +211,21 @@ class ThreadingHTTP(socketserver.ThreadingMixIn, http.server.HTTPServer):
     daemon_threads = True
 
 
+# A test process may start us with SIGTERM blocked or ignored (both survive exec: Foundation's Process
+# spawns from threads that block signals): take it back, and leave when the process that started us is
+# gone (a test killed by a timeout stops nothing itself).
+signal.signal(signal.SIGTERM, signal.SIG_DFL)
+signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGTERM, signal.SIGINT])
+parent = os.getppid()
+
+
+def watch_parent():
+    while os.getppid() == parent:
+        time.sleep(1)
+    os._exit(0)
+
+
+threading.Thread(target=watch_parent, daemon=True).start()
 udp = ThreadingUDP(("127.0.0.1", 0), UDP)
 web = ThreadingHTTP(("127.0.0.1", 0), HTTP)
 for server in (udp, web):
