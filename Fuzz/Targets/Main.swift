@@ -17,6 +17,7 @@ let fuzzTargets: [(name: String, run: @Sendable ([UInt8]) -> Void)] = [
     ("dns-wire", fuzzDNSWire),
     ("dnspod", fuzzDNSPod),
     ("alibaba-json", fuzzAlibabaJSON),
+    ("alibaba-v2", fuzzAlibabaV2),
     ("doh-json", fuzzDoHJSON),
     ("hosts", fuzzHosts),
     ("cache-file", fuzzCacheFile),

@@ -128,7 +128,9 @@ package enum AlibabaJSONFormat {
 
 /// Alibaba Cloud EMAS's newer API, `/v2/d` (its iOS 3.x, Android and Node SDKs): plain mode (`m=0`)
 /// answers `{"code":"success","mode":0,"data":{"cip":"…","answers":[{"dn":"a.com",
-/// "v4":{"ips":["1.2.3.4"],"ttl":60},"v6":{"ips":[…],"ttl":60}}]}}`; a refusal has another `code`.
+/// "v4":{"ips":["1.2.3.4"],"ttl":60},"v6":{"ips":[…],"ttl":60}}]}}`, one answer per name asked (up to 5
+/// comma-joined in `dn`); the encrypted modes (`m=1`, `m=2`) answer with `"data"` a Base64 string that
+/// decrypts to that same `data` object (see AlibabaV2Cipher). A refusal has another `code`.
 package enum AlibabaV2Format {
     struct Family: Codable {
         var ips: [String]?
@@ -146,14 +148,48 @@ package enum AlibabaV2Format {
         var answers: [Answer]?
     }
 
+    /// `data`: the object (plain mode) or the encrypted string.
+    enum Payload: Codable {
+        case plain(Data)
+        case encrypted(String)
+
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.singleValueContainer()
+            if let text = try? container.decode(String.self) {
+                self = .encrypted(text)
+            } else {
+                self = .plain(try container.decode(Data.self))
+            }
+        }
+
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.singleValueContainer()
+            switch self {
+            case .plain(let data): try container.encode(data)
+            case .encrypted(let text): try container.encode(text)
+            }
+        }
+    }
+
     struct Body: Codable {
         var code: String
         var mode: Int?
-        var data: Data?
+        var data: Payload?
     }
 
-    /// Parses an answer to a query for `host`; a `code` other than `success` is an error naming it.
-    package static func parse(_ body: [UInt8], query: AddressQuery, host: String) throws -> HostAnswer {
+    /// Names asked in one request at most: the vendor's SDKs batch 5 (`HTTPDNS_PRE_RESOLVE_BATCH_SIZE`,
+    /// Android's `maxCountPerRequest`).
+    package static let maximumBatch = 5
+
+    /// An answer's parts: the mode, and the plain `data` object or the encrypted text.
+    package struct Envelope: Sendable {
+        package var mode: Int
+        package var plain: [UInt8]?
+        package var encrypted: String?
+    }
+
+    /// Reads the outer object; a `code` other than `success` is an error naming it.
+    package static func envelope(_ body: [UInt8]) throws -> Envelope {
         let decoded: Body
         do {
             decoded = try JSONDecoder().decode(Body.self, from: Foundation.Data(body))
@@ -163,34 +199,78 @@ package enum AlibabaV2Format {
         guard decoded.code == "success" else {
             throw AnswerFormatError("v2 answer has code \(AlibabaJSONFormat.sanitizedCode(decoded.code) ?? "?")")
         }
-        guard (decoded.mode ?? 0) == 0 else {
-            throw AnswerFormatError("v2 answer is encrypted (mode \(decoded.mode ?? 0)); only plain mode is supported")
+        let mode = decoded.mode ?? 0
+        switch decoded.data {
+        case .plain(let data)?:
+            guard mode == 0 else { throw AnswerFormatError("v2 answer in mode \(mode) carries plain data") }
+            return Envelope(mode: 0, plain: Array((try? JSONEncoder().encode(data)) ?? Foundation.Data()))
+        case .encrypted(let text)?:
+            guard mode == 1 || mode == 2 else { throw AnswerFormatError("v2 answer in mode \(mode) carries a string") }
+            return Envelope(mode: mode, encrypted: text)
+        case nil:
+            return Envelope(mode: mode, plain: Array("{}".utf8))
         }
-        let wanted = normalizeHostname(host)
-        let answer = decoded.data?.answers?.first { normalizeHostname($0.dn) == wanted }
+    }
+
+    /// The answers for `hosts` in a plain `data` object (decrypted, for the encrypted modes); a name the
+    /// answer leaves out has empty families, and the address the service saw goes with every answer.
+    package static func answers(data: [UInt8], query: AddressQuery, hosts: [String]) throws -> [String: HostAnswer] {
+        let decoded: Data
+        do {
+            decoded = try JSONDecoder().decode(Data.self, from: Foundation.Data(data))
+        } catch {
+            throw AnswerFormatError("v2 answer's data is not the expected {\"cip\",\"answers\"} object")
+        }
+        let client = try reportedClientAddress(decoded.cip, field: "v2 answer's cip")
         func family(_ f: Family?, ipv6: Bool) throws -> FamilyAnswer {
             try AlibabaJSONFormat.family(f?.ips, ipv6: ipv6, ttl: f?.ttl, answer: "v2 answer")
         }
-        return HostAnswer(
-            ipv4: query.wantsIPv4 ? try family(answer?.v4, ipv6: false) : nil,
-            ipv6: query.wantsIPv6 ? try family(answer?.v6, ipv6: true) : nil
-        ).seenFrom(try reportedClientAddress(decoded.data?.cip, field: "v2 answer's cip"))
+        var result: [String: HostAnswer] = [:]
+        for host in hosts {
+            let wanted = normalizeHostname(host)
+            let answer = decoded.answers?.first { normalizeHostname($0.dn) == wanted }
+            result[wanted] = HostAnswer(
+                ipv4: query.wantsIPv4 ? try family(answer?.v4, ipv6: false) : nil,
+                ipv6: query.wantsIPv6 ? try family(answer?.v6, ipv6: true) : nil
+            ).seenFrom(client)
+        }
+        return result
+    }
+
+    /// Parses a plain-mode answer to a query for `host`.
+    package static func parse(_ body: [UInt8], query: AddressQuery, host: String) throws -> HostAnswer {
+        let envelope = try envelope(body)
+        guard let plain = envelope.plain else {
+            throw AnswerFormatError("v2 answer is encrypted (mode \(envelope.mode)) and no AES key was given")
+        }
+        return try answers(data: plain, query: query, hosts: [host])[normalizeHostname(host)]!
+    }
+
+    /// The `data` object for each name (the server's side), as JSON: sent as is in plain mode, encrypted
+    /// in the others.
+    package static func data(_ answers: [(String, HostAnswer)], clientAddress: IPAddress?) -> [UInt8] {
+        func family(_ f: FamilyAnswer?) -> Family? {
+            f.map { Family(ips: $0.addresses.map(\.description), ttl: $0.ttl ?? 0) }
+        }
+        let data = Data(
+            cip: clientAddress?.description,
+            answers: answers.map { Answer(dn: $0.0, v4: family($0.1.ipv4), v6: family($0.1.ipv6)) }
+        )
+        return Array((try? JSONEncoder().encode(data)) ?? Foundation.Data("{}".utf8))
+    }
+
+    /// The whole answer: `data` as an object (`mode` 0) or the encrypted string (`mode` 1 or 2).
+    package static func format(mode: Int, data: [UInt8]?, encrypted: String? = nil) -> [UInt8] {
+        let payload: Payload? =
+            encrypted.map { .encrypted($0) }
+            ?? data.flatMap { try? JSONDecoder().decode(Data.self, from: Foundation.Data($0)) }.map { .plain($0) }
+        let body = Body(code: "success", mode: mode, data: payload)
+        return Array((try? JSONEncoder().encode(body)) ?? Foundation.Data("{}".utf8))
     }
 
     /// A plain-mode answer for each name (the server's side).
     package static func format(_ answers: [(String, HostAnswer)], clientAddress: IPAddress?) -> [UInt8] {
-        func family(_ f: FamilyAnswer?) -> Family? {
-            f.map { Family(ips: $0.addresses.map(\.description), ttl: $0.ttl ?? 0) }
-        }
-        let body = Body(
-            code: "success",
-            mode: 0,
-            data: Data(
-                cip: clientAddress?.description,
-                answers: answers.map { Answer(dn: $0.0, v4: family($0.1.ipv4), v6: family($0.1.ipv6)) }
-            )
-        )
-        return Array((try? JSONEncoder().encode(body)) ?? Foundation.Data("{}".utf8))
+        format(mode: 0, data: data(answers, clientAddress: clientAddress))
     }
 }
 

@@ -84,7 +84,7 @@ public enum DNSPodAuth: Hashable, Sendable {
 
 /// Which credential of a resolver spec a problem is with (the CLI names the flag that gave it).
 package enum ResolverCredential: Sendable {
-    case dnspodID, dnspodKey, dnspodToken, alibabaSecret
+    case dnspodID, dnspodKey, dnspodToken, alibabaSecret, alibabaAESKey
 }
 
 extension ResolverSpec {
@@ -106,7 +106,7 @@ extension ResolverSpec {
                 )
             }
             return nil
-        case .json(let endpoint, let secret):
+        case .json(let endpoint, let secret, let encryption):
             if secret?.isEmpty == true { return (.alibabaSecret, "the Alibaba signing secret is empty") }
             if endpoint.path == AlibabaJSONFormat.v2Path {
                 guard let account = endpoint.queryValue("id"), !account.isEmpty else {
@@ -115,7 +115,19 @@ extension ResolverSpec {
                 if let secret, secret.hexBytes == nil {
                     return (.alibabaSecret, "the v2 API's secret is hex, as the console shows it; this one is not")
                 }
+                if let encryption, ![16, 24, 32].contains(encryption.key.hexBytes?.count ?? 0) {
+                    return (
+                        .alibabaAESKey,
+                        "the AES key is hex of 16, 24 or 32 bytes, as the console shows it; this one is not"
+                    )
+                }
                 return nil
+            }
+            if encryption != nil {
+                return (
+                    .alibabaAESKey,
+                    "encrypted queries are the v2 API's; give the resolver as json:http://HOST/v2/d?id=ACCOUNT, not \(self)"
+                )
             }
             if secret != nil, AlibabaJSONFormat.accountPath(endpoint.path) == nil {
                 return (

@@ -82,8 +82,10 @@ public enum ResolverSpec: Hashable, Sendable, CustomStringConvertible {
     case dnspod(ResolverEndpoint, auth: DNSPodAuth? = nil)
     /// Alibaba-style JSON API (`/resolve?host=`, or Alibaba Cloud's `/ACCOUNT/d?host=`). With `secret`
     /// (Alibaba Cloud EMAS), `/ACCOUNT/d` queries are signed and sent to `/ACCOUNT/sign_d`; an endpoint
-    /// `/v2/d?id=ACCOUNT` speaks the newer API, signed with the hex `secret` when given.
-    case json(ResolverEndpoint, secret: ResolverSecret? = nil)
+    /// `/v2/d?id=ACCOUNT` speaks the newer API, signed with the hex `secret` when given, its names and
+    /// answers encrypted with `encryption`'s key when given (modes 1 and 2, as the vendor's SDKs send them
+    /// when a key is set).
+    case json(ResolverEndpoint, secret: ResolverSecret? = nil, encryption: AlibabaEncryption? = nil)
     /// Classic DNS over UDP (TCP when truncated).
     case dns(IPAddress, port: Int)
     /// The operating system's resolver (getaddrinfo).
@@ -136,7 +138,7 @@ public enum ResolverSpec: Hashable, Sendable, CustomStringConvertible {
     /// The endpoint of an HTTP-based resolver (nil for `dns:` and `system`).
     package var endpoint: ResolverEndpoint? {
         switch self {
-        case .doh(let e, _), .dohJSON(let e), .dnspod(let e, _), .json(let e, _): return e
+        case .doh(let e, _), .dohJSON(let e), .dnspod(let e, _), .json(let e, _, _): return e
         case .dns, .system: return nil
         }
     }
@@ -148,7 +150,7 @@ public enum ResolverSpec: Hashable, Sendable, CustomStringConvertible {
         case .doh(let e, let post): return "\(post ? "doh-post" : "doh"):\(e)"
         case .dohJSON(let e): return "doh-json:\(e)"
         case .dnspod(let e, _): return "dnspod:\(e)"
-        case .json(let e, _): return "json:\(e)"
+        case .json(let e, _, _): return "json:\(e)"
         case .dns(let ip, let port): return "dns:" + formatAuthority(host: ip.description, port: port)
         case .system: return "system"
         }
@@ -167,5 +169,29 @@ extension ResolverEndpoint {
     package func bootstrapAddresses(in bootstrap: [String: [IPAddress]]) -> [IPAddress]? {
         guard IPAddress(host) == nil else { return nil }
         return bootstrap[normalizeHostname(host)] ?? []
+    }
+}
+
+/// Alibaba Cloud EMAS v2's encrypted modes (`m=1`, `m=2`): the query's names go inside `enc` and the
+/// answer's `data` comes back encrypted, with the account's AES key (the console's second key, hex). The
+/// vendor's iOS SDK sends mode 1 (AES-CBC), its Android SDK mode 2 (AES-GCM) where the system has it.
+public struct AlibabaEncryption: Hashable, Sendable {
+    /// The cipher mode.
+    public enum Mode: Int, Hashable, Sendable {
+        /// `m=1`: AES-CBC, a random 16-byte IV, PKCS#7 padding (the vendor's iOS SDK).
+        case cbc = 1
+        /// `m=2`: AES-GCM, a random 12-byte nonce, the 16-byte tag after the ciphertext (its Android SDK).
+        case gcm = 2
+    }
+
+    /// The cipher mode.
+    public var mode: Mode
+    /// The AES key as the console shows it: hex of 16 (AES-128), 24 or 32 bytes. Never printed.
+    public var key: ResolverSecret
+
+    /// Mode `mode` with `key` (hex).
+    public init(mode: Mode = .cbc, key: ResolverSecret) {
+        self.mode = mode
+        self.key = key
     }
 }

@@ -89,12 +89,18 @@ extension HTTPDNSResolver {
     }
 
     /// Resolves every name in `hosts` concurrently and returns each name's own result (a name that
-    /// fails does not fail the others). Names repeated in `hosts` are looked up once.
+    /// fails does not fail the others). Names repeated in `hosts` are looked up once. Where the first
+    /// resolver takes several names per query (DNSPod, Alibaba's v2), the names not cached are asked
+    /// for in batches first.
     public func resolve(
         _ hosts: [String],
         _ query: AddressQuery? = nil
     ) async -> [String: Result<Resolution, ResolverError>] {
-        await withTaskGroup(of: (String, Result<Resolution, ResolverError>).self) { group in
+        let uncached = Set(hosts).filter { cached($0, query ?? path.query) == nil }
+        if uncached.count > 1, (providers.first?.maximumBatch ?? 1) > 1 {
+            await preResolve(uncached.sorted(), query)
+        }
+        return await withTaskGroup(of: (String, Result<Resolution, ResolverError>).self) { group in
             for host in Set(hosts) {
                 group.addTask { (host, await self.result(host, query)) }
             }

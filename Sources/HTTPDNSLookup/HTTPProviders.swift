@@ -297,25 +297,33 @@ package struct AlibabaJSONProvider: DNSProvider {
         case unsigned
         /// `/ACCOUNT/sign_d` with the MD5 signature.
         case signD(path: String, secret: ResolverSecret)
-        /// `/v2/d`, HMAC-SHA256-signed when `key` is given.
-        case v2(account: String, key: [UInt8]?)
+        /// `/v2/d`, HMAC-SHA256-signed when `key` is given, its names and answer encrypted with `cipher`
+        /// when given (modes 1 and 2).
+        case v2(account: String, key: [UInt8]?, cipher: AlibabaV2Cipher?)
     }
 
     let client: EndpointClient
     let form: Form
-    /// Sent as `ip=`, when given.
+    /// Sent as `ip=` (`cip=` on v2), when given.
     let clientSubnet: ClientSubnet?
     /// The service's time, for signatures: learnt from its answers (see ServiceClock).
     let clock: ServiceClock
     package var name: String { client.name("json") }
 
+    /// v2 takes up to 5 names in one query, as the vendor's SDKs send them.
+    package var maximumBatch: Int {
+        if case .v2 = form { return AlibabaV2Format.maximumBatch }
+        return 1
+    }
+
     package func networkChanged() { clock.reset() }
 
-    /// `secret` has passed `ResolverSpec.credentialProblem` (ProviderFactory checks it): a v2 endpoint
-    /// names its account and its secret is hex; a signed one is `/ACCOUNT/d`.
+    /// `secret` and `encryption` have passed `ResolverSpec.credentialProblem` (ProviderFactory checks
+    /// it): a v2 endpoint names its account and its secret and key are hex; a signed one is `/ACCOUNT/d`.
     init(
         client: EndpointClient,
         secret: ResolverSecret?,
+        encryption: AlibabaEncryption? = nil,
         clientSubnet: ClientSubnet? = nil,
         clock: ServiceClock = ServiceClock()
     ) {
@@ -325,7 +333,11 @@ package struct AlibabaJSONProvider: DNSProvider {
         let endpoint = client.endpoint
         if endpoint.path == AlibabaJSONFormat.v2Path {
             // The console shows the secret as hex; the v2 API keys its HMAC with the decoded bytes.
-            form = .v2(account: endpoint.queryValue("id") ?? "", key: secret?.hexBytes)
+            form = .v2(
+                account: endpoint.queryValue("id") ?? "",
+                key: secret?.hexBytes,
+                cipher: encryption.flatMap(AlibabaV2Cipher.init)
+            )
         } else if let secret, let signed = AlibabaJSONFormat.signedPath(for: endpoint.path) {
             form = .signD(path: signed, secret: secret)
         } else {
@@ -334,23 +346,32 @@ package struct AlibabaJSONProvider: DNSProvider {
     }
 
     package func resolve(_ name: String, family: AddressFamily, deadline: NIODeadline) async throws -> FamilyAnswer {
+        let answers = try await resolveBatch([name], family: family, deadline: deadline)
+        return answers[normalizeHostname(name)] ?? .empty
+    }
+
+    package func resolveBatch(_ names: [String], family: AddressFamily, deadline: NIODeadline) async throws -> [String:
+        FamilyAnswer]
+    {
         let offset = clock.currentOffset
         do {
-            return try await resolveOnce(name, family: family, deadline: deadline)
+            return try await resolveOnce(names, family: family, deadline: deadline)
         } catch let error as ProviderError
             where ["SignatureExpired", "InvalidSignature"].contains(error.vendorCode) && clock.currentOffset != offset
         {
             // Refused for its time, and the refusal's Date says our clock is off: once more, on the
             // service's time. (Unsigned forms carry no time: their refusals are never for it.)
-            return try await resolveOnce(name, family: family, deadline: deadline)
+            return try await resolveOnce(names, family: family, deadline: deadline)
         }
     }
 
-    private func resolveOnce(_ name: String, family: AddressFamily, deadline: NIODeadline) async throws
-        -> FamilyAnswer
+    /// One query for `names` (one, except on v2).
+    private func resolveOnce(_ names: [String], family: AddressFamily, deadline: NIODeadline) async throws
+        -> [String: FamilyAnswer]
     {
         let query: AddressQuery = family == .ipv4 ? .ipv4 : .ipv6
         let types = AlibabaJSONFormat.queryParameter(for: query)
+        let name = names.joined(separator: ",")
         var parameters: [(String, String)]
         var path: String?
         // The client's address (its subnet's), when configured: `ip=` outside the sign_d signature, `cip=`
@@ -365,11 +386,17 @@ package struct AlibabaJSONProvider: DNSProvider {
             parameters = [("host", name), ("query", types)] + ip + [("t", "\(expiry)")]
             parameters.append(("s", AlibabaSigning.signature(host: name, secret: secret, expiry: expiry)))
             path = signedPath
-        case .v2(let account, let key):
-            // The iOS SDK's order: id, m, exp, v, dn, q, s.
-            parameters = [("id", account), ("m", "0")]
+        case .v2(let account, let key, let cipher):
+            // The iOS SDK's order: id, m, exp, v, dn, q (or enc), s.
+            parameters = [("id", account), ("m", "\(cipher?.mode.rawValue ?? 0)")]
             if key != nil { parameters.append(("exp", "\(clock.now() + AlibabaSigning.validity)")) }
-            parameters += [("v", AlibabaSigning.v2Version), ("dn", name), ("q", types)] + cip
+            parameters.append(("v", AlibabaSigning.v2Version))
+            let fields = [("dn", name), ("q", types)] + cip
+            if let cipher {
+                parameters.append(("enc", cipher.encryptedFields(fields)))
+            } else {
+                parameters += fields
+            }
             if let key { parameters.append(("s", AlibabaSigning.v2Signature(parameters, key: key))) }
             path = AlibabaJSONFormat.v2Path
         }
@@ -382,13 +409,25 @@ package struct AlibabaJSONProvider: DNSProvider {
             clock: clock
         )
         do {
-            let answer: HostAnswer
-            if case .v2 = form {
-                answer = try AlibabaV2Format.parse(body, query: query, host: name)
+            let answers: [String: HostAnswer]
+            if case .v2(_, _, let cipher) = form {
+                let envelope = try AlibabaV2Format.envelope(body)
+                var data = envelope.plain
+                if let text = envelope.encrypted {
+                    guard let cipher, cipher.mode.rawValue == envelope.mode else {
+                        throw ProviderError("answered in encrypted mode \(envelope.mode), not the mode asked")
+                    }
+                    do {
+                        data = try cipher.openAnswer(text)
+                    } catch {
+                        throw ProviderError("encrypted v2 answer \(error.reason)")
+                    }
+                }
+                answers = try AlibabaV2Format.answers(data: data ?? [], query: query, hosts: names)
             } else {
-                answer = try AlibabaJSONFormat.parse(body, query: query, host: name)
+                answers = [normalizeHostname(name): try AlibabaJSONFormat.parse(body, query: query, host: name)]
             }
-            return (family == .ipv4 ? answer.ipv4 : answer.ipv6) ?? .empty
+            return answers.compactMapValues { (family == .ipv4 ? $0.ipv4 : $0.ipv6) ?? .empty }
         } catch let error as AnswerFormatError {
             throw ProviderError("\(error)")
         }

@@ -65,10 +65,11 @@ package enum ProviderFactory {
                 auth: auth,
                 clientSubnet: clientSubnet
             )
-        case .json(let endpoint, let secret):
+        case .json(let endpoint, let secret, let encryption):
             return AlibabaJSONProvider(
                 client: try EndpointClient(engine: engine, endpoint: endpoint, bootstrap: bootstrap),
                 secret: secret,
+                encryption: encryption,
                 clientSubnet: clientSubnet
             )
         case .dns(let ip, let port):

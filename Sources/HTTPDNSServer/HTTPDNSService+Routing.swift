@@ -178,11 +178,11 @@ struct ServiceCore: Sendable {
     {
         let (path, query) = split(request.uri)
         do {
-            // The subnet the upstream is asked for: the request's plain `ip=` (v2: `cip=`), else the
-            // configured one. (DNSPod's AES and DES forms may carry `ip=` encrypted: `dnspodAuthenticated`
-            // reads it.)
-            let given = path == AlibabaJSONFormat.v2Path ? query["cip"] ?? query["ip"] : query["ip"]
-            let subnet = try requestSubnet(request, ip: query["alg"] == nil ? given : nil)
+            // The subnet the upstream is asked for: the request's plain `ip=`, else the configured one.
+            // (DNSPod's AES and DES forms may carry `ip=` encrypted: `dnspodAuthenticated` reads it.)
+            // (v2's `cip=` is read by `alibabaV2`: it may be inside `enc`.)
+            let plainIP = path == AlibabaJSONFormat.v2Path || query["alg"] != nil ? nil : query["ip"]
+            let subnet = try requestSubnet(request, ip: plainIP)
             func bound(_ name: String) throws -> Lookup { try lookup(name, subnet) }
             switch path {
             case "/healthz":
@@ -211,7 +211,7 @@ struct ServiceCore: Sendable {
                 return try doh(request, query, subnet: subnet, lookup)
             case AlibabaJSONFormat.v2Path:
                 try require(request, .GET)
-                return dated(try alibabaV2(request, query, bound))
+                return dated(try alibabaV2(request, query, subnet: subnet, lookup))
             default:
                 if let (account, signed) = AlibabaJSONFormat.accountPath(path), account.utf8.count <= 64 {
                     try require(request, .GET)

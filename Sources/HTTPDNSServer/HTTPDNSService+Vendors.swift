@@ -30,6 +30,8 @@ package struct VendorAccounts: Sendable {
     package var dnspodTokens: [String: ResolverSecret] = [:]
     /// Alibaba Cloud EMAS accounts and their signing secrets, by account id.
     package var alibaba: [String: ResolverSecret] = [:]
+    /// The AES keys (hex) of the accounts that take v2's encrypted modes, by account id.
+    package var alibabaAES: [String: ResolverSecret] = [:]
 
     package init() {}
 
@@ -138,17 +140,22 @@ extension ServiceCore {
         return try alibaba(query, lookup, clientAddress: request.remoteIP)
     }
 
-    /// Alibaba Cloud EMAS `/v2/d`, plain mode: signed queries of a known account with an unexpired,
-    /// valid `s`; unsigned ones unless `requireAuth`.
+    /// Alibaba Cloud EMAS `/v2/d`: signed queries of a known account with an unexpired, valid `s`;
+    /// unsigned ones unless `requireAuth`. Modes 1 and 2 (for an account with an AES key) carry the names
+    /// in `enc` and are answered encrypted the same way (see AlibabaV2Cipher). Up to 5 names, as the
+    /// vendor's. `subnet`: the configured one; `cip=` (inside `enc` when encrypted) replaces it.
     func alibabaV2(
         _ request: ListenerRequest,
         _ query: [String: String],
-        _ lookup: (String) throws -> Lookup
+        subnet: ClientSubnet?,
+        _ lookup: (String, ClientSubnet?) throws -> Lookup
     ) throws -> ListenerResponse {
-        guard let account = query["id"], !account.isEmpty, let dn = query["dn"] else {
+        guard let account = query["id"], !account.isEmpty else {
             return alibabaRefusal("MissingArgument", status: .badRequest)
         }
-        guard (query["m"] ?? "0") == "0" else { return alibabaRefusal("UnsupportedMode", status: .badRequest) }
+        guard let mode = Int(query["m"] ?? "0"), (0...2).contains(mode) else {
+            return alibabaRefusal("UnsupportedMode", status: .badRequest)
+        }
         if let s = query["s"] {
             guard let secret = configuration.accounts.alibaba[account] else { return alibabaRefusal("InvalidAccount") }
             guard let expiry = query["exp"].flatMap({ Int($0) }) else {
@@ -165,16 +172,37 @@ extension ServiceCore {
         } else if configuration.requireAuth {
             return alibabaRefusal("MissingArgument")
         }
-        let wants = try addressTypes(query["q"], parameter: "q")
+        // The fields: in the clear, or inside `enc` for the encrypted modes.
+        var fields = query
+        var cipher: AlibabaV2Cipher?
+        if mode != 0 {
+            guard let key = configuration.accounts.alibabaAES[account],
+                let made = AlibabaV2Cipher(AlibabaEncryption(mode: mode == 1 ? .cbc : .gcm, key: key))
+            else {
+                // The account has no AES key here: it cannot be read, nor answered.
+                return alibabaRefusal("UnsupportedMode", status: .badRequest)
+            }
+            guard let enc = query["enc"] else { return alibabaRefusal("MissingArgument", status: .badRequest) }
+            do {
+                fields = try made.fields(ofEncrypted: enc)
+            } catch {
+                logger.debug("v2 enc refused", metadata: ["id": "\(account)", "why": "\(error.reason)"])
+                return alibabaRefusal("InvalidParameter", status: .badRequest)  // ours: the vendor's is not public
+            }
+            cipher = made
+        }
+        guard let dn = fields["dn"] else { return alibabaRefusal("MissingArgument", status: .badRequest) }
+        let wants = try addressTypes(fields["q"], parameter: "q")
         let names = try dn.split(separator: ",", omittingEmptySubsequences: false).map {
             try name(String($0), parameter: "dn")
         }
-        guard names.count <= configuration.maxBatch else {
-            throw BadRequest(reason: "\(names.count) names in one request; at most \(configuration.maxBatch)")
+        guard names.count <= AlibabaV2Format.maximumBatch else {
+            return alibabaRefusal("TooManyHosts", status: .badRequest)
         }
+        let requested = try fields["cip"].map { try requestSubnet(request, ip: $0) } ?? subnet
         var answers: [(String, HostAnswer)] = []
         for n in names {
-            switch try lookup(n) {
+            switch try lookup(n, requested) {
             case .found(let v4, let v6):
                 answers.append((n, HostAnswer(ipv4: wants.wantsIPv4 ? v4 : nil, ipv6: wants.wantsIPv6 ? v6 : nil)))
             case .nxdomain:
@@ -185,9 +213,10 @@ extension ServiceCore {
                 return ListenerResponse(status: .badGateway, text: "the upstream DNS server did not answer")
             }
         }
-        return ListenerResponse(
-            contentType: "application/json",
-            body: AlibabaV2Format.format(answers, clientAddress: request.remoteIP)
-        )
+        let data = AlibabaV2Format.data(answers, clientAddress: request.remoteIP)
+        let body =
+            cipher.map { AlibabaV2Format.format(mode: mode, data: nil, encrypted: $0.sealAnswer(data)) }
+            ?? AlibabaV2Format.format(mode: 0, data: data)
+        return ListenerResponse(contentType: "application/json", body: body)
     }
 }

@@ -50,9 +50,28 @@ struct CredentialOptions: ParsableArguments {
     )
     var alibabaSecretFile: String?
 
+    @Option(
+        name: .customLong("alibaba-aes-key-file"),
+        help: ArgumentHelp(
+            "File holding the Alibaba Cloud EMAS AES key (hex), for json:…/v2/d?id=ACCOUNT resolvers: names and answers encrypted (m=1 or m=2); or set \(Self.alibabaAESVariable).",
+            valueName: "FILE"
+        )
+    )
+    var alibabaAESKeyFile: String?
+
+    @Option(
+        name: .customLong("alibaba-mode"),
+        help: ArgumentHelp(
+            "With an AES key: cbc (m=1, the vendor's iOS SDK; the default) or gcm (m=2, its Android SDK).",
+            valueName: "cbc|gcm"
+        )
+    )
+    var alibabaMode: String?
+
     static let keyVariable = "HTTPDNS_DNSPOD_KEY"
     static let tokenVariable = "HTTPDNS_DNSPOD_TOKEN"
     static let alibabaVariable = "HTTPDNS_ALIBABA_SECRET"
+    static let alibabaAESVariable = "HTTPDNS_ALIBABA_AES_KEY"
 
     /// `specs` with the credentials attached, each checked by `ResolverSpec.credentialProblem` (the
     /// library's own check). Every mistake is a usage error (exit 64) naming the flag; no message ever
@@ -64,11 +83,13 @@ struct CredentialOptions: ParsableArguments {
         let jsonResolvers = specs.filter { if case .json = $0 { return true } else { return false } }
         let auth = try dnspodAuth(environment: environment, hasResolver: !dnspodResolvers.isEmpty)
         let alibaba = try alibabaSecret(environment: environment, hasResolver: !jsonResolvers.isEmpty)
+        let encryption = try alibabaEncryption(environment: environment, hasResolver: !jsonResolvers.isEmpty)
         return try specs.map { spec in
             let attached: ResolverSpec
             switch spec {
             case .dnspod(let endpoint, _) where auth != nil: attached = .dnspod(endpoint, auth: auth)
-            case .json(let endpoint, _) where alibaba != nil: attached = .json(endpoint, secret: alibaba)
+            case .json(let endpoint, let secret, let given) where alibaba != nil || encryption != nil:
+                attached = .json(endpoint, secret: alibaba ?? secret, encryption: encryption ?? given)
             default: attached = spec
             }
             if let problem = attached.credentialProblem {
@@ -85,6 +106,7 @@ struct CredentialOptions: ParsableArguments {
         case .dnspodKey: return dnspodKeyFile != nil ? "--dnspod-key-file" : Self.keyVariable
         case .dnspodToken: return dnspodTokenFile != nil ? "--dnspod-token-file" : Self.tokenVariable
         case .alibabaSecret: return alibabaSecretFile != nil ? "--alibaba-secret-file" : Self.alibabaVariable
+        case .alibabaAESKey: return alibabaAESKeyFile != nil ? "--alibaba-aes-key-file" : Self.alibabaAESVariable
         case nil: return "--resolver"
         }
     }
@@ -147,6 +169,39 @@ struct CredentialOptions: ParsableArguments {
             variable: Self.alibabaVariable,
             environment
         )
+    }
+
+    /// The AES key and mode of Alibaba's encrypted v2 forms; nil when no key is given.
+    func alibabaEncryption(environment: [String: String], hasResolver: Bool) throws -> AlibabaEncryption? {
+        if let flag = alibabaAESKeyFile != nil ? "--alibaba-aes-key-file" : alibabaMode != nil ? "--alibaba-mode" : nil,
+            !hasResolver
+        {
+            throw ValidationError(
+                "\(flag): no json: resolver to use it with; add --resolver json:http://HOST/v2/d?id=ACCOUNT"
+            )
+        }
+        guard hasResolver else { return nil }
+        let key = try secret(
+            file: alibabaAESKeyFile,
+            flag: "--alibaba-aes-key-file",
+            variable: Self.alibabaAESVariable,
+            environment
+        )
+        let mode: AlibabaEncryption.Mode
+        switch alibabaMode?.lowercased() {
+        case nil, "cbc", "1": mode = .cbc
+        case "gcm", "2": mode = .gcm
+        case let other?: throw ValidationError("--alibaba-mode: \(other.prefix(20)) is not cbc or gcm")
+        }
+        guard let key else {
+            if alibabaMode != nil {
+                throw ValidationError(
+                    "--alibaba-mode: give the AES key too: --alibaba-aes-key-file FILE (or \(Self.alibabaAESVariable))"
+                )
+            }
+            return nil
+        }
+        return AlibabaEncryption(mode: mode, key: key)
     }
 
     /// The secret in `file`, else in the environment `variable`; nil when neither is given.

@@ -157,6 +157,15 @@ struct ServeCommand: AsyncParsableCommand {
     )
     var alibabaAccounts: [String] = []
 
+    @Option(
+        name: .customLong("alibaba-aes-key"),
+        help: ArgumentHelp(
+            "An Alibaba account's AES key (hex, from FILE): /v2/d's encrypted modes (m=1 CBC, m=2 GCM) for it. Repeatable.",
+            valueName: "ACCOUNT:FILE"
+        )
+    )
+    var alibabaAESKeys: [String] = []
+
     @Flag(
         name: .customLong("require-auth"),
         help: "Refuse the unauthenticated forms (/d without id, /resolve, /ACCOUNT/d, unsigned /v2/d, /dns-query)."
@@ -245,6 +254,17 @@ struct ServeCommand: AsyncParsableCommand {
                 throw ValidationError("--alibaba-account: \"\(entry)\" is not ACCOUNT:FILE")
             }
             accounts.alibaba[parts[0]] = try readSecret(parts[1], flag: "--alibaba-account")
+        }
+        for entry in alibabaAESKeys {
+            let parts = entry.split(separator: ":", maxSplits: 1).map(String.init)
+            guard parts.count == 2, !parts[0].isEmpty, !parts[0].contains("/") else {
+                throw ValidationError("--alibaba-aes-key: \"\(entry)\" is not ACCOUNT:FILE")
+            }
+            let key = try readSecret(parts[1], flag: "--alibaba-aes-key")
+            guard AlibabaV2Cipher(AlibabaEncryption(key: key)) != nil else {
+                throw ValidationError("--alibaba-aes-key: \(parts[1]) is not hex of 16, 24 or 32 bytes")
+            }
+            accounts.alibabaAES[parts[0]] = key
         }
         return accounts
     }

@@ -32,6 +32,7 @@ struct ServeConfigFile {
         "client-subnet": .string,
         "ttl": .number, "max-connections": .number, "request-timeout": .number, "idle-timeout": .number,
         "debug": .flag, "dnspod-account": .strings, "dnspod-token": .strings, "alibaba-account": .strings,
+        "alibaba-aes-key": .strings,
         "require-auth": .flag, "metrics": .flag, "access-log": .string, "shutdown-delay": .number,
         "drain-timeout": .number,
     ]
@@ -120,6 +121,7 @@ struct ServeConfigFile {
         if command.dnspodAccounts.isEmpty { command.dnspodAccounts = strings("dnspod-account") }
         if command.dnspodTokens.isEmpty { command.dnspodTokens = strings("dnspod-token") }
         if command.alibabaAccounts.isEmpty { command.alibabaAccounts = strings("alibaba-account") }
+        if command.alibabaAESKeys.isEmpty { command.alibabaAESKeys = strings("alibaba-aes-key") }
         command.tlsCert = command.tlsCert ?? string("tls-cert")
         command.tlsKey = command.tlsKey ?? string("tls-key")
         command.hosts = command.hosts ?? string("hosts")

@@ -4,7 +4,7 @@
 
 @testable import HTTPDNSTestSupport
 import Foundation
-import HTTPDNSCore
+@testable import HTTPDNSCore
 import HTTPDNSEngine
 @testable import HTTPDNSLookup
 import HTTPDNSServer
@@ -17,6 +17,8 @@ import Testing
     static let token = ResolverSecret("tok-9f2c")
     /// Hex, as Alibaba's console shows it: `sign_d` uses its text, `/v2/d` its decoded bytes.
     static let aliSecret = ResolverSecret("00112233445566778899aabbccddeeff")
+    /// The account's AES key for v2's encrypted modes (hex, as the console shows it).
+    static let aliAESKey = ResolverSecret("0f0e0d0c0b0a09080706050403020100")
 
     /// A server with one account of each kind; `tls` serves HTTPS as `dnspod.test` with a throw-away CA.
     static func startVendorService(
@@ -29,6 +31,7 @@ import Testing
             config.accounts.dnspodKeys["1002"] = DNSPodCipher(.des, key: desKey)
             config.accounts.dnspodTokens["1003"] = token
             config.accounts.alibaba["139450"] = aliSecret
+            config.accounts.alibabaAES["139450"] = aliAESKey
             config.requireAuth = requireAuth
             config.unixTime = unixTime
             if let pki, let (chain, key) = try? pki.leaf("dnspod.test") {
@@ -176,6 +179,37 @@ import Testing
         // resolved again on the new network, which learns the offset there afresh).
         provider.networkChanged()
         #expect(provider.clock.currentOffset == 0)
+    }
+
+    /// v2's encrypted modes between our client and our server, several names per query; a wrong AES key
+    /// and an account without one are refused with a code.
+    @Test(arguments: [AlibabaEncryption.Mode.cbc, .gcm])
+    func v2EncryptedModesAnswerBatches(_ mode: AlibabaEncryption.Mode) async throws {
+        let service = try await Self.startVendorService(requireAuth: true)
+        defer { Task { await service.stop() } }
+        func spec(account: String = "139450", key: ResolverSecret = Self.aliAESKey) throws -> ResolverSpec {
+            .json(
+                try Self.endpoint("http://127.0.0.1:\(service.ports[0])/v2/d?id=\(account)"),
+                secret: Self.aliSecret,
+                encryption: AlibabaEncryption(mode: mode, key: key)
+            )
+        }
+        let resolver = try Self.resolver(try spec())
+        let results = await resolver.resolve(["a.example.com", "v4.example.com", "missing.example.com"], .both)
+        #expect(try results["a.example.com"]?.get().ipv4 == [IPAddress("198.51.0.1")!])
+        #expect(try results["a.example.com"]?.get().ipv6 == [IPAddress("2606:4700::1")!])
+        #expect(try results["v4.example.com"]?.get().ipv4 == [IPAddress("198.51.0.2")!])
+        #expect(try results["a.example.com"]?.get().clientAddress == IPAddress("127.0.0.1"))
+        #expect(throws: ResolverError.self) { try results["missing.example.com"]?.get() }
+        // A wrong AES key: the service cannot read enc.
+        let wrong = try Self.resolver(try spec(key: ResolverSecret("ffeeddccbbaa99887766554433221100")))
+        await #expect(throws: ResolverError.self) { try await wrong.resolve("a.example.com") }
+        do {
+            _ = try await wrong.resolve("a.example.com")
+        } catch let error as ResolverError {
+            #expect(error.message.contains("HTTP 400 InvalidParameter"), "\(error.message)")
+            #expect(!error.message.contains("ffeeddcc") && !error.message.contains("0f0e0d0c"))
+        }
     }
 
     @Test func theServiceClockReadsAndWritesHTTPDates() {

@@ -24,7 +24,8 @@ import Testing
         let log: String
         let dir: String
 
-        static func start(skew: Int = 0) async throws -> Peer {
+        /// `v2Key`: the AES key (hex) of v2's encrypted modes.
+        static func start(skew: Int = 0, v2Key: String? = nil) async throws -> Peer {
             let dir = FileManager.default.temporaryDirectory.appendingPathComponent("httpdns-ecs-\(UUID())").path
             try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
             try (ClientSubnetTests.aesKey + "\n").write(toFile: dir + "/aes.key", atomically: true, encoding: .utf8)
@@ -34,7 +35,7 @@ import Testing
                 [
                     root.appendingPathComponent("Tests/Fixtures/vendors/ecs_peer.py").path, aesKey, "139450",
                     aliSecret, "\(skew)",
-                ],
+                ] + (v2Key.map { [$0] } ?? []),
                 stderr: dir + "/peer.log"
             )
             func port(_ key: String) throws -> Int {

@@ -19,7 +19,11 @@ Endpoints:
   that clock: expired before it, refused more than 24 h after it (for clock-skew tests); each signed
   query is logged with its expiry minus that clock's now ("t-now=600" for a client on its time)
 
-Usage: ecs_peer.py AES_KEY ALIBABA_ACCOUNT ALIBABA_SECRET_HEX [SKEW_SECONDS]
+  v2's encrypted modes with V2_AES_KEY_HEX: m=1 AES-CBC (16-byte IV, PKCS#7), m=2 AES-GCM (12-byte
+  nonce, tag after the ciphertext); enc = hex(IV ‖ ciphertext) of {"dn","q"[,"cip"]}, signed over
+  enc, exp, id, m, v; the answer's data = Base64(IV ‖ ciphertext) of {"cip","answers"}; up to 5 names
+
+Usage: ecs_peer.py AES_KEY ALIBABA_ACCOUNT ALIBABA_SECRET_HEX [SKEW_SECONDS [V2_AES_KEY_HEX]]
 Prints "udp=PORT http=PORT" once both listen, then serves until killed. Every query it gets is printed
 on stderr as one line: "<form> <name> subnet=<what it saw>".
 """
@@ -41,9 +45,11 @@ import urllib.parse
 
 from cryptography.hazmat.primitives import padding
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 AES_KEY, ACCOUNT, SECRET = sys.argv[1].encode(), sys.argv[2], bytes.fromhex(sys.argv[3])
 SKEW = int(sys.argv[4]) if len(sys.argv) > 4 else 0
+V2_KEY = bytes.fromhex(sys.argv[5]) if len(sys.argv) > 5 else None
 
 
 LOG = threading.Lock()
@@ -144,6 +150,26 @@ def aes_seal(text):
     return (iv + encryptor.update(padded) + encryptor.finalize()).hex()
 
 
+def v2_open(mode, raw):
+    if mode == 2:
+        return AESGCM(V2_KEY).decrypt(raw[:12], raw[12:], None)
+    decryptor = Cipher(algorithms.AES(V2_KEY), modes.CBC(raw[:16])).decryptor()
+    padded = decryptor.update(raw[16:]) + decryptor.finalize()
+    unpadder = padding.PKCS7(128).unpadder()
+    return unpadder.update(padded) + unpadder.finalize()
+
+
+def v2_seal(mode, data):
+    if mode == 2:
+        nonce = os.urandom(12)
+        return nonce + AESGCM(V2_KEY).encrypt(nonce, data, None)
+    iv = os.urandom(16)
+    padder = padding.PKCS7(128).padder()
+    padded = padder.update(data) + padder.finalize()
+    encryptor = Cipher(algorithms.AES(V2_KEY), modes.CBC(iv)).encryptor()
+    return iv + encryptor.update(padded) + encryptor.finalize()
+
+
 class HTTP(http.server.BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
@@ -195,10 +221,17 @@ class HTTP(http.server.BaseHTTPRequestHandler):
                 return self.reply(403, '{"code":"InvalidSignature"}', "application/json")
             if int(q["exp"]) < now:
                 return self.reply(403, '{"code":"SignatureExpired"}', "application/json")
-            log(f"alibaba-v2 {q['dn']} subnet={q.get('cip', 'none')}")
-            answers = [{"dn": dn, "v4": {"ips": [answer_for(ip=q.get("cip"))], "ttl": 60}}
-                       for dn in q["dn"].split(",")]
-            body = {"code": "success", "mode": 0, "data": {"answers": answers}}
+            mode = int(q.get("m", "0"))
+            fields = q if mode == 0 else json.loads(v2_open(mode, bytes.fromhex(q["enc"])))
+            names = fields["dn"].split(",")
+            if len(names) > 5:
+                return self.reply(400, '{"code":"TooManyHosts"}', "application/json")
+            log(f"alibaba-v2 m={mode} {fields['dn']} subnet={fields.get('cip', 'none')}")
+            answers = [{"dn": dn, "v4": {"ips": [answer_for(ip=fields.get("cip"))], "ttl": 60}} for dn in names]
+            data = {"cip": "127.0.0.1", "answers": answers}
+            if mode:
+                data = base64.b64encode(v2_seal(mode, json.dumps(data).encode())).decode()
+            body = {"code": "success", "mode": mode, "data": data}
             return self.reply(200, json.dumps(body), "application/json")
         self.reply(404, "not found")
 
