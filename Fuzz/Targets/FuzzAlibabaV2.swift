@@ -1,5 +1,6 @@
-// alibaba-v2: AlibabaV2Format.envelope and .answers on hostile bodies (issue 28: the batch answers and
-// the encrypted modes' `data` string), the query chosen by the first byte.
+// alibaba-v2: AlibabaV2Format.envelope and .answers, and AlibabaJSONFormat.parseBatch (`sign_resolve`),
+// on hostile bodies (issue 28: the batch answers and the encrypted modes' `data` string), the query
+// chosen by the first byte.
 //
 // Whatever parses: a plain envelope's data gives an answer for every name asked (two, one of them
 // perhaps absent from the body), with the families asked and addresses of the right family; an
@@ -21,6 +22,25 @@ func fuzzAlibabaV2(_ data: [UInt8]) {
     }
     // The body as the `data` object itself (what an encrypted answer decrypts to).
     checkAnswers(body, query: query, hosts: hosts)
+    // The body as a sign_resolve batch answer.
+    if let batch = try? AlibabaJSONFormat.parseBatch(body, query: query, hosts: hosts) {
+        check(batch.count == hosts.count, "\(batch.count) batch answers for \(hosts.count) names")
+        for host in hosts {
+            guard let answer = batch[host] else { fatalError("invariant broken: no batch answer for \(host)") }
+            check((answer.ipv4 != nil) == query.wantsIPv4, "batch IPv4 part present: \(answer.ipv4 != nil)")
+            check((answer.ipv6 != nil) == query.wantsIPv6, "batch IPv6 part present: \(answer.ipv6 != nil)")
+            if let f = answer.ipv4 { checkFamily(f, ipv6: false, "batch answer") }
+            if let f = answer.ipv6 { checkFamily(f, ipv6: true, "batch answer") }
+        }
+        let formatted = AlibabaJSONFormat.formatBatch(hosts.map { ($0, batch[$0]!) }, clientAddress: nil)
+        guard let back = try? AlibabaJSONFormat.parseBatch(formatted, query: query, hosts: hosts) else {
+            fatalError("invariant broken: formatted batch \(text(formatted)) does not parse")
+        }
+        for host in hosts {
+            check(back[host]?.ipv4?.addresses == batch[host]?.ipv4?.addresses, "batch IPv4 changed")
+            check(back[host]?.ipv6?.addresses == batch[host]?.ipv6?.addresses, "batch IPv6 changed")
+        }
+    }
 }
 
 private func checkAnswers(_ data: [UInt8], query: AddressQuery, hosts: [String]) {

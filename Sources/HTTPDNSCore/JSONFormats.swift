@@ -35,6 +35,103 @@ package enum AlibabaJSONFormat {
         accountPath(path).map { "/\($0.account)/sign_d" }
     }
 
+    /// `/ACCOUNT/resolve` or `/ACCOUNT/sign_resolve`, the batch forms: the account and whether signed.
+    package static func accountBatchPath(_ path: String) -> (account: String, signed: Bool)? {
+        let parts = path.split(separator: "/", omittingEmptySubsequences: false)
+        guard parts.count == 3, parts[0].isEmpty, !parts[1].isEmpty,
+            parts[2] == "resolve" || parts[2] == "sign_resolve"
+        else { return nil }
+        return (String(parts[1]), parts[2] == "sign_resolve")
+    }
+
+    /// The signed batch path for an account's path: `/ACCOUNT/d` becomes `/ACCOUNT/sign_resolve`.
+    package static func signedBatchPath(for path: String) -> String? {
+        accountPath(path).map { "/\($0.account)/sign_resolve" }
+    }
+
+    /// Names in one batch at most: the vendor's SDKs send 5 (C `HDNS_MULTI_RESOLVE_SIZE`, Go's
+    /// `ErrTooManyDomains`).
+    package static let maximumBatch = 5
+
+    /// One item of a batch answer: `{"host":"a.com","ips":[…],"type":1,"ttl":60}`, `type` 28 for IPv6
+    /// (the Android SDK's reading), or with both `ips` and `ipsv6` and no type (the C SDK's).
+    struct BatchItem: Codable {
+        var host: String
+        var ips: [String]?
+        var ipsv6: [String]?
+        var type: Int?
+        var ttl: UInt32?
+        var client_ip: String?
+    }
+
+    struct BatchBody: Codable {
+        var dns: [BatchItem]?
+    }
+
+    /// Parses a batch answer (`/ACCOUNT/sign_resolve`, `{"dns":[…]}`) into an answer for each of `hosts`;
+    /// a name the answer leaves out has empty families.
+    package static func parseBatch(_ body: [UInt8], query: AddressQuery, hosts: [String]) throws -> [String: HostAnswer]
+    {
+        let decoded: BatchBody
+        do {
+            decoded = try JSONDecoder().decode(BatchBody.self, from: Data(body))
+        } catch {
+            throw AnswerFormatError("JSON API batch answer is not the expected {\"dns\":[…]} object")
+        }
+        var result: [String: HostAnswer] = [:]
+        for host in hosts {
+            let wanted = normalizeHostname(host)
+            let items = (decoded.dns ?? []).filter { normalizeHostname($0.host) == wanted }
+            var v4: [String] = []
+            var v6: [String] = []
+            var ttl4: UInt32?
+            var ttl6: UInt32?
+            var client: String?
+            for item in items {
+                client = client ?? item.client_ip
+                switch item.type {
+                case 28?:
+                    v6 += item.ips ?? []
+                    ttl6 = ttl6 ?? item.ttl
+                case 1?, nil:
+                    v4 += item.ips ?? []
+                    ttl4 = ttl4 ?? item.ttl
+                    if let more = item.ipsv6 {
+                        v6 += more
+                        ttl6 = ttl6 ?? item.ttl
+                    }
+                default:
+                    continue  // another record type: not asked for
+                }
+            }
+            result[wanted] = HostAnswer(
+                ipv4: query.wantsIPv4 ? try family(v4, ipv6: false, ttl: ttl4, answer: "JSON API batch answer") : nil,
+                ipv6: query.wantsIPv6 ? try family(v6, ipv6: true, ttl: ttl6, answer: "JSON API batch answer") : nil
+            ).seenFrom(try reportedClientAddress(client, field: "JSON API batch answer's client_ip"))
+        }
+        return result
+    }
+
+    /// A batch answer (the server's side), as the Android SDK reads it: one item per name and family.
+    package static func formatBatch(_ answers: [(String, HostAnswer)], clientAddress: IPAddress?) -> [UInt8] {
+        var items: [BatchItem] = []
+        for (host, answer) in answers {
+            for (family, type) in [(answer.ipv4, 1), (answer.ipv6, 28)] {
+                guard let family else { continue }
+                items.append(
+                    BatchItem(
+                        host: host,
+                        ips: family.addresses.map(\.description),
+                        type: type,
+                        ttl: family.ttl ?? 0,
+                        client_ip: clientAddress?.description
+                    )
+                )
+            }
+        }
+        return Array((try? JSONEncoder().encode(BatchBody(dns: items))) ?? Data("{}".utf8))
+    }
+
     /// The service's error code in a refusal's body (`{"code":"SignatureExpired"}`), if it has one;
     /// only letters, digits and `._-` are kept, at most 64 of them.
     package static func errorCode(_ body: [UInt8]) -> String? {

@@ -295,8 +295,8 @@ package struct AlibabaJSONProvider: DNSProvider {
     enum Form {
         /// `/resolve` or `/ACCOUNT/d`, as given.
         case unsigned
-        /// `/ACCOUNT/sign_d` with the MD5 signature.
-        case signD(path: String, secret: ResolverSecret)
+        /// `/ACCOUNT/sign_d` with the MD5 signature; several names go to `/ACCOUNT/sign_resolve`.
+        case signD(path: String, batchPath: String, secret: ResolverSecret)
         /// `/v2/d`, HMAC-SHA256-signed when `key` is given, its names and answer encrypted with `cipher`
         /// when given (modes 1 and 2).
         case v2(account: String, key: [UInt8]?, cipher: AlibabaV2Cipher?)
@@ -310,10 +310,13 @@ package struct AlibabaJSONProvider: DNSProvider {
     let clock: ServiceClock
     package var name: String { client.name("json") }
 
-    /// v2 takes up to 5 names in one query, as the vendor's SDKs send them.
+    /// v2 and `sign_resolve` take up to 5 names in one query, as the vendor's SDKs send them.
     package var maximumBatch: Int {
-        if case .v2 = form { return AlibabaV2Format.maximumBatch }
-        return 1
+        switch form {
+        case .v2: return AlibabaV2Format.maximumBatch
+        case .signD: return AlibabaJSONFormat.maximumBatch
+        case .unsigned: return 1
+        }
     }
 
     package func networkChanged() { clock.reset() }
@@ -338,8 +341,10 @@ package struct AlibabaJSONProvider: DNSProvider {
                 key: secret?.hexBytes,
                 cipher: encryption.flatMap(AlibabaV2Cipher.init)
             )
-        } else if let secret, let signed = AlibabaJSONFormat.signedPath(for: endpoint.path) {
-            form = .signD(path: signed, secret: secret)
+        } else if let secret, let signed = AlibabaJSONFormat.signedPath(for: endpoint.path),
+            let batch = AlibabaJSONFormat.signedBatchPath(for: endpoint.path)
+        {
+            form = .signD(path: signed, batchPath: batch, secret: secret)
         } else {
             form = .unsigned
         }
@@ -381,11 +386,12 @@ package struct AlibabaJSONProvider: DNSProvider {
         switch form {
         case .unsigned:
             parameters = [("host", name), ("query", types)] + ip
-        case .signD(let signedPath, let secret):
+        case .signD(let signedPath, let batchPath, let secret):
+            // Several names: `sign_resolve`, signed over the comma-joined list as sent (the Go and C SDKs).
             let expiry = clock.now() + AlibabaSigning.validity
             parameters = [("host", name), ("query", types)] + ip + [("t", "\(expiry)")]
             parameters.append(("s", AlibabaSigning.signature(host: name, secret: secret, expiry: expiry)))
-            path = signedPath
+            path = names.count > 1 ? batchPath : signedPath
         case .v2(let account, let key, let cipher):
             // The iOS SDK's order: id, m, exp, v, dn, q (or enc), s.
             parameters = [("id", account), ("m", "\(cipher?.mode.rawValue ?? 0)")]
@@ -424,6 +430,8 @@ package struct AlibabaJSONProvider: DNSProvider {
                     }
                 }
                 answers = try AlibabaV2Format.answers(data: data ?? [], query: query, hosts: names)
+            } else if names.count > 1 {
+                answers = try AlibabaJSONFormat.parseBatch(body, query: query, hosts: names)
             } else {
                 answers = [normalizeHostname(name): try AlibabaJSONFormat.parse(body, query: query, host: name)]
             }

@@ -217,10 +217,16 @@ struct ServiceCore: Sendable {
                     try require(request, .GET)
                     return dated(try alibabaAccount(request, account: account, signed: signed, query, bound))
                 }
+                if let (account, signed) = AlibabaJSONFormat.accountBatchPath(path), account.utf8.count <= 64 {
+                    try require(request, .GET)
+                    return dated(
+                        try alibabaAccount(request, account: account, signed: signed, batch: true, query, bound)
+                    )
+                }
                 return ListenerResponse(
                     status: .notFound,
                     text:
-                        "not found: use /d, /resolve, /ACCOUNT/d, /ACCOUNT/sign_d, /v2/d, /dns-query, /healthz or /readyz"
+                        "not found: use /d, /resolve, /ACCOUNT/d, /ACCOUNT/sign_d, /ACCOUNT/sign_resolve, /v2/d, /dns-query, /healthz or /readyz"
                 )
             }
         } catch let e as BadRequest {

@@ -115,29 +115,56 @@ extension ServiceCore {
     }
 
     /// Alibaba Cloud EMAS: `/ACCOUNT/d` answered like `/resolve` (unless `requireAuth`), `/ACCOUNT/sign_d`
-    /// only with a valid, unexpired signature of a known account.
+    /// only with a valid, unexpired signature of a known account. `batch`: `/ACCOUNT/resolve` and
+    /// `/ACCOUNT/sign_resolve`, up to 5 comma-joined names signed as one string, answered `{"dns":[…]}`.
     func alibabaAccount(
         _ request: ListenerRequest,
         account: String,
         signed: Bool,
+        batch: Bool = false,
         _ query: [String: String],
         _ lookup: (String) throws -> Lookup
     ) throws -> ListenerResponse {
-        guard signed else {
-            if configuration.requireAuth { return alibabaRefusal("MissingArgument") }
-            return try alibaba(query, lookup, clientAddress: request.remoteIP)
+        if signed {
+            guard let secret = configuration.accounts.alibaba[account] else { return alibabaRefusal("InvalidAccount") }
+            guard let host = query["host"], let t = query["t"], let s = query["s"] else {
+                return alibabaRefusal("MissingArgument", status: .badRequest)
+            }
+            guard let expiry = Int(t), t.utf8.count <= 12 else { return alibabaRefusal("InvalidSignature") }
+            if let refusal = expiryRefusal(expiry) { return refusal }
+            let expected = AlibabaSigning.signature(host: host, secret: secret, expiry: expiry)
+            guard constantTimeEqual(Array(s.lowercased().utf8), Array(expected.utf8)) else {
+                return alibabaRefusal("InvalidSignature")
+            }
+        } else if configuration.requireAuth {
+            return alibabaRefusal("MissingArgument")
         }
-        guard let secret = configuration.accounts.alibaba[account] else { return alibabaRefusal("InvalidAccount") }
-        guard let host = query["host"], let t = query["t"], let s = query["s"] else {
-            return alibabaRefusal("MissingArgument", status: .badRequest)
+        guard batch else { return try alibaba(query, lookup, clientAddress: request.remoteIP) }
+        guard let list = query["host"] else { return alibabaRefusal("MissingArgument", status: .badRequest) }
+        let wants = try addressTypes(query["query"], parameter: "query")
+        let names = try list.split(separator: ",", omittingEmptySubsequences: false).map {
+            try name(String($0), parameter: "host")
         }
-        guard let expiry = Int(t), t.utf8.count <= 12 else { return alibabaRefusal("InvalidSignature") }
-        if let refusal = expiryRefusal(expiry) { return refusal }
-        let expected = AlibabaSigning.signature(host: host, secret: secret, expiry: expiry)
-        guard constantTimeEqual(Array(s.lowercased().utf8), Array(expected.utf8)) else {
-            return alibabaRefusal("InvalidSignature")
+        guard names.count <= AlibabaJSONFormat.maximumBatch else {
+            return alibabaRefusal("TooManyHosts", status: .badRequest)
         }
-        return try alibaba(query, lookup, clientAddress: request.remoteIP)
+        var answers: [(String, HostAnswer)] = []
+        for n in names {
+            switch try lookup(n) {
+            case .found(let v4, let v6):
+                answers.append((n, HostAnswer(ipv4: wants.wantsIPv4 ? v4 : nil, ipv6: wants.wantsIPv6 ? v6 : nil)))
+            case .nxdomain:
+                answers.append(
+                    (n, HostAnswer(ipv4: wants.wantsIPv4 ? .empty : nil, ipv6: wants.wantsIPv6 ? .empty : nil))
+                )
+            case .failure:
+                return ListenerResponse(status: .badGateway, text: "the upstream DNS server did not answer")
+            }
+        }
+        return ListenerResponse(
+            contentType: "application/json",
+            body: AlibabaJSONFormat.formatBatch(answers, clientAddress: request.remoteIP)
+        )
     }
 
     /// Alibaba Cloud EMAS `/v2/d`: signed queries of a known account with an unexpired, valid `s`;

@@ -212,6 +212,20 @@ import Testing
         }
     }
 
+    /// `sign_resolve` between our client and our server: several names signed as one string.
+    @Test func signedBatchesAreAnsweredForEveryName() async throws {
+        let service = try await Self.startVendorService(requireAuth: true)
+        defer { Task { await service.stop() } }
+        let endpoint = try Self.endpoint("http://127.0.0.1:\(service.ports[0])/139450/d")
+        let resolver = try Self.resolver(.json(endpoint, secret: Self.aliSecret))
+        let results = await resolver.resolve(["a.example.com", "v4.example.com", "missing.example.com"], .both)
+        #expect(try results["a.example.com"]?.get().ipv4 == [IPAddress("198.51.0.1")!])
+        #expect(try results["a.example.com"]?.get().ipv6 == [IPAddress("2606:4700::1")!])
+        #expect(try results["v4.example.com"]?.get().ipv4 == [IPAddress("198.51.0.2")!])
+        #expect(try results["v4.example.com"]?.get().ipv6 == [])
+        #expect(throws: ResolverError.self) { try results["missing.example.com"]?.get() }
+    }
+
     @Test func theServiceClockReadsAndWritesHTTPDates() {
         #expect(ServiceClock.parseHTTPDate("Sun, 06 Nov 1994 08:49:37 GMT") == 784_111_777)
         #expect(ServiceClock.httpDate(784_111_777) == "Sun, 06 Nov 1994 08:49:37 GMT")

@@ -1,7 +1,7 @@
 // Alibaba Cloud EMAS v2's encrypted modes and batches (issue 28), against a vendor-style endpoint this
 // project did not write (Tests/Fixtures/vendors/ecs_peer.py: AES-CBC and AES-GCM from Python's
-// cryptography): the CLI with --alibaba-aes-key-file in each mode resolves several names in one query,
-// and its AES-key mistakes are usage errors naming the flag.
+// cryptography): the CLI with --alibaba-aes-key-file in each mode, several names in one query (v2 and
+// the older sign_resolve), and AES-key mistakes as usage errors naming the flag.
 
 @testable import HTTPDNSTestSupport
 import Foundation
@@ -52,6 +52,29 @@ import Testing
         // Six names: a batch of 5 and one of 1 (the vendor's limit).
         #expect(batched.contains { $0.contains("d.test,e.test,f.test,g.test,h.test") }, "\(batched)")
         #expect(batched.count == 2, "\(batched)")
+    }
+
+    /// The older signed batch, `/ACCOUNT/sign_resolve`: several names signed as one string, answered
+    /// with one item per name (and family).
+    @Test func signedBatchesGoToSignResolve() async throws {
+        let peer = try await ClientSubnetTests.Peer.start()
+        defer { peer.stop() }
+        var config = ResolverConfiguration(providers: [
+            .json(
+                try ResolverEndpoint(url: "http://127.0.0.1:\(peer.http)/139450/d"),
+                secret: ResolverSecret(ClientSubnetTests.aliSecret)
+            )
+        ])
+        config.policy = .all
+        config.fallbackToLocalDNS = false
+        let resolver = try HTTPDNSResolver(configuration: config, engine: try HTTPEngine(), logger: testLogger)
+        let names = ["a.test", "b.test", "c.test"]
+        let results = await resolver.resolve(names, .ipv4)
+        #expect(names.allSatisfy { (try? results[$0]?.get().ipv4) == [IPAddress("192.0.2.1")!] }, "\(results)")
+        #expect(peer.seen.contains("alibaba-batch a.test,b.test,c.test subnet=none"), "\(peer.seen)")
+        // One name alone still goes to sign_d.
+        _ = try await resolver.resolve("d.test", .ipv4)
+        #expect(peer.seen.contains("alibaba d.test subnet=none"), "\(peer.seen)")
     }
 
     @Test func aesKeyMistakesAreUsageErrors() async throws {

@@ -13,6 +13,8 @@ Endpoints:
   GET /d?dn=NAME[&ip=IP]                    DNSPod, plain; with &id=ID&alg=aes, dn and ip AES-128-CBC
                                             (hex(IV) + hex(ciphertext)), the answer encrypted the same way
   GET /ACCOUNT/sign_d?host=&query=&ip=&t=&s=  Alibaba, s = md5("HOST-SECRET-T")
+  GET /ACCOUNT/sign_resolve?host=a,b&…      Alibaba's signed batch, s = md5("a,b-SECRET-T"), answered
+                                            {"dns":[{"host","ips","type":1,"ttl"}…]} (the Android SDK's form)
   GET /v2/d?id=&m=0&exp=&v=&dn=&q=&cip=&s=  Alibaba v2 plain mode, s = hex HMAC-SHA256 of the sorted
                                             k=v pairs, keyed with the hex-decoded secret
   every HTTP answer carries a Date header from a clock SKEW seconds off, and signatures are judged by
@@ -212,6 +214,17 @@ class HTTP(http.server.BaseHTTPRequestHandler):
             log(f"alibaba {host} subnet={q.get('ip', 'none')}")
             body = {"host": host, "ips": [answer_for(ip=q.get("ip"))], "ipsv6": [], "ttl": 60, "origin_ttl": 60}
             return self.reply(200, json.dumps(body), "application/json")
+        if url.path == f"/{ACCOUNT}/sign_resolve":
+            hosts, t = q["host"], q["t"]
+            expected = hashlib.md5(f"{hosts}-".encode() + SECRET.hex().encode() + f"-{t}".encode()).hexdigest()
+            if not hmac.compare_digest(expected, q["s"]) or not now <= int(t) <= now + 86400:
+                return self.reply(403, '{"code":"InvalidSignature"}', "application/json")
+            names = hosts.split(",")
+            if len(names) > 5:
+                return self.reply(400, '{"code":"TooManyHosts"}', "application/json")
+            log(f"alibaba-batch {hosts} subnet={q.get('ip', 'none')}")
+            items = [{"host": h, "ips": [answer_for(ip=q.get("ip"))], "type": 1, "ttl": 60} for h in names]
+            return self.reply(200, json.dumps({"dns": items}), "application/json")
         if url.path == "/v2/d":
             signed = "&".join(f"{k}={q[k]}" for k in sorted(q) if k != "s")
             expected = hmac.new(SECRET, signed.encode(), hashlib.sha256).hexdigest()
