@@ -90,8 +90,8 @@ extension HTTPDNSResolver {
 
     /// Resolves every name in `hosts` concurrently and returns each name's own result (a name that
     /// fails does not fail the others). Names repeated in `hosts` are looked up once. Where the first
-    /// resolver takes several names per query (DNSPod, Alibaba's v2), the names not cached are asked
-    /// for in batches first.
+    /// resolver takes several names per query (DNSPod, Alibaba's signed and v2 forms), the names not
+    /// cached are asked for in batches first.
     public func resolve(
         _ hosts: [String],
         _ query: AddressQuery? = nil
