@@ -275,8 +275,8 @@ package enum AlibabaV2Format {
     }
 
     /// Names asked in one request at most: the vendor's SDKs batch 5 (`HTTPDNS_PRE_RESOLVE_BATCH_SIZE`,
-    /// Android's `maxCountPerRequest`).
-    package static let maximumBatch = 5
+    /// Android's `maxCountPerRequest`), as for `sign_resolve`.
+    package static let maximumBatch = AlibabaJSONFormat.maximumBatch
 
     /// An answer's parts: the mode, and the plain `data` object or the encrypted text.
     package struct Envelope: Sendable {

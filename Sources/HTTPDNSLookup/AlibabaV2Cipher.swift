@@ -28,27 +28,30 @@ package struct AlibabaV2Cipher: Sendable {
         self.key = key
     }
 
-    /// `plain` encrypted under a fresh random IV or nonce: IV ‖ ciphertext (‖ tag).
-    package func seal(_ plain: [UInt8]) -> [UInt8] {
+    /// `plain` encrypted under a fresh random IV or nonce: IV ‖ ciphertext (‖ tag). Throws
+    /// `AlibabaV2CipherError` when the cipher refuses (it does not with the key lengths `init` allows).
+    package func seal(_ plain: [UInt8]) throws(AlibabaV2CipherError) -> [UInt8] {
         switch mode {
-        case .cbc: return seal(plain, iv: Array(AES._CBC.IV()))
-        case .gcm: return seal(plain, iv: Array(AES.GCM.Nonce()))
+        case .cbc: return try seal(plain, iv: Array(AES._CBC.IV()))
+        case .gcm: return try seal(plain, iv: Array(AES.GCM.Nonce()))
         }
     }
 
-    /// `plain` under the given IV (16 bytes, CBC) or nonce (12, GCM): for known-answer tests.
-    package func seal(_ plain: [UInt8], iv: [UInt8]) -> [UInt8] {
+    /// `plain` under the given IV (16 bytes, CBC) or nonce (12, GCM): for known-answer tests. Throws
+    /// `AlibabaV2CipherError` for an IV of another length.
+    package func seal(_ plain: [UInt8], iv: [UInt8]) throws(AlibabaV2CipherError) -> [UInt8] {
         let symmetric = SymmetricKey(data: key)
-        switch mode {
-        case .cbc:
-            // Cannot fail: the key and IV lengths were checked.
-            let ivValue = try! AES._CBC.IV(ivBytes: iv)
-            let sealed = (try? AES._CBC.encrypt(plain, using: symmetric, iv: ivValue)) ?? Data()
-            return iv + Array(sealed)
-        case .gcm:
-            let nonce = try! AES.GCM.Nonce(data: iv)
-            let box = try! AES.GCM.seal(plain, using: symmetric, nonce: nonce)
-            return iv + Array(box.ciphertext) + Array(box.tag)
+        do {
+            switch mode {
+            case .cbc:
+                let sealed = try AES._CBC.encrypt(plain, using: symmetric, iv: try AES._CBC.IV(ivBytes: iv))
+                return iv + Array(sealed)
+            case .gcm:
+                let box = try AES.GCM.seal(plain, using: symmetric, nonce: try AES.GCM.Nonce(data: iv))
+                return iv + Array(box.ciphertext) + Array(box.tag)
+            }
+        } catch {
+            throw AlibabaV2CipherError("cannot be sealed with a \(iv.count)-byte IV (\(error))")
         }
     }
 
@@ -80,8 +83,8 @@ package struct AlibabaV2Cipher: Sendable {
     }
 
     /// The request's `enc` for `fields` (their JSON object, keys sorted so the text is stable).
-    package func encryptedFields(_ fields: [(String, String)]) -> String {
-        hexEncoded(seal(Self.json(fields)))
+    package func encryptedFields(_ fields: [(String, String)]) throws(AlibabaV2CipherError) -> String {
+        hexEncoded(try seal(Self.json(fields)))
     }
 
     /// The fields inside a request's `enc`. Throws `AlibabaV2CipherError`.
@@ -106,8 +109,8 @@ package struct AlibabaV2Cipher: Sendable {
     }
 
     /// The plain `data` object's JSON sealed for an answer: Base64.
-    package func sealAnswer(_ data: [UInt8]) -> String {
-        Data(seal(data)).base64EncodedString()
+    package func sealAnswer(_ data: [UInt8]) throws(AlibabaV2CipherError) -> String {
+        Data(try seal(data)).base64EncodedString()
     }
 
     /// `{"k":"v",…}` with the keys sorted.

@@ -97,9 +97,7 @@ extension HTTPDNSResolver {
         _ query: AddressQuery? = nil
     ) async -> [String: Result<Resolution, ResolverError>] {
         let uncached = Set(hosts).filter { cached($0, query ?? path.query) == nil }
-        if uncached.count > 1, (providers.first?.maximumBatch ?? 1) > 1 {
-            await preResolve(uncached.sorted(), query)
-        }
+        if uncached.count > 1 { await resolveInBatches(uncached.sorted(), query) }
         return await withTaskGroup(of: (String, Result<Resolution, ResolverError>).self) { group in
             for host in Set(hosts) {
                 group.addTask { (host, await self.result(host, query)) }

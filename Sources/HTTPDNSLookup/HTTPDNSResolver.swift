@@ -279,41 +279,47 @@ public final class HTTPDNSResolver: Sendable {
     /// Resolves many names ahead of use (e.g. at app start), batching where the first provider can.
     /// Failures are logged, not thrown.
     package func preResolve(_ hosts: [String], _ query: AddressQuery? = nil) async {
-        let query = query ?? path.query
-        let names = hosts.compactMap { try? validatedHostname($0) }.filter {
-            if case .httpdns = configuration.policy.route(for: $0) { return true }
-            return false
-        }
-        guard !names.isEmpty else { return }
-        let families = AddressFamily.allCases.filter { $0 == .ipv4 ? query.wantsIPv4 : query.wantsIPv6 }
-        if let first = providers.first, first.maximumBatch > 1 {
-            let deadline = NIODeadline.now() + .nanoseconds(configuration.timeout.nanoseconds)
-            for family in families {
-                for chunk in stride(from: 0, to: names.count, by: first.maximumBatch).map({
-                    Array(names[$0..<min($0 + first.maximumBatch, names.count)])
-                }) {
-                    do {
-                        state.withLockedValue { $0.statistics.upstreamQueries += 1 }
-                        metrics.upstreamQueries[0].increment()
-                        let answers = try await first.resolveBatch(chunk, family: family, deadline: deadline)
-                        for (name, answer) in answers {
-                            store(name: name, family: family, answer: answer, source: first.name)
-                        }
-                    } catch {
-                        metrics.upstreamFailures[0].increment()
-                        logger.debug(
-                            "batch pre-resolve failed",
-                            metadata: ["provider": "\(first.name)", "error": "\(error)"]
-                        )
-                    }
-                }
-            }
-        }
+        let names = await resolveInBatches(hosts, query)
         await withTaskGroup(of: Void.self) { group in
             for name in names {
                 group.addTask { _ = try? await self.resolve(name, query) }
             }
         }
+    }
+
+    /// Asks the first provider for `hosts` (those HTTPDNS serves) in batches, when it takes several
+    /// names per query, and caches the answers; failures are logged. Returns the names it considered.
+    @discardableResult
+    func resolveInBatches(_ hosts: [String], _ query: AddressQuery? = nil) async -> [String] {
+        let query = query ?? path.query
+        let names = hosts.compactMap { try? validatedHostname($0) }.filter {
+            if case .httpdns = configuration.policy.route(for: $0) { return true }
+            return false
+        }
+        guard !names.isEmpty, let first = providers.first, first.maximumBatch > 1 else { return names }
+        let families = AddressFamily.allCases.filter { $0 == .ipv4 ? query.wantsIPv4 : query.wantsIPv6 }
+        let deadline = NIODeadline.now() + .nanoseconds(configuration.timeout.nanoseconds)
+        for family in families {
+            for chunk in stride(from: 0, to: names.count, by: first.maximumBatch).map({
+                Array(names[$0..<min($0 + first.maximumBatch, names.count)])
+            }) {
+                do {
+                    state.withLockedValue { $0.statistics.upstreamQueries += 1 }
+                    metrics.upstreamQueries[0].increment()
+                    let answers = try await first.resolveBatch(chunk, family: family, deadline: deadline)
+                    for (name, answer) in answers {
+                        store(name: name, family: family, answer: answer, source: first.name)
+                    }
+                } catch {
+                    metrics.upstreamFailures[0].increment()
+                    logger.debug(
+                        "batch pre-resolve failed",
+                        metadata: ["provider": "\(first.name)", "error": "\(error)"]
+                    )
+                }
+            }
+        }
+        return names
     }
 }
 

@@ -399,7 +399,11 @@ package struct AlibabaJSONProvider: DNSProvider {
             parameters.append(("v", AlibabaSigning.v2Version))
             let fields = [("dn", name), ("q", types)] + cip
             if let cipher {
-                parameters.append(("enc", cipher.encryptedFields(fields)))
+                do {
+                    parameters.append(("enc", try cipher.encryptedFields(fields)))
+                } catch {
+                    throw ProviderError("the query's names could not be encrypted: \(error.reason)")
+                }
             } else {
                 parameters += fields
             }

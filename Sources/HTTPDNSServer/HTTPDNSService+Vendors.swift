@@ -142,11 +142,36 @@ extension ServiceCore {
         guard batch else { return try alibaba(query, lookup, clientAddress: request.remoteIP) }
         guard let list = query["host"] else { return alibabaRefusal("MissingArgument", status: .badRequest) }
         let wants = try addressTypes(query["query"], parameter: "query")
+        switch try batchAnswers(list, parameter: "host", wants: wants, lookup) {
+        case .answered(let answers):
+            return ListenerResponse(
+                contentType: "application/json",
+                body: AlibabaJSONFormat.formatBatch(answers, clientAddress: request.remoteIP)
+            )
+        case .refused(let response):
+            return response
+        }
+    }
+
+    enum BatchOutcome {
+        case answered([(String, HostAnswer)])
+        case refused(ListenerResponse)
+    }
+
+    /// The answers for the comma-joined names of an Alibaba batch (`sign_resolve`'s `host`, v2's `dn`,
+    /// named `parameter` in errors), with the families `wants`: refused with `TooManyHosts` past the
+    /// vendor's 5 names, or with 502 when the upstream did not answer.
+    func batchAnswers(
+        _ list: String,
+        parameter: String,
+        wants: AddressQuery,
+        _ lookup: (String) throws -> Lookup
+    ) throws -> BatchOutcome {
         let names = try list.split(separator: ",", omittingEmptySubsequences: false).map {
-            try name(String($0), parameter: "host")
+            try name(String($0), parameter: parameter)
         }
         guard names.count <= AlibabaJSONFormat.maximumBatch else {
-            return alibabaRefusal("TooManyHosts", status: .badRequest)
+            return .refused(alibabaRefusal("TooManyHosts", status: .badRequest))
         }
         var answers: [(String, HostAnswer)] = []
         for n in names {
@@ -158,13 +183,10 @@ extension ServiceCore {
                     (n, HostAnswer(ipv4: wants.wantsIPv4 ? .empty : nil, ipv6: wants.wantsIPv6 ? .empty : nil))
                 )
             case .failure:
-                return ListenerResponse(status: .badGateway, text: "the upstream DNS server did not answer")
+                return .refused(ListenerResponse(status: .badGateway, text: "the upstream DNS server did not answer"))
             }
         }
-        return ListenerResponse(
-            contentType: "application/json",
-            body: AlibabaJSONFormat.formatBatch(answers, clientAddress: request.remoteIP)
-        )
+        return .answered(answers)
     }
 
     /// Alibaba Cloud EMAS `/v2/d`: signed queries of a known account with an unexpired, valid `s`;
@@ -220,30 +242,24 @@ extension ServiceCore {
         }
         guard let dn = fields["dn"] else { return alibabaRefusal("MissingArgument", status: .badRequest) }
         let wants = try addressTypes(fields["q"], parameter: "q")
-        let names = try dn.split(separator: ",", omittingEmptySubsequences: false).map {
-            try name(String($0), parameter: "dn")
-        }
-        guard names.count <= AlibabaV2Format.maximumBatch else {
-            return alibabaRefusal("TooManyHosts", status: .badRequest)
-        }
         let requested = try fields["cip"].map { try requestSubnet(request, ip: $0) } ?? subnet
-        var answers: [(String, HostAnswer)] = []
-        for n in names {
-            switch try lookup(n, requested) {
-            case .found(let v4, let v6):
-                answers.append((n, HostAnswer(ipv4: wants.wantsIPv4 ? v4 : nil, ipv6: wants.wantsIPv6 ? v6 : nil)))
-            case .nxdomain:
-                answers.append(
-                    (n, HostAnswer(ipv4: wants.wantsIPv4 ? .empty : nil, ipv6: wants.wantsIPv6 ? .empty : nil))
-                )
-            case .failure:
-                return ListenerResponse(status: .badGateway, text: "the upstream DNS server did not answer")
-            }
+        let answers: [(String, HostAnswer)]
+        switch try batchAnswers(dn, parameter: "dn", wants: wants, { try lookup($0, requested) }) {
+        case .answered(let given): answers = given
+        case .refused(let response): return response
         }
         let data = AlibabaV2Format.data(answers, clientAddress: request.remoteIP)
-        let body =
-            cipher.map { AlibabaV2Format.format(mode: mode, data: nil, encrypted: $0.sealAnswer(data)) }
-            ?? AlibabaV2Format.format(mode: 0, data: data)
+        let body: [UInt8]
+        if let cipher {
+            do {
+                body = AlibabaV2Format.format(mode: mode, data: nil, encrypted: try cipher.sealAnswer(data))
+            } catch {
+                logger.warning("v2 answer not sealed", metadata: ["id": "\(account)", "why": "\(error.reason)"])
+                return ListenerResponse(status: .internalServerError, text: "the answer could not be encrypted")
+            }
+        } else {
+            body = AlibabaV2Format.format(mode: 0, data: data)
+        }
         return ListenerResponse(contentType: "application/json", body: body)
     }
 }

@@ -130,14 +130,16 @@ import Testing
         for (mode, expected) in Self.vectors {
             let cipher = try #require(AlibabaV2Cipher(AlibabaEncryption(mode: mode, key: Self.key)))
             let iv = Array(hexDecoded(expected.prefix(mode == .cbc ? 32 : 24))!)
-            #expect(hexEncoded(cipher.seal(Self.plain, iv: iv)) == expected, "\(mode)")
+            #expect(hexEncoded(try cipher.seal(Self.plain, iv: iv)) == expected, "\(mode)")
             #expect(try cipher.open(hexDecoded(expected)!) == Self.plain, "\(mode)")
             #expect(try cipher.fields(ofEncrypted: expected) == ["dn": "a.example.com,b.example.com", "q": "4,6"])
+            // An IV of the wrong length is refused, never a crash.
+            #expect(throws: AlibabaV2CipherError.self) { try cipher.seal(Self.plain, iv: [1, 2, 3]) }
             // A fresh IV each time, and what is sealed opens again.
-            let first = cipher.seal(Self.plain)
-            #expect(first != cipher.seal(Self.plain))
+            let first = try cipher.seal(Self.plain)
+            #expect(try first != cipher.seal(Self.plain))
             #expect(try cipher.open(first) == Self.plain)
-            #expect(try cipher.openAnswer(cipher.sealAnswer(Self.plain)) == Self.plain)
+            #expect(try cipher.openAnswer(try cipher.sealAnswer(Self.plain)) == Self.plain)
         }
     }
 
@@ -157,7 +159,7 @@ import Testing
             #expect(throws: AlibabaV2CipherError.self) { try cipher.openAnswer("%%%") }
             // Decrypts, but is not a JSON object of text fields.
             #expect(throws: AlibabaV2CipherError.self) {
-                try cipher.fields(ofEncrypted: hexEncoded(cipher.seal(Array("[1]".utf8))))
+                try cipher.fields(ofEncrypted: hexEncoded(try cipher.seal(Array("[1]".utf8))))
             }
         }
         // Keys that are not hex of 16, 24 or 32 bytes make no cipher.

@@ -34,16 +34,10 @@ import Testing
         #expect(!r.stdout.contains(Self.aesKey) && !r.stderr.contains(Self.aesKey))
 
         // The library's resolve([names]) asks for them in one query per family.
-        var config = ResolverConfiguration(providers: [
-            .json(
-                try ResolverEndpoint(url: "http://127.0.0.1:\(peer.http)/v2/d?id=139450"),
-                secret: ResolverSecret(ClientSubnetTests.aliSecret),
-                encryption: AlibabaEncryption(mode: mode == "cbc" ? .cbc : .gcm, key: ResolverSecret(Self.aesKey))
-            )
-        ])
-        config.policy = .all
-        config.fallbackToLocalDNS = false
-        let resolver = try HTTPDNSResolver(configuration: config, engine: try HTTPEngine(), logger: testLogger)
+        let resolver = try peer.alibabaResolver(
+            "/v2/d?id=139450",
+            encryption: AlibabaEncryption(mode: mode == "cbc" ? .cbc : .gcm, key: ResolverSecret(Self.aesKey))
+        )
         let before = peer.seen.count
         let names = ["d.test", "e.test", "f.test", "g.test", "h.test", "i.test"]
         let results = await resolver.resolve(names, .ipv4)
@@ -59,15 +53,7 @@ import Testing
     @Test func signedBatchesGoToSignResolve() async throws {
         let peer = try await ClientSubnetTests.Peer.start()
         defer { peer.stop() }
-        var config = ResolverConfiguration(providers: [
-            .json(
-                try ResolverEndpoint(url: "http://127.0.0.1:\(peer.http)/139450/d"),
-                secret: ResolverSecret(ClientSubnetTests.aliSecret)
-            )
-        ])
-        config.policy = .all
-        config.fallbackToLocalDNS = false
-        let resolver = try HTTPDNSResolver(configuration: config, engine: try HTTPEngine(), logger: testLogger)
+        let resolver = try peer.alibabaResolver("/139450/d")
         let names = ["a.test", "b.test", "c.test"]
         let results = await resolver.resolve(names, .ipv4)
         #expect(names.allSatisfy { (try? results[$0]?.get().ipv4) == [IPAddress("192.0.2.1")!] }, "\(results)")

@@ -7,6 +7,8 @@
 @testable import HTTPDNSCore
 @testable import HTTPDNSTestSupport
 import Foundation
+import HTTPDNSEngine
+import HTTPDNSLookup
 import NIOPosix
 import Testing
 
@@ -57,6 +59,22 @@ import Testing
             process.terminate()
             process.waitUntilExit()
             try? FileManager.default.removeItem(atPath: dir)
+        }
+
+        /// A resolver asking the peer's Alibaba endpoint at `path` (`/139450/d`, `/v2/d?id=139450`), signed
+        /// with the account's secret, encrypted with `encryption` when given.
+        func alibabaResolver(_ path: String, encryption: AlibabaEncryption? = nil) throws -> HTTPDNSResolver {
+            var config = ResolverConfiguration(providers: [
+                .json(
+                    try ResolverEndpoint(url: "http://127.0.0.1:\(http)\(path)"),
+                    secret: ResolverSecret(ClientSubnetTests.aliSecret),
+                    encryption: encryption
+                )
+            ])
+            config.policy = .all
+            config.fallbackToLocalDNS = false
+            config.timeout = .seconds(10)
+            return try HTTPDNSResolver(configuration: config, engine: try HTTPEngine(), logger: testLogger)
         }
 
         /// What the peer saw, one line per query: "FORM NAME subnet=…".

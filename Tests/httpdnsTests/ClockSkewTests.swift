@@ -17,16 +17,7 @@ import Testing
         let peer = try await ClientSubnetTests.Peer.start(skew: skew)
         defer { peer.stop() }
         let path = api == "v2" ? "/v2/d?id=139450" : "/139450/d"
-        var config = ResolverConfiguration(providers: [
-            .json(
-                try ResolverEndpoint(url: "http://127.0.0.1:\(peer.http)\(path)"),
-                secret: ResolverSecret(ClientSubnetTests.aliSecret)
-            )
-        ])
-        config.policy = .all
-        config.fallbackToLocalDNS = false
-        config.timeout = .seconds(10)
-        let resolver = try HTTPDNSResolver(configuration: config, engine: try HTTPEngine(), logger: testLogger)
+        let resolver = try peer.alibabaResolver(path)
         // What the service saw: expiry minus its own now, per signed query, in order.
         func deltas() -> [Int] {
             peer.seen.compactMap { line -> Int? in
