@@ -25,6 +25,7 @@ let fuzzTargets: [(name: String, run: @Sendable ([UInt8]) -> Void)] = [
     ("resolver-spec", fuzzResolverSpec),
     ("des", fuzzDES),
     ("nat64", fuzzNAT64),
+    ("service-list", fuzzServiceList),
 ]
 
 /// The target chosen by HTTPDNS_FUZZ_TARGET; exits with a message when it names none.

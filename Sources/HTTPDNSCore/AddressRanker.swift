@@ -49,14 +49,15 @@ package struct AddressRanker: Sendable {
 
     /// `addresses` reordered: healthy before penalised; among healthy, measured-fast first (ties and
     /// unmeasured addresses keep their given order).
-    package func rank(_ addresses: [IPAddress], now: Timestamp) -> [IPAddress] {
+    /// `keepOrder`: the order is the caller's (a service's list); only recently failed addresses move back.
+    package func rank(_ addresses: [IPAddress], now: Timestamp, keepOrder: Bool = false) -> [IPAddress] {
         let keyed = addresses.enumerated().map { (index, ip) -> (IPAddress, Int, Bool, Double) in
             let penalised = isPenalised(ip, now: now)
             return (ip, index, penalised, stats[ip]?.averageConnect ?? .infinity)
         }
         return keyed.sorted { a, b in
             if a.2 != b.2 { return !a.2 }  // healthy first
-            if a.3 != b.3, a.3 != .infinity || b.3 != .infinity {
+            if !keepOrder, a.3 != b.3, a.3 != .infinity || b.3 != .infinity {
                 // A measured address beats an unmeasured one only if it is not slow (< 1 s).
                 let aScore = a.3 == .infinity ? 1.0 : a.3
                 let bScore = b.3 == .infinity ? 1.0 : b.3

@@ -151,6 +151,9 @@ package struct ResolvedAddresses: Sendable, Hashable {
     package var source: String
     /// NAT64-synthesized addresses among `ipv6`, each to the IPv4 address it reaches.
     package var synthesized: [IPAddress: IPAddress] = [:]
+    /// The order is meant (a service's list, used in order): connecting moves only recently failed
+    /// addresses back, never a known-fast one forward.
+    package var ordered = false
 
     package init(ipv4: [IPAddress], ipv6: [IPAddress], source: String) {
         self.ipv4 = ipv4

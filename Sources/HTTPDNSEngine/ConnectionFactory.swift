@@ -239,7 +239,9 @@ struct ConnectionFactory: Sendable {
         given: ResolvedAddresses?,
         deadline: NIODeadline?
     ) async throws -> (ResolvedAddresses?, AddressLookup) {
-        if let literal = IPAddress(host) {
+        // An IP literal is connected to as it is, unless the caller names the addresses (a resolver
+        // endpoint's service list, its literal kept as the TLS name).
+        if let literal = IPAddress(host), given == nil {
             let lookup = AddressLookup(source: "literal")
             // An IPv4 literal on a network that reaches IPv4 only through NAT64: its synthesized form.
             guard !literal.isIPv6 else { return (nil, lookup) }
@@ -273,8 +275,8 @@ struct ConnectionFactory: Sendable {
         let now = clock.now()
         let ranked = ranker.withLockedValue { r in
             ResolvedAddresses(
-                ipv4: r.rank(found.ipv4, now: now),
-                ipv6: r.rank(found.ipv6, now: now),
+                ipv4: r.rank(found.ipv4, now: now, keepOrder: found.ordered),
+                ipv6: r.rank(found.ipv6, now: now, keepOrder: found.ordered),
                 source: found.source
             )
         }

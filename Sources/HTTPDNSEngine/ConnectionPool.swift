@@ -4,6 +4,7 @@
 // connect-retry timer. It maps the machine's numbers to the `Connection`s and suspended tasks they
 // stand for, and nothing more.
 
+import HTTPDNSCore
 import NIOConcurrencyHelpers
 import NIOCore
 
@@ -18,6 +19,9 @@ struct PoolKey: Hashable, Sendable {
     var trustPartition: UInt64? = nil
     /// Connections opened with a request's own proxy credentials serve only requests with the same.
     var proxyCredentials: ProxyCredentials? = nil
+    /// For requests that name their addresses (a resolver's queries), the first of each family: a
+    /// resolver moved to another service address stops reusing connections to the one before.
+    var route: [IPAddress]? = nil
 }
 
 final class ConnectionPool: Sendable {

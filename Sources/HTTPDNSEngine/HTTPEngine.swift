@@ -139,7 +139,8 @@ public final class HTTPEngine: Sendable {
             versions: versions,
             h2c: h2c,
             trustPartition: url.isTLS ? request.serverTrust?.partition : nil,
-            proxyCredentials: request.proxyCredentials
+            proxyCredentials: request.proxyCredentials,
+            route: given.map { [$0.ipv4.first, $0.ipv6.first].compactMap { $0 } }
         )
         let deadline = (request.timeout ?? configuration.timeouts.total).map {
             NIODeadline.now() + .nanoseconds($0.nanoseconds)

@@ -96,6 +96,11 @@ public final class HTTPDNS: Sendable {
         /// so a CDN answers for where they are. Nil (the default): nothing is sent, as it says where the
         /// user is.
         public var clientSubnet: ClientSubnet?
+        /// Fetch the vendor's service-IP list (Alibaba Cloud EMAS `/ACCOUNT/ss`, Tencent DNSPod `/conf`)
+        /// for the resolvers that have one, and send their queries to the listed addresses, the
+        /// resolver's own address last, as the vendors' SDKs do. The list is refreshed when it ages out
+        /// and saved beside ``persistencePath``. Nil (the default): queries go to the configured address.
+        public var serviceLists: ServiceListSettings?
         /// When the app's URLSession delegate is asked about an origin's certificate: when our check
         /// refuses it (the default), or for every new connection. Its answer is honoured as the system
         /// stack would (see `HTTPDNSServerTrustSpace`); HTTP 401 and proxy 407 challenges always go
@@ -157,6 +162,7 @@ public final class HTTPDNS: Sendable {
         resolverConfiguration.persistencePath = configuration.persistencePath
         resolverConfiguration.addressOverrides = configuration.addressOverrides
         resolverConfiguration.clientSubnet = configuration.clientSubnet
+        resolverConfiguration.serviceLists = configuration.serviceLists
         resolverConfiguration.network.networkID = configuration.networkID
         resolverConfiguration.network.watch = configuration.watchesNetwork
         resolverConfiguration.network.nat64 = configuration.nat64

@@ -33,6 +33,7 @@ extension HTTPDNSResolver {
     /// Waits for the re-resolving and the background refreshes running, until none is left.
     func waitForRunningWork() async {
         await state.withLockedValue { $0.reResolving }?.value
+        await waitForServiceListFetches()
         while true {
             let refreshes = state.withLockedValue { state in
                 state.machine.runningRefreshes.compactMap { state.queries[$0] }

@@ -87,6 +87,7 @@ extension HTTPDNSResolver {
             let share = TimeAmount.nanoseconds(budget.share(of: left.nanoseconds, position: position, of: order.count))
             state.withLockedValue { $0.statistics.upstreamQueries += 1 }
             metrics.upstreamQueries[index].increment()
+            fetchServiceListIfDue(index)
             do {
                 let answer = try await provider.resolve(name, family: family, deadline: .now() + share)
                 let checked = validator.validate(answer, for: name)

@@ -44,6 +44,8 @@ public final class HTTPDNSResolver: Sendable {
     let overrides: [String: [IPAddress]]
     /// Keeps `path` current and tells `pathChanged(from:to:)` when the device changes network.
     package let monitor: NetworkMonitor
+    /// Serializes writes of the service-list file.
+    let listWrites = NIOLock()
 
     typealias QueryID = ResolverStateMachine.QueryID
 
@@ -60,6 +62,8 @@ public final class HTTPDNSResolver: Sendable {
         var reResolving: Task<Void, Never>?
         /// Whole answers the cache gave lately, served again without its rules (see `HotAnswers`).
         var hot: HotAnswers
+        /// Service-list fetches running, by provider index (see `HTTPDNSResolver+ServiceLists.swift`).
+        var listFetches: [Int: Task<Void, Never>] = [:]
     }
 
     /// Counters, for benchmarks and diagnostics.
@@ -96,7 +100,8 @@ public final class HTTPDNSResolver: Sendable {
                 $0,
                 engine: engine,
                 bootstrap: configuration.bootstrap,
-                clientSubnet: configuration.clientSubnet
+                clientSubnet: configuration.clientSubnet,
+                serviceLists: configuration.serviceLists
             )
         }
         let local = try ProviderFactory.make(configuration.localDNS, engine: engine, bootstrap: configuration.bootstrap)
@@ -156,6 +161,7 @@ public final class HTTPDNSResolver: Sendable {
                 hot: HotAnswers(capacity: configuration.cache.capacity)
             )
         )
+        restoreServiceLists()
         monitor.start { [weak self] old, new in self?.pathChanged(from: old, to: new) }
         let network = path.state.id
         state.withLockedValue { $0.network = network }
@@ -299,6 +305,7 @@ public final class HTTPDNSResolver: Sendable {
         guard !names.isEmpty, let first = providers.first, first.maximumBatch > 1 else { return names }
         let families = AddressFamily.allCases.filter { $0 == .ipv4 ? query.wantsIPv4 : query.wantsIPv6 }
         let deadline = NIODeadline.now() + .nanoseconds(configuration.timeout.nanoseconds)
+        fetchServiceListIfDue(0)
         for family in families {
             for chunk in stride(from: 0, to: names.count, by: first.maximumBatch).map({
                 Array(names[$0..<min($0 + first.maximumBatch, names.count)])

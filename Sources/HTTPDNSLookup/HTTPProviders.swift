@@ -14,12 +14,24 @@ struct EndpointClient: Sendable {
     let endpoint: ResolverEndpoint
     /// Nil for an IP-literal endpoint (the engine connects to the literal).
     let addresses: ResolvedAddresses?
+    /// The service's published addresses, used before `addresses` (see ServiceRoutes); nil when
+    /// service lists are off.
+    let routes: ServiceRoutes?
+    /// Sent as Alibaba's `region=` when asking for the list.
+    let region: String
 
     /// `bootstrap` gives the IPs of an endpoint named by hostname: a resolver must be reachable without
-    /// DNS, so a hostname without a bootstrap entry is a configuration error.
-    init(engine: HTTPEngine, endpoint: ResolverEndpoint, bootstrap: [String: [IPAddress]]) throws {
+    /// DNS, so a hostname without a bootstrap entry is a configuration error. `serviceLists`: route
+    /// queries through the service's published addresses, the endpoint's own as the last resort.
+    init(
+        engine: HTTPEngine,
+        endpoint: ResolverEndpoint,
+        bootstrap: [String: [IPAddress]],
+        serviceLists: ServiceListSettings? = nil
+    ) throws {
         self.engine = engine
         self.endpoint = endpoint
+        self.region = serviceLists?.region ?? "global"
         let mapped = endpoint.bootstrapAddresses(in: bootstrap)
         if mapped == nil {
             addresses = nil
@@ -34,6 +46,12 @@ struct EndpointClient: Sendable {
                 .invalidResolverSpec,
                 "resolver host \(endpoint.host) has no bootstrap address (a resolver must be reachable without DNS)"
             )
+        }
+        if serviceLists != nil {
+            let own = addresses.map { $0.ipv4 + $0.ipv6 } ?? IPAddress(endpoint.host).map { [$0] } ?? []
+            routes = ServiceRoutes(bootstrap: own)
+        } else {
+            routes = nil
         }
     }
 
@@ -55,6 +73,10 @@ struct EndpointClient: Sendable {
         redacting secret: ResolverSecret? = nil,
         clock: ServiceClock? = nil
     ) async throws -> [UInt8] {
+        let scheduling = path == ServiceListFormat.tencentPath || path?.hasSuffix("/ss") == true
+        if let routes, routes.disabled, !scheduling {
+            throw ProviderError("is switched off by its scheduling endpoint (service_status disable)")
+        }
         var headers = HTTPHeaders([("accept", accept)])
         if let contentType { headers.add(name: "content-type", value: contentType) }
         var request = HTTPRequest(
@@ -72,7 +94,8 @@ struct EndpointClient: Sendable {
         guard remaining > .zero else { throw ProviderError("no time left for the query") }
         request.timeout = .nanoseconds(remaining.nanoseconds)
         do {
-            let response = try await engine.execute(request, addresses: addresses)
+            let response = try await engine.execute(request, addresses: routes?.addresses ?? addresses)
+            routes?.answered(from: response.metrics.ip)
             if let clock, let date = response.headers.first(name: "date") { clock.learn(dateHeader: date) }
             let body = try await response.body.collect(upTo: maxBytes)
             guard response.status == .ok else {
@@ -88,6 +111,7 @@ struct EndpointClient: Sendable {
             }
             return Array(body.readableBytesView)
         } catch let error as HTTPEngineError {
+            if [.connectFailed, .connectTimeout, .noAddresses].contains(error.code) { routes?.unreachable() }
             throw ProviderError(error.description, underlying: error)
         }
     }

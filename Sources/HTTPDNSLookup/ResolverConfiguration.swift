@@ -31,6 +31,8 @@ package struct ResolverConfiguration: Sendable {
     /// Sent to the HTTPDNS providers on the client's behalf (ECS in DoH and Do53 queries, `ip=` to
     /// DNSPod and Alibaba); never to LocalDNS. Nil (the default): nothing is sent.
     package var clientSubnet: ClientSubnet?
+    /// Fetch the vendors' service-IP lists and send queries to those addresses (nil: off).
+    package var serviceLists: ServiceListSettings?
 
     package init(providers: [ResolverSpec] = []) {
         self.providers = providers
@@ -45,29 +47,38 @@ package enum ProviderFactory {
         engine: HTTPEngine,
         bootstrap: [String: [IPAddress]],
         clientSubnet: ClientSubnet? = nil,
+        serviceLists: ServiceListSettings? = nil,
         group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) throws -> any DNSProvider {
+        func client(_ endpoint: ResolverEndpoint, lists: Bool = false) throws -> EndpointClient {
+            try EndpointClient(
+                engine: engine,
+                endpoint: endpoint,
+                bootstrap: bootstrap,
+                serviceLists: lists ? serviceLists : nil
+            )
+        }
         if let problem = spec.credentialProblem {
             throw HTTPDNSConfigurationError(.invalidResolverSpec, problem.reason)
         }
         switch spec {
         case .doh(let endpoint, let post):
             return DoHProvider(
-                client: try EndpointClient(engine: engine, endpoint: endpoint, bootstrap: bootstrap),
+                client: try client(endpoint),
                 usePOST: post,
                 clientSubnet: clientSubnet
             )
         case .dohJSON(let endpoint):
-            return DoHJSONProvider(client: try EndpointClient(engine: engine, endpoint: endpoint, bootstrap: bootstrap))
+            return DoHJSONProvider(client: try client(endpoint))
         case .dnspod(let endpoint, let auth):
             return DNSPodProvider(
-                client: try EndpointClient(engine: engine, endpoint: endpoint, bootstrap: bootstrap),
+                client: try client(endpoint, lists: auth != nil),
                 auth: auth,
                 clientSubnet: clientSubnet
             )
         case .json(let endpoint, let secret, let encryption):
             return AlibabaJSONProvider(
-                client: try EndpointClient(engine: engine, endpoint: endpoint, bootstrap: bootstrap),
+                client: try client(endpoint, lists: true),
                 secret: secret,
                 encryption: encryption,
                 clientSubnet: clientSubnet

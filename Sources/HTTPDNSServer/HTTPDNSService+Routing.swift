@@ -212,7 +212,14 @@ struct ServiceCore: Sendable {
             case AlibabaJSONFormat.v2Path:
                 try require(request, .GET)
                 return dated(try alibabaV2(request, query, subnet: subnet, lookup))
+            case ServiceListFormat.tencentPath:
+                try require(request, .GET)
+                return dnspodServiceList(query)
             default:
+                if let account = ServiceListFormat.alibabaAccount(path: path), account.utf8.count <= 64 {
+                    try require(request, .GET)
+                    return dated(alibabaServiceList(account: account))
+                }
                 if let (account, signed) = AlibabaJSONFormat.accountPath(path), account.utf8.count <= 64 {
                     try require(request, .GET)
                     return dated(try alibabaAccount(request, account: account, signed: signed, query, bound))
@@ -226,7 +233,7 @@ struct ServiceCore: Sendable {
                 return ListenerResponse(
                     status: .notFound,
                     text:
-                        "not found: use /d, /resolve, /ACCOUNT/d, /ACCOUNT/sign_d, /ACCOUNT/sign_resolve, /v2/d, /dns-query, /healthz or /readyz"
+                        "not found: use /d, /resolve, /ACCOUNT/d, /ACCOUNT/sign_d, /ACCOUNT/sign_resolve, /v2/d, /ACCOUNT/ss, /conf, /dns-query, /healthz or /readyz"
                 )
             }
         } catch let e as BadRequest {

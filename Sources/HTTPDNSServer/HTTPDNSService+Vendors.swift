@@ -263,3 +263,54 @@ extension ServiceCore {
         return ListenerResponse(contentType: "application/json", body: body)
     }
 }
+
+extension ServiceCore {
+    /// The refusal of a scheduling request when no service address is configured.
+    private var noServiceList: ListenerResponse {
+        ListenerResponse(
+            status: .notFound,
+            text: "no service list here: start the server with --service-ip to answer /ACCOUNT/ss and /conf"
+        )
+    }
+
+    /// Alibaba's `/ACCOUNT/ss`: the configured service addresses. Unsigned, as the vendor's iOS and
+    /// Android SDKs send it; an account this server does not know is refused like its queries, unless
+    /// the server knows no Alibaba account and answers unauthenticated forms.
+    func alibabaServiceList(account: String) -> ListenerResponse {
+        let accounts = configuration.accounts
+        if accounts.alibaba[account] == nil, !accounts.alibaba.isEmpty || configuration.requireAuth {
+            return alibabaRefusal("InvalidAccount")
+        }
+        let addresses = configuration.serviceAddresses
+        guard !addresses.isEmpty else { return noServiceList }
+        return ListenerResponse(
+            contentType: "application/json",
+            body: ServiceListFormat.formatAlibaba(
+                ipv4: addresses.filter { !$0.isIPv6 },
+                ipv6: addresses.filter(\.isIPv6)
+            )
+        )
+    }
+
+    /// DNSPod's `/conf?id=ID&alg=aes|des` (the text encrypted with the account's key) or `?id=ID&token=`.
+    /// Refusals are an empty 200, as for `/d`.
+    func dnspodServiceList(_ query: [String: String]) -> ListenerResponse {
+        let refused = ListenerResponse(body: [UInt8]())
+        guard let id = query["id"], !id.isEmpty else { return refused }
+        let addresses = configuration.serviceAddresses
+        guard !addresses.isEmpty else { return noServiceList }
+        let text = ServiceListFormat.formatTencent(addresses, minutes: configuration.serviceListMinutes)
+        let accounts = configuration.accounts
+        if let token = query["token"] {
+            guard let expected = accounts.dnspodTokens[id], constantTimeEqual(Array(token.utf8), expected.bytes) else {
+                return refused
+            }
+            return ListenerResponse(body: Array(text.utf8))
+        }
+        let algorithm = DNSPodCipher.Algorithm(rawValue: query["alg"]?.lowercased() ?? "des")
+        guard let algorithm, let cipher = accounts.dnspodKeys[id], cipher.algorithm == algorithm else {
+            return refused
+        }
+        return ListenerResponse(body: Array(cipher.seal(text).utf8))
+    }
+}

@@ -70,6 +70,12 @@ package final class HTTPDNSService: Sendable {
         /// Refuse every unauthenticated form (free `/d`, `/resolve`, `/ACCOUNT/d`, unsigned `/v2/d`,
         /// `/dns-query`).
         package var requireAuth = false
+        /// The service addresses answered to the vendors' scheduling requests (Alibaba `/ACCOUNT/ss`,
+        /// DNSPod `/conf`), so a self-hosted deployment can move its clients between replicas; empty:
+        /// those requests get 404.
+        package var serviceAddresses: [IPAddress] = []
+        /// How long clients keep that list, in minutes (DNSPod's `ttl:`; Alibaba's clients keep it a day).
+        package var serviceListMinutes = 60
         /// Unix seconds now, for signature expiry; tests move it to make signatures expired or early.
         package var unixTime: @Sendable () -> Int = { Int(Date().timeIntervalSince1970) }
         /// What `/metrics` answers (Prometheus text format); nil: no `/metrics` (404), and requests are

@@ -182,10 +182,14 @@ struct RequestObserver: Sendable {
     /// The route a path names, from a fixed set (a label value never comes from the client as is).
     static func endpoint(_ path: String) -> String {
         switch path {
-        case "/d", "/resolve", "/dns-query", "/healthz", "/readyz", "/metrics", AlibabaJSONFormat.v2Path: path
+        case "/d", "/resolve", "/dns-query", "/healthz", "/readyz", "/metrics", AlibabaJSONFormat.v2Path,
+            ServiceListFormat.tencentPath:
+            path
         default:
             if let (_, signed) = AlibabaJSONFormat.accountPath(path) {
                 signed ? "/ACCOUNT/sign_d" : "/ACCOUNT/d"
+            } else if ServiceListFormat.alibabaAccount(path: path) != nil {
+                "/ACCOUNT/ss"
             } else {
                 "other"
             }

@@ -127,6 +127,18 @@ struct ResolverOptions: ParsableArguments {
     )
     var clientSubnet: String?
 
+    @Flag(
+        name: .customLong("service-list"),
+        help: "Fetch the vendor's service-IP list (Alibaba /ACCOUNT/ss, DNSPod /conf) for json: account and dnspod: credentialed resolvers, and query the listed addresses, the resolver's own last. Saved beside --cache-file."
+    )
+    var serviceList = false
+
+    @Option(
+        name: .customLong("service-list-region"),
+        help: ArgumentHelp("Alibaba's region= for --service-list (default global: chosen by proximity).", valueName: "REGION")
+    )
+    var serviceListRegion: String?
+
     @Option(
         name: .customLong("network-id"),
         help: ArgumentHelp(
@@ -192,6 +204,7 @@ struct ResolverOptions: ParsableArguments {
         }
         _ = try serveExpiredWindow()
         _ = try subnet()
+        _ = try serviceListSettings()
         _ = try proxySettings()
         _ = try nat64Mode()
         let policy = HostPolicy(
@@ -278,6 +291,20 @@ struct ResolverOptions: ParsableArguments {
         }
     }
 
+    /// `--service-list` and its region.
+    func serviceListSettings() throws -> ServiceListSettings? {
+        guard serviceList else {
+            if serviceListRegion != nil { throw ValidationError("--service-list-region: give --service-list too") }
+            return nil
+        }
+        let region = serviceListRegion ?? "global"
+        guard !region.isEmpty, region.utf8.count <= 32, region.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" })
+        else {
+            throw ValidationError("--service-list-region: \"\(region)\" is not a region name such as global, cn or sg")
+        }
+        return ServiceListSettings(region: region)
+    }
+
     /// The `HTTPDNS` these options describe, made through the front door as an app makes it: the
     /// resolver, the engine that reaches the resolvers and the engine for the command's own requests.
     /// `watch`: follow the operating system's network-change notices (long-running commands). `tweak`
@@ -298,6 +325,7 @@ struct ResolverOptions: ParsableArguments {
         if let window = try serveExpiredWindow() { config.cache.serveExpired = window }
         config.proxy = try proxySettings()
         config.clientSubnet = try subnet()
+        config.serviceLists = try serviceListSettings()
         config.networkID = networkID
         config.nat64 = try nat64Mode()
         config.watchesNetwork = watch

@@ -166,6 +166,21 @@ struct ServeCommand: AsyncParsableCommand {
     )
     var alibabaAESKeys: [String] = []
 
+    @Option(
+        name: .customLong("service-ip"),
+        help: ArgumentHelp(
+            "A service address answered to the vendors' scheduling requests (Alibaba /ACCOUNT/ss, DNSPod /conf), so clients move to it; repeatable, IPv4 or IPv6.",
+            valueName: "IP"
+        )
+    )
+    var serviceIPs: [String] = []
+
+    @Option(
+        name: .customLong("service-list-ttl"),
+        help: ArgumentHelp("Minutes DNSPod clients keep the --service-ip list (1 to 1440, default 60).", valueName: "MINUTES")
+    )
+    var serviceListTTL: Int?
+
     @Flag(
         name: .customLong("require-auth"),
         help: "Refuse the unauthenticated forms (/d without id, /resolve, /ACCOUNT/d, unsigned /v2/d, /dns-query)."
@@ -202,6 +217,10 @@ struct ServeCommand: AsyncParsableCommand {
             throw ValidationError("--hosts: cannot read \(hosts)")
         }
         _ = try subnetPolicy()
+        _ = try serviceAddresses()
+        if let serviceListTTL, !(1...1440).contains(serviceListTTL) {
+            throw ValidationError("--service-list-ttl: give minutes from 1 to 1440")
+        }
         guard settings.maxConnections > 0 else { throw ValidationError("--max-connections: give a positive number") }
         _ = try settings.limits()
         _ = try settings.drain()
@@ -222,6 +241,16 @@ struct ServeCommand: AsyncParsableCommand {
             return .fixed(try ClientSubnet(clientSubnet))
         } catch let error as HTTPDNSConfigurationError {
             throw ValidationError("--client-subnet: \(error.message); or give client")
+        }
+    }
+
+    /// The addresses of --service-ip.
+    func serviceAddresses() throws -> [IPAddress] {
+        try serviceIPs.map {
+            guard let ip = IPAddress($0) else {
+                throw ValidationError("--service-ip: \"\($0)\" is not an IP address; give one address per flag")
+            }
+            return ip
         }
     }
 
@@ -337,6 +366,8 @@ struct ServeCommand: AsyncParsableCommand {
         config.limits = try settings.limits()
         config.accounts = try vendorAccounts()
         config.requireAuth = requireAuth
+        config.serviceAddresses = try serviceAddresses()
+        config.serviceListMinutes = serviceListTTL ?? 60
         if metrics {
             // The one backend for every module's swift-metrics (resolver, engine, server), bootstrapped
             // before any of them exists.

@@ -34,7 +34,7 @@ struct ServeConfigFile {
         "debug": .flag, "dnspod-account": .strings, "dnspod-token": .strings, "alibaba-account": .strings,
         "alibaba-aes-key": .strings,
         "require-auth": .flag, "metrics": .flag, "access-log": .string, "shutdown-delay": .number,
-        "drain-timeout": .number,
+        "drain-timeout": .number, "service-ip": .strings, "service-list-ttl": .number,
     ]
 
     /// A JSON value of one of the kinds above.
@@ -122,6 +122,10 @@ struct ServeConfigFile {
         if command.dnspodTokens.isEmpty { command.dnspodTokens = strings("dnspod-token") }
         if command.alibabaAccounts.isEmpty { command.alibabaAccounts = strings("alibaba-account") }
         if command.alibabaAESKeys.isEmpty { command.alibabaAESKeys = strings("alibaba-aes-key") }
+        if command.serviceIPs.isEmpty { command.serviceIPs = strings("service-ip") }
+        if command.serviceListTTL == nil, let n = try number("service-list-ttl", whole: true, in: 1...1440) {
+            command.serviceListTTL = Int(n)
+        }
         command.tlsCert = command.tlsCert ?? string("tls-cert")
         command.tlsKey = command.tlsKey ?? string("tls-key")
         command.hosts = command.hosts ?? string("hosts")

@@ -26,8 +26,9 @@ import Testing
         let log: String
         let dir: String
 
-        /// `v2Key`: the AES key (hex) of v2's encrypted modes.
-        static func start(skew: Int = 0, v2Key: String? = nil) async throws -> Peer {
+        /// `v2Key`: the AES key (hex) of v2's encrypted modes. `serviceIPs`: what its scheduling endpoints
+        /// list (comma-separated, or "disable").
+        static func start(skew: Int = 0, v2Key: String? = nil, serviceIPs: String? = nil) async throws -> Peer {
             let dir = FileManager.default.temporaryDirectory.appendingPathComponent("httpdns-ecs-\(UUID())").path
             try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
             try (ClientSubnetTests.aesKey + "\n").write(toFile: dir + "/aes.key", atomically: true, encoding: .utf8)
@@ -36,8 +37,8 @@ import Testing
                 "/usr/bin/python3",
                 [
                     root.appendingPathComponent("Tests/Fixtures/vendors/ecs_peer.py").path, aesKey, "139450",
-                    aliSecret, "\(skew)",
-                ] + (v2Key.map { [$0] } ?? []),
+                    aliSecret, "\(skew)", v2Key ?? "-",
+                ] + (serviceIPs.map { [$0] } ?? []),
                 stderr: dir + "/peer.log"
             )
             func port(_ key: String) throws -> Int {
@@ -63,7 +64,11 @@ import Testing
 
         /// A resolver asking the peer's Alibaba endpoint at `path` (`/139450/d`, `/v2/d?id=139450`), signed
         /// with the account's secret, encrypted with `encryption` when given.
-        func alibabaResolver(_ path: String, encryption: AlibabaEncryption? = nil) throws -> HTTPDNSResolver {
+        func alibabaResolver(
+            _ path: String,
+            encryption: AlibabaEncryption? = nil,
+            _ configure: (inout ResolverConfiguration) -> Void = { _ in }
+        ) throws -> HTTPDNSResolver {
             var config = ResolverConfiguration(providers: [
                 .json(
                     try ResolverEndpoint(url: "http://127.0.0.1:\(http)\(path)"),
@@ -74,6 +79,7 @@ import Testing
             config.policy = .all
             config.fallbackToLocalDNS = false
             config.timeout = .seconds(10)
+            configure(&config)
             return try HTTPDNSResolver(configuration: config, engine: try HTTPEngine(), logger: testLogger)
         }
 

@@ -21,11 +21,18 @@ Endpoints:
   that clock: expired before it, refused more than 24 h after it (for clock-skew tests); each signed
   query is logged with its expiry minus that clock's now ("t-now=600" for a client on its time)
 
+  GET /ACCOUNT/ss?region=&platform=&sdk_version=   Alibaba's scheduling: {"service_ip":[…],"service_ipv6":[…]}
+                                            from SERVICE_IPS ("disable": {"service_status":"disable"})
+  GET /conf?id=ID&alg=aes                   DNSPod's: "log:1|domain:0|ip:A;B|ttl:1" AES-sealed like /d
+  The HTTP endpoints listen on 127.0.0.1, 127.0.0.2 and 127.0.0.3 at one port (service IPs to move
+  between); each request is also logged as "at=<address it came in on> <path>".
+
   v2's encrypted modes with V2_AES_KEY_HEX: m=1 AES-CBC (16-byte IV, PKCS#7), m=2 AES-GCM (12-byte
   nonce, tag after the ciphertext); enc = hex(IV ‖ ciphertext) of {"dn","q"[,"cip"]}, signed over
   enc, exp, id, m, v; the answer's data = Base64(IV ‖ ciphertext) of {"cip","answers"}; up to 5 names
 
-Usage: ecs_peer.py AES_KEY ALIBABA_ACCOUNT ALIBABA_SECRET_HEX [SKEW_SECONDS [V2_AES_KEY_HEX]]
+Usage: ecs_peer.py AES_KEY ALIBABA_ACCOUNT ALIBABA_SECRET_HEX [SKEW_SECONDS [V2_AES_KEY_HEX|- [SERVICE_IPS]]]
+(SERVICE_IPS comma-separated; default 127.0.0.2)
 Prints "udp=PORT http=PORT" once both listen, then serves until killed. Every query it gets is printed
 on stderr as one line: "<form> <name> subnet=<what it saw>".
 """
@@ -51,7 +58,8 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 AES_KEY, ACCOUNT, SECRET = sys.argv[1].encode(), sys.argv[2], bytes.fromhex(sys.argv[3])
 SKEW = int(sys.argv[4]) if len(sys.argv) > 4 else 0
-V2_KEY = bytes.fromhex(sys.argv[5]) if len(sys.argv) > 5 else None
+V2_KEY = bytes.fromhex(sys.argv[5]) if len(sys.argv) > 5 and sys.argv[5] != "-" else None
+SERVICE_IPS = sys.argv[6] if len(sys.argv) > 6 else "127.0.0.2"
 
 
 LOG = threading.Lock()
@@ -191,6 +199,20 @@ class HTTP(http.server.BaseHTTPRequestHandler):
         url = urllib.parse.urlsplit(self.path)
         q = dict(urllib.parse.parse_qsl(url.query, keep_blank_values=True))
         now = int(time.time()) + SKEW
+        log(f"at={self.server.server_address[0]} {url.path}")
+        if url.path == f"/{ACCOUNT}/ss":
+            if SERVICE_IPS == "disable":
+                return self.reply(200, '{"service_status":"disable"}', "application/json")
+            ips = SERVICE_IPS.split(",")
+            body = {"service_ip": [i for i in ips if ":" not in i], "service_ipv6": [i for i in ips if ":" in i],
+                    "service_status": "enable"}
+            log(f"alibaba-ss region={q.get('region')} platform={q.get('platform')}")
+            return self.reply(200, json.dumps(body), "application/json")
+        if url.path == "/conf":
+            if q.get("alg") != "aes" or q.get("id") != "1001":
+                return self.reply(200, "")
+            log("dnspod-conf")
+            return self.reply(200, aes_seal(f"log:1|domain:0|ip:{SERVICE_IPS.replace(',', ';')}|ttl:1"))
         if url.path == "/dns-query":
             wire = base64.urlsafe_b64decode(q["dns"] + "=" * (-len(q["dns"]) % 4))
             return self.reply(200, dns_answer(wire, "doh"), "application/dns-message")
@@ -274,7 +296,9 @@ def watch_parent():
 threading.Thread(target=watch_parent, daemon=True).start()
 udp = ThreadingUDP(("127.0.0.1", 0), UDP)
 web = ThreadingHTTP(("127.0.0.1", 0), HTTP)
-for server in (udp, web):
+# The same port on two more loopback addresses: the service IPs the scheduling answers point to.
+replicas = [ThreadingHTTP((a, web.server_address[1]), HTTP) for a in ("127.0.0.2", "127.0.0.3")]
+for server in (udp, web, *replicas):
     threading.Thread(target=server.serve_forever, daemon=True).start()
 print(f"udp={udp.server_address[1]} http={web.server_address[1]}", flush=True)
 threading.Event().wait()
