@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command (README, .ci/run): installs the Debian packages the tests need when missing, starts
 # the real peers on free loopback ports, runs every test target (the hermetic ones per module and
-# HTTPDNSIntegrationTests, which needs the peers), builds the Benchmarks package and runs it once, stops
+# HTTPDNSIntegrationTests, which needs the peers), the hermetic ones again under ThreadSanitizer and
+# AddressSanitizer, builds the Benchmarks package and runs it once, stops
 # the peers, builds every README and DocC example (Snippets/) from a separate package, fuzzes the
 # parsers, counts the public API and builds the documentation. Under CI=true a missing peer is a
 # failure, never a skip.
@@ -22,6 +23,17 @@ else
     swift test --skip-build --no-parallel --skip Chromium --skip Hostile
     swift test --skip-build --filter Hostile
     swift test --skip-build --filter Chromium
+    # The hermetic suites again under ThreadSanitizer, then AddressSanitizer (issue 29), each in a build
+    # folder of its own so the plain build stays. A race or a memory error anywhere fails the run: TSan
+    # and ASan exit non-zero after a report. No suppressions. ASan's leak check is off: at exit it lists
+    # everything the test process still holds (the shared event loops, channels the tests leave open),
+    # not leaks that grow; growth is what the hostile suites' memory bounds watch. UBSan is not offered
+    # for Swift on Linux (swiftc refuses -sanitize=undefined there).
+    hermetic=(--no-parallel --skip Chromium --skip Hostile --skip HTTPDNSIntegrationTests)
+    swift build --build-tests --sanitize=thread --scratch-path .build-tsan
+    TSAN_OPTIONS=halt_on_error=1 swift test --skip-build --sanitize=thread --scratch-path .build-tsan "${hermetic[@]}"
+    swift build --build-tests --sanitize=address --scratch-path .build-asan
+    ASAN_OPTIONS=detect_leaks=0 swift test --skip-build --sanitize=address --scratch-path .build-asan "${hermetic[@]}"
     # The Benchmarks package (engine-bench, against AsyncHTTPClient) builds from the public API alone,
     # and one short scenario runs against the test nginx, so it cannot rot (issue 32).
     swift build --package-path Benchmarks --product engine-bench

@@ -23,6 +23,11 @@ package enum HTTP2Limits {
     package static let maxSequentialContinuationFrames = 5
     /// PING, SETTINGS, PRIORITY and other control frames a peer may send per 30 s.
     package static let maxControlFramesPer30s = 200
+    /// A connection-level WINDOW_UPDATE below this increment counts against `maxControlFramesPer30s`
+    /// (NIO does not count WINDOW_UPDATE at all). Peers return window in large steps (nghttp2, Chrome and
+    /// NIO when half the window is used), so only a flood of tiny ones is cut; larger ones run the
+    /// window into its 2^31-1 ceiling within 2 M frames, a flow-control error that closes the connection.
+    package static let smallWindowIncrement = 1024
 
     /// The connection configuration for one side. The client refuses server push
     /// (SETTINGS_ENABLE_PUSH = 0), so a PUSH_PROMISE is a connection error (RFC 9113 §8.4).
@@ -40,15 +45,53 @@ package enum HTTP2Limits {
     }
 }
 
-/// Closes an HTTP/2 connection when NIO reports a connection-level error (see the top of this file).
-/// Goes right after the `NIOHTTP2Handler` on the connection channel.
-package final class HTTP2ConnectionErrorCloser: ChannelInboundHandler, Sendable {
+/// Closes an HTTP/2 connection when NIO reports a connection-level error (see the top of this file), or
+/// when the peer floods tiny connection-level WINDOW_UPDATEs (`HTTP2Limits.smallWindowIncrement`).
+/// Goes right after the `NIOHTTP2Handler` on the connection channel, where frames on stream 0 arrive.
+package final class HTTP2ConnectionErrorCloser: ChannelInboundHandler {
     package typealias InboundIn = HTTP2Frame
 
+    private var smallWindowUpdates = FrameRateWindow(limit: HTTP2Limits.maxControlFramesPer30s, length: .seconds(30))
+
     package init() {}
+
+    package func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        if case .windowUpdate(let increment) = unwrapInboundIn(data).payload,
+            increment < HTTP2Limits.smallWindowIncrement,
+            !smallWindowUpdates.record(now: .now())
+        {
+            context.close(promise: nil)
+            return
+        }
+        context.fireChannelRead(data)
+    }
 
     package func errorCaught(context: ChannelHandlerContext, error: any Error) {
         // The GOAWAY NIO wrote is flushed before the close; nothing the peer sends after it is read.
         context.close(promise: nil)
+    }
+}
+
+/// At most `limit` events per `length`, counted in fixed windows: `record` says whether one more is
+/// still within the limit.
+package struct FrameRateWindow: Sendable {
+    let limit: Int
+    let length: TimeAmount
+    private var start: NIODeadline?
+    private var count = 0
+
+    package init(limit: Int, length: TimeAmount) {
+        self.limit = limit
+        self.length = length
+    }
+
+    package mutating func record(now: NIODeadline) -> Bool {
+        if let start, now - start < length {
+            count += 1
+        } else {
+            start = now
+            count = 1
+        }
+        return count <= limit
     }
 }

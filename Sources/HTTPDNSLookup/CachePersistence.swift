@@ -13,13 +13,16 @@ import Logging
 /// Saves and loads the cache as JSON.
 ///
 /// Writes are atomic: a temporary file created with mode 0600 in the same directory is written, synced
-/// and renamed over the old one, so a crash leaves either the old file or the new one, and the file is
-/// never readable by other users (it tells which names were looked up). Reads are bounded
+/// and renamed over the old one, and then the directory is synced, so a crash (or a power cut) leaves
+/// either the old file or the new one, and the file is never readable by other users (it tells which
+/// names were looked up). The writer holds an advisory lock (flock) on its temporary until the rename:
+/// a temporary nobody holds was left by a killed process, and `removeLeftovers(besides:)` deletes it at
+/// the next start. Reads are bounded
 /// (`CacheSnapshot.maxFileBytes`) and validated (`CacheSnapshot.load(from:capacity:)`): a file that is
 /// too big, torn, corrupt, foreign or of another version is ignored with a warning and the resolver starts
 /// cold; invalid entries are dropped and counted.
-enum CachePersistence {
-    static func load(path: String, capacity: Int = CacheSnapshot.defaultLoadCapacity, logger: Logger)
+package enum CachePersistence {
+    package static func load(path: String, capacity: Int = CacheSnapshot.defaultLoadCapacity, logger: Logger)
         -> CacheSnapshot?
     {
         guard let handle = FileHandle(forReadingAtPath: path) else { return nil }
@@ -60,7 +63,7 @@ enum CachePersistence {
         }
     }
 
-    static func save(_ snapshot: CacheSnapshot, path: String) throws {
+    package static func save(_ snapshot: CacheSnapshot, path: String) throws {
         try writeAtomically(try snapshot.fileBytes(), to: path)
     }
 
@@ -76,6 +79,8 @@ enum CachePersistence {
             if isOpen { close(fd) }
             if !renamed { unlink(temporary) }
         }
+        // Held until the rename: tells `removeLeftovers` this temporary is still being written.
+        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else { throw CacheWriteError("lock", temporary, errno: errno) }
         guard fchmod(fd, 0o600) == 0 else { throw CacheWriteError("set mode 0600 on", temporary, errno: errno) }
         var written = 0
         while written < bytes.count {
@@ -87,10 +92,48 @@ enum CachePersistence {
             written += n
         }
         guard fsync(fd) == 0 else { throw CacheWriteError("sync", temporary, errno: errno) }
-        isOpen = false
-        guard close(fd) == 0 else { throw CacheWriteError("close", temporary, errno: errno) }
         guard rename(temporary, path) == 0 else { throw CacheWriteError("rename over", path, errno: errno) }
         renamed = true
+        isOpen = false
+        guard close(fd) == 0 else { throw CacheWriteError("close", path, errno: errno) }
+        try syncDirectory(of: path)
+    }
+
+    /// The rename is durable only once the directory entry is on disk: sync the directory. A file
+    /// system that cannot sync a directory (EINVAL, ENOTSUP) has nothing more to offer and is not an
+    /// error.
+    static func syncDirectory(of path: String) throws {
+        let directory = directoryName(path)
+        let fd = open(directory, O_RDONLY)
+        guard fd >= 0 else { throw CacheWriteError("open the directory", directory, errno: errno) }
+        defer { close(fd) }
+        if fsync(fd) != 0, errno != EINVAL, errno != ENOTSUP {
+            throw CacheWriteError("sync the directory", directory, errno: errno)
+        }
+    }
+
+    /// Deletes the temporaries of `path` (`PATH.tmp-XXXXXX`) that no live writer holds: what a process
+    /// killed while saving left behind. Returns how many it removed.
+    @discardableResult
+    package static func removeLeftovers(besides path: String) -> Int {
+        let directory = directoryName(path)
+        let prefix = String(path.split(separator: "/", omittingEmptySubsequences: false).last ?? "") + ".tmp-"
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return 0 }
+        var removed = 0
+        for name in names where name.hasPrefix(prefix) && name.utf8.count == prefix.utf8.count + 6 {
+            let candidate = directory + "/" + name
+            let fd = open(candidate, O_RDONLY | O_NOFOLLOW)
+            guard fd >= 0 else { continue }
+            // A writer still holds its lock: leave its file alone.
+            if flock(fd, LOCK_EX | LOCK_NB) == 0, unlink(candidate) == 0 { removed += 1 }
+            close(fd)
+        }
+        return removed
+    }
+
+    static func directoryName(_ path: String) -> String {
+        guard let slash = path.lastIndex(of: "/") else { return "." }
+        return slash == path.startIndex ? "/" : String(path[..<slash])
     }
 }
 

@@ -138,6 +138,13 @@ public final class HTTPDNSResolver: Sendable {
         self.overrides = Self.normalizedOverrides(configuration.addressOverrides)
         self.metrics = ResolverMetrics(providers: providers.map(\.name))
         var cache = DNSCache(configuration: configuration.cache)
+        if let path = configuration.persistencePath {
+            // What a process killed while saving left behind (a temporary no writer holds).
+            let leftovers = [path, ServiceListPersistence.path(besideCache: path)].reduce(0) {
+                $0 + CachePersistence.removeLeftovers(besides: $1)
+            }
+            if leftovers > 0 { logger.info("removed unfinished cache saves", metadata: ["files": "\(leftovers)"]) }
+        }
         if let path = configuration.persistencePath,
             let snapshot = CachePersistence.load(path: path, capacity: configuration.cache.capacity, logger: logger)
         {

@@ -139,7 +139,7 @@ extension AlibabaJSONProvider: ServiceListProvider {
 
 /// The lists saved beside the cache file (`PATH.servers`), by provider name: the same atomic write as
 /// the cache, and the same bounded, validated read (a bad file is ignored with a warning).
-enum ServiceListPersistence {
+package enum ServiceListPersistence {
     struct File: Codable {
         var version = 1
         var lists: [String: ServiceList]
@@ -147,9 +147,9 @@ enum ServiceListPersistence {
 
     static let maxFileBytes = 256 * 1024
 
-    static func path(besideCache cache: String) -> String { cache + ".servers" }
+    package static func path(besideCache cache: String) -> String { cache + ".servers" }
 
-    static func load(path: String, logger: Logger) -> [String: ServiceList] {
+    package static func load(path: String, logger: Logger) -> [String: ServiceList] {
         guard let handle = FileHandle(forReadingAtPath: path) else { return [:] }
         defer { try? handle.close() }
         do {
@@ -164,7 +164,7 @@ enum ServiceListPersistence {
         }
     }
 
-    static func save(_ lists: [String: ServiceList], path: String) throws {
+    package static func save(_ lists: [String: ServiceList], path: String) throws {
         let encoder = JSONEncoder()
         encoder.outputFormatting = .sortedKeys
         try CachePersistence.writeAtomically(Array(try encoder.encode(File(lists: lists))), to: path)

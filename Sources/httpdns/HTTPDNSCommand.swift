@@ -11,7 +11,7 @@ struct HTTPDNSCommand: AsyncParsableCommand {
             """,
         subcommands: [
             ResolveCommand.self, FetchCommand.self, ServeCommand.self, ProxyCommand.self, BenchCommand.self,
-            DemoCommand.self, TraceCommand.self,
+            DemoCommand.self, TraceCommand.self, SaveLoopCommand.self,
         ]
     )
 }

@@ -97,6 +97,11 @@ let clientAttacks: [ClientAttack] = [
     ClientAttack(name: "PING flood", first: [], flood: Array((0..<4096).map { H2.ping(UInt8($0 & 0xFF)) }.joined())),
     ClientAttack(name: "SETTINGS flood", first: [], flood: Array((0..<4096).map { _ in H2.settings() }.joined())),
     ClientAttack(
+        name: "WINDOW_UPDATE flood",
+        first: [],
+        flood: Array((0..<4096).map { _ in H2.windowUpdate(1) }.joined())
+    ),
+    ClientAttack(
         name: "empty CONTINUATION flood",
         first: H2.frame(type: 1, flags: 0, stream: 1, [0x82, 0x84, 0x86]),
         flood: Array((0..<4096).map { _ in H2.continuation(stream: 1) }.joined())
