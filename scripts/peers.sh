@@ -10,6 +10,7 @@
 #           client, a dual-stack client, the router, and an IPv4-only origin running nginx
 # Usage: scripts/peers.sh start DIR   (writes DIR/env with the ports, to be sourced)
 #        scripts/peers.sh stop DIR
+#        source scripts/peers.sh       (defines the helpers, starts nothing)
 # Certificates are generated here, at test time, from a throw-away CA.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -355,6 +356,9 @@ stop() {
         [ -s "$f" ] && kill "$(cat "$f")" 2>/dev/null || true
     done
 }
+
+# Sourced (scripts/soak.sh borrows the helpers above): define, run nothing.
+[[ "${BASH_SOURCE[0]}" != "$0" ]] && return 0
 
 case "${1:-}" in
     start) start "${2:?directory}" ;;

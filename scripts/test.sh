@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The test command (README, .ci/run): installs the Debian packages the tests need when missing, starts
 # the real peers on free loopback ports, runs every test target (the hermetic ones per module and
-# HTTPDNSIntegrationTests, which needs the peers), the hermetic ones again under ThreadSanitizer and
-# AddressSanitizer, builds the Benchmarks package and runs it once, stops
+# HTTPDNSIntegrationTests, which needs the peers), a 60 s soak with faults, the hermetic ones again under
+# ThreadSanitizer and AddressSanitizer, builds the Benchmarks package and runs it once, stops
 # the peers, builds every README and DocC example (Snippets/) from a separate package, fuzzes the
 # parsers, counts the public API and builds the documentation. Under CI=true a missing peer is a
 # failure, never a skip.
@@ -23,6 +23,9 @@ else
     swift test --skip-build --no-parallel --skip Chromium --skip Hostile
     swift test --skip-build --filter Hostile
     swift test --skip-build --filter Chromium
+    # The soak (issue 29) for 60 s: engine, proxy, URLSession and serve under load in a namespace of
+    # their own while the upstream resolver is killed and the network changes; anything lost fails it.
+    scripts/soak.sh 60
     # The hermetic suites again under ThreadSanitizer, then AddressSanitizer (issue 29), each in a build
     # folder of its own so the plain build stays. A race or a memory error anywhere fails the run: TSan
     # and ASan exit non-zero after a report. No suppressions. ASan's leak check is off: at exit it lists

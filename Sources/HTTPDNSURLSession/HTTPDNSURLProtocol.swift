@@ -363,8 +363,12 @@ package final class HTTPDNSURLProtocol: URLProtocol {
 final class ClientGate: @unchecked Sendable {
     private let lock = NIOLock()
     private var open = true
-    private let client: any URLProtocolClient
-    private let owner: URLProtocol
+    // Dropped when the gate closes: the protocol holds its gate (`loading`) and the gate its protocol,
+    // and corelibs never calls `stopLoading` after a load that finished, so a gate that kept these
+    // would keep every finished protocol, its request body and its client alive (the soak found it:
+    // about 20 KiB per URLSession request, for good).
+    private var client: (any URLProtocolClient)?
+    private var owner: URLProtocol?
     private let schedule: ClientSchedule?
 
     init(client: any URLProtocolClient, owner: URLProtocol, schedule: ClientSchedule?) {
@@ -380,8 +384,8 @@ final class ClientGate: @unchecked Sendable {
     func send(_ call: @escaping @Sendable (any URLProtocolClient, URLProtocol) -> Void) -> Bool {
         let attempt: @Sendable () -> Bool = {
             self.lock.withLock {
-                guard self.open else { return false }
-                call(self.client, self.owner)
+                guard self.open, let client = self.client, let owner = self.owner else { return false }
+                call(client, owner)
                 return true
             }
         }
@@ -393,16 +397,27 @@ final class ClientGate: @unchecked Sendable {
     /// The last client call (finished or failed), then closed.
     func finish(_ call: @escaping @Sendable (any URLProtocolClient, URLProtocol) -> Void) {
         let last: @Sendable () -> Void = {
-            self.lock.withLock {
-                guard self.open else { return }
-                self.open = false
-                call(self.client, self.owner)
+            // Released after the lock: the protocol's deinit runs outside it.
+            let released = self.lock.withLock { () -> (Any?, Any?) in
+                guard self.open, let client = self.client, let owner = self.owner else { return (nil, nil) }
+                call(client, owner)
+                return self.closeLocked()
             }
+            _ = released
         }
         if let schedule { schedule(last) } else { last() }
     }
 
-    func close() { lock.withLock { open = false } }
+    func close() {
+        let released = lock.withLock { closeLocked() }
+        _ = released
+    }
+
+    /// Closes the gate and hands back what it held, for the caller to release outside the lock.
+    private func closeLocked() -> (Any?, Any?) {
+        defer { (open, client, owner) = (false, nil, nil) }
+        return (client, owner)
+    }
 }
 
 /// Runs a client call on the loading system's own thread or queue, after the calls scheduled before it.

@@ -1,0 +1,63 @@
+// The client gate lets go of its protocol and client once the load has finished or been stopped
+// (issue 29's soak found the cycle protocol -> gate -> protocol keeping every finished URLSession load,
+// its request body and its client alive: corelibs never calls stopLoading after a finished load).
+
+@testable import HTTPDNSURLSession
+import Foundation
+import NIOConcurrencyHelpers
+import Testing
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+@Suite struct ClientGateTests {
+    final class Client: NSObject, URLProtocolClient, Sendable {
+        func urlProtocol(_ p: URLProtocol, wasRedirectedTo r: URLRequest, redirectResponse: URLResponse) {}
+        func urlProtocol(_ p: URLProtocol, cachedResponseIsValid r: CachedURLResponse) {}
+        func urlProtocol(_ p: URLProtocol, didReceive r: URLResponse, cacheStoragePolicy: URLCache.StoragePolicy) {}
+        func urlProtocol(_ p: URLProtocol, didLoad data: Data) {}
+        func urlProtocolDidFinishLoading(_ p: URLProtocol) {}
+        func urlProtocol(_ p: URLProtocol, didFailWithError error: any Error) {}
+        func urlProtocol(_ p: URLProtocol, didReceive challenge: URLAuthenticationChallenge) {}
+        func urlProtocol(_ p: URLProtocol, didCancel challenge: URLAuthenticationChallenge) {}
+    }
+
+    /// A gate whose protocol and client are referenced only by the gate itself.
+    func gate() -> (ClientGate, () -> URLProtocol?, () -> Client?) {
+        var owner: URLProtocol? = URLProtocol(
+            request: URLRequest(url: URL(string: "https://a.test/")!),
+            cachedResponse: nil,
+            client: nil
+        )
+        var client: Client? = Client()
+        let gate = ClientGate(client: client!, owner: owner!, schedule: nil)
+        weak let weakOwner = owner
+        weak let weakClient = client
+        owner = nil
+        client = nil
+        return (gate, { weakOwner }, { weakClient })
+    }
+
+    @Test func aFinishedGateLetsGoOfItsProtocolAndClient() {
+        let (gate, owner, client) = gate()
+        #expect(owner() != nil && client() != nil, "held while the load runs")
+        #expect(gate.send { _, _ in })
+        let finished = NIOLockedValueBox(0)
+        gate.finish { client, owner in
+            client.urlProtocolDidFinishLoading(owner)
+            finished.withLockedValue { $0 += 1 }
+        }
+        #expect(finished.withLockedValue { $0 } == 1)
+        #expect(owner() == nil, "the finished gate still holds its protocol")
+        #expect(client() == nil, "the finished gate still holds its client")
+        #expect(!gate.send { _, _ in Issue.record("a call after the finish") })
+    }
+
+    @Test func aClosedGateLetsGoOfItsProtocolAndClient() {
+        let (gate, owner, client) = gate()
+        gate.close()
+        #expect(owner() == nil && client() == nil)
+        gate.finish { _, _ in Issue.record("a finish after the close") }
+    }
+}
