@@ -23,10 +23,12 @@ package enum HTTP2Limits {
     package static let maxSequentialContinuationFrames = 5
     /// PING, SETTINGS, PRIORITY and other control frames a peer may send per 30 s.
     package static let maxControlFramesPer30s = 200
-    /// A connection-level WINDOW_UPDATE below this increment counts against `maxControlFramesPer30s`
-    /// (NIO does not count WINDOW_UPDATE at all). Peers return window in large steps (nghttp2, Chrome and
-    /// NIO when half the window is used), so only a flood of tiny ones is cut; larger ones run the
-    /// window into its 2^31-1 ceiling within 2 M frames, a flow-control error that closes the connection.
+    /// Connection-level WINDOW_UPDATEs past `maxControlFramesPer30s` in 30 s whose increments average
+    /// below this close the connection (NIO does not count WINDOW_UPDATE at all). A real peer may split
+    /// a return (NIO sends 16383 then 1, 16382 then 2, ...), but what it returns adds up to what was
+    /// sent, so its average stays in the kilobytes; a flood of tiny ones averages a few bytes. Large
+    /// ones run the window into its 2^31-1 ceiling within 2 M frames, a flow-control error that closes
+    /// the connection.
     package static let smallWindowIncrement = 1024
 
     /// The connection configuration for one side. The client refuses server push
@@ -51,14 +53,18 @@ package enum HTTP2Limits {
 package final class HTTP2ConnectionErrorCloser: ChannelInboundHandler {
     package typealias InboundIn = HTTP2Frame
 
-    private var smallWindowUpdates = FrameRateWindow(limit: HTTP2Limits.maxControlFramesPer30s, length: .seconds(30))
+    private var windowUpdates = WindowUpdateRate(
+        limit: HTTP2Limits.maxControlFramesPer30s,
+        length: .seconds(30),
+        minimumAverage: HTTP2Limits.smallWindowIncrement
+    )
 
     package init() {}
 
     package func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        if case .windowUpdate(let increment) = unwrapInboundIn(data).payload,
-            increment < HTTP2Limits.smallWindowIncrement,
-            !smallWindowUpdates.record(now: .now())
+        let frame = unwrapInboundIn(data)
+        if frame.streamID == .rootStream, case .windowUpdate(let increment) = frame.payload,
+            !windowUpdates.record(increment: increment, now: .now())
         {
             context.close(promise: nil)
             return
@@ -72,26 +78,32 @@ package final class HTTP2ConnectionErrorCloser: ChannelInboundHandler {
     }
 }
 
-/// At most `limit` events per `length`, counted in fixed windows: `record` says whether one more is
-/// still within the limit.
-package struct FrameRateWindow: Sendable {
+/// Connection-level WINDOW_UPDATEs counted in fixed windows of `length`: more than `limit` in one
+/// window is allowed only while their increments average at least `minimumAverage` bytes.
+package struct WindowUpdateRate: Sendable {
     let limit: Int
     let length: TimeAmount
+    let minimumAverage: Int
     private var start: NIODeadline?
     private var count = 0
+    private var total = 0
 
-    package init(limit: Int, length: TimeAmount) {
+    package init(limit: Int, length: TimeAmount, minimumAverage: Int) {
         self.limit = limit
         self.length = length
+        self.minimumAverage = minimumAverage
     }
 
-    package mutating func record(now: NIODeadline) -> Bool {
+    /// Records one update; false when the peer is flooding (past the limit, with a tiny average).
+    package mutating func record(increment: Int, now: NIODeadline) -> Bool {
         if let start, now - start < length {
             count += 1
+            total += increment
         } else {
             start = now
             count = 1
+            total = increment
         }
-        return count <= limit
+        return count <= limit || total >= count * minimumAverage
     }
 }
