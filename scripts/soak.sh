@@ -18,7 +18,9 @@
 #   soak: N requests, F failed while a fault was injected, lost L, rss A->B MiB, fds C->D
 # where A and C are the first sample after 5 s (warmed up), B and D the last one. It exits non-zero when
 # anything was lost, a process of ours died, or a kind of request never succeeded. SOAK_KINDS=a,b runs
-# only those kinds of the client's (to find which one a problem follows); SOAK_KEEP=1 keeps the logs.
+# only those kinds of the client's (to find which one a problem follows); SOAK_WORKERS=N sets the
+# client's requests in flight (6); SOAK_SANITIZE=thread (or address) builds serve, the proxy and the
+# client with that sanitizer (a report ends the process, and the soak fails); SOAK_KEEP=1 keeps the logs.
 set -euo pipefail
 seconds="${1:?usage: scripts/soak.sh SECONDS}"
 [[ "$seconds" =~ ^[0-9]+$ ]] && [ "$seconds" -ge 20 ] || { echo "soak: give SECONDS, 20 or more" >&2; exit 64; }
@@ -27,10 +29,23 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 source "$root/scripts/peers.sh"  # ensure_packages, gen_certs, setup_nginx
 
 ensure_packages
-(cd "$root" && swift build --product httpdns >&2)
-swift build --package-path "$root/Benchmarks" --product soak-client >&2
-httpdns="$root/.build/debug/httpdns"
-client="$root/Benchmarks/.build/debug/soak-client"
+if [ -n "${SOAK_SANITIZE:-}" ]; then
+    # Our processes built with a sanitizer (thread, address), each package in a build folder of its own.
+    build=(--sanitize="$SOAK_SANITIZE" --scratch-path)
+    case "$SOAK_SANITIZE" in
+        thread) scratch=.build-tsan ;;  # the test command's TSan build of the package, reused
+        address) scratch=.build-asan ;;
+        *) echo "soak: SOAK_SANITIZE is thread or address" >&2; exit 64 ;;
+    esac
+    export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1}"
+else
+    build=(--scratch-path)
+    scratch=.build
+fi
+(cd "$root" && swift build "${build[@]}" "$root/$scratch" --product httpdns >&2)
+swift build --package-path "$root/Benchmarks" "${build[@]}" "$root/Benchmarks/$scratch" --product soak-client >&2
+httpdns="$root/$scratch/debug/httpdns"
+client="$root/Benchmarks/$scratch/debug/soak-client"
 
 dir="$(mktemp -d /tmp/httpdns-soak.XXXXXX)"
 chmod 755 "$dir"  # nginx's workers read from it
@@ -98,6 +113,7 @@ done
 start=$(now_ms)
 ip netns exec "$ns" "$client" --resolver json:http://127.0.0.1:8053/resolve --cacert "$dir/certs/ca.pem" --tls-port 8443 \
     --h1-port "$h1_port" --proxy-port 8090 --www "$dir/www" --seconds "$seconds" ${SOAK_KINDS:+--kinds "$SOAK_KINDS"} \
+    ${SOAK_WORKERS:+--workers "$SOAK_WORKERS"} \
     > "$dir/requests.log" 2> "$dir/client.err" &
 load=$!
 pids+=("$load")

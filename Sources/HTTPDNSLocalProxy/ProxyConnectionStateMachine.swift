@@ -5,7 +5,8 @@
 //
 //                      head timer / head too large ──────────────────────────► 408 / 431, closed
 //   awaitingHead ──┬── CONNECT, allowed port ──► connecting ──► tunnelling (200, bytes glued; handler leaves)
-//                  │                                 └────────► 502, closed
+//                  │                                 ├────────► 502, closed
+//                  │                                 └────────► 508 (the target is this proxy), closed
 //                  ├── http://, allowed port ──► readingBody ──► forwarding ──► awaitingHead (keep-alive)
 //                  │                                 └─► discardingBody ─► 413, closed         └─► closed
 //                  ├── GET /proxy.pac ──► PAC, then awaitingHead (keep-alive) or closed
@@ -274,8 +275,22 @@ struct ProxyConnectionStateMachine {
 
     // MARK: CONNECT
 
-    mutating func connectSucceeded() -> Action {
+    /// `toItself`: the target's address is the one the client reached this proxy at (a CONNECT to the
+    /// proxy itself, by address or by a name that resolves to it). Refused with 508: each such tunnel
+    /// would hold a client connection, a tunnel and a second client connection of our own, and a
+    /// client could nest them as deep as it liked.
+    mutating func connectSucceeded(toItself: Bool = false) -> Action {
         guard case .connecting(let host, let port) = state else { return .closeUpstream }
+        guard !toItself else {
+            state = .closed
+            let authority = formatAuthority(host: host, port: port)
+            return .failTunnel(
+                host: host,
+                port: port,
+                error: "the target is this proxy",
+                reply: .text(.loopDetected, "\(authority) is this proxy itself: a tunnel to it would loop")
+            )
+        }
         state = .tunnelling
         return .establishTunnel(host: host, port: port, passOnHalfClose: clientHalfClosed)
     }

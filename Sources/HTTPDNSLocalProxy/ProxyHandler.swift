@@ -106,6 +106,7 @@ final class ProxyHandler: ChannelInboundHandler, RemovableChannelHandler {
         case .openTunnel(let host, let port):
             openTunnel(host: host, port: port, channel: channel)
         case .failTunnel(let host, let port, let error, let reply):
+            upstream?.close(promise: nil)  // a refused tunnel keeps no connection
             let after = tunnelStarted.map { ContinuousClock.now - $0 } ?? .zero
             shared.record(.failed(host: host, port: port, after: after, error: error))
             write(reply, on: channel)
@@ -151,7 +152,8 @@ final class ProxyHandler: ChannelInboundHandler, RemovableChannelHandler {
             let me = bound.value
             switch result {
             case .success(let upstream):
-                me.perform(me.machine.connectSucceeded(), on: channel, upstream: upstream)
+                let toItself = upstream.remoteAddress != nil && upstream.remoteAddress == channel.localAddress
+                me.perform(me.machine.connectSucceeded(toItself: toItself), on: channel, upstream: upstream)
             case .failure(let error):
                 me.perform(me.machine.connectFailed(Self.describe(error)), on: channel)
             }

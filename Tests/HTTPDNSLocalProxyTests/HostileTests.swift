@@ -52,6 +52,35 @@ import Testing
         #expect(took < .seconds(10), "the tunnel ended after \(took) (idle timeout 20 s)")
     }
 
+    /// Hostile round 2 (issue 29): a CONNECT to the proxy's own address and port, with that port allowed
+    /// (an operator who allows every port). Refused with 508 instead of a tunnel into itself, which a
+    /// client could nest without end; other clients are still served.
+    @Test func aTunnelToTheProxyItselfIsRefused() async throws {
+        let echo = try await startHalfCloseEcho()
+        defer { Task { await echo.stop() } }
+        let proxy = try await startProxy(makeResolver([]), engine: try HTTPEngine()) {
+            $0.allowedPorts = Set(1...65535)
+        }
+        defer { Task { await proxy.stop() } }
+        let started = ContinuousClock.now
+        let reply = try await withRawConnection(port: proxy.port) { inbound, outbound -> String in
+            try await outbound.write(ByteBuffer(string: "CONNECT 127.0.0.1:\(proxy.port) HTTP/1.1\r\nHost: x\r\n\r\n"))
+            return String(decoding: try await readToEnd(inbound), as: UTF8.self)
+        }
+        #expect(reply.hasPrefix("HTTP/1.1 508"), "\(reply)")
+        #expect(reply.contains("is this proxy itself"), "\(reply)")
+        #expect(ContinuousClock.now - started < .seconds(10), "the refusal hung")
+        // Another client, another target: served.
+        let other = try await withRawConnection(port: proxy.port) { inbound, outbound -> String in
+            try await outbound.write(
+                ByteBuffer(string: "CONNECT 127.0.0.1:\(echo.port) HTTP/1.1\r\nHost: x\r\n\r\nping")
+            )
+            outbound.finish()
+            return String(decoding: try await readToEnd(inbound), as: UTF8.self)
+        }
+        #expect(other.hasPrefix("HTTP/1.1 200") && other.hasSuffix("ping"), "\(other)")
+    }
+
     @Test func absoluteFormToAPortConnectWouldRefuseIsRefused() async throws {
         let hits = NIOLockedValueBox(0)
         let target = try await HTTPFixtureServer.start { _, _, _ in

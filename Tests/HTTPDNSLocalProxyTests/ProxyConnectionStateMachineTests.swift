@@ -201,6 +201,18 @@ private func forwardingMachine(_ headers: HTTPHeaders = [:], version: HTTPVersio
         #expect(m.state == .tunnelling)
     }
 
+    @Test func aTargetThatIsTheProxyItselfIsRefusedWith508() {
+        var m = connectingMachine()
+        let expected = Machine.Action.failTunnel(
+            host: "a.test",
+            port: 443,
+            error: "the target is this proxy",
+            reply: .text(.loopDetected, "a.test:443 is this proxy itself: a tunnel to it would loop")
+        )
+        #expect(m.connectSucceeded(toItself: true) == expected)
+        #expect(m.state == .closed)
+    }
+
     @Test func aHalfCloseWhileConnectingIsPassedOnOnceTheTunnelIsOpen() {
         var m = connectingMachine()
         #expect(m.inputClosed() == .none)

@@ -136,6 +136,15 @@ enum H2 {
     static func requestHeaders(stream: UInt32, endStream: Bool = true) -> [UInt8] {
         frame(type: 1, flags: 4 | (endStream ? 1 : 0), stream: stream, [0x82, 0x84, 0x86, 0x41, 0x01, 0x78])
     }
+    /// A request HEADERS frame for POST `path` (:method POST and :scheme http by static index, :path and
+    /// content-type application/dns-message as literals with indexed names), END_HEADERS, the body to
+    /// follow in DATA frames.
+    static func postHeaders(stream: UInt32, path: String) -> [UInt8] {
+        let type = Array("application/dns-message".utf8)
+        let block: [UInt8] =
+            [0x83, 0x86, 0x44, UInt8(path.utf8.count)] + Array(path.utf8) + [0x41, 0x01, 0x78, 0x5F, UInt8(type.count)] + type
+        return frame(type: 1, flags: 4, stream: stream, block)
+    }
     /// PUSH_PROMISE for stream 2 on `stream`, with a GET / request block.
     static func pushPromise(stream: UInt32) -> [UInt8] {
         frame(type: 5, flags: 4, stream: stream, u32(2) + [0x82, 0x84, 0x86, 0x41, 0x01, 0x78])

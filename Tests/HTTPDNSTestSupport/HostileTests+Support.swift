@@ -46,6 +46,15 @@ let originAttacks: [OriginAttack] = [
         bytes: H2.settings() + H2.responseHeaders(stream: 1, endHeaders: false),
         flood: Array((0..<4096).map { _ in H2.continuation(stream: 1) }.joined())
     ),
+    // Hostile round 2 (issue 29): control-frame floods against the engine, each of which costs it work
+    // (a PING answered, SETTINGS acknowledged, a window added up) while no response comes.
+    OriginAttack(name: "PING flood", bytes: H2.settings(), flood: Array((0..<4096).map { H2.ping(UInt8($0 & 0xFF)) }.joined())),
+    OriginAttack(name: "SETTINGS flood", bytes: H2.settings(), flood: Array((0..<4096).map { _ in H2.settings() }.joined())),
+    OriginAttack(
+        name: "WINDOW_UPDATE flood",
+        bytes: H2.settings(),
+        flood: Array((0..<4096).map { _ in H2.windowUpdate(1) }.joined())
+    ),
 ]
 
 /// A raw HTTP/2 (h2c prior knowledge) origin: waits for the client's HEADERS, then attacks.

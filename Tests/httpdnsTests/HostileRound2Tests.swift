@@ -1,10 +1,11 @@
 // Hostile round 2 (issue 29): the HTTP/2 corners round 1 left, against `httpdns serve` as an operator
-// runs it. Each case asserts the bound it must hold: the connection is closed (within the timeout, or
+// runs it and against the engine (`httpdns fetch`). Each case asserts the bound it must hold: the connection is closed (within the timeout, or
 // before the flood ends), memory stays bounded, and other clients are still served.
 
 @testable import HTTPDNSTestSupport
 import Foundation
 import HTTPDNSEngine
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import Testing
@@ -12,7 +13,10 @@ import Testing
 @Suite(.serialized) struct HostileRound2Tests {
     /// A client that keeps the server's response window shut (SETTINGS_INITIAL_WINDOW_SIZE 0, and no
     /// WINDOW_UPDATE ever), or stops in the middle of a frame, must not hold its connection forever.
-    @Test(arguments: ["window never opened", "stalled mid-frame", "stalled mid-body"])
+    @Test(arguments: [
+        "window never opened", "stalled mid-frame", "stalled mid-body", "DoH POST body never ends (h2)",
+        "DoH POST body never ends (HTTP/1.1)", "vendor request head never ends (HTTP/1.1)",
+    ])
     func aStalledClientIsClosedWithinTheTimeoutsAndOthersAreServed(_ stall: String) async throws {
         let serve = try await ServeProcess.start(["--request-timeout", "1", "--idle-timeout", "1"])
         defer { Task { await serve.stop() } }
@@ -27,6 +31,23 @@ import Testing
             case "stalled mid-frame":
                 // Half a HEADERS frame's 9-byte header, then nothing.
                 try await outbound.write(ByteBuffer(bytes: H2.preface + H2.settings() + Array(H2.requestHeaders(stream: 1).prefix(5))))
+            case "DoH POST body never ends (h2)":
+                // A DoH POST that sends 10 of the bytes of a query and then nothing.
+                try await outbound.write(
+                    ByteBuffer(
+                        bytes: H2.preface + H2.settings() + H2.postHeaders(stream: 1, path: "/dns-query")
+                            + H2.data(stream: 1, [UInt8](repeating: 0, count: 10))
+                    )
+                )
+            case "DoH POST body never ends (HTTP/1.1)":
+                try await outbound.write(
+                    ByteBuffer(
+                        string: "POST /dns-query HTTP/1.1\r\nHost: x\r\nContent-Type: application/dns-message\r\n"
+                            + "Content-Length: 100\r\n\r\n0123456789"
+                    )
+                )
+            case "vendor request head never ends (HTTP/1.1)":
+                try await outbound.write(ByteBuffer(string: "GET /d?dn=a.test HTTP/1.1\r\nHost: x\r\n"))
             default:
                 // A POST whose body never comes.
                 try await outbound.write(
@@ -43,6 +64,48 @@ import Testing
         // Closed by the server (the read ended) within the timeouts plus slack, not after minutes.
         #expect(waited < .seconds(10), "\(stall): held \(waited)")
         #expect(bytes.count < 64 << 10, "\(stall): \(bytes.count) bytes")
+    }
+
+    /// The engine's side of the same stalls: an origin that stops in the middle of a frame, or never
+    /// opens the window an upload needs (SETTINGS_INITIAL_WINDOW_SIZE 0, no WINDOW_UPDATE ever). fetch
+    /// must end at its --max-time with curl's 28, not hang, and nothing past the window may be sent.
+    @Test(arguments: ["stalled mid-frame", "upload window never opened"])
+    func aStalledOriginEndsFetchAtItsMaxTime(_ stall: String) async throws {
+        let seen = NIOLockedValueBox(0)
+        let origin = try await ScriptedServer.start { inbound, outbound in
+            var iterator = inbound.makeAsyncIterator()
+            var bytes: [UInt8] = []
+            if stall == "upload window never opened" {
+                // Before the client can send a byte of body: no window for any stream.
+                try await outbound.write(ByteBuffer(bytes: H2.settings([(4, 0)])))
+            }
+            while !containsFrame(bytes, type: 1) {
+                guard let chunk = try await iterator.next() else { return }
+                bytes += chunk.readableBytesView
+            }
+            if stall == "stalled mid-frame" {
+                // SETTINGS, then the first 5 bytes of a HEADERS frame's 9-byte header, then nothing.
+                try await outbound.write(ByteBuffer(bytes: H2.settings() + Array(H2.responseHeaders(stream: 1).prefix(5))))
+            }
+            while let chunk = try await iterator.next() {
+                bytes += chunk.readableBytesView
+                seen.withLockedValue { $0 = bytes.count }
+            }
+        }
+        defer { Task { await origin.stop() } }
+        let body = FileManager.default.temporaryDirectory.appendingPathComponent("httpdns-upload-\(UUID())").path
+        defer { try? FileManager.default.removeItem(atPath: body) }
+        #expect(FileManager.default.createFile(atPath: body, contents: Data(repeating: 0x61, count: 1 << 20)))
+        let upload = stall == "upload window never opened" ? ["-d", "@" + body] : []
+        let (r, took) = try await timedCLI(
+            ["fetch", "--http2", "http://127.0.0.1:\(origin.port)/", "--max-time", "2"] + upload
+        )
+        #expect(r.status == 28, "\(stall): \(r.stderr)")
+        #expect(took < .seconds(10), "\(stall) took \(took)")
+        if !upload.isEmpty {
+            // Preface, SETTINGS, its ACK, HEADERS: a few hundred bytes; no DATA fits a zero window.
+            #expect(seen.withLockedValue { $0 } < 4096, "the engine sent \(seen.withLockedValue { $0 }) bytes")
+        }
     }
 
     /// Rapid reset (CVE-2023-44487): open a stream and cancel it, over and over. The server must close
