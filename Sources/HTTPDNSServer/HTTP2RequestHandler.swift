@@ -54,6 +54,10 @@ final class HTTP2RequestHandler: ChannelInboundHandler {
         case .rstStream:
             streamGone(frame.streamID)
             return
+        case .windowUpdate where frame.streamID == .rootStream:
+            // On to HTTP2ConnectionErrorCloser, next, which counts a flood of tiny ones.
+            context.fireChannelRead(data)
+            return
         default:
             // SETTINGS, PING, GOAWAY…: NIOHTTP2Handler has dealt with them.
             return
