@@ -20,7 +20,8 @@
 # anything was lost, a process of ours died, or a kind of request never succeeded. SOAK_KINDS=a,b runs
 # only those kinds of the client's (to find which one a problem follows); SOAK_WORKERS=N sets the
 # client's requests in flight (6); SOAK_SANITIZE=thread (or address) builds serve, the proxy and the
-# client with that sanitizer (a report ends the process, and the soak fails); SOAK_KEEP=1 keeps the logs.
+# client with that sanitizer (a report ends the process, and the soak fails); SOAK_WRAP="heaptrack -o F"
+# runs the client under a tool (its RSS is then the tool's); SOAK_KEEP=1 keeps the logs.
 set -euo pipefail
 seconds="${1:?usage: scripts/soak.sh SECONDS}"
 [[ "$seconds" =~ ^[0-9]+$ ]] && [ "$seconds" -ge 20 ] || { echo "soak: give SECONDS, 20 or more" >&2; exit 64; }
@@ -111,7 +112,8 @@ for port in 8443 5300 8053 8090; do
 done
 
 start=$(now_ms)
-ip netns exec "$ns" "$client" --resolver json:http://127.0.0.1:8053/resolve --cacert "$dir/certs/ca.pem" --tls-port 8443 \
+# shellcheck disable=SC2086  # SOAK_WRAP is a command prefix, split on purpose
+ip netns exec "$ns" ${SOAK_WRAP:-} "$client" --resolver json:http://127.0.0.1:8053/resolve --cacert "$dir/certs/ca.pem" --tls-port 8443 \
     --h1-port "$h1_port" --proxy-port 8090 --www "$dir/www" --seconds "$seconds" ${SOAK_KINDS:+--kinds "$SOAK_KINDS"} \
     ${SOAK_WORKERS:+--workers "$SOAK_WORKERS"} \
     > "$dir/requests.log" 2> "$dir/client.err" &

@@ -28,8 +28,7 @@ struct NAT64Peers {
         )
     }
 
-    static let binary = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent().appendingPathComponent(".build/debug/httpdns").path
+    static let binary = httpdnsBinary
 
     /// `httpdns serve` in the origin namespace, on its IPv4 address only, answering a.test with that
     /// address (A only: the origin has no IPv6). Returns the process, its DNSPod URL and its log file;

@@ -112,12 +112,10 @@ struct ChromiumProxyTests {
         )
         // The proxy runs inside the namespace, as an app on that device would, resolving through kresd
         // there; the namespace's own resolver answers 127.0.0.66 for a.test.
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent()
         let (proxyProcess, line) = try await startInBackground(
             "/usr/sbin/ip",
             [
-                "netns", "exec", peers.netns, root.appendingPathComponent(".build/debug/httpdns").path, "proxy",
+                "netns", "exec", peers.netns, httpdnsBinary, "proxy",
                 "--listen", "127.0.0.1:0", "--resolver", "doh:https://127.0.0.1:8473/dns-query", "--cacert", peers.ca,
                 "--only", "*.test", "--allow-port", "8443",
             ]

@@ -29,9 +29,7 @@ func runCLI(_ arguments: [String], namespace: String? = nil, environment: [Strin
 func runCLIBlocking(_ arguments: [String], namespace: String?, environment: [String: String] = [:]) throws
     -> CLIResult
 {
-    let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent()
-    let binary = root.appendingPathComponent(".build/debug/httpdns")
+    let binary = URL(fileURLWithPath: httpdnsBinary)
     try #require(
         FileManager.default.isExecutableFile(atPath: binary.path),
         "build the CLI first: swift build --build-tests"

@@ -166,10 +166,12 @@ func residentBytes(pid: Int32) -> Int? {
 }
 
 /// The built `httpdns` binary.
-let httpdnsBinary: String = {
-    URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent().appendingPathComponent(".build/debug/httpdns").path
-}()
+/// The `httpdns` binary every CLI test runs: `HTTPDNS_BINARY` when set (a sanitizer build's, so the
+/// processes the tests start are checked too), else the plain debug build's.
+let httpdnsBinary: String =
+    ProcessInfo.processInfo.environment["HTTPDNS_BINARY"]
+    ?? URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+    .deletingLastPathComponent().appendingPathComponent(".build/debug/httpdns").path
 
 /// A CLI run with the time it took.
 func timedCLI(_ arguments: [String]) async throws -> (CLIResult, Duration) {

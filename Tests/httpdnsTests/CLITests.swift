@@ -77,10 +77,8 @@ import Testing
 
         let good = dir.appendingPathComponent("good").path
         try Data("u:s3cr3t-pw\n".utf8).write(to: URL(fileURLWithPath: good))
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent()
         let (proxy, line) = try await startInBackground(
-            root.appendingPathComponent(".build/debug/httpdns").path,
+            httpdnsBinary,
             [
                 "proxy", "--listen", "127.0.0.1:0", "--resolver", "system", "--allow-port", "1", "--proxy-user-file",
                 good,
@@ -133,13 +131,11 @@ import Testing
 
 @Suite struct ServeCLITests {
     @Test func serveAnswersFromItsHostsFileAndStopsOnSIGTERM() async throws {
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent()
         let hosts = FileManager.default.temporaryDirectory.appendingPathComponent("httpdns-serve-\(UUID())").path
         defer { try? FileManager.default.removeItem(atPath: hosts) }
         try "198.51.0.7 served.example.com\n".write(toFile: hosts, atomically: true, encoding: .utf8)
         let (process, line) = try await startInBackground(
-            root.appendingPathComponent(".build/debug/httpdns").path,
+            httpdnsBinary,
             ["serve", "--listen", "127.0.0.1:0", "--hosts", hosts]
         )
         let afterHost = try #require(line.range(of: "127.0.0.1:"), "\(line)")

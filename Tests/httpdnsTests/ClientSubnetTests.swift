@@ -153,7 +153,7 @@ import Testing
         let peer = try await Peer.start()
         defer { peer.stop() }
         let (server, line) = try await startInBackground(
-            Self.root.appendingPathComponent(".build/debug/httpdns").path,
+            httpdnsBinary,
             [
                 "serve", "--listen", "127.0.0.1:0", "--upstream", "dns:127.0.0.1:\(peer.udp)", "--client-subnet",
                 "client", "--dnspod-account", "1001:aes:\(peer.dir)/aes.key", "--alibaba-account",

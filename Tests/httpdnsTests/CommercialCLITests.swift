@@ -46,7 +46,7 @@ import Testing
         ]
         if tls { arguments += ["--tls-cert", ws.path("cert.pem"), "--tls-key", ws.path("key.pem")] }
         let (process, line) = try await startInBackground(
-            root.appendingPathComponent(".build/debug/httpdns").path,
+            httpdnsBinary,
             arguments,
             stderr: log
         )

@@ -100,7 +100,7 @@ import Testing
 
     @Test func serveMovesItsClientsToTheReplicaItLists() async throws {
         let ws = try CommercialCLITests.Workspace()
-        let binary = ClientSubnetTests.root.appendingPathComponent(".build/debug/httpdns").path
+        let binary = httpdnsBinary
         func start(_ listen: String, _ extra: [String]) async throws -> (Process, Int) {
             let (process, line) = try await startInBackground(
                 binary,

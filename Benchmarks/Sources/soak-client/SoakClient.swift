@@ -121,8 +121,11 @@ struct Load: Sendable {
         /// URLSession without HTTPDNS, plain HTTP to 127.0.0.1: the platform's own share of what the
         /// URLSession kinds cost (not in the rotation; `--kinds` names it).
         case plainURLSessionGet = "plain-urlsession-get"
+        /// An HTTP/1.1 GET on a new connection each time (`Connection: close`): what a connection costs,
+        /// apart from what a request costs (not in the rotation; `--kinds` names it).
+        case h1Close = "h1-close"
 
-        static let rotation: [Kind] = allCases.filter { $0 != .plainURLSessionGet }
+        static let rotation: [Kind] = allCases.filter { $0 != .plainURLSessionGet && $0 != .h1Close }
     }
 
     enum Outcome: Error {
@@ -159,6 +162,7 @@ struct Load: Sendable {
         switch kind {
         case .h2Get: return try await get(httpdns, tls + "/files/mid.bin", "mid.bin")
         case .h1Get: return try await get(httpdns, h1 + "/files/small.bin", "small.bin")
+        case .h1Close: return try await get(httpdns, h1 + "/files/small.bin", "small.bin", close: true)
         case .proxyGet: return try await get(viaProxy, tlsB + "/files/small.bin", "small.bin")
         case .h2Post: return try await post(tlsB + "/echo")
         case .h1Post: return try await post(h1 + "/echo")
@@ -180,8 +184,8 @@ struct Load: Sendable {
         }
     }
 
-    func get(_ client: HTTPDNS, _ url: String, _ file: String) async throws -> Outcome {
-        var request = try HTTPRequest(url: url)
+    func get(_ client: HTTPDNS, _ url: String, _ file: String, close: Bool = false) async throws -> Outcome {
+        var request = try HTTPRequest(url: url, headers: close ? ["connection": "close"] : [:])
         request.timeout = .seconds(20)
         let response = try await client.engine.send(request)
         var hash = SHA256()
@@ -235,7 +239,7 @@ struct Load: Sendable {
                 let n = count.withLockedValue { $0 += 1; return $0 }
                 if n > 2 {
                     tookTwo.yield()
-                    try await Task.sleep(for: .seconds(3600))  // ends with the cancellation
+                    try await untilCancelled()
                 }
                 return ByteBuffer(repeating: 0x61, count: 16 << 10)
             })
@@ -254,7 +258,7 @@ struct Load: Sendable {
             let response = try await engine.send(request)
             for try await _ in response.body {
                 gotFirst.yield()
-                try await Task.sleep(for: .seconds(3600))  // ends with the cancellation
+                try await untilCancelled()
             }
             return response
         }
@@ -285,6 +289,15 @@ struct Load: Sendable {
             return .cancelled
         }
     }
+}
+
+/// Waits until the task is cancelled, then throws: a body producer or reader stalled on purpose, with
+/// no timer behind it.
+func untilCancelled() async throws {
+    let (stream, continuation) = AsyncStream<Void>.makeStream()
+    for await _ in stream {}  // ends when the task is cancelled
+    withExtendedLifetime(continuation) {}
+    throw CancellationError()
 }
 
 func randomBytes(_ count: Int) -> [UInt8] {
