@@ -112,15 +112,18 @@ package enum CachePersistence {
         }
     }
 
-    /// Deletes the temporaries of `path` (`PATH.tmp-XXXXXX`) that no live writer holds: what a process
-    /// killed while saving left behind. Returns how many it removed.
+    /// Deletes the temporaries of `paths` (`PATH.tmp-XXXXXX`), files of one folder, that no live writer
+    /// holds: what a process killed while saving left behind. Lists the folder once. Returns how many
+    /// it removed.
     @discardableResult
-    package static func removeLeftovers(besides path: String) -> Int {
-        let directory = directoryName(path)
-        let prefix = String(path.split(separator: "/", omittingEmptySubsequences: false).last ?? "") + ".tmp-"
+    package static func removeLeftovers(besides paths: [String]) -> Int {
+        guard let first = paths.first else { return 0 }
+        let directory = directoryName(first)
+        let prefixes = paths.map { String($0.split(separator: "/", omittingEmptySubsequences: false).last ?? "") + ".tmp-" }
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return 0 }
         var removed = 0
-        for name in names where name.hasPrefix(prefix) && name.utf8.count == prefix.utf8.count + 6 {
+        for name in names
+        where prefixes.contains(where: { name.hasPrefix($0) && name.utf8.count == $0.utf8.count + 6 }) {
             let candidate = directory + "/" + name
             let fd = open(candidate, O_RDONLY | O_NOFOLLOW)
             guard fd >= 0 else { continue }

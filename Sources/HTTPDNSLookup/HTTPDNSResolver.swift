@@ -140,9 +140,9 @@ public final class HTTPDNSResolver: Sendable {
         var cache = DNSCache(configuration: configuration.cache)
         if let path = configuration.persistencePath {
             // What a process killed while saving left behind (a temporary no writer holds).
-            let leftovers = [path, ServiceListPersistence.path(besideCache: path)].reduce(0) {
-                $0 + CachePersistence.removeLeftovers(besides: $1)
-            }
+            let leftovers = CachePersistence.removeLeftovers(
+                besides: [path, ServiceListPersistence.path(besideCache: path)]
+            )
             if leftovers > 0 { logger.info("removed unfinished cache saves", metadata: ["files": "\(leftovers)"]) }
         }
         if let path = configuration.persistencePath,
