@@ -1,6 +1,6 @@
 // The small handlers and helpers a connection's setup uses: the peer's address noted at connect, our
-// ranked addresses handed to NIO's happy eyeballs, and the watcher that turns a failed TLS setup into an
-// error.
+// ranked addresses handed to NIO's happy eyeballs, the watcher that turns a failed TLS setup into an
+// error, and the handler that drops a connection an exchange abandoned.
 
 import NIOConcurrencyHelpers
 import NIOCore
@@ -20,6 +20,31 @@ final class RemoteAddressRecorder: ChannelInboundHandler, RemovableChannelHandle
         }
         context.fireChannelActive()
         context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
+    }
+}
+
+/// Asks the front of an HTTP/1.1 connection's pipeline to drop the connection at once: sent by an
+/// exchange that failed or was cancelled midway (the connection can carry nothing more).
+struct AbandonConnection {}
+
+/// First in every connection's pipeline, in front of TLS: closes the socket itself on
+/// `AbandonConnection`, so the close never passes through NIOSSL.
+///
+/// Why: a close through NIOSSL is graceful. It sends close_notify and arms a 5-second shutdown timer
+/// that it does not cancel when the socket goes away without the peer's close_notify (nginx drops an
+/// aborted request that way), and the timer keeps the handler, its buffers and the pipeline (about
+/// 40 KiB) alive until it fires. Uploads cancelled at 230 a second held 45 MiB of heap that way in the
+/// soak. A half-sent request gains nothing from close_notify: the server sees the body cut short
+/// either way.
+final class ConnectionAbandoner: ChannelOutboundHandler {
+    typealias OutboundIn = NIOAny
+
+    func triggerUserOutboundEvent(context: ChannelHandlerContext, event: Any, promise: EventLoopPromise<Void>?) {
+        guard event is AbandonConnection else {
+            context.triggerUserOutboundEvent(event, promise: promise)
+            return
+        }
+        context.close(promise: promise)
     }
 }
 

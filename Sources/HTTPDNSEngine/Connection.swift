@@ -150,6 +150,7 @@ final class Connection: Sendable {
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
+                    try sync.addHandler(ConnectionAbandoner())
                     try sync.addHandler(RemoteAddressRecorder(remotes: remotes))
                     if let via {
                         try sync.addHandler(

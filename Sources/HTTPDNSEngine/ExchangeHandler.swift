@@ -24,6 +24,8 @@ final class ExchangeHandler: ChannelDuplexHandler, RemovableChannelHandler {
     var machine: ExchangeStateMachine
     var idleTask: Scheduled<Void>?
     var context: ChannelHandlerContext?
+    /// An HTTP/2 stream rather than an HTTP/1.1 connection.
+    let onStream: Bool
 
     /// - Parameter onStream: the channel is an HTTP/2 stream rather than an HTTP/1.1 connection.
     init(
@@ -39,6 +41,7 @@ final class ExchangeHandler: ChannelDuplexHandler, RemovableChannelHandler {
         self.end = end
         self.source = source
         self.decompressor = decompressor
+        self.onStream = onStream
         self.machine = ExchangeStateMachine(idleTimeout: idleTimeout, host: host, onStream: onStream)
     }
 
@@ -158,9 +161,25 @@ final class ExchangeHandler: ChannelDuplexHandler, RemovableChannelHandler {
             end.succeed(reusable)
             source.finish()
         case .fail(let error, let failHead, let close):
+            // The connection goes first: the pool, told of the failure through `end`, then finds it
+            // closed rather than closing it gracefully itself.
+            if close, let context { abandon(context) }
             fail(error, failHead: failHead)
-            if close { context?.close(promise: nil) }
         }
+    }
+
+    /// Ends the channel of an exchange that failed: an HTTP/2 stream is reset (closing it sends
+    /// RST_STREAM), an HTTP/1.1 connection is dropped at once by the ConnectionAbandoner at its front,
+    /// without TLS's graceful close (see there why). Without one in the pipeline, it is closed as usual.
+    private func abandon(_ context: ChannelHandlerContext) {
+        guard !onStream else {
+            context.close(promise: nil)
+            return
+        }
+        let channel = context.channel
+        let dropped = context.eventLoop.makePromise(of: Void.self)
+        dropped.futureResult.whenFailure { _ in channel.close(promise: nil) }
+        context.triggerUserOutboundEvent(AbandonConnection(), promise: dropped)
     }
 
     private func fail(_ error: HTTPEngineError, failHead: Bool) {

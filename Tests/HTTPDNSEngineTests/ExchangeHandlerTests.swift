@@ -25,11 +25,25 @@ final class ReadCounter: ChannelOutboundHandler {
     }
 }
 
+/// Counts the closes of a live connection that pass it towards the network: a stand-in for NIOSSL,
+/// which closes gracefully (close_notify and a 5-second timer) unless the socket is already gone.
+final class CloseCounter: ChannelOutboundHandler {
+    typealias OutboundIn = NIOAny
+    var closes = 0
+
+    func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
+        if context.channel.isActive { closes += 1 }
+        context.close(mode: mode, promise: promise)
+    }
+}
+
 /// The outcome of a future, once it has one.
 struct Outcome<T: Sendable>: Sendable {
     let box = NIOLockedValueBox<Result<T, any Error>?>(nil)
+    let future: EventLoopFuture<T>
 
     init(_ future: EventLoopFuture<T>) {
+        self.future = future
         let box = self.box
         future.whenComplete { result in box.withLockedValue { $0 = result } }
     }
@@ -51,7 +65,14 @@ struct EmbeddedExchange {
     let end: Outcome<Bool>
     let body: HTTPResponseBody.Producer
 
-    init(idleTimeout: TimeAmount = .seconds(1), highWatermark: Int = 8, writeRequest: Bool = true) throws {
+    /// `front`: handlers in front of the exchange's (towards the network), first first.
+    init(
+        idleTimeout: TimeAmount = .seconds(1),
+        highWatermark: Int = 8,
+        writeRequest: Bool = true,
+        onStream: Bool = false,
+        front: [any ChannelHandler] = []
+    ) throws {
         channel = EmbeddedChannel()
         let loop = channel.embeddedEventLoop
         let headPromise = loop.makePromise(of: HTTPResponseHead.self)
@@ -73,8 +94,9 @@ struct EmbeddedExchange {
             source: sequence.source,
             idleTimeout: idleTimeout,
             host: "a.test",
-            onStream: false
+            onStream: onStream
         )
+        for handler in front { try channel.pipeline.syncOperations.addHandler(handler) }
         try channel.pipeline.syncOperations.addHandler(counter)
         try channel.pipeline.syncOperations.addHandler(handler)
         try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 80)).wait()
@@ -246,6 +268,52 @@ struct EmbeddedExchange {
         #expect(exchange.head.errorCode == .cancelled)
         #expect(exchange.end.errorCode == .cancelled)
         #expect(!exchange.channel.isActive)
+    }
+
+    /// The soak's finding: uploads cancelled by the hundred a second held their connections' memory for
+    /// NIOSSL's 5-second shutdown timer. A failed HTTP/1.1 exchange now drops the socket from in front
+    /// of TLS: no close passes the TLS handler.
+    @Test func cancelledConnectionIsDroppedInFrontOfTLS() throws {
+        let tls = CloseCounter()
+        let exchange = try EmbeddedExchange(front: [ConnectionAbandoner(), tls])
+        defer { exchange.close() }
+        // As the pool does: a connection whose exchange failed is closed.
+        let channel = exchange.channel
+        exchange.end.future.whenFailure { _ in channel.close(promise: nil) }
+        exchange.handler.cancel()
+        #expect(exchange.end.errorCode == .cancelled)
+        #expect(!exchange.channel.isActive)
+        #expect(tls.closes == 0)
+    }
+
+    /// A timed-out exchange is dropped the same way; a response that ends with `Connection: close` is
+    /// over, and its connection closes through TLS as usual.
+    @Test func onlyAFailedExchangeSkipsTheGracefulClose() throws {
+        let timedOut = CloseCounter()
+        let exchange = try EmbeddedExchange(front: [ConnectionAbandoner(), timedOut])
+        defer { exchange.close() }
+        exchange.handler.totalTimeoutFired()
+        #expect(!exchange.channel.isActive)
+        #expect(timedOut.closes == 0)
+
+        let finished = CloseCounter()
+        let complete = try EmbeddedExchange(front: [ConnectionAbandoner(), finished])
+        defer { complete.close() }
+        try complete.respondHead(["content-length": "0", "connection": "close"])
+        try complete.respond(.end(nil))
+        #expect(complete.end.value == false)
+        #expect(!complete.channel.isActive)
+        #expect(finished.closes == 1)
+    }
+
+    /// An HTTP/2 stream is closed (reset), never its connection.
+    @Test func cancelledStreamIsClosedNotAbandoned() throws {
+        let passed = CloseCounter()
+        let exchange = try EmbeddedExchange(onStream: true, front: [ConnectionAbandoner(), passed])
+        defer { exchange.close() }
+        exchange.handler.cancel()
+        #expect(!exchange.channel.isActive)
+        #expect(passed.closes == 1)
     }
 
     @Test func cancelAfterTheEndChangesNothing() throws {
