@@ -24,8 +24,6 @@ final class ExchangeHandler: ChannelDuplexHandler, RemovableChannelHandler {
     var machine: ExchangeStateMachine
     var idleTask: Scheduled<Void>?
     var context: ChannelHandlerContext?
-    /// An HTTP/2 stream rather than an HTTP/1.1 connection.
-    let onStream: Bool
 
     /// - Parameter onStream: the channel is an HTTP/2 stream rather than an HTTP/1.1 connection.
     init(
@@ -41,7 +39,6 @@ final class ExchangeHandler: ChannelDuplexHandler, RemovableChannelHandler {
         self.end = end
         self.source = source
         self.decompressor = decompressor
-        self.onStream = onStream
         self.machine = ExchangeStateMachine(idleTimeout: idleTimeout, host: host, onStream: onStream)
     }
 
@@ -172,7 +169,7 @@ final class ExchangeHandler: ChannelDuplexHandler, RemovableChannelHandler {
     /// RST_STREAM), an HTTP/1.1 connection is dropped at once by the ConnectionAbandoner at its front,
     /// without TLS's graceful close (see there why). Without one in the pipeline, it is closed as usual.
     private func abandon(_ context: ChannelHandlerContext) {
-        guard !onStream else {
+        guard !machine.onStream else {
             context.close(promise: nil)
             return
         }

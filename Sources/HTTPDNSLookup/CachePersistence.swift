@@ -119,7 +119,7 @@ package enum CachePersistence {
     package static func removeLeftovers(besides paths: [String]) -> Int {
         guard let first = paths.first else { return 0 }
         let directory = directoryName(first)
-        let prefixes = paths.map { String($0.split(separator: "/", omittingEmptySubsequences: false).last ?? "") + ".tmp-" }
+        let prefixes = paths.map { fileName($0) + ".tmp-" }
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return 0 }
         var removed = 0
         for name in names
@@ -137,6 +137,12 @@ package enum CachePersistence {
     static func directoryName(_ path: String) -> String {
         guard let slash = path.lastIndex(of: "/") else { return "." }
         return slash == path.startIndex ? "/" : String(path[..<slash])
+    }
+
+    /// The last component of `path` (all of it when it has no slash).
+    static func fileName(_ path: String) -> String {
+        guard let slash = path.lastIndex(of: "/") else { return path }
+        return String(path[path.index(after: slash)...])
     }
 }
 
