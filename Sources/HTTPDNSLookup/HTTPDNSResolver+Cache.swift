@@ -9,7 +9,7 @@ extension HTTPDNSResolver {
     public func clearCache() {
         state.withLockedValue {
             $0.machine.cache.remove()
-            $0.hot.removeAll()
+            hot.withLockedValue { $0.removeAll() }
         }
     }
 
@@ -19,7 +19,7 @@ extension HTTPDNSResolver {
         let name = normalizeHostname(host)
         state.withLockedValue {
             $0.machine.cache.remove(name: name)
-            $0.hot.forget(name)
+            hot.withLockedValue { $0.forget(name) }
         }
     }
 
@@ -29,17 +29,19 @@ extension HTTPDNSResolver {
         cachedResolution(normalizeHostname(host), query, started: .now)
     }
 
-    /// The hot answer for `name` (see `HotAnswers`), with the TTL left; its `elapsed` is zero.
-    func hotResolution(_ name: String, _ query: AddressQuery) -> Resolution? {
+    /// The hot answer for `host` (see `HotAnswers`), with the TTL left; its `elapsed` is zero.
+    ///
+    /// `host` needs no normalizing first: the memo's keys are names in normal form (lower-case ASCII
+    /// letters, digits, hyphens and dots), and no other string is equal to one of those, so a host
+    /// that is not in normal form simply misses.
+    func hotResolution(_ host: String, _ query: AddressQuery) -> Resolution? {
         let now = clock.now().nanoseconds
-        let found = state.withLockedValue { state -> HotAnswers.Entry? in
-            guard let entry = state.hot.entry(name, query, now: now) else { return nil }
-            state.statistics.cacheHits += (query.wantsIPv4 ? 1 : 0) + (query.wantsIPv6 ? 1 : 0)
-            return entry
+        let families = (query.wantsIPv4 ? 1 : 0) + (query.wantsIPv6 ? 1 : 0)
+        guard let found = hot.withLockedValue({ $0.serve(host, query, now: now, families: families) }) else {
+            return nil
         }
-        guard let found else { return nil }
-        metrics.cacheHits.increment(by: (query.wantsIPv4 ? 1 : 0) + (query.wantsIPv6 ? 1 : 0))
-        return found.resolution(at: now)
+        metrics.cacheHits.increment(by: families)
+        return found.resolution
     }
 
     /// Every family asked is answered by the cache under one lock, no task spawned. A whole fresh answer
@@ -88,14 +90,16 @@ extension HTTPDNSResolver {
             guard !resolution.ipv4.isEmpty || !resolution.ipv6.isEmpty else { return nil }
             resolution.source = stale ? .stale(origin) : .cache(origin)
             if !stale, quiet, expiresAt != .max {
-                state.hot.remember(
-                    name,
-                    query,
-                    resolution,
-                    now: now.nanoseconds,
-                    servedAsIsUntil: servedAsIsUntil,
-                    expiresAt: expiresAt
-                )
+                hot.withLockedValue {
+                    $0.remember(
+                        name,
+                        query,
+                        resolution,
+                        now: now.nanoseconds,
+                        servedAsIsUntil: servedAsIsUntil,
+                        expiresAt: expiresAt
+                    )
+                }
             }
             resolution.elapsed = ContinuousClock.now - started
             return resolution
@@ -213,7 +217,7 @@ extension HTTPDNSResolver {
                 now: now
             )
             if let id { state.queries[id] = nil }
-            state.hot.forget(key.name)
+            hot.withLockedValue { $0.forget(key.name) }
             return apply(action, &state)
         }
         if write { writeCacheLogging() }

@@ -27,7 +27,7 @@ extension HTTPDNSResolver {
             let names = state.machine.cache.namesInUse(network: state.network, since: since, limit: Self.reResolveLimit)
             state.network = new.id
             state.health = ProviderHealth()
-            state.hot.removeAll()
+            hot.withLockedValue { $0.removeAll() }
             return names
         }
         for provider in providers { provider.networkChanged() }

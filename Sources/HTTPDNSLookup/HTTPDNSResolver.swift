@@ -38,6 +38,10 @@ public final class HTTPDNSResolver: Sendable {
     let validator: AnswerValidator
     let metrics: ResolverMetrics
     let state: NIOLockedValueBox<State>
+    /// Whole answers the cache gave lately, served again without its rules (see `HotAnswers`). Its own
+    /// lock, so a cached lookup never waits behind the cache's work; taken inside `state`'s lock where
+    /// both are needed, never the other way round.
+    let hot: NIOLockedValueBox<HotAnswers>
     /// The network path the engines connect on; the families asked for follow it.
     package let path: NetworkPath
     /// The app's pinned names (`addressOverrides`), keys in normal form.
@@ -60,8 +64,6 @@ public final class HTTPDNSResolver: Sendable {
         var statistics = ResolverStatistics()
         /// Re-resolving the names in use after a network change.
         var reResolving: Task<Void, Never>?
-        /// Whole answers the cache gave lately, served again without its rules (see `HotAnswers`).
-        var hot: HotAnswers
         /// Service-list fetches running, by provider index (see `HTTPDNSResolver+ServiceLists.swift`).
         var listFetches: [Int: Task<Void, Never>] = [:]
     }
@@ -164,17 +166,21 @@ public final class HTTPDNSResolver: Sendable {
         self.state = NIOLockedValueBox(
             State(
                 machine: machine,
-                network: configuration.network.networkID ?? "local",
-                hot: HotAnswers(capacity: configuration.cache.capacity)
+                network: configuration.network.networkID ?? "local"
             )
         )
+        self.hot = NIOLockedValueBox(HotAnswers(capacity: configuration.cache.capacity))
         restoreServiceLists()
         monitor.start { [weak self] old, new in self?.pathChanged(from: old, to: new) }
         let network = path.state.id
         state.withLockedValue { $0.network = network }
     }
 
-    package var statistics: ResolverStatistics { state.withLockedValue { $0.statistics } }
+    package var statistics: ResolverStatistics {
+        var statistics = state.withLockedValue { $0.statistics }
+        statistics.cacheHits += hot.withLockedValue { $0.hits }
+        return statistics
+    }
 
     /// Resolves `host` to addresses of the families asked: by default those the network can use (A and
     /// AAAA on a dual-stack network or when unsure, A alone where IPv6 has no route, AAAA alone on an
@@ -187,10 +193,8 @@ public final class HTTPDNSResolver: Sendable {
         metrics.lookups.increment()
         // Hot path: a name in normal form that the cache answers needs no parsing, validation or policy
         // (only names routed through HTTPDNS are ever cached, and the policy does not change).
-        if isNormalizedHostname(host) {
-            if let hot = hotResolution(host, query) { return hot }
-            if let cached = cachedResolution(host, query, started: .now) { return cached }
-        }
+        if let hot = hotResolution(host, query) { return hot }
+        if isNormalizedHostname(host), let cached = cachedResolution(host, query, started: .now) { return cached }
         let started = ContinuousClock.now
         if let ip = IPAddress(host) {
             return .literal(host, ip)

@@ -43,26 +43,147 @@ public enum ResolutionSource: Hashable, Sendable, CustomStringConvertible {
 /// The addresses of a name, ready to connect to.
 public struct Resolution: Hashable, Sendable {
     /// The name looked up, in normal form (lower case, no trailing dot).
-    public var name: String
+    public var name: String {
+        get { storage.name }
+        set { unique().name = newValue }
+    }
     /// IPv4 addresses, in the order to try them.
-    public var ipv4: [IPAddress]
+    public var ipv4: [IPAddress] {
+        get { storage.ipv4 }
+        set { unique().ipv4 = newValue }
+    }
     /// IPv6 addresses, in the order to try them.
-    public var ipv6: [IPAddress]
+    public var ipv6: [IPAddress] {
+        get { storage.ipv6 }
+        set { unique().ipv6 = newValue }
+    }
     /// Seconds the answer stays valid (the smaller of the two families'; nil when unknown, e.g. system).
-    public var ttl: UInt32?
+    public var ttl: UInt32? {
+        get { storage.ttl }
+        set { unique().ttl = newValue }
+    }
     /// Where the answer came from.
-    public var source: ResolutionSource
+    public var source: ResolutionSource {
+        get { storage.source }
+        set { unique().source = newValue }
+    }
     /// How long the lookup took (zero for an IP literal, and for a cached answer served again within the
-    /// second, which is one dictionary read).
-    public var elapsed: Duration
+    /// second, which is one table read).
+    public var elapsed: Duration {
+        get { storage.elapsed }
+        set { unique().elapsed = newValue }
+    }
     /// The address the HTTPDNS service saw the query come from, when it says (Tencent Cloud / DNSPod
     /// `clientip=1`, Alibaba `client_ip`): the public address of the device's network as the service
     /// sees it, which is what it chose the answer for. Nil for other sources.
-    public var clientAddress: IPAddress? = nil
+    public var clientAddress: IPAddress? {
+        get { storage.clientAddress }
+        set { unique().clientAddress = newValue }
+    }
     /// How long past its TTL this answer was when served (serve-expired, source `.stale`); nil for a
     /// fresh one. The app may treat an answer expired for hours as a guess (it is refreshed in the
     /// background at once).
-    public var expiredFor: Duration? = nil
+    public var expiredFor: Duration? {
+        get { storage.expiredFor }
+        set { unique().expiredFor = newValue }
+    }
+
+    /// The fields, shared by copies until one of them changes (copy-on-write): copying a resolution is
+    /// one retain instead of one per array and string, which is a third of a cached lookup served again
+    /// (issue 30). Mutated only through `unique()`, so a shared storage is never written: that is what
+    /// makes it safe to send.
+    private final class Storage: @unchecked Sendable {
+        var name: String
+        var ipv4: [IPAddress]
+        var ipv6: [IPAddress]
+        var ttl: UInt32?
+        var source: ResolutionSource
+        var elapsed: Duration
+        var clientAddress: IPAddress?
+        var expiredFor: Duration?
+
+        init(
+            name: String,
+            ipv4: [IPAddress],
+            ipv6: [IPAddress],
+            ttl: UInt32?,
+            source: ResolutionSource,
+            elapsed: Duration,
+            clientAddress: IPAddress?,
+            expiredFor: Duration?
+        ) {
+            self.name = name
+            self.ipv4 = ipv4
+            self.ipv6 = ipv6
+            self.ttl = ttl
+            self.source = source
+            self.elapsed = elapsed
+            self.clientAddress = clientAddress
+            self.expiredFor = expiredFor
+        }
+
+        func copy() -> Storage {
+            Storage(
+                name: name,
+                ipv4: ipv4,
+                ipv6: ipv6,
+                ttl: ttl,
+                source: source,
+                elapsed: elapsed,
+                clientAddress: clientAddress,
+                expiredFor: expiredFor
+            )
+        }
+    }
+
+    private var storage: Storage
+
+    init(
+        name: String,
+        ipv4: [IPAddress],
+        ipv6: [IPAddress],
+        ttl: UInt32?,
+        source: ResolutionSource,
+        elapsed: Duration,
+        clientAddress: IPAddress? = nil,
+        expiredFor: Duration? = nil
+    ) {
+        storage = Storage(
+            name: name,
+            ipv4: ipv4,
+            ipv6: ipv6,
+            ttl: ttl,
+            source: source,
+            elapsed: elapsed,
+            clientAddress: clientAddress,
+            expiredFor: expiredFor
+        )
+    }
+
+    /// The storage, copied first if another resolution shares it.
+    private mutating func unique() -> Storage {
+        if !isKnownUniquelyReferenced(&storage) { storage = storage.copy() }
+        return storage
+    }
+
+    /// Equal when every field is.
+    public static func == (l: Resolution, r: Resolution) -> Bool {
+        if l.storage === r.storage { return true }
+        return l.name == r.name && l.ipv4 == r.ipv4 && l.ipv6 == r.ipv6 && l.ttl == r.ttl && l.source == r.source
+            && l.elapsed == r.elapsed && l.clientAddress == r.clientAddress && l.expiredFor == r.expiredFor
+    }
+
+    /// Hashes every field, consistent with `==`.
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(name)
+        hasher.combine(ipv4)
+        hasher.combine(ipv6)
+        hasher.combine(ttl)
+        hasher.combine(source)
+        hasher.combine(elapsed)
+        hasher.combine(clientAddress)
+        hasher.combine(expiredFor)
+    }
 
     /// The answer for an IP-literal host: the address itself, no lookup.
     static func literal(_ host: String, _ ip: IPAddress) -> Resolution {

@@ -160,7 +160,8 @@
             commandName: "hot",
             abstract: "Run one hot path N times and nothing else, for callgrind's instruction counts.",
             discussion: """
-                lookup: a cached A+AAAA lookup (an in-process DNS server answers the first). getaddrinfo: the \
+                lookup: a cached A+AAAA lookup, await resolve (an in-process DNS server answers the first). \
+                lookup-sync: the same through resolveCachedOrStart, no await. getaddrinfo: the \
                 C library's lookup of an /etc/hosts name (the peer of lookup). h1: one GET on a kept-alive \
                 HTTP/1.1 connection (--url). h2: one GET at a time on an HTTP/2 connection (--url). Count twice \
                 with different --iterations and divide the difference, so start-up cancels out \
@@ -168,9 +169,9 @@
                 """
         )
 
-        static let ops = ["lookup", "getaddrinfo", "h1", "h2"]
+        static let ops = ["lookup", "lookup-sync", "getaddrinfo", "h1", "h2"]
 
-        @Option(help: "lookup, getaddrinfo, h1 or h2.")
+        @Option(help: "lookup, lookup-sync, getaddrinfo, h1 or h2.")
         var op: String
 
         @Option(help: "Times to run it.")
@@ -192,7 +193,7 @@
         var hostsName = "localhost"
 
         func validate() throws {
-            guard Self.ops.contains(op) else { throw ValidationError("--op: lookup, getaddrinfo, h1 or h2") }
+            guard Self.ops.contains(op) else { throw ValidationError("--op: lookup, lookup-sync, getaddrinfo, h1 or h2") }
             guard (1...10_000_000).contains(iterations) else {
                 throw ValidationError("--iterations: give 1 to 10000000")
             }
@@ -201,7 +202,7 @@
 
         func run() async throws {
             switch op {
-            case "lookup":
+            case "lookup", "lookup-sync":
                 let server = try await DNSServer.start { _, _ in
                     DNSServer.Answer(addresses: [IPAddress("127.0.0.1")!, IPAddress("::1")!], ttl: 3600)
                 }
@@ -213,7 +214,15 @@
                 // costs about 170 instructions a read, more than a tenth of the lookup measured here.
                 let resolver = httpdns.resolver
                 _ = try await resolver.resolve("bench.test", .both)
-                for _ in 0..<iterations { _ = try await resolver.resolve("bench.test", .both) }
+                if op == "lookup" {
+                    for _ in 0..<iterations { _ = try await resolver.resolve("bench.test", .both) }
+                } else {
+                    for _ in 0..<iterations {
+                        guard case .some = resolver.resolveCachedOrStart("bench.test", .both) else {
+                            throw ValidationError("bench.test left the cache during the run")
+                        }
+                    }
+                }
                 await httpdns.shutdown()
                 await server.stop()
             case "getaddrinfo":
