@@ -114,11 +114,17 @@ extension ServiceCore {
             return try dohJSON(query) { try lookup($0, subnet) }
         }
         let wire: [UInt8]
+        var memoKey: DoHAnswerTable.Key?
+        let second = configuration.unixTime()
         switch request.method {
         case .GET, .HEAD:
             guard let dns = query["dns"], !dns.isEmpty else {
                 throw BadRequest(reason: "missing dns=BASE64URL (or name= for JSON)")
             }
+            // The subnet tells answers apart only where the upstream is asked per subnet.
+            let key = DoHAnswerTable.Key(dns: dns, subnet: subnetUpstream == nil ? nil : subnet)
+            if let made = hosts.withLockedValue({ $0.dohAnswers.answer(key, at: second) }) { return made }
+            memoKey = key
             guard let bytes = decodeBase64URL(dns) else { throw BadRequest(reason: "dns= is not base64url") }
             wire = bytes
         case .POST:
@@ -160,11 +166,17 @@ extension ServiceCore {
             ttl: ttl,
             negativeTTL: addresses.isEmpty && rcode != .serverFailure ? min(ttl, 30) : nil
         )
-        return ListenerResponse(
+        let response = ListenerResponse(
             contentType: "application/dns-message",
             body: body,
             headers: ["cache-control": "max-age=\(addresses.isEmpty ? min(ttl, 30) : ttl)"]
         )
+        // Kept for the rest of the second: not a failure (nor the stand-in for a name still being asked
+        // for), and not a question the upstream is asked for each subnet.
+        if let memoKey, rcode != .serverFailure, (message.clientSubnet ?? subnet) == nil || subnetUpstream == nil {
+            hosts.withLockedValue { $0.dohAnswers.remember(response, for: memoKey, at: second) }
+        }
+        return response
     }
 
     func dohJSON(_ query: [String: String], _ lookup: (String) throws -> Lookup) throws -> ListenerResponse {
@@ -240,4 +252,37 @@ func decodeBase64URL(_ text: String) -> [UInt8]? {
     }
     while standard.count % 4 != 0 { standard.append(UInt8(ascii: "=")) }
     return Data(base64Encoded: Data(standard)).map { Array($0) }
+}
+
+/// The DoH wire answers `httpdns serve` made within the current second, by the query's base64url text
+/// (its ID included, so an answer is reused byte for byte) and the subnet asked for: a busy name is
+/// parsed, looked up and encoded once a second, not once a query (issue 30). Everything it is made
+/// from holds for that second: the hosts table (a new table starts a new memo) and the resolver's
+/// cache, whose TTL may read one second lower by the end of it. Failures are never kept. At most
+/// `capacity` answers; the table empties when the second changes.
+struct DoHAnswerTable {
+    struct Key: Hashable {
+        var dns: String
+        var subnet: ClientSubnet?
+    }
+
+    static let capacity = 4096
+    private var second = Int.min
+    private var answers: [Key: ListenerResponse] = [:]
+
+    var count: Int { answers.count }
+
+    func answer(_ key: Key, at second: Int) -> ListenerResponse? {
+        guard second == self.second else { return nil }
+        return answers[key]
+    }
+
+    mutating func remember(_ response: ListenerResponse, for key: Key, at second: Int) {
+        if second != self.second {
+            answers.removeAll(keepingCapacity: true)
+            self.second = second
+        }
+        guard answers.count < Self.capacity else { return }
+        answers[key] = response
+    }
 }

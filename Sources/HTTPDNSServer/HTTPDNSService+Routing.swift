@@ -281,16 +281,31 @@ struct ServiceCore: Sendable {
         }
     }
 
+    /// The path and the query's parameters (decoded; the last of a repeated name wins). Works on the
+    /// UTF-8 bytes: splitting by `Character` was an eighth of a DoH answer's instructions.
     func split(_ uri: String) -> (String, [String: String]) {
-        guard let q = uri.firstIndex(of: "?") else { return (uri, [:]) }
+        let utf8 = uri.utf8
+        guard let q = utf8.firstIndex(of: UInt8(ascii: "?")) else { return (uri, [:]) }
         var query: [String: String] = [:]
-        for pair in uri[uri.index(after: q)...].split(separator: "&") {
-            let kv = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            let key = formDecoded(kv[0], plusIsSpace: false) ?? String(kv[0])
-            let value = kv.count > 1 ? (formDecoded(kv[1], plusIsSpace: true) ?? String(kv[1])) : ""
-            query[key] = value
+        var start = utf8.index(after: q)
+        while start != utf8.endIndex {
+            let end = utf8[start...].firstIndex(of: UInt8(ascii: "&")) ?? utf8.endIndex
+            if start != end {
+                let pair = utf8[start..<end]
+                let key: Substring
+                var value = ""
+                if let equals = pair.firstIndex(of: UInt8(ascii: "=")) {
+                    key = Substring(utf8[start..<equals])
+                    let text = Substring(utf8[utf8.index(after: equals)..<end])
+                    value = formDecoded(text, plusIsSpace: true) ?? String(text)
+                } else {
+                    key = Substring(pair)
+                }
+                query[formDecoded(key, plusIsSpace: false) ?? String(key)] = value
+            }
+            start = end == utf8.endIndex ? end : utf8.index(after: end)
         }
-        return (String(uri[..<q]), query)
+        return (String(Substring(utf8[..<q])), query)
     }
 
     func name(_ text: String?, parameter: String) throws -> String {

@@ -120,6 +120,8 @@ package final class HTTPDNSService: Sendable {
     struct Hosts {
         var table: [String: [IPAddress]]
         var stamp: String?
+        /// DoH answers made from this table lately; a new table starts without them.
+        var dohAnswers = DoHAnswerTable()
     }
 
     /// Ports actually bound, in `listen` order.

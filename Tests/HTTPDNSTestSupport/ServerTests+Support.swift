@@ -41,7 +41,7 @@ func rawGet(
 }
 
 
-func base64url(_ bytes: [UInt8]) -> String {
+package func base64url(_ bytes: [UInt8]) -> String {
     Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
         .replacingOccurrences(of: "=", with: "")
 }
