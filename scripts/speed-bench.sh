@@ -7,7 +7,8 @@
 #   ROWS="h1 h2" scripts/speed-bench.sh     # some rows: lookup h1 h2 urlsession doh coldstart instr
 #
 # Rows:
-#   lookup      cached A+AAAA lookup (httpdns bench resolver) vs getaddrinfo of an /etc/hosts name
+#   lookup      cached A+AAAA lookup (httpdns bench resolver: resolveCachedOrStart, then await resolve)
+#               vs getaddrinfo of an /etc/hosts name
 #   h1          HTTP/1.1 keep-alive GETs, 1 in flight: our engine vs `wrk -t1 -c1`, same nginx URL
 #   h2          HTTP/2, 100 streams on 1 connection: our engine vs `h2load -c1 -m100`, same URL
 #   urlsession  small GETs through HTTPDNSURLProtocol vs plain URLSession (libcurl) (bench urlsession)
@@ -278,9 +279,13 @@ run_instr() {
         row "instructions per operation" "n/a" "" "" "$(valgrind --version) cannot run httpdns"
     else
         echo "instructions per operation (callgrind; lower is better, ratio = ours / peer):"
+        local gai
+        gai=$(per_op 50000 "$H" bench hot --op getaddrinfo --iterations)
         instr_row "  cached lookup (A+AAAA) vs getaddrinfo" \
-            "$(per_op 50000 "$H" bench hot --op lookup --iterations)" "getaddrinfo" \
-            "$(per_op 50000 "$H" bench hot --op getaddrinfo --iterations)" " (/etc/hosts name)"
+            "$(per_op 50000 "$H" bench hot --op lookup-sync --iterations)" "getaddrinfo" "$gai" \
+            " (resolveCachedOrStart; /etc/hosts name)"
+        instr_row "  the same, await resolve" \
+            "$(per_op 50000 "$H" bench hot --op lookup --iterations)" "getaddrinfo" "$gai" ""
         instr_row "  one h1 exchange (client) vs wrk" \
             "$(per_op 300 "$H" bench hot --op h1 --url "$URL" --cacert "$HTTPDNS_CA" --iterations)" "wrk" \
             "$(wrk_per_request)" " (TLS included)"
@@ -311,7 +316,8 @@ header
 for r in $ROWS; do
     case "$r" in
         lookup)
-            "$H" bench resolver --iterations 200000 --concurrency 1000 | grep -E "^cached|^getaddrinfo|^ratio" ;;
+            "$H" bench resolver --iterations 200000 --concurrency 1000 \
+                | grep -E "^cached|^  the same, await|^getaddrinfo|^ratio|^  await resolve" ;;
         h1) run_h1 ;;
         h2) run_h2 ;;
         urlsession)
