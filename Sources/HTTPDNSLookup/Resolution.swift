@@ -44,55 +44,60 @@ public enum ResolutionSource: Hashable, Sendable, CustomStringConvertible {
 public struct Resolution: Hashable, Sendable {
     /// The name looked up, in normal form (lower case, no trailing dot).
     public var name: String {
-        get { storage.name }
-        set { unique().name = newValue }
+        get { storage.fields.name }
+        set { unique().fields.name = newValue }
     }
     /// IPv4 addresses, in the order to try them.
     public var ipv4: [IPAddress] {
-        get { storage.ipv4 }
-        set { unique().ipv4 = newValue }
+        get { storage.fields.ipv4 }
+        set { unique().fields.ipv4 = newValue }
     }
     /// IPv6 addresses, in the order to try them.
     public var ipv6: [IPAddress] {
-        get { storage.ipv6 }
-        set { unique().ipv6 = newValue }
+        get { storage.fields.ipv6 }
+        set { unique().fields.ipv6 = newValue }
     }
     /// Seconds the answer stays valid (the smaller of the two families'; nil when unknown, e.g. system).
     public var ttl: UInt32? {
-        get { storage.ttl }
-        set { unique().ttl = newValue }
+        get { storage.fields.ttl }
+        set { unique().fields.ttl = newValue }
     }
     /// Where the answer came from.
     public var source: ResolutionSource {
-        get { storage.source }
-        set { unique().source = newValue }
+        get { storage.fields.source }
+        set { unique().fields.source = newValue }
     }
     /// How long the lookup took (zero for an IP literal, and for a cached answer served again within the
     /// second, which is one table read).
     public var elapsed: Duration {
-        get { storage.elapsed }
-        set { unique().elapsed = newValue }
+        get { storage.fields.elapsed }
+        set { unique().fields.elapsed = newValue }
     }
     /// The address the HTTPDNS service saw the query come from, when it says (Tencent Cloud / DNSPod
     /// `clientip=1`, Alibaba `client_ip`): the public address of the device's network as the service
     /// sees it, which is what it chose the answer for. Nil for other sources.
     public var clientAddress: IPAddress? {
-        get { storage.clientAddress }
-        set { unique().clientAddress = newValue }
+        get { storage.fields.clientAddress }
+        set { unique().fields.clientAddress = newValue }
     }
     /// How long past its TTL this answer was when served (serve-expired, source `.stale`); nil for a
     /// fresh one. The app may treat an answer expired for hours as a guess (it is refreshed in the
     /// background at once).
     public var expiredFor: Duration? {
-        get { storage.expiredFor }
-        set { unique().expiredFor = newValue }
+        get { storage.fields.expiredFor }
+        set { unique().fields.expiredFor = newValue }
     }
 
     /// The fields, shared by copies until one of them changes (copy-on-write): copying a resolution is
-    /// one retain instead of one per array and string, which is a third of a cached lookup served again
-    /// (issue 30). Mutated only through `unique()`, so a shared storage is never written: that is what
-    /// makes it safe to send.
+    /// one retain instead of one per array and string, which was a third of a cached lookup served
+    /// again (issue 30). Written only through `unique()`, so a shared storage is never written: that is
+    /// what makes it safe to send.
     private final class Storage: @unchecked Sendable {
+        var fields: Fields
+        init(_ fields: Fields) { self.fields = fields }
+    }
+
+    private struct Fields: Hashable {
         var name: String
         var ipv4: [IPAddress]
         var ipv6: [IPAddress]
@@ -101,39 +106,6 @@ public struct Resolution: Hashable, Sendable {
         var elapsed: Duration
         var clientAddress: IPAddress?
         var expiredFor: Duration?
-
-        init(
-            name: String,
-            ipv4: [IPAddress],
-            ipv6: [IPAddress],
-            ttl: UInt32?,
-            source: ResolutionSource,
-            elapsed: Duration,
-            clientAddress: IPAddress?,
-            expiredFor: Duration?
-        ) {
-            self.name = name
-            self.ipv4 = ipv4
-            self.ipv6 = ipv6
-            self.ttl = ttl
-            self.source = source
-            self.elapsed = elapsed
-            self.clientAddress = clientAddress
-            self.expiredFor = expiredFor
-        }
-
-        func copy() -> Storage {
-            Storage(
-                name: name,
-                ipv4: ipv4,
-                ipv6: ipv6,
-                ttl: ttl,
-                source: source,
-                elapsed: elapsed,
-                clientAddress: clientAddress,
-                expiredFor: expiredFor
-            )
-        }
     }
 
     private var storage: Storage
@@ -149,40 +121,33 @@ public struct Resolution: Hashable, Sendable {
         expiredFor: Duration? = nil
     ) {
         storage = Storage(
-            name: name,
-            ipv4: ipv4,
-            ipv6: ipv6,
-            ttl: ttl,
-            source: source,
-            elapsed: elapsed,
-            clientAddress: clientAddress,
-            expiredFor: expiredFor
+            Fields(
+                name: name,
+                ipv4: ipv4,
+                ipv6: ipv6,
+                ttl: ttl,
+                source: source,
+                elapsed: elapsed,
+                clientAddress: clientAddress,
+                expiredFor: expiredFor
+            )
         )
     }
 
     /// The storage, copied first if another resolution shares it.
     private mutating func unique() -> Storage {
-        if !isKnownUniquelyReferenced(&storage) { storage = storage.copy() }
+        if !isKnownUniquelyReferenced(&storage) { storage = Storage(storage.fields) }
         return storage
     }
 
     /// Equal when every field is.
     public static func == (l: Resolution, r: Resolution) -> Bool {
-        if l.storage === r.storage { return true }
-        return l.name == r.name && l.ipv4 == r.ipv4 && l.ipv6 == r.ipv6 && l.ttl == r.ttl && l.source == r.source
-            && l.elapsed == r.elapsed && l.clientAddress == r.clientAddress && l.expiredFor == r.expiredFor
+        l.storage === r.storage || l.storage.fields == r.storage.fields
     }
 
     /// Hashes every field, consistent with `==`.
     public func hash(into hasher: inout Hasher) {
-        hasher.combine(name)
-        hasher.combine(ipv4)
-        hasher.combine(ipv6)
-        hasher.combine(ttl)
-        hasher.combine(source)
-        hasher.combine(elapsed)
-        hasher.combine(clientAddress)
-        hasher.combine(expiredFor)
+        storage.fields.hash(into: &hasher)
     }
 
     /// The answer for an IP-literal host: the address itself, no lookup.
