@@ -64,6 +64,34 @@ import Testing
         try await group.shutdownGracefully()
     }
 
+    /// A caller on Swift's default pool runs its exchange on the connection's loop (two thread crossings
+    /// instead of one per step), except when the request body streams from the app's own sequence,
+    /// which may block and so never runs on an event loop.
+    @available(macOS 15, iOS 18, tvOS 18, watchOS 11, *)
+    @Test func anExchangeFromThePoolRunsOnItsConnectionsLoopUnlessTheAppStreamsTheBody() async throws {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 2)
+        // Accepts and never answers: the request waits, its connection stays open for the check.
+        let server = try await ServerBootstrap(group: group)
+            .childChannelInitializer { $0.eventLoop.makeSucceededVoidFuture() }
+            .bind(host: "127.0.0.1", port: 0).get()
+        let port = try #require(server.localAddress?.port)
+        let engine = try HTTPEngine(eventLoopGroup: group)
+        let waiting = Task { try await engine.execute(try HTTPRequest(url: "http://127.0.0.1:\(port)/")) }
+        func leased() -> Connection? { engine.pool.state.withLockedValue { $0.connections.values.first } }
+        try await eventually("the connection was made") { leased() != nil }
+        let connection = try #require(leased())
+        let onLoop = { @Sendable in connection.channel.eventLoop.inEventLoop }
+        #expect(try await Task { try await engine.onLoop(of: connection, unless: nil) { onLoop() } }.value)
+        #expect(try await Task { try await engine.onLoop(of: connection, unless: .bytes([1, 2, 3])) { onLoop() } }.value)
+        let appStream = HTTPRequestBody.stream(length: nil) { AsyncThrowingStream { $0.finish() } }
+        #expect(try await Task { try await engine.onLoop(of: connection, unless: appStream) { onLoop() } }.value == false)
+        waiting.cancel()
+        _ = await waiting.result
+        engine.shutdown()
+        try await server.close()
+        try await group.shutdownGracefully()
+    }
+
     @Test func flushesAskedForInOneLoopTurnReachTheConnectionAsOne() throws {
         let counter = FlushCounter()
         let channel = EmbeddedChannel(handlers: [counter, FlushCoalescer()])
