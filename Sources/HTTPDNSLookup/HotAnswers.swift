@@ -46,8 +46,9 @@ struct HotAnswers {
     static let maxProbes = 8
 
     let capacity: Int
-    private var slots: [Entry?]
-    private let mask: Int
+    /// Twice the entries at least (doubled as they come, from 16), so probes stay short.
+    private var slots: [Entry?] = Array(repeating: nil, count: 16)
+    private var mask = 15
     private let hasher: NameHash
     private(set) var count = 0
     /// Families answered from the memo (the resolver's statistics add them to the cache's hits).
@@ -56,11 +57,6 @@ struct HotAnswers {
     init(capacity: Int, hasher: NameHash = NameHash()) {
         self.hasher = hasher
         self.capacity = max(1, capacity)
-        // At most half full: probes stay short.
-        var size = 16
-        while size < 2 * self.capacity { size *= 2 }
-        slots = Array(repeating: nil, count: size)
-        mask = size - 1
     }
 
     /// The entry that answers `name` for `query` at `now`, if one is served.
@@ -111,7 +107,14 @@ struct HotAnswers {
             return
         }
         if count >= capacity { removeAll() }
-        var index = Int(truncatingIfNeeded: hash) & mask
+        if 2 * (count + 1) > slots.count { grow() }
+        insert(entry)
+    }
+
+    /// Puts `entry` (a name not in the table) in the first free slot of its probe; when every slot near
+    /// its own is taken it is not kept, and the cache answers it instead.
+    private mutating func insert(_ entry: Entry) {
+        var index = Int(truncatingIfNeeded: entry.hash) & mask
         for _ in 0..<Self.maxProbes {
             if slots[index] == nil {
                 slots[index] = entry
@@ -120,7 +123,15 @@ struct HotAnswers {
             }
             index = (index + 1) & mask
         }
-        // Every slot near the name's own is taken: the cache answers it instead.
+    }
+
+    /// Twice the slots, every entry placed again.
+    private mutating func grow() {
+        let entries = slots.compactMap { $0 }
+        slots = Array(repeating: nil, count: 2 * slots.count)
+        mask = slots.count - 1
+        count = 0
+        for entry in entries { insert(entry) }
     }
 
     mutating func forget(_ name: String) {
@@ -148,9 +159,6 @@ struct HotAnswers {
         for index in slots.indices { slots[index] = nil }
         count = 0
     }
-
-    /// The slot a name's probe starts at.
-    func home(of name: String) -> Int { Int(truncatingIfNeeded: hasher.hash(name)) & mask }
 
     /// The slot holding `name`, if it is kept.
     private func slot(of name: String, hash: UInt64) -> Int? {
