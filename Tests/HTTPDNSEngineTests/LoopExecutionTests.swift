@@ -10,6 +10,15 @@ import NIOPosix
 import Testing
 
 @Suite struct LoopExecutionTests {
+    /// A server on `group` that accepts and never answers (a request waits, its connection stays open
+    /// for the check), its port, and an engine on the same group.
+    func silentServerAndEngine(_ group: MultiThreadedEventLoopGroup) async throws -> (any Channel, Int, HTTPEngine) {
+        let server = try await ServerBootstrap(group: group)
+            .childChannelInitializer { $0.eventLoop.makeSucceededVoidFuture() }
+            .bind(host: "127.0.0.1", port: 0).get()
+        return (server, try #require(server.localAddress?.port), try HTTPEngine(eventLoopGroup: group))
+    }
+
     @available(macOS 15, iOS 18, tvOS 18, watchOS 11, *)
     @Test func aTaskPreferringTheLoopExecutorRunsAndResumesOnThatLoop() async throws {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 2)
@@ -37,12 +46,7 @@ import Testing
     @available(macOS 15, iOS 18, tvOS 18, watchOS 11, *)
     @Test func aConnectionIsMadeOnTheLoopOfTheCallerThatNeededIt() async throws {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 3)
-        // Accepts and never answers: the request waits, its connection stays open for the check.
-        let server = try await ServerBootstrap(group: group)
-            .childChannelInitializer { $0.eventLoop.makeSucceededVoidFuture() }
-            .bind(host: "127.0.0.1", port: 0).get()
-        let port = try #require(server.localAddress?.port)
-        let engine = try HTTPEngine(eventLoopGroup: group)
+        let (server, port, engine) = try await silentServerAndEngine(group)
         let loops = [group.next(), group.next(), group.next()]
         for caller in loops {
             let request = Task(executorPreference: EventLoopTaskExecutor(caller)) {
@@ -70,12 +74,7 @@ import Testing
     @available(macOS 15, iOS 18, tvOS 18, watchOS 11, *)
     @Test func anExchangeFromThePoolRunsOnItsConnectionsLoopUnlessTheAppStreamsTheBody() async throws {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 2)
-        // Accepts and never answers: the request waits, its connection stays open for the check.
-        let server = try await ServerBootstrap(group: group)
-            .childChannelInitializer { $0.eventLoop.makeSucceededVoidFuture() }
-            .bind(host: "127.0.0.1", port: 0).get()
-        let port = try #require(server.localAddress?.port)
-        let engine = try HTTPEngine(eventLoopGroup: group)
+        let (server, port, engine) = try await silentServerAndEngine(group)
         let waiting = Task { try await engine.execute(try HTTPRequest(url: "http://127.0.0.1:\(port)/")) }
         func leased() -> Connection? { engine.pool.state.withLockedValue { $0.connections.values.first } }
         try await eventually("the connection was made") { leased() != nil }
