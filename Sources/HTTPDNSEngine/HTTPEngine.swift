@@ -113,8 +113,8 @@ public final class HTTPEngine: Sendable {
     /// crosses threads twice, there and back, where waiting from the pool crossed at each step (issue
     /// 30: 5.3 context switches a request on the pool, 1.0 on the loop). Not with a request body that
     /// streams from the app (`HTTPRequestBody.stream`): that sequence is the app's code and may block,
-    /// which must never happen on an event loop. Where the system has no task executors (before macOS 15 / iOS 18) it runs where
-    /// it was called.
+    /// which must never happen on an event loop. Where the system has no task executors (before macOS 15
+    /// / iOS 18) it runs where it was called.
     func onLoop<T>(
         of connection: Connection,
         unless body: HTTPRequestBody?,

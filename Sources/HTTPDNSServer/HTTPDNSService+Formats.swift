@@ -114,8 +114,8 @@ extension ServiceCore {
             return try dohJSON(query) { try lookup($0, subnet) }
         }
         let wire: [UInt8]
-        var memoKey: DoHAnswerTable.Key?
-        let second = configuration.unixTime()
+        /// Where a GET's answer is kept, and the second it is kept for.
+        var memo: (key: DoHAnswerTable.Key, second: Int)?
         switch request.method {
         case .GET, .HEAD:
             guard let dns = query["dns"], !dns.isEmpty else {
@@ -123,8 +123,9 @@ extension ServiceCore {
             }
             // The subnet tells answers apart only where the upstream is asked per subnet.
             let key = DoHAnswerTable.Key(dns: dns, subnet: subnetUpstream == nil ? nil : subnet)
+            let second = configuration.unixTime()
             if let made = hosts.withLockedValue({ $0.dohAnswers.answer(key, at: second) }) { return made }
-            memoKey = key
+            memo = (key, second)
             guard let bytes = decodeBase64URL(dns) else { throw BadRequest(reason: "dns= is not base64url") }
             wire = bytes
         case .POST:
@@ -173,8 +174,8 @@ extension ServiceCore {
         )
         // Kept for the rest of the second: not a failure (nor the stand-in for a name still being asked
         // for), and not a question the upstream is asked for each subnet.
-        if let memoKey, rcode != .serverFailure, (message.clientSubnet ?? subnet) == nil || subnetUpstream == nil {
-            hosts.withLockedValue { $0.dohAnswers.remember(response, for: memoKey, at: second) }
+        if let memo, rcode != .serverFailure, (message.clientSubnet ?? subnet) == nil || subnetUpstream == nil {
+            hosts.withLockedValue { $0.dohAnswers.remember(response, for: memo.key, at: memo.second) }
         }
         return response
     }

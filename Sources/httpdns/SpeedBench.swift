@@ -193,7 +193,9 @@
         var hostsName = "localhost"
 
         func validate() throws {
-            guard Self.ops.contains(op) else { throw ValidationError("--op: lookup, lookup-sync, getaddrinfo, h1 or h2") }
+            guard Self.ops.contains(op) else {
+                throw ValidationError("--op: lookup, lookup-sync, getaddrinfo, h1 or h2")
+            }
             guard (1...10_000_000).contains(iterations) else {
                 throw ValidationError("--iterations: give 1 to 10000000")
             }

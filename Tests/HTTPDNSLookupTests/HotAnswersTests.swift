@@ -12,10 +12,21 @@ import Testing
         Resolution(name: name, ipv4: [IPAddress("192.0.2.1")!], ipv6: [], ttl: ttl, source: .cache("doh"), elapsed: .zero)
     }
 
+    /// Remembers `name`'s answer at t0, `left` before it expires, served as it is until `until`.
+    func remember(
+        _ memo: inout HotAnswers,
+        _ name: String = "a.test",
+        _ query: AddressQuery = .ipv4,
+        left: Int64 = 60 * HotAnswersTests.second,
+        until: Int64 = .max
+    ) {
+        memo.remember(name, query, answer(name), now: Self.t0, servedAsIsUntil: until, expiresAt: Self.t0 + left)
+    }
+
     @Test func anAnswerIsServedForTheWindowAtMostThenTheCacheSeesTheNameAgain() throws {
         var memo = HotAnswers(capacity: 10)
         // 1.5 s left: the TTL served stays 1 to the end, so only the window ends the entry.
-        memo.remember("a.test", .ipv4, answer(), now: Self.t0, servedAsIsUntil: .max, expiresAt: Self.t0 + 3 * Self.second / 2)
+        remember(&memo, left: 3 * Self.second / 2)
         #expect(memo.entry("a.test", .ipv4, now: Self.t0 + HotAnswers.window - 1) != nil)
         #expect(memo.entry("a.test", .ipv4, now: Self.t0 + HotAnswers.window) == nil)
     }
@@ -23,7 +34,7 @@ import Testing
     @Test func anAnswerIsNotServedPastThePointWhereTheCacheWouldRefreshIt() {
         var memo = HotAnswers(capacity: 10)
         let prefetch = Self.t0 + Self.second / 4
-        memo.remember("a.test", .ipv4, answer(), now: Self.t0, servedAsIsUntil: prefetch, expiresAt: Self.t0 + 60 * Self.second + Self.second / 2)
+        remember(&memo, left: 60 * Self.second + Self.second / 2, until: prefetch)
         #expect(memo.entry("a.test", .ipv4, now: prefetch - 1) != nil)
         #expect(memo.entry("a.test", .ipv4, now: prefetch) == nil)
     }
@@ -31,21 +42,19 @@ import Testing
     @Test func theTTLServedIsTheTimeLeftAndAnotherQueryShapeIsAMiss() throws {
         var memo = HotAnswers(capacity: 10)
         // 30.5 s left: TTL 30, which reads 29 once 0.5 s more have passed, so the entry ends there.
-        memo.remember(
-            "a.test", .ipv4, answer(), now: Self.t0, servedAsIsUntil: .max, expiresAt: Self.t0 + 30 * Self.second + Self.second / 2
-        )
+        remember(&memo, left: 30 * Self.second + Self.second / 2)
         let entry = try #require(memo.entry("a.test", .ipv4, now: Self.t0 + Self.second / 2))
         #expect(entry.resolution.ttl == 30)
         #expect(entry.resolution.elapsed == .zero)
         #expect(memo.entry("a.test", .ipv4, now: Self.t0 + Self.second / 2 + 1) == nil)
         // Never 0 while served: a TTL of 0 means "do not cache" to whoever reads it.
-        memo.remember("b.test", .ipv4, answer(), now: Self.t0, servedAsIsUntil: .max, expiresAt: Self.t0 + Self.second / 2)
+        remember(&memo, "b.test", left: Self.second / 2)
         #expect(memo.entry("b.test", .ipv4, now: Self.t0 + Self.second / 4)?.resolution.ttl == 1)
         #expect(memo.entry("a.test", .both, now: Self.t0) == nil)
         #expect(memo.entry("c.test", .ipv4, now: Self.t0) == nil)
     }
 
-    /// Names whose hashes share their low 6 bits, found by trying names under a fixed seed: their probes
+    /// Names whose hashes share their low 6 bits, found by trying names under a fixed key: their probes
     /// start at the same slot in any table of up to 64 slots.
     func colliding(_ hasher: NameHash, count: Int) -> [String] {
         var byHome: [UInt64: [String]] = [:]
@@ -58,10 +67,10 @@ import Testing
     }
 
     @Test func namesThatCollideAreAllFoundAndForgettingOneKeepsTheOthersReachable() {
-        var memo = HotAnswers(capacity: 8, hasher: NameHash(seed: 42))
-        let names = colliding(NameHash(seed: 42), count: 4)
+        var memo = HotAnswers(capacity: 8, hasher: NameHash(key: 42))
+        let names = colliding(NameHash(key: 42), count: 4)
         for name in names {
-            memo.remember(name, .ipv4, answer(name), now: Self.t0, servedAsIsUntil: .max, expiresAt: Self.t0 + 60 * Self.second)
+            remember(&memo, name)
         }
         #expect(names.allSatisfy { memo.entry($0, .ipv4, now: Self.t0)?.resolution.name == $0 })
         // The first of the run goes: the others move back and stay reachable.
@@ -76,10 +85,10 @@ import Testing
 
     @Test func aNameWhoseProbeIsTooLongIsNotKept() {
         // 9 names: the table has grown from 16 to 32 slots by the last, and they still collide.
-        var memo = HotAnswers(capacity: 64, hasher: NameHash(seed: 7))
-        let names = colliding(NameHash(seed: 7), count: HotAnswers.maxProbes + 1)
+        var memo = HotAnswers(capacity: 64, hasher: NameHash(key: 7))
+        let names = colliding(NameHash(key: 7), count: HotAnswers.maxProbes + 1)
         for name in names {
-            memo.remember(name, .ipv4, answer(name), now: Self.t0, servedAsIsUntil: .max, expiresAt: Self.t0 + 60 * Self.second)
+            remember(&memo, name)
         }
         #expect(names.dropLast().allSatisfy { memo.entry($0, .ipv4, now: Self.t0) != nil })
         // The cache answers it instead; nobody waits on a longer probe.
@@ -88,10 +97,10 @@ import Testing
     }
 
     @Test func manyNamesRememberedAndHalfForgottenLeaveExactlyTheOtherHalf() {
-        var memo = HotAnswers(capacity: 300, hasher: NameHash(seed: 3))
+        var memo = HotAnswers(capacity: 300, hasher: NameHash(key: 3))
         let names = (0..<300).map { "host-\($0).example.com" }
         for name in names {
-            memo.remember(name, .both, answer(name), now: Self.t0, servedAsIsUntil: .max, expiresAt: Self.t0 + 60 * Self.second)
+            remember(&memo, name, .both)
         }
         let kept = names.filter { memo.entry($0, .both, now: Self.t0) != nil }
         // At most half full, a probe of eight keeps nearly every name.
@@ -104,7 +113,7 @@ import Testing
     }
 
     @Test func theHashReadsTheBytesWhateverTheStringIsMadeOf() {
-        let hash = NameHash(seed: 1)
+        let hash = NameHash(key: 1)
         let long = "a-rather-long-name.example.com"
         // A small string, a heap string and one cut from a larger one: the same bytes, the same hash.
         #expect(hash.hash("a.test") == hash.hash(String("xa.test".dropFirst())))
@@ -119,19 +128,19 @@ import Testing
         }
         #expect(Set(changed.map(hash.hash)).count == changed.count)
         #expect(!changed.map(hash.hash).contains(hash.hash(long)))
-        #expect(NameHash(seed: 2).hash(long) != hash.hash(long))
+        #expect(NameHash(key: 2).hash(long) != hash.hash(long))
     }
 
     @Test func forgettingAndTheCapacityBoundDropAnswers() {
         var memo = HotAnswers(capacity: 2)
         for name in ["a.test", "b.test"] {
-            memo.remember(name, .ipv4, answer(name), now: Self.t0, servedAsIsUntil: .max, expiresAt: Self.t0 + Self.second)
+            remember(&memo, name, left: Self.second)
         }
         memo.forget("a.test")
         #expect(memo.entry("a.test", .ipv4, now: Self.t0) == nil)
         #expect(memo.count == 1)
-        memo.remember("c.test", .ipv4, answer("c.test"), now: Self.t0, servedAsIsUntil: .max, expiresAt: Self.t0 + Self.second)
-        memo.remember("d.test", .ipv4, answer("d.test"), now: Self.t0, servedAsIsUntil: .max, expiresAt: Self.t0 + Self.second)
+        remember(&memo, "c.test", left: Self.second)
+        remember(&memo, "d.test", left: Self.second)
         // Full at 2: the memo started again rather than grow.
         #expect(memo.count == 1)
         #expect(memo.entry("d.test", .ipv4, now: Self.t0) != nil)

@@ -72,9 +72,13 @@ import Testing
         RoutingDecisionTests().get("/dns-query?dns=" + base64url(try DNSMessage.query(name: name, type: .a)))
     }
 
-    func respond(_ core: ServiceCore, _ request: ListenerRequest, known: [String: ServiceCore.Lookup]) -> ListenerResponse? {
-        guard case .respond(let response) = core.decide(request, known: { known[$0.name] ?? core.immediateLookup($0.name) })
-        else { return nil }
+    func respond(
+        _ core: ServiceCore,
+        _ request: ListenerRequest,
+        known: [String: ServiceCore.Lookup]
+    ) -> ListenerResponse? {
+        let decision = core.decide(request, known: { known[$0.name] ?? core.immediateLookup($0.name) })
+        guard case .respond(let response) = decision else { return nil }
         return response
     }
 
@@ -88,7 +92,8 @@ import Testing
         let again = try #require(respond(core, try doh("a.test"), known: [:]))
         #expect(again.body == first.body)
         // A new hosts table starts a new memo: the next answer is the new address at once.
-        core.hosts.withLockedValue { $0 = HTTPDNSService.Hosts(table: ["a.test": [IPAddress("192.0.2.9")!]], stamp: "2") }
+        let newTable = HTTPDNSService.Hosts(table: ["a.test": [IPAddress("192.0.2.9")!]], stamp: "2")
+        core.hosts.withLockedValue { $0 = newTable }
         let reloaded = try #require(respond(core, try doh("a.test"), known: [:]))
         #expect(reloaded.body != first.body)
         #expect(Array(reloaded.body.readableBytesView.suffix(4)) == [192, 0, 2, 9])
