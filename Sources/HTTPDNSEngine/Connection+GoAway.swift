@@ -1,5 +1,5 @@
-// HTTP/2 GOAWAY on a client connection: what the server said (which streams it will never process) and
-// the handler that hears it. The pool retires the connection; the engine sends refused streams again.
+// HTTP/2 GOAWAY on a client connection: what the server said (which streams it will never process);
+// HTTP2ClientStreams hears it. The pool retires the connection; the engine sends refused streams again.
 
 import NIOConcurrencyHelpers
 import NIOCore
@@ -45,21 +45,5 @@ final class GoAwayRecord: Sendable {
     /// Whether the server's GOAWAY said it will not process stream `id`.
     func refuses(_ id: HTTP2StreamID) -> Bool {
         state.withLockedValue { $0.lastStreamID.map { id > $0 } ?? false }
-    }
-}
-
-/// Passes a server's GOAWAY (a frame on stream 0, which the HTTP/2 handler hands to the connection
-/// channel) to the connection's `GoAwayRecord`.
-final class GoAwayWatcher: ChannelInboundHandler {
-    typealias InboundIn = HTTP2Frame
-    let record: GoAwayRecord
-
-    init(record: GoAwayRecord) { self.record = record }
-
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        if case .goAway(let lastStreamID, _, _) = unwrapInboundIn(data).payload {
-            record.received(lastStreamID: lastStreamID)
-        }
-        context.fireChannelRead(data)
     }
 }

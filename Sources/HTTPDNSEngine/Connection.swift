@@ -26,7 +26,8 @@ import X509
 final class Connection: Sendable {
     let channel: any Channel
     let version: HTTPVersionUsed
-    let multiplexer: NIOLoopBound<NIOHTTP2Handler.StreamMultiplexer>?
+    /// HTTP/2: the connection's streams (HTTP2ClientStreams.swift).
+    let streams: NIOLoopBound<HTTP2ClientStreams>?
     let remote: SocketAddress
     let connectDuration: Duration
     let tlsDuration: Duration?
@@ -48,7 +49,7 @@ final class Connection: Sendable {
     ) {
         self.channel = channel
         self.version = ready.version
-        self.multiplexer = ready.multiplexer
+        self.streams = ready.streams
         self.goAway = ready.goAway
         self.remote = remote
         self.synthesizedFrom = synthesizedFrom
@@ -59,7 +60,7 @@ final class Connection: Sendable {
 
     struct Ready: Sendable {
         var version: HTTPVersionUsed
-        var multiplexer: NIOLoopBound<NIOHTTP2Handler.StreamMultiplexer>?
+        var streams: NIOLoopBound<HTTP2ClientStreams>?
         var goAway: GoAwayRecord?
     }
 
@@ -345,49 +346,27 @@ final class Connection: Sendable {
         switch version {
         case .http1:
             try sync.addHTTPClientHandlers()
-            return Ready(version: .http1, multiplexer: nil)
+            return Ready(version: .http1, streams: nil)
         case .http2:
             try sync.addHandler(FlushCoalescer())
-            let mux = try sync.configureHTTP2Pipeline(
-                mode: .client,
-                connectionConfiguration: HTTP2Limits.connectionConfiguration(client: true),
-                streamConfiguration: .init(),
-                inboundStreamInitializer: { $0.close() }  // push is refused in SETTINGS; never reached
+            // No stream multiplexer: HTTP2ClientStreams reads every stream's frames itself.
+            try sync.addHandler(
+                NIOHTTP2Handler(
+                    mode: .client,
+                    connectionConfiguration: HTTP2Limits.connectionConfiguration(client: true),
+                    streamConfiguration: .init()
+                )
             )
             let goAway = GoAwayRecord()
-            try sync.addHandler(GoAwayWatcher(record: goAway))
+            let streams = HTTP2ClientStreams(goAway: goAway)
+            try sync.addHandler(streams)
             try sync.addHandler(HTTP2ConnectionErrorCloser())
             return Ready(
                 version: .http2,
-                multiplexer: NIOLoopBound(mux, eventLoop: channel.eventLoop),
+                streams: NIOLoopBound(streams, eventLoop: channel.eventLoop),
                 goAway: goAway
             )
         }
-    }
-
-    /// The channel one exchange runs on: this connection (HTTP/1.1) or a new stream on it (HTTP/2),
-    /// both speaking HTTPClientRequestPart / HTTPClientResponsePart.
-    func exchangeChannel(scheme: String) async throws -> any Channel {
-        guard let multiplexer else { return channel }
-        let promise = channel.eventLoop.makePromise(of: (any Channel).self)
-        let isTLS = scheme == "https"
-        channel.eventLoop.execute {
-            multiplexer.value.createStreamChannel(promise: promise) { stream in
-                stream.eventLoop.makeCompletedFuture {
-                    try stream.pipeline.syncOperations.addHandler(
-                        HTTP2FramePayloadToHTTP1ClientCodec(httpProtocol: isTLS ? .https : .http)
-                    )
-                }
-            }
-        }
-        return try await promise.futureResult.get()
-    }
-
-    /// Whether the server cannot have processed the HTTP/2 `stream` that failed: it was never written (a
-    /// stream gets its ID when its HEADERS go out), or the server's GOAWAY refused its ID.
-    func neverProcessed(stream: any Channel) async -> Bool {
-        guard let id = try? await stream.getOption(HTTP2StreamChannelOptions.streamID).get() else { return true }
-        return goAway?.refuses(id) ?? false
     }
 
     var isActive: Bool { channel.isActive }

@@ -1,5 +1,5 @@
-// One request/response exchange on a channel that speaks HTTPClientRequestPart/ResponsePart: an
-// HTTP/1.1 connection, or an HTTP/2 stream behind HTTP2FramePayloadToHTTP1ClientCodec.
+// One request/response exchange on an HTTP/1.1 connection, whose pipeline speaks
+// HTTPClientRequestPart/ResponsePart. (An HTTP/2 exchange is a ClientStream: HTTP2ClientStreams.swift.)
 //
 // The decisions (when to read, when the server has been idle too long, whether the connection can be
 // reused, which error to report) are ExchangeStateMachine's; this handler feeds it the channel's events
@@ -10,7 +10,7 @@ import NIOCore
 import NIOHTTP1
 import NIOHTTPCompression
 
-final class ExchangeHandler: ChannelDuplexHandler, RemovableChannelHandler {
+final class ExchangeHandler: ChannelDuplexHandler, RemovableChannelHandler, ExchangeDriver {
     typealias InboundIn = HTTPClientResponsePart
     typealias OutboundIn = HTTPClientRequestPart
     typealias OutboundOut = HTTPClientRequestPart
@@ -25,21 +25,19 @@ final class ExchangeHandler: ChannelDuplexHandler, RemovableChannelHandler {
     var idleTask: Scheduled<Void>?
     var context: ChannelHandlerContext?
 
-    /// - Parameter onStream: the channel is an HTTP/2 stream rather than an HTTP/1.1 connection.
     init(
         head: EventLoopPromise<HTTPResponseHead>,
         end: EventLoopPromise<Bool>,
         source: HTTPResponseBody.Producer.Source,
         idleTimeout: TimeAmount,
         host: String,
-        onStream: Bool,
         decompressor: NIOHTTPResponseDecompressor? = nil
     ) {
         self.head = head
         self.end = end
         self.source = source
         self.decompressor = decompressor
-        self.machine = ExchangeStateMachine(idleTimeout: idleTimeout, host: host, onStream: onStream)
+        self.machine = ExchangeStateMachine(idleTimeout: idleTimeout, host: host, onStream: false)
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
@@ -165,14 +163,10 @@ final class ExchangeHandler: ChannelDuplexHandler, RemovableChannelHandler {
         }
     }
 
-    /// Ends the channel of an exchange that failed: an HTTP/2 stream is reset (closing it sends
-    /// RST_STREAM), an HTTP/1.1 connection is dropped at once by the ConnectionAbandoner at its front,
-    /// without TLS's graceful close (see there why). Without one in the pipeline, it is closed as usual.
+    /// Ends the connection of an exchange that failed: dropped at once by the ConnectionAbandoner at
+    /// its front, without TLS's graceful close (see there why). Without one in the pipeline, it is
+    /// closed as usual.
     private func abandon(_ context: ChannelHandlerContext) {
-        guard !machine.onStream else {
-            context.close(promise: nil)
-            return
-        }
         let channel = context.channel
         let dropped = context.eventLoop.makePromise(of: Void.self)
         dropped.futureResult.whenFailure { _ in channel.close(promise: nil) }
@@ -194,17 +188,74 @@ final class ExchangeHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 }
 
-/// Tells the handler when the body's consumer wants more or has gone, hopping to the event loop.
-struct BodyDelegate: NIOAsyncSequenceProducerDelegate {
-    let handler: NIOLoopBoundBox<ExchangeHandler?>
+/// What carries one exchange out on the event loop: an ExchangeHandler on an HTTP/1.1 connection, a
+/// ClientStream on an HTTP/2 one. Called on the loop.
+protocol ExchangeDriver: AnyObject {
+    func produceMore()
+    func bodyAbandoned()
+    func cancel()
+    func totalTimeoutFired()
+    func requestWriteFailed(_ error: any Error)
+}
 
-    func produceMore() {
-        let handler = self.handler
-        handler.eventLoop.execute { handler.value?.produceMore() }
+/// An exchange's driver, reachable from the exchange's task (which hops to the loop to call it).
+enum DriverBox: Sendable {
+    case connection(NIOLoopBoundBox<ExchangeHandler?>)
+    case stream(NIOLoopBoundBox<ClientStream?>)
+
+    /// Calls `body` with the driver on its loop, unless the exchange is over.
+    func onLoop(_ body: @escaping @Sendable (any ExchangeDriver) -> Void) {
+        switch self {
+        case .connection(let box): box.eventLoop.execute { box.value.map(body) }
+        case .stream(let box): box.eventLoop.execute { box.value.map(body) }
+        }
     }
 
-    func didTerminate() {
-        let handler = self.handler
-        handler.eventLoop.execute { handler.value?.bodyAbandoned() }
+    /// The exchange is over: later calls reach nothing. On the loop.
+    func clear() {
+        switch self {
+        case .connection(let box): box.value = nil
+        case .stream(let box): box.value = nil
+        }
+    }
+}
+
+/// Tells the driver when the body's consumer wants more or has gone, hopping to the event loop.
+struct BodyDelegate: NIOAsyncSequenceProducerDelegate {
+    let driver: DriverBox
+
+    init(driver: NIOLoopBoundBox<ExchangeHandler?>) { self.driver = .connection(driver) }
+    init(driver: NIOLoopBoundBox<ClientStream?>) { self.driver = .stream(driver) }
+
+    func produceMore() { driver.onLoop { $0.produceMore() } }
+    func didTerminate() { driver.onLoop { $0.bodyAbandoned() } }
+}
+
+/// Where a streamed request body goes: the HTTP/1.1 connection's channel, or the exchange's stream.
+struct RequestSink: Sendable {
+    private enum Target: Sendable {
+        case channel(any Channel)
+        case stream(NIOLoopBoundBox<ClientStream?>)
+    }
+    private let target: Target
+
+    init(channel: any Channel) { target = .channel(channel) }
+    init(stream: NIOLoopBoundBox<ClientStream?>) { target = .stream(stream) }
+
+    /// Writes `part`; the future completes once the connection has taken it.
+    func write(_ part: HTTPClientRequestPart, flush: Bool) -> EventLoopFuture<Void> {
+        switch target {
+        case .channel(let channel):
+            let promise = channel.eventLoop.makePromise(of: Void.self)
+            if flush { channel.writeAndFlush(part, promise: promise) } else { channel.write(part, promise: promise) }
+            return promise.futureResult
+        case .stream(let box):
+            let promise = box.eventLoop.makePromise(of: Void.self)
+            box.eventLoop.execute {
+                guard let stream = box.value else { return promise.fail(ChannelError.ioOnClosedChannel) }
+                stream.send(part, promise: promise)
+            }
+            return promise.futureResult
+        }
     }
 }

@@ -1,6 +1,6 @@
-// The decisions of one request/response exchange, apart from the channel that carries it: an HTTP/1.1
-// connection, or an HTTP/2 stream behind HTTP2FramePayloadToHTTP1ClientCodec. ExchangeHandler feeds it
-// every event and carries out the action it returns; nothing here touches a channel, a promise or a
+// The decisions of one request/response exchange, apart from what carries it: an HTTP/1.1
+// connection (ExchangeHandler) or an HTTP/2 stream (ClientStream). Each feeds it every event and
+// carries out the action it returns; nothing here touches a channel, a promise or a
 // clock, so every transition is tested without sockets (shaped after AsyncHTTPClient's
 // HTTPRequestStateMachine, much smaller: the engine writes the request itself).
 //

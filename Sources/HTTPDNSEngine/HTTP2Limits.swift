@@ -8,8 +8,8 @@
 // the HTTP/2 handler on the connection channel and closes the connection on any error that reaches it.
 // NIO reports stream errors (RST_STREAM already sent) the same way and with the same error types, so
 // they cannot be told apart there; a peer that breaks the protocol on one stream loses the connection,
-// as in Hummingbird's HTTP2ServerConnectionManager. Our own cancellations never get here: closing a
-// stream channel resets that stream only.
+// as in Hummingbird's HTTP2ServerConnectionManager. Our own cancellations never get here: a cancelled
+// exchange resets its stream only (RST_STREAM, HTTP2ClientStreams.swift).
 
 import NIOCore
 import NIOHTTP2

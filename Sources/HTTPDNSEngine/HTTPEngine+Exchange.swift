@@ -1,7 +1,8 @@
-// One exchange on a leased connection (HTTP/1.1) or on a new stream of it (HTTP/2): the handler
-// installed and the request written in one event-loop turn where the body allows, the response head
-// awaited while a streamed body uploads, the connection given back when the exchange is over. The
-// rules are ExchangeStateMachine's; ExchangeHandler carries them out on the channel.
+// One exchange on a leased connection (HTTP/1.1) or on a new stream of it (HTTP/2): the exchange set
+// up and the request written in one event-loop turn where the body allows, the response head awaited
+// while a streamed body uploads, the connection given back when the exchange is over. The rules are
+// ExchangeStateMachine's; ExchangeHandler carries them out on an HTTP/1.1 channel, ClientStream on an
+// HTTP/2 stream (HTTP2ClientStreams.swift).
 
 import HTTPDNSCore
 import NIOCore
@@ -9,7 +10,8 @@ import NIOHTTP1
 import NIOHTTPCompression
 
 extension HTTPEngine {
-    /// Runs one exchange on `connection` (or a new stream on it) and returns at the response head.
+    /// Runs one exchange on `connection`, or on a new stream of it for HTTP/2, and returns at the
+    /// response head.
     func exchange(
         _ request: HTTPRequest,
         on connection: Connection,
@@ -17,118 +19,66 @@ extension HTTPEngine {
         deadline: NIODeadline?,
         recorder: MetricsRecorder
     ) async throws -> HTTPResponse {
-        let channel: any Channel
-        do {
-            channel = try await connection.exchangeChannel(scheme: request.url.scheme)
-        } catch {
-            pool.release(connection, key: key, reusable: false)
-            // Only HTTP/2 opens a channel here, and a stream that could not be opened sent nothing.
-            throw StreamNotProcessed(
-                error: HTTPEngineError(
-                    .protocolError,
-                    "could not open a stream to \(request.url.host): \(error)",
-                    underlying: error
-                )
-            )
-        }
-        let loop = channel.eventLoop
-        let headPromise = loop.makePromise(of: HTTPResponseHead.self)
-        let endPromise = loop.makePromise(of: Bool.self)
-        let box = NIOLoopBoundBox<ExchangeHandler?>.makeEmptyBox(valueType: ExchangeHandler.self, eventLoop: loop)
-        let sequence = HTTPResponseBody.Producer.makeSequence(
-            elementType: ByteBuffer.self,
-            backPressureStrategy: .init(lowWatermark: 2, highWatermark: 8),
-            finishOnDeinit: false,
-            delegate: BodyDelegate(handler: box)
-        )
-        let idle = TimeAmount.nanoseconds((request.idleTimeout ?? configuration.timeouts.idleRead).nanoseconds)
-        let decompress = request.decompress
-        let host = request.url.host
-        let source = sequence.source
-        let head = makeHead(request)
+        let loop = connection.channel.eventLoop
         // A request without a body, or with a small one, is written in the same event-loop turn that
-        // installs the handler: no upload task, no extra hops. Larger bodies stream from a task below.
+        // starts the exchange: no upload task, no extra hops. Larger bodies stream from a task below.
         let inline: ByteBuffer?? =
             switch request.body?.storage {
             case .none: .some(nil)
             case .bytes(let b) where b.readableBytes <= 1 << 16: .some(b)
             default: nil
             }
-        // Not awaited: the task waits once, for the response head. A failure to install the handler
-        // fails the head and the exchange (the connection is then not reused). The total timeout is
-        // armed once the handler is in place (a busy loop may run a due timer before this closure).
-        let timeoutTask = NIOLoopBoundBox.makeEmptyBox(valueType: Scheduled<Void>.self, eventLoop: loop)
-        let onStream = connection.version == .http2
-        let installed = loop.submit {
-            let sync = channel.pipeline.syncOperations
-            let decompressor = decompress ? NIOHTTPResponseDecompressor(limit: .none) : nil
-            if let decompressor { try sync.addHandler(decompressor) }
-            let handler = ExchangeHandler(
-                head: headPromise,
-                end: endPromise,
-                source: source,
-                idleTimeout: idle,
-                host: host,
-                onStream: onStream,
-                decompressor: decompressor
-            )
-            try sync.addHandler(handler)
-            box.value = handler
-            if let deadline {
-                timeoutTask.value = loop.scheduleTask(deadline: deadline) { box.value?.totalTimeoutFired() }
+        let start = ExchangeStart(
+            loop: loop,
+            head: makeHead(request),
+            scheme: request.url.scheme,
+            host: request.url.host,
+            inline: inline,
+            decompress: request.decompress,
+            idleTimeout: .nanoseconds((request.idleTimeout ?? configuration.timeouts.idleRead).nanoseconds),
+            deadline: deadline,
+            headPromise: loop.makePromise(of: HTTPResponseHead.self),
+            endPromise: loop.makePromise(of: Bool.self),
+            timeoutTask: NIOLoopBoundBox.makeEmptyBox(valueType: Scheduled<Void>.self, eventLoop: loop)
+        )
+        // HTTP/2: whether the server cannot have processed the stream, once it has failed.
+        let outcome = connection.streams == nil ? nil : StreamOutcome()
+        // Not awaited: the task waits once, for the response head.
+        let started =
+            if let streams = connection.streams, let outcome {
+                start.onStream(of: streams, outcome: outcome)
+            } else {
+                start.onConnection(connection)
             }
-            if let inline {
-                // One flush: HEADERS(+DATA) with END_STREAM on h2. kresd 5.6's doh2 answers 400 to a
-                // POST whose HEADERS and DATA frames arrive in separate writes.
-                channel.write(HTTPClientRequestPart.head(head), promise: nil)
-                // No empty DATA frame without END_STREAM (NIO servers count those as a flood).
-                if let body = inline, body.readableBytes > 0 {
-                    channel.write(HTTPClientRequestPart.body(.byteBuffer(body)), promise: nil)
-                }
-                let written = loop.makePromise(of: Void.self)
-                written.futureResult.whenFailure { box.value?.requestWriteFailed($0) }
-                channel.writeAndFlush(HTTPClientRequestPart.end(nil), promise: written)
-            }
-        }
-        installed.whenFailure { error in
-            // No handler to finish the body or close the channel (e.g. the stream was closed with its
-            // connection).
-            let error = HTTPEngineError(
-                .protocolError,
-                "could not start the exchange with \(host): \(error)",
-                underlying: error
-            )
-            source.finish(error)
-            headPromise.fail(error)
-            endPromise.fail(error)
-            channel.close(promise: nil)
-        }
         if let inline { recorder.update { $0.bytesSent = inline?.readableBytes ?? 0 } }
 
-        // Give the connection back once the exchange is over, whichever way it ends. The handler has
-        // already left the channel clean for the next request, or closed it.
+        // Give the connection back once the exchange is over, whichever way it ends. An HTTP/1.1
+        // exchange has already left the channel clean for the next request, or closed it.
         let pool = self.pool
-        endPromise.futureResult.whenComplete { result in
-            timeoutTask.value?.cancel()
-            box.value = nil
+        let driver = started.driver
+        start.endPromise.futureResult.whenComplete { result in
+            start.timeoutTask.value?.cancel()
+            driver.clear()
             pool.release(connection, key: key, reusable: (try? result.get()) ?? false)
         }
 
         do {
             return try await responseHead(
                 of: request,
-                head: head,
+                head: start.head,
                 inline: inline,
-                on: channel,
+                sink: started.sink,
                 connection: connection,
-                sequence: sequence.sequence,
-                headPromise: headPromise,
+                sequence: started.sequence.sequence,
+                headPromise: start.headPromise,
                 recorder: recorder
             ) {
-                loop.execute { box.value?.cancel() }
+                driver.onLoop { $0.cancel() }
             }
         } catch let error as HTTPEngineError where connection.version == .http2 {
-            if await connection.neverProcessed(stream: channel) { throw StreamNotProcessed(error: error) }
+            if outcome?.neverProcessed(goAway: connection.goAway) ?? false {
+                throw StreamNotProcessed(error: error)
+            }
             throw error
         }
     }
@@ -139,7 +89,7 @@ extension HTTPEngine {
         of request: HTTPRequest,
         head: HTTPRequestHead,
         inline: ByteBuffer??,
-        on channel: any Channel,
+        sink: RequestSink,
         connection: Connection,
         sequence: HTTPResponseBody.Producer,
         headPromise: EventLoopPromise<HTTPResponseHead>,
@@ -152,7 +102,7 @@ extension HTTPEngine {
             if inline != nil {
                 responseHead = try await headPromise.futureResult.get()
             } else {
-                async let upload: Void = send(head: head, body: request.body, on: channel, recorder: recorder)
+                async let upload: Void = send(head: head, body: request.body, to: sink, recorder: recorder)
                 do {
                     responseHead = try await headPromise.futureResult.get()
                 } catch {
@@ -204,18 +154,14 @@ extension HTTPEngine {
     }
 
     /// Writes the head and streams the body with one chunk in flight: a chunk is read from the source
-    /// only once the one before it has been taken by the connection (TCP or h2 flow control).
-    ///
-    /// The HTTP/2 codec holds each part back until the next one arrives (so it can set END_STREAM on
-    /// the last frame): waiting on the part just written would stall, so each wait is on the part
-    /// before. A GET goes out as one HEADERS frame with END_STREAM, a body's last DATA frame carries it.
-    private func send(head: HTTPRequestHead, body: HTTPRequestBody?, on channel: any Channel, recorder: MetricsRecorder)
+    /// only once the one before it has been taken by the connection (TCP or h2 flow control). A GET
+    /// goes out as one HEADERS frame with END_STREAM, a streamed body ends with an empty DATA frame
+    /// that carries it.
+    private func send(head: HTTPRequestHead, body: HTTPRequestBody?, to sink: RequestSink, recorder: MetricsRecorder)
         async throws
     {
         func write(_ part: HTTPClientRequestPart, flush: Bool) -> EventLoopFuture<Void> {
-            let promise = channel.eventLoop.makePromise(of: Void.self)
-            if flush { channel.writeAndFlush(part, promise: promise) } else { channel.write(part, promise: promise) }
-            return promise.futureResult
+            sink.write(part, flush: flush)
         }
         var previous = write(.head(head), flush: false)
         var sent = 0
@@ -250,4 +196,116 @@ extension HTTPEngine {
 /// last one its GOAWAY accepted, or one never written): `execute` sends it again on a new connection.
 struct StreamNotProcessed: Error {
     var error: HTTPEngineError
+}
+
+/// What starting one exchange takes, and the two ways to start it: a stream of an HTTP/2 connection
+/// (`ClientStream`) or an HTTP/1.1 connection's own channel (`ExchangeHandler`). Either way, on the
+/// loop: the exchange is set up, the total timeout armed (once it is in place: a busy loop may run a
+/// due timer before the closure that starts it) and an inline request written.
+struct ExchangeStart: Sendable {
+    let loop: any EventLoop
+    let head: HTTPRequestHead
+    let scheme: String
+    let host: String
+    /// The whole body when it is small (`.some(nil)`: no body); nil when it streams.
+    let inline: ByteBuffer??
+    let decompress: Bool
+    let idleTimeout: TimeAmount
+    let deadline: NIODeadline?
+    let headPromise: EventLoopPromise<HTTPResponseHead>
+    let endPromise: EventLoopPromise<Bool>
+    let timeoutTask: NIOLoopBoundBox<Scheduled<Void>?>
+
+    /// The body's sequence, the driver that carries the exchange out, and where a streamed body goes.
+    struct Started {
+        var sequence: HTTPResponseBody.Producer.NewSequence
+        var driver: DriverBox
+        var sink: RequestSink
+    }
+
+    private static func bodySequence(_ delegate: BodyDelegate) -> HTTPResponseBody.Producer.NewSequence {
+        HTTPResponseBody.Producer.makeSequence(
+            elementType: ByteBuffer.self,
+            backPressureStrategy: .init(lowWatermark: 2, highWatermark: 8),
+            finishOnDeinit: false,
+            delegate: delegate
+        )
+    }
+
+    /// HTTP/2: a new stream of the connection, with no channel of its own. A stream opened on a
+    /// connection that has gone fails by itself, as never sent.
+    func onStream(of streams: NIOLoopBound<HTTP2ClientStreams>, outcome: StreamOutcome) -> Started {
+        let box = NIOLoopBoundBox<ClientStream?>.makeEmptyBox(valueType: ClientStream.self, eventLoop: loop)
+        let sequence = Self.bodySequence(BodyDelegate(driver: box))
+        let source = sequence.source
+        loop.execute { [self] in
+            let stream = ClientStream(
+                connection: streams.value,
+                eventLoop: loop,
+                head: headPromise,
+                end: endPromise,
+                source: source,
+                idleTimeout: idleTimeout,
+                request: head,
+                host: host,
+                decompress: decompress,
+                outcome: outcome
+            )
+            box.value = stream
+            if let deadline {
+                timeoutTask.value = loop.scheduleTask(deadline: deadline) { box.value?.totalTimeoutFired() }
+            }
+            stream.start(head, scheme: scheme, body: inline)
+        }
+        return Started(sequence: sequence, driver: .stream(box), sink: RequestSink(stream: box))
+    }
+
+    /// HTTP/1.1: the exchange's handler in the connection's pipeline (and NIO's decompressor in front of
+    /// it when asked). A failure to install them fails the exchange and closes the connection.
+    func onConnection(_ connection: Connection) -> Started {
+        let channel = connection.channel
+        let box = NIOLoopBoundBox<ExchangeHandler?>.makeEmptyBox(valueType: ExchangeHandler.self, eventLoop: loop)
+        let sequence = Self.bodySequence(BodyDelegate(driver: box))
+        let source = sequence.source
+        let installed = loop.submit { [self] in
+            let sync = channel.pipeline.syncOperations
+            let decompressor = decompress ? NIOHTTPResponseDecompressor(limit: .none) : nil
+            if let decompressor { try sync.addHandler(decompressor) }
+            let handler = ExchangeHandler(
+                head: headPromise,
+                end: endPromise,
+                source: source,
+                idleTimeout: idleTimeout,
+                host: host,
+                decompressor: decompressor
+            )
+            try sync.addHandler(handler)
+            box.value = handler
+            if let deadline {
+                timeoutTask.value = loop.scheduleTask(deadline: deadline) { box.value?.totalTimeoutFired() }
+            }
+            if let inline {
+                channel.write(HTTPClientRequestPart.head(head), promise: nil)
+                // No empty body part: with chunked framing it would read as the body's end.
+                if let body = inline, body.readableBytes > 0 {
+                    channel.write(HTTPClientRequestPart.body(.byteBuffer(body)), promise: nil)
+                }
+                let written = loop.makePromise(of: Void.self)
+                written.futureResult.whenFailure { box.value?.requestWriteFailed($0) }
+                channel.writeAndFlush(HTTPClientRequestPart.end(nil), promise: written)
+            }
+        }
+        installed.whenFailure { [self] error in
+            let error = HTTPEngineError(
+                .protocolError,
+                "could not start the exchange with \(host): \(error)",
+                underlying: error
+            )
+            source.finish(error)
+            headPromise.fail(error)
+            endPromise.fail(error)
+            connection.close()
+        }
+        return Started(sequence: sequence, driver: .connection(box), sink: RequestSink(channel: channel))
+    }
 }

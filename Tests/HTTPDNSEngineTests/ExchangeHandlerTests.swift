@@ -70,7 +70,6 @@ struct EmbeddedExchange {
         idleTimeout: TimeAmount = .seconds(1),
         highWatermark: Int = 8,
         writeRequest: Bool = true,
-        onStream: Bool = false,
         front: [any ChannelHandler] = []
     ) throws {
         channel = EmbeddedChannel()
@@ -85,7 +84,7 @@ struct EmbeddedExchange {
             elementType: ByteBuffer.self,
             backPressureStrategy: .init(lowWatermark: 1, highWatermark: highWatermark),
             finishOnDeinit: false,
-            delegate: BodyDelegate(handler: box)
+            delegate: BodyDelegate(driver: box)
         )
         counter = ReadCounter()
         handler = ExchangeHandler(
@@ -93,8 +92,7 @@ struct EmbeddedExchange {
             end: endPromise,
             source: sequence.source,
             idleTimeout: idleTimeout,
-            host: "a.test",
-            onStream: onStream
+            host: "a.test"
         )
         for handler in front { try channel.pipeline.syncOperations.addHandler(handler) }
         try channel.pipeline.syncOperations.addHandler(counter)
@@ -304,16 +302,6 @@ struct EmbeddedExchange {
         #expect(complete.end.value == false)
         #expect(!complete.channel.isActive)
         #expect(finished.closes == 1)
-    }
-
-    /// An HTTP/2 stream is closed (reset), never its connection.
-    @Test func cancelledStreamIsClosedNotAbandoned() throws {
-        let passed = CloseCounter()
-        let exchange = try EmbeddedExchange(onStream: true, front: [ConnectionAbandoner(), passed])
-        defer { exchange.close() }
-        exchange.handler.cancel()
-        #expect(!exchange.channel.isActive)
-        #expect(passed.closes == 1)
     }
 
     @Test func cancelAfterTheEndChangesNothing() throws {
