@@ -470,7 +470,11 @@ struct ResponseFraming {
         if code != 204, code != 304, requestMethod != .HEAD, requestMethod != .CONNECT,
             !block.contains(name: "content-length")
         {
-            head.headers.add(name: endStream ? "content-length" : "transfer-encoding", value: endStream ? "0" : "chunked")
+            if endStream {
+                head.headers.add(name: "content-length", value: "0")
+            } else {
+                head.headers.add(name: "transfer-encoding", value: "chunked")
+            }
         }
         return endStream ? [.head(head), .end(nil)] : [.head(head)]
     }

@@ -44,17 +44,11 @@ struct StreamRig {
         let loop = channel.embeddedEventLoop
         let head = loop.makePromise(of: HTTPResponseHead.self)
         let end = loop.makePromise(of: Bool.self)
-        // The producer's delegate hops to a real loop where the box stays empty: tests call the stream.
         let box = NIOLoopBoundBox.makeEmptyBox(
             valueType: ClientStream.self,
             eventLoop: MultiThreadedEventLoopGroup.singleton.next()
         )
-        let sequence = HTTPResponseBody.Producer.makeSequence(
-            elementType: ByteBuffer.self,
-            backPressureStrategy: .init(lowWatermark: 1, highWatermark: highWatermark),
-            finishOnDeinit: false,
-            delegate: BodyDelegate(driver: box)
-        )
+        let sequence = testBodySequence(BodyDelegate(driver: box), highWatermark: highWatermark)
         let outcome = StreamOutcome()
         let stream = ClientStream(
             connection: streams,
@@ -94,7 +88,8 @@ struct StreamRig {
     }
 
     func respond(_ id: Int32, status: Int = 200, _ fields: [(String, String)] = [], endStream: Bool = false) throws {
-        try receive(id, .headers(.init(headers: HPACKHeaders([(":status", "\(status)")] + fields), endStream: endStream)))
+        let block = HPACKHeaders([(":status", "\(status)")] + fields)
+        try receive(id, .headers(.init(headers: block, endStream: endStream)))
     }
 
     func data(_ id: Int32, bytes: Int, endStream: Bool = false) throws {
@@ -205,7 +200,11 @@ private func windowUpdates(_ frames: [HTTP2Frame], on id: Int32) -> [Int] {
         let frames = try rig.written()
         #expect(frames.count == 1)
         #expect(frames.first?.streamID == 1)
-        if case .rstStream(let code) = frames.first?.payload { #expect(code == .cancel) } else { Issue.record("no RST") }
+        guard case .rstStream(let code) = frames.first?.payload else {
+            Issue.record("no RST_STREAM")
+            return
+        }
+        #expect(code == .cancel)
         #expect(first.head.errorCode == .cancelled)
         // Frames still in flight for the reset stream are dropped; the other stream goes on.
         try rig.respond(1)

@@ -56,6 +56,17 @@ struct Outcome<T: Sendable>: Sendable {
     }
 }
 
+/// A response body's producer for a test: low watermark 1, `highWatermark` as given. Its delegate's box
+/// lives on a real loop and stays empty: the tests call the driver themselves, as the delegate would.
+func testBodySequence(_ delegate: BodyDelegate, highWatermark: Int) -> HTTPResponseBody.Producer.NewSequence {
+    HTTPResponseBody.Producer.makeSequence(
+        elementType: ByteBuffer.self,
+        backPressureStrategy: .init(lowWatermark: 1, highWatermark: highWatermark),
+        finishOnDeinit: false,
+        delegate: delegate
+    )
+}
+
 /// One exchange on a connected EmbeddedChannel, its request already written.
 struct EmbeddedExchange {
     let channel: EmbeddedChannel
@@ -80,12 +91,7 @@ struct EmbeddedExchange {
             valueType: ExchangeHandler.self,
             eventLoop: MultiThreadedEventLoopGroup.singleton.next()
         )
-        let sequence = HTTPResponseBody.Producer.makeSequence(
-            elementType: ByteBuffer.self,
-            backPressureStrategy: .init(lowWatermark: 1, highWatermark: highWatermark),
-            finishOnDeinit: false,
-            delegate: BodyDelegate(driver: box)
-        )
+        let sequence = testBodySequence(BodyDelegate(driver: box), highWatermark: highWatermark)
         counter = ReadCounter()
         handler = ExchangeHandler(
             head: headPromise,
