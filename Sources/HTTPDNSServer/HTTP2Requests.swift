@@ -32,7 +32,8 @@ struct HTTP2Requests {
     }
 
     enum Action: Equatable {
-        /// A new request started: time it (the whole request must arrive within requestTimeout).
+        /// A request started and has more to come: time it (the whole request must arrive within
+        /// requestTimeout).
         case startTimer(HTTP2StreamID)
         /// The request is complete: answer it.
         case answer(HTTP2StreamID)
@@ -66,7 +67,8 @@ struct HTTP2Requests {
             if let last = goAwayAfter, id > last { return [.reset(id, .refusedStream)] }
             lastStreamID = max(lastStreamID, id)
             streams[id] = Stream(headers: headers)
-            return endStream ? [.startTimer(id), complete(id)] : [.startTimer(id)]
+            // A request whole on its HEADERS (a DoH GET) has nothing left to time: no timer.
+            return endStream ? [complete(id)] : [.startTimer(id)]
         }
         // Trailers: allowed once, only as the end of the request.
         guard endStream, !answering else { return [forget(id, .protocolError)] }
