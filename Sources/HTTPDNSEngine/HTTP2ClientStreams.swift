@@ -99,7 +99,7 @@ final class HTTP2ClientStreams: ChannelInboundHandler {
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if let closed = event as? StreamClosedEvent {
-            streams.removeValue(forKey: closed.streamID)?.closed(reason: closed.reason, goAway: goAway)
+            streams.removeValue(forKey: closed.streamID)?.closed(reason: closed.reason)
         } else if let update = event as? NIOHTTP2WindowUpdatedEvent, update.streamID == .rootStream,
             let size = update.inboundWindowSize, size <= Self.window / 2
         {
@@ -169,9 +169,6 @@ final class ClientStream: ExchangeDriver {
     private var delivering = false
     /// Bytes the exchange has taken that the stream's window has not had back yet.
     private var unreturned = 0
-    /// The server has ended its side (END_STREAM), or the stream is closed or reset: no window to
-    /// give back.
-    private var remoteEnded = false
     private var idleTask: Scheduled<Void>?
     private let decompress: Bool
     private var decompressor: EmbeddedChannel?
@@ -268,14 +265,12 @@ final class ClientStream: ExchangeDriver {
                 for part in try framing.headers(headers.headers, endStream: headers.endStream) {
                     pending.append((part, 0))
                 }
-                remoteEnded = remoteEnded || headers.endStream
             case .data(let data):
                 guard case .byteBuffer(let bytes) = data.data else { return }
                 let counted = bytes.readableBytes + (data.paddingBytes.map { $0 + 1 } ?? 0)
                 for (index, part) in try framing.data(bytes, endStream: data.endStream).enumerated() {
                     pending.append((part, index == 0 ? counted : 0))
                 }
-                remoteEnded = remoteEnded || data.endStream
             default:
                 return  // WINDOW_UPDATE, PRIORITY: NIOHTTP2Handler has dealt with them.
             }
@@ -288,8 +283,7 @@ final class ClientStream: ExchangeDriver {
 
     /// The stream is closed: both sides ended (`reason` nil), or it was reset (by the server, or by
     /// its GOAWAY).
-    func closed(reason: HTTP2ErrorCode?, goAway: GoAwayRecord) {
-        remoteEnded = true
+    func closed(reason: HTTP2ErrorCode?) {
         guard let reason else { return }  // the response's end may still be waiting in `pending`
         if reason == .refusedStream { outcome.refused() }
         // A server may answer in full and then reset the rest of the request with NO_ERROR (RFC 9113
@@ -297,7 +291,7 @@ final class ClientStream: ExchangeDriver {
         if framing.ended { return }
         let host = machine.host
         let error =
-            if let id, goAway.refuses(id) {
+            if let id, connection.goAway.refuses(id) {
                 HTTPEngineError(.protocolError, "\(host) refused the stream with GOAWAY")
             } else {
                 HTTPEngineError(.protocolError, "\(host) reset the stream (\(reason))")
@@ -306,7 +300,6 @@ final class ClientStream: ExchangeDriver {
     }
 
     func connectionClosed() {
-        remoteEnded = true
         if framing.ended { return }
         run(machine.channelInactive())
     }
@@ -378,7 +371,8 @@ final class ClientStream: ExchangeDriver {
 
     private func giveBack(_ bytes: Int) {
         unreturned += bytes
-        guard let id, !remoteEnded, unreturned >= HTTP2ClientStreams.window / 2, connection.isOpen(id) else {
+        // Not once the server has ended its side, nor on a stream that is closed or reset.
+        guard let id, !framing.ended, unreturned >= HTTP2ClientStreams.window / 2, connection.isOpen(id) else {
             return
         }
         connection.write(.windowUpdate(windowSizeIncrement: unreturned), on: id, promise: nil)
@@ -402,13 +396,12 @@ final class ClientStream: ExchangeDriver {
         case .yieldBodyPart:
             preconditionFailure("the body part is yielded by handle")
         case .finish(let reusable, _):
-            stopTimer()
+            tearDown()
             end.succeed(reusable)
             source.finish()
         case .fail(let error, let failHead, let close):
-            stopTimer()
+            tearDown()
             pending.removeAll()
-            remoteEnded = true
             if close, let id { connection.reset(id) }
             if failHead { head.fail(error) }
             source.finish(error)
@@ -416,7 +409,8 @@ final class ClientStream: ExchangeDriver {
         }
     }
 
-    private func stopTimer() {
+    /// The exchange is over: its idle timer and its decompressor go.
+    private func tearDown() {
         idleTask?.cancel()
         idleTask = nil
         decompressor = nil
