@@ -37,6 +37,8 @@ ensure_packages() {
     command -v tinyproxy >/dev/null || missing+=(tinyproxy)
     # The Prometheus text parser the metrics tests check /metrics with (PyPI).
     python3 -c 'import prometheus_client' 2>/dev/null || python3 -m pip install -q prometheus_client >&2
+    # The OTLP decoder the tracing tests read exported spans with: OpenTelemetry's own proto classes.
+    python3 -c 'import opentelemetry.proto' 2>/dev/null || python3 -m pip install -q opentelemetry-proto >&2
     [ ${#missing[@]} -eq 0 ] && return 0
     echo "peers: installing ${missing[*]}" >&2
     # Keep package scripts from starting services on hosts with an init system.
@@ -319,6 +321,12 @@ start() {
     wait_dns 127.0.0.2 "$hj_port" a.test "dnsmasq"
     wait_tcp 127.0.0.1 "$proxy_port" "tinyproxy" || { cat "$dir/tinyproxy.log" >&2; return 1; }
     wait_tcp 127.0.0.1 "$auth_proxy_port" "tinyproxy (Basic)" || { cat "$dir/tinyproxy-auth.out" >&2; return 1; }
+    # An OTLP/HTTP receiver: every span exported to it, decoded, one JSON line each in otlp-spans.jsonl.
+    local otlp_port
+    otlp_port=$(free_port 127.0.0.1)
+    python3 "$fixtures/otlp_receiver.py" 127.0.0.1 "$otlp_port" "$dir/otlp-spans.jsonl" > "$dir/otlp.log" 2>&1 &
+    echo $! > "$dir/otlp.pid"
+    wait_tcp 127.0.0.1 "$otlp_port" "OTLP receiver" || { cat "$dir/otlp.log" >&2; return 1; }
     cat > "$dir/env" <<ENV
 export HTTPDNS_PEERS=1
 export HTTPDNS_PEERS_DIR='$dir'
@@ -335,6 +343,8 @@ export HTTPDNS_NGINX_HTTP_PORT='$http_port'
 export HTTPDNS_NGINX_H2C_PORT='$h2c_port'
 export HTTPDNS_NGINX_H1_TLS_PORT='$(cat "$dir/nginx/h1_tls_port")'
 export HTTPDNS_WWW='$dir/www'
+export HTTPDNS_OTLP_ENDPOINT='http://127.0.0.1:$otlp_port'
+export HTTPDNS_OTLP_SPANS='$dir/otlp-spans.jsonl'
 export HTTPDNS_NETNS='$(cat "$dir/netns/name")'
 export HTTPDNS_NAT64_CLIENT_NS='$(cat "$dir/nat64/client")'
 export HTTPDNS_NAT64_DUAL_NS='$(cat "$dir/nat64/dual")'
@@ -352,7 +362,8 @@ stop() {
     local dir="$1"
     stop_nat64 "$dir"
     stop_netns "$dir"
-    for f in "$dir/kresd.pid" "$dir/dnsmasq.pid" "$dir/nginx/nginx.pid" "$dir/tinyproxy.pid" "$dir/tinyproxy-auth.pid"; do
+    for f in "$dir/kresd.pid" "$dir/dnsmasq.pid" "$dir/nginx/nginx.pid" "$dir/tinyproxy.pid" "$dir/tinyproxy-auth.pid" \
+        "$dir/otlp.pid"; do
         [ -s "$f" ] && kill "$(cat "$f")" 2>/dev/null || true
     done
 }

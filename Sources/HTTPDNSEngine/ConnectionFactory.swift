@@ -13,6 +13,7 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import NIOSSL
+import Tracing
 
 #if canImport(Glibc)
     import Glibc
@@ -47,6 +48,8 @@ struct AddressLookup: Sendable {
     var source: String
     /// How long the lookup took; nil when none ran.
     var duration: Duration?
+    /// When the lookup started, on the wall clock spans are stamped with (the resolve span's start).
+    var startedAt = DefaultTracerClock.now
 }
 
 /// A failed connect: the engine's error, and how the address was found before it failed (the request's
@@ -249,6 +252,7 @@ struct ConnectionFactory: Sendable {
             return (mapped.synthesized.isEmpty ? nil : mapped, lookup)
         }
         let started = ContinuousClock.now
+        let wallStart = DefaultTracerClock.now
         let found: ResolvedAddresses
         if let given {
             found = given
@@ -280,7 +284,7 @@ struct ConnectionFactory: Sendable {
                 source: found.source
             )
         }
-        let lookup = AddressLookup(source: found.source, duration: ContinuousClock.now - started)
+        let lookup = AddressLookup(source: found.source, duration: ContinuousClock.now - started, startedAt: wallStart)
         return (await path.connectable(ranked), lookup)
     }
 

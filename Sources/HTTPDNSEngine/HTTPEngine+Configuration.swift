@@ -22,6 +22,8 @@ extension HTTPEngine {
         package var idleConnectionTimeout: Duration = .seconds(60)
         /// Sent when the request has no User-Agent.
         package var userAgent = "swift-httpdns/0.1"
+        /// Spans of each request attempt (issue 31); nil: none, at the cost of a nil check.
+        package var tracing: EngineTracing?
 
         package init() {}
     }

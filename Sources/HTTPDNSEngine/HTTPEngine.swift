@@ -149,6 +149,35 @@ public final class HTTPEngine: Sendable {
         recorder: MetricsRecorder,
         retries: Int
     ) async throws -> HTTPResponse {
+        var sent = request
+        var span: AttemptSpan?
+        if let tracing = configuration.tracing { span = AttemptSpan(tracing, &sent) }
+        do {
+            let response = try await attempt(sent, addresses: given, recorder: recorder, retries: retries, span: span)
+            if let span {
+                span.responded(response.status)
+                recorder.endSpanWithBody(span)
+            }
+            return response
+        } catch let again as SendAgain {
+            span?.failed(again.cause)
+            logger.debug("\(again.reason)", metadata: ["host": "\(request.url.host)"])
+            return try await execute(request, addresses: given, recorder: recorder, retries: retries - 1)
+        } catch {
+            span?.failed(error)
+            throw error
+        }
+    }
+
+    /// One attempt at `request` on a leased connection; `span` is its span when traced. A retry on a
+    /// new connection is a new attempt (`execute`), with a span of its own.
+    private func attempt(
+        _ request: HTTPRequest,
+        addresses given: ResolvedAddresses?,
+        recorder: MetricsRecorder,
+        retries: Int,
+        span: AttemptSpan?
+    ) async throws -> HTTPResponse {
         let url = request.url
         let versions = request.versions ?? configuration.versions
         let h2c = !url.isTLS && configuration.http2PriorKnowledge
@@ -211,6 +240,9 @@ public final class HTTPEngine: Sendable {
             }
         }
         if !reused { metrics.connected(connect: connection.connectDuration, tls: connection.tlsDuration) }
+        if let span, let tracer = configuration.tracing?.tracer {
+            span.connected(connection, reused: reused, host: url.host, tracer: tracer)
+        }
         // What the retry rule needs to know, read when the exchange has failed (a GOAWAY may have come
         // in meanwhile).
         func attempt() -> ExchangeRetry.Attempt {
@@ -229,12 +261,17 @@ public final class HTTPEngine: Sendable {
         } catch let error as HTTPEngineError
             where error.code == .protocolError && ExchangeRetry.sendAgain(after: .broken, attempt())
         {
-            logger.debug("retrying on a new connection", metadata: ["host": "\(url.host)"])
-            return try await execute(request, addresses: given, recorder: recorder, retries: retries - 1)
+            throw SendAgain(cause: error, reason: "retrying on a new connection")
         } catch let refused as StreamNotProcessed {
             guard ExchangeRetry.sendAgain(after: .neverProcessed, attempt()) else { throw refused.error }
-            logger.debug("retrying a stream the server never processed", metadata: ["host": "\(url.host)"])
-            return try await execute(request, addresses: given, recorder: recorder, retries: retries - 1)
+            throw SendAgain(cause: refused.error, reason: "retrying a stream the server never processed")
         }
     }
+}
+
+/// An attempt's answer when the retry rule (`ExchangeRetry`) sends the request again on a new
+/// connection: the attempt has ended with `cause`, and `execute` makes the next one.
+private struct SendAgain: Error {
+    var cause: any Error
+    var reason: String
 }

@@ -223,14 +223,39 @@ public struct RequestMetrics: Sendable, Encodable, Hashable {
 /// Collects metrics as a request goes; shared by the engine, the handler and the response body.
 final class MetricsRecorder: Sendable {
     let started = ContinuousClock.now
-    private let box: NIOLockedValueBox<RequestMetrics>
+    private let box: NIOLockedValueBox<Recorded>
 
-    init(url: HTTPURL) { box = NIOLockedValueBox(RequestMetrics(url: url.description)) }
+    private struct Recorded {
+        var metrics: RequestMetrics
+        /// The span of the attempt that got the response, ended with its body; nil when untraced.
+        var span: AttemptSpan?
+    }
 
-    func update(_ body: (inout RequestMetrics) -> Void) { box.withLockedValue(body) }
-    var snapshot: RequestMetrics { box.withLockedValue { $0 } }
+    init(url: HTTPURL) { box = NIOLockedValueBox(Recorded(metrics: RequestMetrics(url: url.description))) }
+
+    func update(_ body: (inout RequestMetrics) -> Void) { box.withLockedValue { body(&$0.metrics) } }
+    var snapshot: RequestMetrics { box.withLockedValue { $0.metrics } }
     func sinceStart() -> Double { (ContinuousClock.now - started).milliseconds }
-    func finish() { update { if $0.totalMs == nil { $0.totalMs = (ContinuousClock.now - self.started).milliseconds } } }
+
+    /// Ends the attempt's span with the body (`finish`), or at once when the body has already ended.
+    func endSpanWithBody(_ span: AttemptSpan) {
+        let ended = box.withLockedValue { r in
+            if r.metrics.totalMs == nil { r.span = span }
+            return r.metrics.totalMs != nil
+        }
+        if ended { span.span.end() }
+    }
+
+    /// The body has ended (`error` when it was cut short): total time, and the span ends.
+    func finish(error: (any Error)? = nil) {
+        let span = box.withLockedValue { r -> AttemptSpan? in
+            if r.metrics.totalMs == nil { r.metrics.totalMs = (ContinuousClock.now - self.started).milliseconds }
+            defer { r.span = nil }
+            return r.span
+        }
+        guard let span else { return }
+        if let error { span.failed(error) } else { span.span.end() }
+    }
 }
 
 /// A response: status and headers as soon as they arrive, the body as it arrives.
@@ -281,7 +306,7 @@ public struct HTTPResponseBody: AsyncSequence, Sendable {
                 }
                 return chunk
             } catch {
-                recorder?.finish()
+                recorder?.finish(error: error)
                 inner = nil
                 throw error
             }

@@ -17,6 +17,7 @@ import HTTPDNSURLSession
 import Logging
 import NIOCore
 import NIOPosix
+import Tracing
 
 #if canImport(FoundationNetworking)
     import FoundationNetworking
@@ -111,6 +112,16 @@ public final class HTTPDNS: Sendable {
         public var maxConnectionsPerHost = 8
         /// HTTP/2 without TLS to http:// URLs on the app's engine (the CLI's `--http2` on http://).
         package var http2PriorKnowledge = false
+        /// Where spans go (swift-distributed-tracing): a CLIENT span per request attempt with the
+        /// lookup and connection in it, and a span per ``HTTPDNSResolver/resolve(_:_:)`` and
+        /// ``HTTPDNSResolver/compare(_:_:)`` the app calls. Nil (the default): the tracer bootstrapped
+        /// in `InstrumentationSystem` when this `HTTPDNS` is made, so bootstrap first. With none
+        /// bootstrapped, or `NoOpTracer()` here, there are no spans and nothing is paid for them.
+        public var tracer: (any Tracer)?
+        /// Put the request span's trace context into each request's headers (W3C `traceparent` with an
+        /// OpenTelemetry tracer), so the server's spans join the app's trace. Off by default: it tells
+        /// every origin the app's trace IDs.
+        public var propagatesTraceContext = false
 
         /// A configuration asking `resolvers` for the names `policy` selects.
         public init(resolvers: [ResolverSpec], policy: HostPolicy = .none) {
@@ -166,10 +177,16 @@ public final class HTTPDNS: Sendable {
         resolverConfiguration.network.networkID = configuration.networkID
         resolverConfiguration.network.watch = configuration.watchesNetwork
         resolverConfiguration.network.nat64 = configuration.nat64
+        let tracing = EngineTracing(
+            configuration.tracer ?? InstrumentationSystem.tracer,
+            propagatesContext: configuration.propagatesTraceContext
+        )
+        resolverConfiguration.tracer = tracing?.tracer
         let resolver = try HTTPDNSResolver(configuration: resolverConfiguration, engine: resolverEngine, logger: logger)
         self.resolverEngine = resolverEngine
         self.resolver = resolver
         var app = http
+        app.tracing = tracing
         app.versions = configuration.httpVersions
         app.maxConnectionsPerHost = configuration.maxConnectionsPerHost
         app.http2PriorKnowledge = configuration.http2PriorKnowledge

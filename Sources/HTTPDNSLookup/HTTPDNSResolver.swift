@@ -25,6 +25,7 @@ import Logging
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
+import Tracing
 
 /// Resolves hostnames through HTTPDNS with caching, coalescing, prefetch, persistence and fallback.
 ///
@@ -189,6 +190,12 @@ public final class HTTPDNSResolver: Sendable {
     /// IP literals come back at once; names outside the policy go to LocalDNS; the rest through the cache
     /// and HTTPDNS as described at the top of this file. Throws `ResolverError`.
     public func resolve(_ host: String, _ query: AddressQuery? = nil) async throws -> Resolution {
+        guard let tracer = configuration.tracer else { return try await resolveUntraced(host, query) }
+        return try await ResolveSpan.around(tracer, host) { try await resolveUntraced(host, query) }
+    }
+
+    /// `resolve` without a span: what the engine asks (its request's span holds the lookup).
+    func resolveUntraced(_ host: String, _ query: AddressQuery?) async throws -> Resolution {
         let query = query ?? path.query
         metrics.lookups.increment()
         // Hot path: a name in normal form that the cache answers needs no parsing, validation or policy
@@ -249,6 +256,7 @@ public final class HTTPDNSResolver: Sendable {
     /// Resolves `host` through HTTPDNS whatever the policy says (no fallback), and through LocalDNS,
     /// and compares the two.
     public func compare(_ host: String, _ query: AddressQuery? = nil) async -> HijackReport {
+        let wallStart = DefaultTracerClock.now
         let query = query ?? path.query
         let started = ContinuousClock.now
         let deadline = NIODeadline.now() + .nanoseconds(configuration.timeout.nanoseconds)
@@ -272,6 +280,7 @@ public final class HTTPDNSResolver: Sendable {
         }
         let report = HijackReport(name: host, httpdns: await trusted, localDNS: await local)
         metrics.hijacks[report.verdict]?.increment()
+        if let tracer = configuration.tracer { ResolveSpan.compared(tracer, report, started: wallStart) }
         return report
     }
 
@@ -344,7 +353,7 @@ public final class HTTPDNSResolver: Sendable {
 extension HTTPDNSResolver: AddressSource {
     /// The engine's view of `resolve`: the families the network can use, ranked later by the engine.
     package func addresses(for host: String) async throws -> ResolvedAddresses {
-        let r = try await resolve(host)
+        let r = try await resolveUntraced(host, nil)
         return ResolvedAddresses(ipv4: r.ipv4, ipv6: r.ipv6, source: r.source.description)
     }
 

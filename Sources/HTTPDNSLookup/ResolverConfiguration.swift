@@ -3,6 +3,7 @@ import HTTPDNSEngine
 import HTTPDNSNetwork
 import NIOCore
 import NIOPosix
+import Tracing
 
 /// Everything the resolver needs to know. A `Sendable` value; build it once and hand it to
 /// `HTTPDNSResolver`.
@@ -18,6 +19,9 @@ package struct ResolverConfiguration: Sendable {
     package var cache = CacheConfiguration()
     /// Bound on one lookup, every provider and the fallback included.
     package var timeout: Duration = .seconds(5)
+    /// A span for each `resolve` and `compare` the app calls (issue 31); nil: none. The engine's own
+    /// lookups are traced by the engine, as part of its request's span.
+    package var tracer: (any Tracer)?
     /// IPs of resolver endpoints named by hostname (a resolver must be reachable without DNS).
     package var bootstrap: [String: [IPAddress]] = [:]
     /// A file the cache is saved to and loaded from (nil: memory only).

@@ -32,6 +32,7 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 import NIOSSL
+import Tracing
 
 /// Which client subnet `httpdns serve` passes upstream when a request names none (`ip=`).
 package enum SubnetPolicy: Sendable, Hashable {
@@ -83,6 +84,9 @@ package final class HTTPDNSService: Sendable {
         package var metricsText: (@Sendable () -> String)?
         /// One JSON line per answered request (ServerOperations.swift).
         package var accessLog: AccessLog?
+        /// A SERVER span per answered request (issue 31), joined to the client's trace when the request
+        /// carries one (`traceparent`); nil: none.
+        package var tracer: (any Tracer)?
         /// The name the start-up readiness probe asks the upstream, once a second until it answers
         /// (any DNS answer counts, NXDOMAIN or REFUSED included: the upstream is reachable).
         package var readinessProbeName = "readiness-probe.httpdns.invalid"
@@ -182,6 +186,21 @@ package final class HTTPDNSService: Sendable {
                 let started = ContinuousClock.now
                 let response = await service.handle(request)
                 observer.answered(request, response, after: .now - started)
+                return response
+            }
+        }
+        if let tracer = configuration.tracer {
+            let (untracedImmediate, untraced) = (immediate, handler)
+            immediate = { request in
+                let started = DefaultTracerClock.now
+                guard let response = untracedImmediate(request) else { return nil }
+                ServerSpan.record(tracer, request, response, started: started)
+                return response
+            }
+            handler = { request in
+                let started = DefaultTracerClock.now
+                let response = await untraced(request)
+                ServerSpan.record(tracer, request, response, started: started)
                 return response
             }
         }

@@ -95,6 +95,7 @@ struct FetchCommand: AsyncParsableCommand {
     var engine: Engine = .direct
 
     @OptionGroup var resolver: ResolverOptions
+    @OptionGroup var tracing: TracingOptions
 
     func validate() throws {
         // A bad URL is not a usage error here: curl's exit 3, from run().
@@ -124,6 +125,10 @@ struct FetchCommand: AsyncParsableCommand {
     var redirectLimit: Int { location ? (maxRedirects == -1 ? Int.max : maxRedirects) : 0 }
 
     func run() async throws {
+        try await tracing.exporting(logger: resolver.tracingLogger) { try await fetch() }
+    }
+
+    private func fetch() async throws {
         let target: HTTPURL
         do {
             target = try HTTPURL(url)

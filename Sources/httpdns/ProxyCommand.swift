@@ -61,6 +61,7 @@ struct ProxyCommand: AsyncParsableCommand {
     var maxConnections = 1024
 
     @OptionGroup var resolver: ResolverOptions
+    @OptionGroup var tracing: TracingOptions
 
     func validate() throws {
         do {
@@ -84,6 +85,10 @@ struct ProxyCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        try await tracing.exporting(logger: resolver.tracingLogger) { try await serveProxy() }
+    }
+
+    private func serveProxy() async throws {
         // A proxy runs for long: it follows network changes by itself (the path, NAT64, the cache
         // partition, pooled connections, re-resolving the names in use).
         let httpdns = try self.resolver.makeHTTPDNS(watch: true)

@@ -305,6 +305,13 @@ struct ResolverOptions: ParsableArguments {
         return ServiceListSettings(region: region)
     }
 
+    /// Where `--otlp-endpoint`'s exporter reports its own trouble (a collector that cannot be reached).
+    var tracingLogger: Logger {
+        var logger = Logger(label: "httpdns.otlp")
+        logger.logLevel = debug ? .debug : .warning
+        return logger
+    }
+
     /// The `HTTPDNS` these options describe, made through the front door as an app makes it: the
     /// resolver, the engine that reaches the resolvers and the engine for the command's own requests.
     /// `watch`: follow the operating system's network-change notices (long-running commands). `tweak`
@@ -328,6 +335,9 @@ struct ResolverOptions: ParsableArguments {
         config.serviceLists = try serviceListSettings()
         config.networkID = networkID
         config.nat64 = try nat64Mode()
+        // Only with --otlp-endpoint is there a tracer; then the command's requests carry its trace
+        // context, so a server that traces too (`httpdns serve --otlp-endpoint`) joins the same trace.
+        config.propagatesTraceContext = true
         config.watchesNetwork = watch
         config.trustedCertificateFiles = cacert.map { [$0] } ?? []
         try tweak(&config)

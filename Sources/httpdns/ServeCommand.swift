@@ -14,6 +14,7 @@ import Logging
 import Metrics
 import Prometheus
 import ServiceLifecycle
+import Tracing
 
 #if canImport(Glibc)
     import Glibc
@@ -129,6 +130,8 @@ struct ServeCommand: AsyncParsableCommand {
 
     @Flag(name: .customLong("debug"), help: "Log every request on stderr.")
     var debug = false
+
+    @OptionGroup var tracing: TracingOptions
 
     @Option(
         name: .customLong("dnspod-account"),
@@ -349,6 +352,10 @@ struct ServeCommand: AsyncParsableCommand {
     func run() async throws {
         var logger = Logger(label: "httpdns.serve")
         logger.logLevel = debug ? .debug : .info
+        try await tracing.exporting(logger: logger) { try await serve(logger: logger) }
+    }
+
+    private func serve(logger: Logger) async throws {
         var config = HTTPDNSService.Configuration()
         config.listen = try listen.map {
             let (ip, port) = try Self.listenAddress($0)
@@ -382,6 +389,7 @@ struct ServeCommand: AsyncParsableCommand {
                 throw ValidationError("--access-log: \(error)")
             }
         }
+        if tracing.otlpEndpoint != nil { config.tracer = InstrumentationSystem.tracer }
         let service: HTTPDNSService
         do {
             service = try await HTTPDNSService.start(config, logger: logger)

@@ -72,6 +72,7 @@ struct TraceCommand: AsyncParsableCommand {
     var http2 = false
 
     @OptionGroup var resolver: ResolverOptions
+    @OptionGroup var tracing: TracingOptions
 
     func validate() throws {
         guard !urls.isEmpty else { throw ValidationError("give at least one URL") }
@@ -96,6 +97,10 @@ struct TraceCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        try await tracing.exporting(logger: resolver.tracingLogger) { try await traceAll() }
+    }
+
+    private func traceAll() async throws {
         let targets = try urls.map { try HTTPURL($0) }
         let versions: HTTPVersionPolicy = http11 ? .http1Only : http2 ? .http2Only : .automatic
         let httpdns = try resolver.makeHTTPDNS { $0.httpVersions = versions }

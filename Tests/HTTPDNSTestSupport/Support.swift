@@ -33,6 +33,9 @@ struct Peers {
     var nginxH1TLS: Int
     var www: String
     var netns: String
+    /// The OTLP/HTTP receiver's base URL, and the file it writes each decoded span to (a JSON line).
+    var otlpEndpoint: String
+    var otlpSpans: String
 
     static let current: Peers? = {
         let env = ProcessInfo.processInfo.environment
@@ -45,7 +48,8 @@ struct Peers {
             let http = env["HTTPDNS_NGINX_HTTP_PORT"].flatMap(Int.init),
             let h2c = env["HTTPDNS_NGINX_H2C_PORT"].flatMap(Int.init),
             let h1TLS = env["HTTPDNS_NGINX_H1_TLS_PORT"].flatMap(Int.init),
-            let www = env["HTTPDNS_WWW"], let netns = env["HTTPDNS_NETNS"]
+            let www = env["HTTPDNS_WWW"], let netns = env["HTTPDNS_NETNS"],
+            let otlpEndpoint = env["HTTPDNS_OTLP_ENDPOINT"], let otlpSpans = env["HTTPDNS_OTLP_SPANS"]
         else { return nil }
         return Peers(
             ca: ca,
@@ -58,7 +62,9 @@ struct Peers {
             nginxH2C: h2c,
             nginxH1TLS: h1TLS,
             www: www,
-            netns: netns
+            netns: netns,
+            otlpEndpoint: otlpEndpoint,
+            otlpSpans: otlpSpans
         )
     }()
 

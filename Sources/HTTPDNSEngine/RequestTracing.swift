@@ -1,0 +1,147 @@
+// Spans of the engine's requests (issue 31), through swift-distributed-tracing: one CLIENT span per
+// attempt (a retry on a new connection and each redirect hop get their own), named and attributed as
+// OpenTelemetry's HTTP client conventions say. A new connection adds the lookup it made as a child span
+// ("resolve": who answered, whether the cache did) and its connect and TLS handshake as events; the
+// response head adds "first byte". The span ends when the body has been read to the end (or fails).
+//
+// Off unless the engine has a tracer: with none, a request pays one nil check. The times come from
+// what the engine measures anyway (`AddressLookup`, the connection's connect and TLS durations), so a
+// span says the same as `RequestMetrics`.
+
+import HTTPDNSCore
+import NIOHTTP1
+import Tracing
+
+/// How an engine traces: where spans go, and whether requests carry the trace context.
+package struct EngineTracing: Sendable {
+    package var tracer: any Tracer
+    /// Inject the attempt span's context into the request headers (W3C `traceparent` with an
+    /// OpenTelemetry tracer), so the server's spans join the app's trace.
+    package var propagatesContext: Bool
+
+    package init(tracer: any Tracer, propagatesContext: Bool = false) {
+        self.tracer = tracer
+        self.propagatesContext = propagatesContext
+    }
+
+    /// `tracer`, unless it is the no-op one (nothing bootstrapped): then no tracing at all.
+    package init?(_ tracer: (any Tracer)?, propagatesContext: Bool) {
+        guard let tracer, !(tracer is NoOpTracer) else { return nil }
+        self.init(tracer: tracer, propagatesContext: propagatesContext)
+    }
+}
+
+/// The CLIENT span of one attempt, and the rules that fill it in.
+struct AttemptSpan: Sendable {
+    let span: any Span
+
+    /// Starts the span of an attempt at `request`, a child of the caller's context; when asked, the
+    /// request's headers carry that span's context.
+    init(_ tracing: EngineTracing, _ request: inout HTTPRequest) {
+        let url = request.url
+        span = tracing.tracer.startSpan(request.method.rawValue, ofKind: .client)
+        span.updateAttributes { a in
+            a["http.request.method"] = request.method.rawValue
+            a["server.address"] = url.host
+            a["server.port"] = url.port
+            // The query is left out: apps put tokens and signatures there.
+            a["url.full"] = "\(url.scheme)://\(url.authority)\(url.target.prefix { $0 != "?" })"
+        }
+        if tracing.propagatesContext {
+            tracing.tracer.inject(span.context, into: &request.headers, using: HTTPHeadersInjector())
+        }
+    }
+
+    /// The connection is leased: where it goes, and, for a new one, the lookup (a child span) and the
+    /// connect and TLS handshake (events, at the times they ended).
+    func connected(_ connection: Connection, reused: Bool, host: String, tracer: any Tracer) {
+        let remote = connection.remote
+        span.updateAttributes { a in
+            a["network.peer.address"] = remote.ipAddress
+            a["network.peer.port"] = remote.port
+            a["network.protocol.name"] = "http"
+            a["network.protocol.version"] = connection.version == .http2 ? "2" : "1.1"
+            a["httpdns.connection.reused"] = reused
+            if !reused { a["httpdns.dns.source"] = connection.lookup.source }
+        }
+        guard !reused else { return }
+        let lookup = connection.lookup
+        var at = lookup.startedAt.nanosecondsSinceEpoch
+        if let took = lookup.duration {
+            at += UInt64(clamping: took.nanoseconds)
+            Self.resolveSpan(lookup, host: host, parent: span.context, ends: at, tracer: tracer)
+        }
+        at += UInt64(clamping: connection.connectDuration.nanoseconds)
+        span.addEvent(SpanEvent(name: "connect", at: DefaultTracerClock.Instant(nanosecondsSinceEpoch: at)))
+        if let tls = connection.tlsDuration {
+            at += UInt64(clamping: tls.nanoseconds)
+            span.addEvent(SpanEvent(name: "tls", at: DefaultTracerClock.Instant(nanosecondsSinceEpoch: at)))
+        }
+    }
+
+    /// The lookup a new connection made, as a finished child span ("resolve").
+    static func resolveSpan(
+        _ lookup: AddressLookup,
+        host: String,
+        parent: ServiceContext,
+        ends: UInt64,
+        tracer: any Tracer
+    ) {
+        let child = tracer.startSpan("resolve", context: parent, ofKind: .internal, at: lookup.startedAt)
+        child.updateAttributes { a in
+            a["dns.question.name"] = host
+            a["httpdns.source"] = lookup.source
+            if let cache = ResolveSpanFacts.cacheState(source: lookup.source) { a["httpdns.cache"] = cache }
+        }
+        child.end(at: DefaultTracerClock.Instant(nanosecondsSinceEpoch: ends))
+    }
+
+    /// The response head has arrived. A 4xx or 5xx marks the span an error, as the conventions say for
+    /// a client.
+    func responded(_ status: HTTPResponseStatus) {
+        let code = Int(status.code)
+        span.addEvent("first byte")
+        span.attributes["http.response.status_code"] = code
+        if code >= 400 {
+            span.attributes["error.type"] = String(code)
+            span.setStatus(SpanStatus(code: .error))
+        }
+    }
+
+    /// The attempt failed before or while its response head arrived (or its body was cut short).
+    func failed(_ error: any Error) {
+        span.attributes["error.type"] = (error as? HTTPEngineError)?.code.description ?? "\(type(of: error))"
+        span.recordError(error)
+        span.setStatus(SpanStatus(code: .error))
+        span.end()
+    }
+}
+
+/// What a resolve span says, read off the source the resolver reported (`ResolutionSource`'s text).
+enum ResolveSpanFacts {
+    /// "hit" (the cache answered), "stale" (an expired answer served while it is refreshed), "miss" (a
+    /// provider was asked); nil where no cache is involved (a literal, the system resolver, LocalDNS,
+    /// an override, fixed addresses).
+    static func cacheState(source: String) -> String? {
+        if source.hasPrefix("cache(") { return "hit" }
+        if source.hasPrefix("stale(") { return "stale" }
+        let uncached = ["literal", "system", "static", "override", "localdns(", "fallback("]
+        return uncached.contains { source.hasPrefix($0) } ? nil : "miss"
+    }
+}
+
+/// Writes trace context fields (`traceparent`, `tracestate`) into request headers.
+package struct HTTPHeadersInjector: Injector {
+    package init() {}
+    package func inject(_ value: String, forKey key: String, into headers: inout HTTPHeaders) {
+        headers.replaceOrAdd(name: key, value: value)
+    }
+}
+
+/// Reads trace context fields from request headers (the server side).
+package struct HTTPHeadersExtractor: Extractor {
+    package init() {}
+    package func extract(key: String, from headers: HTTPHeaders) -> String? {
+        headers.first(name: key)
+    }
+}
