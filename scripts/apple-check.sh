@@ -29,7 +29,7 @@ fi
 # The snippets too (issue 27), the Apple-only ones above all (Linux compiles them as empty files), but
 # WebViewProxy: `WKWebsiteDataStore.proxyConfigurations` is iOS 17 API, absent from the 16.5 SDK.
 snippets=$(ls Snippets/*.swift | xargs -n1 basename | sed 's/\.swift$//' | grep -vx WebViewProxy | tr '\n' ' ')
-export TARGETS=${TARGETS:-"HTTPDNSKit HTTPDNSURLSession HTTPDNSLookup HTTPDNSServer $snippets"}
+export TARGETS=${TARGETS:-"HTTPDNSKit HTTPDNSOpenAPI HTTPDNSURLSession HTTPDNSLookup HTTPDNSServer $snippets"}
 # The harness reports every log in its folder: drop those of earlier runs (other targets).
 rm -f "${WORK:-${TMPDIR:-/tmp}/apple-typecheck}"/logs/*.log
 log=$(mktemp /tmp/httpdns-apple-check.XXXXXX)

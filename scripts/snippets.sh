@@ -100,6 +100,8 @@ let deps: [Target.Dependency] = [
     .product(name: "NIOCore", package: "swift-nio"),
     .product(name: "NIOPosix", package: "swift-nio"),
     .product(name: "Metrics", package: "swift-metrics"),
+    .product(name: "Tracing", package: "swift-distributed-tracing"),
+    .product(name: "HTTPDNSOpenAPI", package: "swift-httpdns"),
 ]
 let package = Package(
     name: "httpdns-snippets",
@@ -108,6 +110,7 @@ let package = Package(
         $package_line
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-distributed-tracing.git", from: "1.7.3"),
     ],
     targets: [
 $targets    ],

@@ -4,7 +4,7 @@
 #
 #   scripts/speed-bench.sh            # every row, ROUNDS=3 alternating rounds (medians)
 #   ROUNDS=5 scripts/speed-bench.sh
-#   ROWS="h1 h2" scripts/speed-bench.sh     # some rows: lookup h1 h2 urlsession doh coldstart instr
+#   ROWS="h1 h2" scripts/speed-bench.sh     # some rows: lookup h1 h2 urlsession doh coldstart instr tracing
 #
 # Rows:
 #   lookup      cached A+AAAA lookup (httpdns bench resolver: resolveCachedOrStart, then await resolve)
@@ -20,12 +20,14 @@
 #   instr       instructions per operation by callgrind: a cached lookup (vs getaddrinfo), one h1
 #               exchange (vs wrk), one h2 exchange (vs h2load -m1), one DoH answer (two counts, N and
 #               3N operations; the difference over 2N cancels start-up)
+#   tracing     the h1 row and the instructions of a cached await resolve and an h1 exchange, with no
+#               tracer (off) and with every span exported over OTLP/HTTP to the peers' receiver (on)
 # The URL is an IP literal (https://127.0.0.1:PORT/whoami), so every client reaches the same nginx
 # server block without a name (wrk and h2load do not verify certificates; ours checks the IP SAN).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-3}
-ROWS=${ROWS:-"lookup h1 h2 urlsession doh coldstart instr"}
+ROWS=${ROWS:-"lookup h1 h2 urlsession doh coldstart instr tracing"}
 
 missing=()
 command -v wrk >/dev/null || missing+=(wrk)
@@ -264,20 +266,53 @@ instr_row() { # label ours peer-label peer note
     row "$1" "$2" "$3${4:+ $4}" "$r" "$5"
 }
 
-run_instr() {
-    # valgrind 3.19 (Debian 12's) cannot read the DWARF the Swift 6.3 toolchain writes ("possibly
-    # corrupted debuginfo file"), so it counts a copy without debug info; and it dies as libdispatch's
-    # signal thread calls sigsuspend with a mask in read-only memory, so a shim
-    # (scripts/valgrind-sigsuspend.c) hands the kernel a copy instead.
-    local saved_h=$H
+# Points H at a copy of httpdns that callgrind can count, until restore_h; fails when valgrind cannot
+# run it. valgrind 3.19 (Debian 12's) cannot read the DWARF the Swift 6.3 toolchain writes ("possibly
+# corrupted debuginfo file"), so it counts a copy without debug info; and it dies as libdispatch's
+# signal thread calls sigsuspend with a mask in read-only memory, so a shim
+# (scripts/valgrind-sigsuspend.c) hands the kernel a copy instead.
+use_valgrind() {
+    saved_h=$H
     H="$dir/httpdns-nodebug"
     cp "$saved_h" "$H"
     strip -g "$H"
     gcc -O2 -shared -fPIC scripts/valgrind-sigsuspend.c -o "$dir/vg-sigsuspend.so"
     export LD_PRELOAD="$dir/vg-sigsuspend.so"
-    if ! valgrind --tool=none "$H" --help >/dev/null 2>&1; then
-        row "instructions per operation" "n/a" "" "" "$(valgrind --version) cannot run httpdns"
-    else
+    if valgrind --tool=none "$H" --help >/dev/null 2>&1; then return 0; fi
+    row "instructions per operation" "n/a" "" "" "$(valgrind --version) cannot run httpdns"
+    restore_h
+    return 1
+}
+restore_h() {
+    unset LD_PRELOAD
+    H=$saved_h
+}
+
+# Tracing (issue 31): the h1 row and the instruction counts of a cached lookup and an h1 exchange with
+# every span exported over OTLP/HTTP to the peers' receiver (--otlp-endpoint), next to the same without
+# (no tracer bootstrapped: what the other rows measure), in one run.
+run_tracing() {
+    local otlp="--otlp-endpoint $HTTPDNS_OTLP_ENDPOINT"
+    compare "HTTP/1.1 keep-alive GET, tracing off" "wrk -t1 -c1" "ours_engine --requests 20000" peer_wrk
+    compare "  the same, tracing on (OTLP export)" "wrk -t1 -c1" "ours_engine --requests 20000 $otlp" peer_wrk
+    use_valgrind || return 0
+    echo "instructions per operation, tracing off / on (callgrind):"
+    local op
+    for op in lookup h1; do
+        local n=50000 args=()
+        [ "$op" = h1 ] && n=300 && args=(--url "$URL" --cacert "$HTTPDNS_CA")
+        local off on
+        off=$(per_op $n "$H" bench hot --op $op "${args[@]}" --iterations)
+        # shellcheck disable=SC2086
+        on=$(per_op $n "$H" bench hot --op $op "${args[@]}" $otlp --iterations)
+        instr_row "  $([ $op = h1 ] && echo "one h1 exchange" || echo "cached await resolve"), off / on" \
+            "$off" "on" "$on" " (ratio = off / on)"
+    done
+    restore_h
+}
+
+run_instr() {
+    if use_valgrind; then
         echo "instructions per operation (callgrind; lower is better, ratio = ours / peer):"
         local gai
         gai=$(per_op 50000 "$H" bench hot --op getaddrinfo --iterations)
@@ -306,9 +341,8 @@ run_instr() {
         instr_row "  one DoH answer (server)" \
             "$(awk -v a="${counts[0]}" -v b="${counts[1]}" -v n=$n 'BEGIN { printf "%.0f", (b - a) / (2 * n) }')" \
             "kresd n/a" "" " (TLS and h2 included; kresd runs as the peers' daemon, not under callgrind)"
+        restore_h
     fi
-    unset LD_PRELOAD
-    H=$saved_h
 }
 
 echo "speed-bench: $(nproc) cores, $ROUNDS alternating rounds (medians), release build; $URL"
@@ -325,6 +359,7 @@ for r in $ROWS; do
         doh) run_doh ;;
         coldstart) run_coldstart ;;
         instr) run_instr ;;
-        *) echo "unknown row $r (lookup h1 h2 urlsession doh coldstart instr)" >&2; exit 2 ;;
+        tracing) run_tracing ;;
+        *) echo "unknown row $r (lookup h1 h2 urlsession doh coldstart instr tracing)" >&2; exit 2 ;;
     esac
 done

@@ -31,6 +31,9 @@ public final class HTTPEngine: Sendable {
     let pool: ConnectionPool
     let factory: ConnectionFactory
     let metrics = EngineMetrics()
+    /// Whether requests are traced (`configuration.tracing`), as a flag: the request path tests it, as
+    /// copying the optional tracer out to test it cost every request a little (issue 31).
+    let isTraced: Bool
     /// The network path: where IPv4 is reached through NAT64, IPv4 addresses are connected to through
     /// their synthesized IPv6 form; when it changes, pooled connections are retired.
     package let path: NetworkPath
@@ -48,6 +51,7 @@ public final class HTTPEngine: Sendable {
         logger: Logger = Logger(label: "httpdns.engine")
     ) throws {
         self.configuration = configuration
+        self.isTraced = configuration.tracing != nil
         self.addressSource = addressSource
         self.path = path ?? addressSource?.networkPath ?? NetworkPath()
         self.group = eventLoopGroup
@@ -134,43 +138,50 @@ public final class HTTPEngine: Sendable {
     /// - Parameter addresses: where to connect, instead of asking the address source (e.g. a resolver
     ///   endpoint's bootstrap IPs).
     package func execute(_ request: HTTPRequest, addresses: ResolvedAddresses? = nil) async throws -> HTTPResponse {
-        let recorder = MetricsRecorder(url: request.url)
-        do {
-            return try await execute(request, addresses: addresses, recorder: recorder, retries: ExchangeRetry.limit)
-        } catch {
-            recorder.finish()
-            throw error
+        let recorder = MetricsRecorder(url: request.url, traced: isTraced)
+        var retries = ExchangeRetry.limit
+        while true {
+            do {
+                if isTraced {
+                    return try await tracedAttempt(request, addresses: addresses, recorder: recorder, retries: retries)
+                }
+                return try await attempt(request, addresses: addresses, recorder: recorder, retries: retries, span: nil)
+            } catch let again as SendAgain {
+                logger.debug("\(again.reason)", metadata: ["host": "\(request.url.host)"])
+                retries -= 1
+            } catch {
+                recorder.finish(error: error)
+                throw error
+            }
         }
     }
 
-    private func execute(
+    /// `attempt` inside a CLIENT span of its own, which ends with the response's body or the failure.
+    private func tracedAttempt(
         _ request: HTTPRequest,
         addresses given: ResolvedAddresses?,
         recorder: MetricsRecorder,
         retries: Int
     ) async throws -> HTTPResponse {
         var sent = request
-        var span: AttemptSpan?
-        if let tracing = configuration.tracing { span = AttemptSpan(tracing, &sent) }
+        let span = AttemptSpan(configuration.tracing!, &sent)
         do {
             let response = try await attempt(sent, addresses: given, recorder: recorder, retries: retries, span: span)
-            if let span {
-                span.responded(response.status)
-                recorder.endSpanWithBody(span)
-            }
+            span.responded(response.status)
+            recorder.endSpanWithBody(span)
             return response
         } catch let again as SendAgain {
-            span?.failed(again.cause)
-            logger.debug("\(again.reason)", metadata: ["host": "\(request.url.host)"])
-            return try await execute(request, addresses: given, recorder: recorder, retries: retries - 1)
+            span.failed(again.cause)
+            throw again
         } catch {
-            span?.failed(error)
+            span.failed(error)
             throw error
         }
     }
 
-    /// One attempt at `request` on a leased connection; `span` is its span when traced. A retry on a
-    /// new connection is a new attempt (`execute`), with a span of its own.
+    /// One attempt at `request` on a leased connection; `span` is its span when traced. It throws
+    /// `SendAgain` when the retry rule sends the request again on a new connection: `execute` makes
+    /// that a new attempt, with a span of its own.
     private func attempt(
         _ request: HTTPRequest,
         addresses given: ResolvedAddresses?,
@@ -240,7 +251,7 @@ public final class HTTPEngine: Sendable {
             }
         }
         if !reused { metrics.connected(connect: connection.connectDuration, tls: connection.tlsDuration) }
-        if let span, let tracer = configuration.tracing?.tracer {
+        if isTraced, let span, let tracer = configuration.tracing?.tracer {
             span.connected(connection, reused: reused, host: url.host, tracer: tracer)
         }
         // What the retry rule needs to know, read when the exchange has failed (a GOAWAY may have come

@@ -223,38 +223,39 @@ public struct RequestMetrics: Sendable, Encodable, Hashable {
 /// Collects metrics as a request goes; shared by the engine, the handler and the response body.
 final class MetricsRecorder: Sendable {
     let started = ContinuousClock.now
-    private let box: NIOLockedValueBox<Recorded>
+    private let box: NIOLockedValueBox<RequestMetrics>
+    /// The span of the attempt that got the response, ended with its body; nil when the engine does
+    /// not trace (an untraced request touches nothing of tracing).
+    private let span: NIOLockedValueBox<AttemptSpan?>?
 
-    private struct Recorded {
-        var metrics: RequestMetrics
-        /// The span of the attempt that got the response, ended with its body; nil when untraced.
-        var span: AttemptSpan?
+    init(url: HTTPURL, traced: Bool = false) {
+        box = NIOLockedValueBox(RequestMetrics(url: url.description))
+        span = traced ? NIOLockedValueBox(nil) : nil
     }
 
-    init(url: HTTPURL) { box = NIOLockedValueBox(Recorded(metrics: RequestMetrics(url: url.description))) }
-
-    func update(_ body: (inout RequestMetrics) -> Void) { box.withLockedValue { body(&$0.metrics) } }
-    var snapshot: RequestMetrics { box.withLockedValue { $0.metrics } }
+    func update(_ body: (inout RequestMetrics) -> Void) { box.withLockedValue(body) }
+    var snapshot: RequestMetrics { box.withLockedValue { $0 } }
     func sinceStart() -> Double { (ContinuousClock.now - started).milliseconds }
 
-    /// Ends the attempt's span with the body (`finish`), or at once when the body has already ended.
-    func endSpanWithBody(_ span: AttemptSpan) {
-        let ended = box.withLockedValue { r in
-            if r.metrics.totalMs == nil { r.span = span }
-            return r.metrics.totalMs != nil
-        }
-        if ended { span.span.end() }
+    /// Ends `attempt`'s span with the body (`finish`), or at once when the body has already ended.
+    func endSpanWithBody(_ attempt: AttemptSpan) {
+        span?.withLockedValue { $0 = attempt }
+        // The body may have ended already: whoever takes the span out of its box ends it, once.
+        if box.withLockedValue({ $0.totalMs != nil }) { takeSpan()?.span.end() }
     }
 
     /// The body has ended (`error` when it was cut short): total time, and the span ends.
     func finish(error: (any Error)? = nil) {
-        let span = box.withLockedValue { r -> AttemptSpan? in
-            if r.metrics.totalMs == nil { r.metrics.totalMs = (ContinuousClock.now - self.started).milliseconds }
-            defer { r.span = nil }
-            return r.span
+        update { if $0.totalMs == nil { $0.totalMs = (ContinuousClock.now - self.started).milliseconds } }
+        guard let taken = takeSpan() else { return }
+        if let error { taken.failed(error) } else { taken.span.end() }
+    }
+
+    private func takeSpan() -> AttemptSpan? {
+        span?.withLockedValue { held in
+            defer { held = nil }
+            return held
         }
-        guard let span else { return }
-        if let error { span.failed(error) } else { span.span.end() }
     }
 }
 

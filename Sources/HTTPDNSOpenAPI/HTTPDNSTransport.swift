@@ -81,7 +81,11 @@ public struct HTTPDNSTransport: ClientTransport {
             throw HTTPEngineError(.cancelled, "\(operationID): the request was cancelled")
         } catch {
             // The request body's own sequence failed (the engine passes that error on as it is).
-            throw HTTPEngineError(.invalidRequest, "\(operationID): the request body failed: \(error)", underlying: error)
+            throw HTTPEngineError(
+                .invalidRequest,
+                "\(operationID): the request body failed: \(error)",
+                underlying: error
+            )
         }
         var fields = HTTPFields()
         for header in response.headers {

@@ -15,7 +15,9 @@
     import HTTPDNSEngine
     import HTTPDNSLookup
     import HTTPDNSServer
+    import Logging
     import NIOCore
+    import Tracing
 
     /// What `bench engine` and `bench hot` need to reach the test origin.
     struct OriginOptions: ParsableArguments {
@@ -46,6 +48,8 @@
         var configuration = HTTPEngine.Configuration()
         configuration.versions = h2 ? .http2Only : .http1Only
         configuration.maxConnectionsPerHost = h2 ? 1 : connections
+        // Spans only when --otlp-endpoint bootstrapped a tracer, as an app's `HTTPDNS` picks it up.
+        configuration.tracing = EngineTracing(InstrumentationSystem.tracer, propagatesContext: true)
         if let cacert {
             configuration.tls = HTTPEngineTLS(additionalTrustRoots: try HTTPEngineTLS.loadPEM(file: cacert))
         }
@@ -110,6 +114,9 @@
         )
         var caller = "loop"
 
+        /// With --otlp-endpoint, the cost of tracing on: every request a span, exported.
+        @OptionGroup var tracing: TracingOptions
+
         func validate() throws {
             guard (1...1_000).contains(concurrency) else { throw ValidationError("--concurrency: give 1 to 1000") }
             guard (100...10_000_000).contains(requests) else {
@@ -119,6 +126,10 @@
         }
 
         func run() async throws {
+            try await tracing.exporting(logger: Logger(label: "httpdns.otlp")) { try await measure() }
+        }
+
+        private func measure() async throws {
             let (engine, target) = try origin.makeEngine(connections: concurrency)
             defer { engine.shutdown() }
             // HTTP/2: every stream is on one connection, so every caller on its loop; HTTP/1.1: the loops
@@ -192,6 +203,9 @@
         @Option(name: .customLong("hosts-name"), help: "getaddrinfo: a name in /etc/hosts.")
         var hostsName = "localhost"
 
+        /// With --otlp-endpoint, the cost of tracing on: every lookup or request a span, exported.
+        @OptionGroup var tracing: TracingOptions
+
         func validate() throws {
             guard Self.ops.contains(op) else {
                 throw ValidationError("--op: lookup, lookup-sync, getaddrinfo, h1 or h2")
@@ -203,6 +217,10 @@
         }
 
         func run() async throws {
+            try await tracing.exporting(logger: Logger(label: "httpdns.otlp")) { try await runOp() }
+        }
+
+        private func runOp() async throws {
             switch op {
             case "lookup", "lookup-sync":
                 let server = try await DNSServer.start { _, _ in

@@ -50,6 +50,10 @@ struct TracingOptions: ParsableArguments {
         var configuration = OTel.Configuration.default
         configuration.serviceName = "httpdns"
         configuration.diagnosticLogger = .custom(logger)
+        configuration.diagnosticLogLevel = logger.logLevel <= .debug ? .debug : .warning
+        // A collector that cannot be reached delays the command's exit by this much at most: the
+        // exporter retries with backoff within it.
+        configuration.traces.otlpExporter.timeout = .seconds(5)
         configuration.logs.enabled = false
         configuration.metrics.enabled = false
         configuration.traces.exporter = .otlp

@@ -131,9 +131,10 @@ struct OpenAPIPeerTests {
             let gone = try await HTTPFixtureServer.start { _, _, _ in (.ok, "text/plain", []) }
             let closed = gone.port
             await gone.stop()
-            let refused = Client(serverURL: URL(string: "http://app.test:\(closed)")!, transport: HTTPDNSTransport(httpdns))
+            let transport = HTTPDNSTransport(httpdns)
+            let refused = Client(serverURL: URL(string: "http://app.test:\(closed)")!, transport: transport)
             #expect(await engineError { _ = try await refused.whoami() }?.code == .connectFailed)
-            let unknown = Client(serverURL: URL(string: "http://nx.app.test:\(closed)")!, transport: HTTPDNSTransport(httpdns))
+            let unknown = Client(serverURL: URL(string: "http://nx.app.test:\(closed)")!, transport: transport)
             #expect(await engineError { _ = try await unknown.whoami() }?.code == .nameNotResolved)
         }
     }
