@@ -11,7 +11,11 @@ log=/tmp/httpdns-docs.log
 swift package --disable-sandbox --allow-writing-to-directory .build/docs generate-documentation \
     "${args[@]}" --enable-experimental-combined-documentation --output-path .build/docs \
     --warnings-as-errors 2>&1 | tee "$log" | grep -E "warning|error|Finished|Generated" || true
-if grep -qE "^(warning|error)|: (warning|error):" "$log" || ! grep -q "Generated" "$log"; then
+# A dependency's own package warning (swift-distributed-tracing ships a CMakeLists.txt SwiftPM does not
+# handle) is not ours to fix; every other warning fails the run.
+problems=$(grep -vE "^warning: '[^']+': found [0-9]+ file\(s\) which are unhandled" "$log" \
+    | grep -E "^(warning|error)|: (warning|error):" || true)
+if [ -n "$problems" ] || ! grep -q "Generated" "$log"; then
     echo "docs: DocC reported problems (full log: $log)" >&2
     exit 1
 fi

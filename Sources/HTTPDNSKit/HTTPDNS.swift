@@ -113,8 +113,8 @@ public final class HTTPDNS: Sendable {
         /// HTTP/2 without TLS to http:// URLs on the app's engine (the CLI's `--http2` on http://).
         package var http2PriorKnowledge = false
         /// Where spans go (swift-distributed-tracing): a CLIENT span per request attempt with the
-        /// lookup and connection in it, and a span per ``HTTPDNSResolver/resolve(_:_:)`` and
-        /// ``HTTPDNSResolver/compare(_:_:)`` the app calls. Nil (the default): the tracer bootstrapped
+        /// lookup and connection in it, and a span per `HTTPDNSResolver.resolve(_:_:)` and
+        /// `HTTPDNSResolver.compare(_:_:)` the app calls. Nil (the default): the tracer bootstrapped
         /// in `InstrumentationSystem` when this `HTTPDNS` is made, so bootstrap first. With none
         /// bootstrapped, or `NoOpTracer()` here, there are no spans and nothing is paid for them.
         public var tracer: (any Tracer)?

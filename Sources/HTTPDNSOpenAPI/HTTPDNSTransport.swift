@@ -24,7 +24,7 @@ import OpenAPIRuntime
 /// ```
 ///
 /// Request bodies stream to the server as the connection takes them, and response bodies stream to the
-/// client as they arrive (each can be read once). A failure is thrown as an ``HTTPEngineError``, which
+/// client as they arrive (each can be read once). A failure is thrown as an `HTTPEngineError`, which
 /// the generated client wraps in `ClientError` as its `underlyingError`.
 public struct HTTPDNSTransport: ClientTransport {
     /// How the transport sends.
@@ -58,7 +58,7 @@ public struct HTTPDNSTransport: ClientTransport {
     }
 
     /// Sends `request` to `baseURL` joined with the request's path; returns once the response head has
-    /// arrived, its body still streaming. Throws ``HTTPEngineError``.
+    /// arrived, its body still streaming. Throws `HTTPEngineError`.
     public func send(
         _ request: HTTPTypes.HTTPRequest,
         body: HTTPBody?,

@@ -14,22 +14,6 @@ import Testing
 #endif
 
 @Suite struct FrontDoorTests {
-    /// An `HTTPDNS` asking an in-process DNS server that answers 127.0.0.1 for every name (and
-    /// NXDOMAIN for `nx.*`), for the names under `.test`.
-    func withHTTPDNS(_ body: (HTTPDNS) async throws -> Void) async throws {
-        let dns = try await startDNS(["127.0.0.1"])
-        let httpdns = try HTTPDNS(resolvers: ["dns:127.0.0.1:\(dns.port)"], only: ["*.test"])
-        do {
-            try await body(httpdns)
-        } catch {
-            await httpdns.shutdown()
-            await dns.stop()
-            throw error
-        }
-        await httpdns.shutdown()
-        await dns.stop()
-    }
-
     @Test func engineConnectsToTheResolvedAddressKeepingTheName() async throws {
         let origin = try await HTTPFixtureServer.start { _, _, headers in
             (.ok, "text/plain", Array("host=\(headers.first(name: "host") ?? "")".utf8))

@@ -84,21 +84,6 @@ struct OpenAPIPeerTests {
 }
 
 @Suite struct OpenAPITransportTests {
-    /// An `HTTPDNS` over an in-process DNS server answering 127.0.0.1 for the `.test` names.
-    func withHTTPDNS(_ body: (HTTPDNS) async throws -> Void) async throws {
-        let dns = try await startDNS(["127.0.0.1"])
-        let httpdns = try HTTPDNS(resolvers: ["dns:127.0.0.1:\(dns.port)"], only: ["*.test"])
-        do {
-            try await body(httpdns)
-        } catch {
-            await httpdns.shutdown()
-            await dns.stop()
-            throw error
-        }
-        await httpdns.shutdown()
-        await dns.stop()
-    }
-
     /// The engine's error a generated client's call failed with.
     func engineError(_ call: () async throws -> Void) async -> HTTPEngineError? {
         do {

@@ -3,6 +3,7 @@
 import Foundation
 import HTTPDNSCore
 import HTTPDNSEngine
+import HTTPDNSKit
 import HTTPDNSLookup
 import HTTPDNSServer
 import Logging
@@ -218,4 +219,20 @@ private final class FixtureHandler: ChannelInboundHandler {
             context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
         }
     }
+}
+
+/// Runs `body` with an `HTTPDNS` asking an in-process DNS server that answers 127.0.0.1 for every name
+/// (and NXDOMAIN for `nx.*`), for the names under `.test`; both are stopped afterwards.
+func withHTTPDNS(_ body: (HTTPDNS) async throws -> Void) async throws {
+    let dns = try await startDNS(["127.0.0.1"])
+    let httpdns = try HTTPDNS(resolvers: ["dns:127.0.0.1:\(dns.port)"], only: ["*.test"])
+    do {
+        try await body(httpdns)
+    } catch {
+        await httpdns.shutdown()
+        await dns.stop()
+        throw error
+    }
+    await httpdns.shutdown()
+    await dns.stop()
 }
