@@ -223,12 +223,27 @@ enum DriverBox: Sendable {
 /// Tells the driver when the body's consumer wants more or has gone, hopping to the event loop.
 struct BodyDelegate: NIOAsyncSequenceProducerDelegate {
     let driver: DriverBox
+    /// The request's metrics: a body dropped while its exchange still runs ends the attempt's span.
+    let recorder: MetricsRecorder?
 
-    init(driver: NIOLoopBoundBox<ExchangeHandler?>) { self.driver = .connection(driver) }
-    init(driver: NIOLoopBoundBox<ClientStream?>) { self.driver = .stream(driver) }
+    init(driver: NIOLoopBoundBox<ExchangeHandler?>, recorder: MetricsRecorder? = nil) {
+        self.driver = .connection(driver)
+        self.recorder = recorder
+    }
+    init(driver: NIOLoopBoundBox<ClientStream?>, recorder: MetricsRecorder? = nil) {
+        self.driver = .stream(driver)
+        self.recorder = recorder
+    }
 
     func produceMore() { driver.onLoop { $0.produceMore() } }
-    func didTerminate() { driver.onLoop { $0.bodyAbandoned() } }
+    func didTerminate() {
+        let recorder = self.recorder
+        // Only while the exchange runs (`onLoop` skips a finished one): the body was dropped unread.
+        driver.onLoop { driver in
+            driver.bodyAbandoned()
+            recorder?.abandoned()
+        }
+    }
 }
 
 /// Where a streamed request body goes: the HTTP/1.1 connection's channel, or the exchange's stream.

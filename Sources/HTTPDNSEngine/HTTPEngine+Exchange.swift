@@ -39,7 +39,8 @@ extension HTTPEngine {
             deadline: deadline,
             headPromise: loop.makePromise(of: HTTPResponseHead.self),
             endPromise: loop.makePromise(of: Bool.self),
-            timeoutTask: NIOLoopBoundBox.makeEmptyBox(valueType: Scheduled<Void>.self, eventLoop: loop)
+            timeoutTask: NIOLoopBoundBox.makeEmptyBox(valueType: Scheduled<Void>.self, eventLoop: loop),
+            recorder: recorder
         )
         // HTTP/2: whether the server cannot have processed the stream, once it has failed.
         let outcome = connection.streams == nil ? nil : StreamOutcome()
@@ -215,6 +216,8 @@ struct ExchangeStart: Sendable {
     let headPromise: EventLoopPromise<HTTPResponseHead>
     let endPromise: EventLoopPromise<Bool>
     let timeoutTask: NIOLoopBoundBox<Scheduled<Void>?>
+    /// The request's metrics, whose span ends as cancelled when the body is dropped before its end.
+    let recorder: MetricsRecorder
 
     /// The body's sequence, the driver that carries the exchange out, and where a streamed body goes.
     struct Started {
@@ -236,7 +239,7 @@ struct ExchangeStart: Sendable {
     /// connection that has gone fails by itself, as never sent.
     func onStream(of streams: NIOLoopBound<HTTP2ClientStreams>, outcome: StreamOutcome) -> Started {
         let box = NIOLoopBoundBox<ClientStream?>.makeEmptyBox(valueType: ClientStream.self, eventLoop: loop)
-        let sequence = Self.bodySequence(BodyDelegate(driver: box))
+        let sequence = Self.bodySequence(BodyDelegate(driver: box, recorder: recorder))
         let source = sequence.source
         loop.execute { [self] in
             let stream = ClientStream(
@@ -265,7 +268,7 @@ struct ExchangeStart: Sendable {
     func onConnection(_ connection: Connection) -> Started {
         let channel = connection.channel
         let box = NIOLoopBoundBox<ExchangeHandler?>.makeEmptyBox(valueType: ExchangeHandler.self, eventLoop: loop)
-        let sequence = Self.bodySequence(BodyDelegate(driver: box))
+        let sequence = Self.bodySequence(BodyDelegate(driver: box, recorder: recorder))
         let source = sequence.source
         let installed = loop.submit { [self] in
             let sync = channel.pipeline.syncOperations

@@ -251,6 +251,12 @@ final class MetricsRecorder: Sendable {
         if let error { taken.failed(error) } else { taken.span.end() }
     }
 
+    /// The body was dropped before its end: the span ends as cancelled (the metrics stay as they are,
+    /// with no total time).
+    func abandoned() {
+        takeSpan()?.failed(HTTPEngineError(.cancelled, "the response body was dropped before its end"))
+    }
+
     private func takeSpan() -> AttemptSpan? {
         span?.withLockedValue { held in
             defer { held = nil }

@@ -102,6 +102,22 @@ import Tracing
         #expect(reused.attributes.get("error.type") == .string("404") && reused.status?.code == .error)
     }
 
+    @Test func aBodyDroppedBeforeItsEndEndsTheSpanAsCancelled() async throws {
+        let tracer = InMemoryTracer()
+        let origin = try await HTTPFixtureServer.start { _, _, _ in
+            (.ok, "application/octet-stream", [UInt8](repeating: 7, count: 4 << 20))
+        }
+        try await withTracedHTTPDNS(tracer) { httpdns, _ in
+            let response = try await httpdns.engine.send(try HTTPRequest(url: "http://app.test:\(origin.port)/"))
+            for try await _ in response.body { break }  // one chunk of 4 MiB, then the body is dropped
+            try await eventually("the span ended") { tracer.finishedSpans.contains { $0.kind == .client } }
+        }
+        await origin.stop()
+        let client = try #require(tracer.finishedSpans.first { $0.kind == .client })
+        #expect(client.attributes.get("error.type") == .string("cancelled") && client.status?.code == .error)
+        #expect(client.attributes.get("http.response.status_code") == .int64(200))
+    }
+
     @Test func aFailedConnectIsAnErrorSpanWithOurCode() async throws {
         let tracer = InMemoryTracer()
         try await withTracedHTTPDNS(tracer) { httpdns, _ in
