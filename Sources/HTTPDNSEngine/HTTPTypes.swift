@@ -257,6 +257,10 @@ final class MetricsRecorder: Sendable {
         takeSpan()?.failed(HTTPEngineError(.cancelled, "the response body was dropped before its end"))
     }
 
+    /// The response, its body and the exchange are all gone: a span still held was never read to its
+    /// end (the exchange may have finished first, so the body's producer did not report the drop).
+    deinit { abandoned() }
+
     private func takeSpan() -> AttemptSpan? {
         span?.withLockedValue { held in
             defer { held = nil }
