@@ -149,6 +149,9 @@ package struct ResolvedAddresses: Sendable, Hashable {
     package var ipv6: [IPAddress]
     /// Who answered (for metrics), e.g. `doh:https://…`, `cache(…)`, `system`.
     package var source: String
+    /// Whether the resolver's cache answered ("hit", "stale", "miss"), for the request's span; nil where
+    /// no cache is involved.
+    package var cache: String?
     /// NAT64-synthesized addresses among `ipv6`, each to the IPv4 address it reaches.
     package var synthesized: [IPAddress: IPAddress] = [:]
     /// The order is meant (a service's list, used in order): connecting moves only recently failed

@@ -48,6 +48,8 @@ struct AddressLookup: Sendable {
     var source: String
     /// How long the lookup took; nil when none ran.
     var duration: Duration?
+    /// Whether the resolver's cache answered (`ResolvedAddresses.cache`).
+    var cache: String?
     /// When the lookup started, on the wall clock spans are stamped with (the resolve span's start).
     var startedAt = DefaultTracerClock.now
 }
@@ -284,7 +286,12 @@ struct ConnectionFactory: Sendable {
                 source: found.source
             )
         }
-        let lookup = AddressLookup(source: found.source, duration: ContinuousClock.now - started, startedAt: wallStart)
+        let lookup = AddressLookup(
+            source: found.source,
+            duration: ContinuousClock.now - started,
+            cache: found.cache,
+            startedAt: wallStart
+        )
         return (await path.connectable(ranked), lookup)
     }
 

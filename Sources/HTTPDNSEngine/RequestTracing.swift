@@ -91,7 +91,7 @@ struct AttemptSpan: Sendable {
         child.updateAttributes { a in
             a["dns.question.name"] = host
             a["httpdns.source"] = lookup.source
-            if let cache = ResolveSpanFacts.cacheState(source: lookup.source) { a["httpdns.cache"] = cache }
+            if let cache = lookup.cache { a["httpdns.cache"] = cache }
         }
         child.end(at: DefaultTracerClock.Instant(nanosecondsSinceEpoch: ends))
     }
@@ -110,23 +110,18 @@ struct AttemptSpan: Sendable {
 
     /// The attempt failed before or while its response head arrived (or its body was cut short).
     func failed(_ error: any Error) {
-        span.attributes["error.type"] = (error as? HTTPEngineError)?.code.description ?? "\(type(of: error))"
-        span.recordError(error)
-        span.setStatus(SpanStatus(code: .error))
-        span.end()
+        span.endFailed(error, type: (error as? HTTPEngineError)?.code.description ?? "\(type(of: error))")
     }
 }
 
-/// What a resolve span says, read off the source the resolver reported (`ResolutionSource`'s text).
-enum ResolveSpanFacts {
-    /// "hit" (the cache answered), "stale" (an expired answer served while it is refreshed), "miss" (a
-    /// provider was asked); nil where no cache is involved (a literal, the system resolver, LocalDNS,
-    /// an override, fixed addresses).
-    static func cacheState(source: String) -> String? {
-        if source.hasPrefix("cache(") { return "hit" }
-        if source.hasPrefix("stale(") { return "stale" }
-        let uncached = ["literal", "system", "static", "override", "localdns(", "fallback("]
-        return uncached.contains { source.hasPrefix($0) } ? nil : "miss"
+extension Span {
+    /// Ends the span as failed by `error`, with `error.type` set to `type` (OpenTelemetry's conventions:
+    /// the error's code, not its text).
+    package func endFailed(_ error: any Error, type: String) {
+        attributes["error.type"] = type
+        recordError(error)
+        setStatus(SpanStatus(code: .error))
+        end()
     }
 }
 

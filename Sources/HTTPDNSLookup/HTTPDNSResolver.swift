@@ -362,7 +362,9 @@ extension HTTPDNSResolver: AddressSource {
     /// The engine's view of `resolve`: the families the network can use, ranked later by the engine.
     package func addresses(for host: String) async throws -> ResolvedAddresses {
         let r = try await resolveUntraced(host, nil)
-        return ResolvedAddresses(ipv4: r.ipv4, ipv6: r.ipv6, source: r.source.description)
+        var addresses = ResolvedAddresses(ipv4: r.ipv4, ipv6: r.ipv6, source: r.source.description)
+        addresses.cache = r.source.cacheState
+        return addresses
     }
 
     package var networkPath: NetworkPath? { path }

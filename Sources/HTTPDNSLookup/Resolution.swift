@@ -31,6 +31,17 @@ public enum ResolutionSource: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
+    /// Whether the cache answered, as spans say it: "hit", "stale" (an expired answer served while it
+    /// is refreshed) or "miss" (a provider was asked); nil where no cache is involved.
+    package var cacheState: String? {
+        switch self {
+        case .cache: return "hit"
+        case .stale: return "stale"
+        case .httpdns: return "miss"
+        case .literal, .localDNS, .fallback, .override: return nil
+        }
+    }
+
     /// True when the answer is an HTTPDNS answer (fresh, cached or stale).
     package var isHTTPDNS: Bool {
         switch self {

@@ -3,6 +3,7 @@
 // request is traced by the engine, inside that request's span, from the same facts.
 
 import HTTPDNSCore
+import HTTPDNSEngine
 import Tracing
 
 enum ResolveSpan {
@@ -20,10 +21,7 @@ enum ResolveSpan {
             span.end()
             return resolution
         } catch {
-            span.attributes["error.type"] = (error as? ResolverError)?.code.description ?? "\(type(of: error))"
-            span.recordError(error)
-            span.setStatus(SpanStatus(code: .error))
-            span.end()
+            span.endFailed(error, type: (error as? ResolverError)?.code.description ?? "\(type(of: error))")
             throw error
         }
     }
@@ -48,12 +46,7 @@ enum ResolveSpan {
     /// absent where no cache is involved), `.expired_for_s` for a stale answer, `.addresses`.
     static func describe(_ resolution: Resolution, into a: inout SpanAttributes, prefix: String) {
         a["\(prefix).source"] = resolution.source.description
-        switch resolution.source {
-        case .cache: a["\(prefix).cache"] = "hit"
-        case .stale: a["\(prefix).cache"] = "stale"
-        case .httpdns: a["\(prefix).cache"] = "miss"
-        case .literal, .localDNS, .fallback, .override: break
-        }
+        if let cache = resolution.source.cacheState { a["\(prefix).cache"] = cache }
         if let expired = resolution.expiredFor {
             let (seconds, attoseconds) = expired.components
             a["\(prefix).expired_for_s"] = Double(seconds) + Double(attoseconds) / 1e18

@@ -30,6 +30,9 @@ package struct ListenerRequest: Sendable {
     package var remote: String
     /// The client's address, for answers that report it (DNSPod `clientip=1`).
     package var remoteIP: IPAddress? = nil
+
+    /// The request target without its query.
+    package var path: String { uri.firstIndex(of: "?").map { String(uri[..<$0]) } ?? uri }
 }
 
 /// One response.

@@ -148,7 +148,7 @@ struct RequestObserver: Sendable {
     var isActive: Bool { metered || accessLog != nil }
 
     func answered(_ request: ListenerRequest, _ response: ListenerResponse, after elapsed: Duration) {
-        let path = request.uri.firstIndex(of: "?").map { String(request.uri[..<$0]) } ?? request.uri
+        let path = request.path
         if metered {
             let endpoint = Self.endpoint(path)
             let status = Int(response.status.code)

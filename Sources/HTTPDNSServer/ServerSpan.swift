@@ -15,7 +15,7 @@ enum ServerSpan {
     ) {
         var context = ServiceContext.topLevel
         tracer.extract(request.headers, into: &context, using: HTTPHeadersExtractor())
-        let path = request.uri.firstIndex(of: "?").map { String(request.uri[..<$0]) } ?? request.uri
+        let path = request.path
         // The route from a fixed set (RequestObserver's), so span names stay few whatever clients send.
         let route = RequestObserver.endpoint(path)
         let method = request.method.rawValue
