@@ -37,6 +37,9 @@ final class HTTP2ClientStreams: ChannelInboundHandler {
 
     private var streams: [HTTP2StreamID: ClientStream] = [:]
     private var nextID: Int32 = 1
+    /// The highest stream whose HEADERS went out. NIOHTTP2Handler holds a stream's HEADERS back while
+    /// the server's SETTINGS_MAX_CONCURRENT_STREAMS is reached; those above this were never sent.
+    private var lastSent: HTTP2StreamID = .rootStream
     private var context: ChannelHandlerContext?
     let goAway: GoAwayRecord
 
@@ -72,6 +75,13 @@ final class HTTP2ClientStreams: ChannelInboundHandler {
             promise?.fail(ChannelError.ioOnClosedChannel)
             return
         }
+        if case .headers = payload {
+            let sent = promise ?? context.eventLoop.makePromise()
+            let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
+            sent.futureResult.whenSuccess { bound.value.lastSent = max(bound.value.lastSent, id) }
+            context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: payload)), promise: sent)
+            return
+        }
         context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: payload)), promise: promise)
     }
 
@@ -89,7 +99,15 @@ final class HTTP2ClientStreams: ChannelInboundHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let frame = unwrapInboundIn(data)
         guard frame.streamID != .rootStream else {
-            if case .goAway(let last, _, _) = frame.payload { goAway.received(lastStreamID: last) }
+            switch frame.payload {
+            case .goAway(let last, _, _):
+                goAway.received(lastStreamID: last)
+            case .settings(.settings(let settings))
+            where settings.contains(where: { $0.parameter == .maxConcurrentStreams && $0.value == 0 }):
+                refuseUnsentStreams()
+            default:
+                break
+            }
             // On to HTTP2ConnectionErrorCloser, which counts a flood of tiny WINDOW_UPDATEs.
             context.fireChannelRead(data)
             return
@@ -126,6 +144,21 @@ final class HTTP2ClientStreams: ChannelInboundHandler {
     func channelInactive(context: ChannelHandlerContext) {
         closeAll()
         context.fireChannelInactive()
+    }
+
+    /// The server allows no stream at all (SETTINGS_MAX_CONCURRENT_STREAMS 0): NIOHTTP2Handler would hold
+    /// the streams not yet sent until the server raises the limit, which it may never do. The connection
+    /// is treated as one that sent GOAWAY after the last stream sent: the pool gives it no new request,
+    /// and the streams held back, never seen by the server, fail as not processed, so the engine sends
+    /// them again on another connection (or gives up with this error when its retries are spent).
+    private func refuseUnsentStreams() {
+        goAway.received(lastStreamID: lastSent)
+        for (id, stream) in streams where id > lastSent {
+            streams[id] = nil
+            write(.rstStream(.cancel), on: id, promise: nil)  // NIO drops the held-back HEADERS
+            stream.refusedWithoutStreams()
+        }
+        flush()
     }
 
     private func closeAll() {
@@ -302,6 +335,16 @@ final class ClientStream: ExchangeDriver {
     func connectionClosed() {
         if framing.ended { return }
         run(machine.channelInactive())
+    }
+
+    /// Never sent: the server allows no streams on this connection (SETTINGS_MAX_CONCURRENT_STREAMS 0).
+    func refusedWithoutStreams() {
+        outcome.refused()
+        let error = HTTPEngineError(
+            .protocolError,
+            "\(machine.host) allows no streams on this connection (SETTINGS_MAX_CONCURRENT_STREAMS 0)"
+        )
+        run(machine.errorCaught(error))
     }
 
     func failed(_ error: any Error) {

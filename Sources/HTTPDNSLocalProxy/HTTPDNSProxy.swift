@@ -45,7 +45,13 @@ public final class HTTPDNSProxy: Sendable {
         package var upgradeToHTTPS: [HostPattern] = []
         /// Hosts the PAC file sends through the proxy (empty: every host).
         package var pacHosts: [HostPattern] = []
+        /// Connections at most. When full, the connection idle longest (a head still arriving, a
+        /// keep-alive wait) is closed for a new one; only when every connection has a request in
+        /// progress or a tunnel open is the new one closed at once.
         package var maxConnections = 1024
+        /// Connections at most from one client address (nil: no cap; the proxy's clients are usually
+        /// all on loopback).
+        package var maxConnectionsPerClient: Int? = nil
         /// A request head larger than this gets 431.
         package var maxHeaderBytes = 16 * 1024
         /// A client must send its request head within this time (408 otherwise).
@@ -53,8 +59,10 @@ public final class HTTPDNSProxy: Sendable {
         /// A tunnel with no traffic either way for this long is closed.
         package var tunnelIdleTimeout: Duration = .seconds(300)
         package var connectTimeout: Duration = .seconds(10)
-        /// Bodies of forwarded http:// requests are read whole up to this size (413 beyond).
-        package var maxForwardBodyBytes = 16 << 20
+        /// A forwarded http:// request's body streams on as it arrives, the client read only as fast as
+        /// the origin takes it; when no byte of it arrives for this long while one is wanted, the request
+        /// is given up (408 if no response has started). As nginx's client_body_timeout.
+        package var bodyTimeout: Duration = .seconds(60)
 
         /// Loopback, any free port, CONNECT to ports 443 and 80.
         public init() {}
@@ -146,7 +154,11 @@ public final class HTTPDNSProxy: Sendable {
             )
             onTunnelClosed?(m)
         }
-        let connections = ConnectionLimiter(limit: configuration.maxConnections)
+        let connections = ConnectionLimiter(
+            limit: configuration.maxConnections,
+            maxPerClient: configuration.maxConnectionsPerClient,
+            metricsPrefix: "httpdns_proxy"
+        )
         let shared = ProxyShared(
             configuration: configuration,
             resolver: resolver,
@@ -158,16 +170,24 @@ public final class HTTPDNSProxy: Sendable {
         let channel = try await ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 512)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            // Out of descriptors (EMFILE), accept fails and keeps failing: pause instead of spinning.
+            .serverChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(AcceptPause())
+                }
+            }
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
             .childChannelOption(.allowRemoteHalfClosure, value: true)
             .childChannelInitializer { channel in
-                guard connections.admit(channel) else { return channel.close() }
+                guard let slot = connections.admit(channel) else { return channel.close() }
                 return channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
+                    // A client that does not read stops being read from.
+                    try sync.addHandler(BackPressureHandler())
                     try sync.addHandler(HeadLimiter(maxBytes: configuration.maxHeaderBytes))
                     try sync.addHandler(ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .forwardBytes)))
                     try sync.addHandler(HTTPResponseEncoder())
-                    try sync.addHandler(ProxyHandler(shared: shared))
+                    try sync.addHandler(ProxyHandler(shared: shared, slot: slot))
                 }
             }
             .bind(host: configuration.host, port: configuration.port).get()

@@ -7,8 +7,8 @@
 //   awaitingHead ──┬── CONNECT, allowed port ──► connecting ──► tunnelling (200, bytes glued; handler leaves)
 //                  │                                 ├────────► 502, closed
 //                  │                                 └────────► 508 (the target is this proxy), closed
-//                  ├── http://, allowed port ──► readingBody ──► forwarding ──► awaitingHead (keep-alive)
-//                  │                                 └─► discardingBody ─► 413, closed         └─► closed
+//                  ├── http://, allowed port ──► forwarding ──► awaitingHead (keep-alive)
+//                  │     (the body streams on as it arrives)  └─► closed; 408 for a body that stalls
 //                  ├── GET /proxy.pac ──► PAC, then awaitingHead (keep-alive) or closed
 //                  └── 407 / 403 / 400 ─► closed
 //
@@ -16,6 +16,10 @@
 // connection waiting for its next request is not, as before. Resolution happens inside "connecting":
 // NIO's happy-eyeballs connector resolves through the proxy's resolver and races the addresses in one
 // step, so there is no separate resolving state to observe.
+//
+// A forwarded request goes to the engine as soon as its head is here, and its body (if the head declares
+// one) follows part by part while the response may already be coming back; the handler reads the client
+// only as fast as the engine sends (ForwardedBody), so a connection holds a few chunks, not a whole body.
 //
 // A client half-close is remembered, not acted on, while the proxy still owes an answer: a forwarded
 // response ends the connection when it is done, and a tunnel passes the half-close on to its target
@@ -31,20 +35,17 @@ struct ProxyConnectionStateMachine {
     /// What the machine needs from the proxy's configuration.
     struct Limits: Equatable {
         var allowedPorts: Set<Int>
-        var maxForwardBodyBytes: Int
         /// The whole `Proxy-Authorization` value a client must send (`Basic …`); nil: none needed.
         var expectedAuthorization: String?
 
-        init(allowedPorts: Set<Int>, maxForwardBodyBytes: Int, expectedAuthorization: String? = nil) {
+        init(allowedPorts: Set<Int>, expectedAuthorization: String? = nil) {
             self.allowedPorts = allowedPorts
-            self.maxForwardBodyBytes = maxForwardBodyBytes
             self.expectedAuthorization = expectedAuthorization
         }
 
         init(_ configuration: HTTPDNSProxy.Configuration) {
             self.init(
                 allowedPorts: configuration.allowedPorts,
-                maxForwardBodyBytes: configuration.maxForwardBodyBytes,
                 expectedAuthorization: configuration.credentials.map {
                     "Basic " + Data("\($0.user):\($0.password)".utf8).base64EncodedString()
                 }
@@ -55,18 +56,22 @@ struct ProxyConnectionStateMachine {
     enum State: Equatable {
         /// Waiting for a request head. `timed`: the head timer runs (the connection's first head).
         case awaitingHead(timed: Bool)
-        /// Reading the body of an absolute-form request, to send it on whole.
-        case readingBody(HTTPRequestHead, HTTPURL, ByteBuffer)
-        /// The body grew past the limit: the rest is read and dropped, and its end answered with 413.
-        case discardingBody
-        /// The engine is sending a request on; `responseStarted` once its response head went out.
-        case forwarding(keepAlive: Bool, responseStarted: Bool)
+        /// The engine is sending a request on; `requestEnded` once the client's request (its body)
+        /// has ended, `responseStarted` once the response head went out.
+        case forwarding(keepAlive: Bool, requestEnded: Bool, responseStarted: Bool)
         /// CONNECT: resolving the host and connecting to it.
         case connecting(host: String, port: Int)
         /// The tunnel is open; the channel belongs to the glue handlers now.
         case tunnelling
         /// Closing or closed: every further event is ignored.
         case closed
+    }
+
+    /// No request in progress: waiting for a head (the first, or the next on a kept-alive connection),
+    /// or for the rest of one. Such a connection may be closed to make room for a new one.
+    var isIdle: Bool {
+        if case .awaitingHead = state { return true }
+        return false
     }
 
     /// An HTTP response to write through the response encoder.
@@ -119,9 +124,16 @@ struct ProxyConnectionStateMachine {
         case establishTunnel(host: String, port: Int, passOnHalfClose: Bool)
         /// The target connected after the client went away: close the new connection.
         case closeUpstream
-        /// Send the request on through the engine; report `forwardResponseStarted`, then
-        /// `forwardFinished` or `forwardFailed`.
-        case forward(HTTPRequestHead, HTTPURL, body: ByteBuffer)
+        /// Send the request on through the engine, its body (if the head declares one) to follow as
+        /// `forwardBody` parts; report `forwardResponseStarted`, then `forwardFinished` or `forwardFailed`.
+        case forward(HTTPRequestHead, HTTPURL)
+        /// A part of the forwarded request's body.
+        case forwardBody(ByteBuffer)
+        /// The forwarded request's body is complete.
+        case forwardBodyEnd
+        /// The forwarded request's body will not be complete: fail it (the engine gives up the request),
+        /// and write `reply` when there is one.
+        case abortForwardBody(String, reply: Reply?)
         case close
     }
 
@@ -151,13 +163,16 @@ struct ProxyConnectionStateMachine {
     /// The HTTP decoder could not parse what the client sent.
     mutating func malformedRequest(_ description: String) -> Action {
         switch state {
-        case .awaitingHead, .readingBody, .discardingBody, .connecting:
+        case .awaitingHead, .connecting:
             state = .closed
             return .reply(.text(.badRequest, "malformed request: \(description)"))
-        case .forwarding:
-            // A response may be on its way: a 400 in the middle of it would corrupt it.
+        case .forwarding(_, let requestEnded, let responseStarted):
             state = .closed
-            return .close
+            // A body that cannot be parsed is not sent on as if complete; a response already under way
+            // cannot take a 400 in its middle.
+            guard !requestEnded else { return .close }
+            let why = "malformed request body: \(description)"
+            return .abortForwardBody(why, reply: responseStarted ? nil : .text(.badRequest, why))
         case .tunnelling, .closed:
             return .none
         }
@@ -207,8 +222,8 @@ struct ProxyConnectionStateMachine {
                     .text(.forbidden, "forwarding to port \(url.port) is not allowed (allowed: \(allowedPortsText))")
                 )
             }
-            state = .readingBody(head, url, ByteBuffer())
-            return .none
+            state = .forwarding(keepAlive: head.isKeepAlive, requestEnded: false, responseStarted: false)
+            return .forward(head, url)
         case .pac:
             state = head.isKeepAlive ? .awaitingHead(timed: false) : .closed
             return .servePAC(close: !head.isKeepAlive)
@@ -219,45 +234,38 @@ struct ProxyConnectionStateMachine {
     }
 
     mutating func bodyReceived(_ chunk: ByteBuffer) -> Action {
-        guard case .readingBody(let head, let url, var body) = state else { return .none }
-        guard body.readableBytes + chunk.readableBytes <= limits.maxForwardBodyBytes else {
-            state = .discardingBody
-            return .none
-        }
-        // Let go of the state's reference first, so appending does not copy the body read so far.
-        state = .closed
-        var chunk = chunk
-        body.writeBuffer(&chunk)
-        state = .readingBody(head, url, body)
-        return .none
+        guard case .forwarding(_, requestEnded: false, _) = state else { return .none }
+        return .forwardBody(chunk)
     }
 
     mutating func endReceived() -> Action {
-        switch state {
-        case .readingBody(let head, let url, let body):
-            state = .forwarding(keepAlive: head.isKeepAlive, responseStarted: false)
-            return .forward(head, url, body: body)
-        case .discardingBody:
-            state = .closed
-            return .reply(.text(.payloadTooLarge, "request body larger than \(limits.maxForwardBodyBytes) bytes"))
-        default:
-            return .none
-        }
+        guard case .forwarding(let keepAlive, requestEnded: false, let responseStarted) = state else { return .none }
+        state = .forwarding(keepAlive: keepAlive, requestEnded: true, responseStarted: responseStarted)
+        return .forwardBodyEnd
+    }
+
+    /// No byte of the forwarded request's body arrived for the body timeout while one was wanted.
+    mutating func bodyTimedOut() -> Action {
+        guard case .forwarding(_, requestEnded: false, let responseStarted) = state else { return .none }
+        state = .closed
+        let why = "request body not complete in time"
+        return .abortForwardBody(why, reply: responseStarted ? nil : .text(.requestTimeout, why))
     }
 
     // MARK: forwarding
 
     /// The forwarded response's head is about to be written: from now on a failure can only close.
     mutating func forwardResponseStarted() -> Action {
-        guard case .forwarding(let keepAlive, _) = state else { return .none }
-        state = .forwarding(keepAlive: keepAlive, responseStarted: true)
+        guard case .forwarding(let keepAlive, let requestEnded, _) = state else { return .none }
+        state = .forwarding(keepAlive: keepAlive, requestEnded: requestEnded, responseStarted: true)
         return .none
     }
 
     mutating func forwardFinished() -> Action {
-        guard case .forwarding(let keepAlive, _) = state else { return .none }
-        // A client that half-closed after its request has nothing more to ask.
-        guard keepAlive, !clientHalfClosed else {
+        guard case .forwarding(let keepAlive, let requestEnded, _) = state else { return .none }
+        // A client that half-closed after its request has nothing more to ask; one whose body the origin
+        // answered before it ended has the rest of it still on the way, which no next request may follow.
+        guard keepAlive, requestEnded, !clientHalfClosed else {
             state = .closed
             return .close
         }
@@ -267,7 +275,7 @@ struct ProxyConnectionStateMachine {
 
     /// The engine could not fetch the request, or the response broke off; `message` says why.
     mutating func forwardFailed(_ message: String) -> Action {
-        guard case .forwarding(_, let responseStarted) = state else { return .none }
+        guard case .forwarding(_, _, let responseStarted) = state else { return .none }
         state = .closed
         // Mid-response the only honest signal left is closing the connection.
         return responseStarted ? .close : .reply(.text(.badGateway, message))
@@ -313,10 +321,15 @@ struct ProxyConnectionStateMachine {
     /// The client shut down its sending side (reported by `HeadLimiter`, which keeps it from the decoder).
     mutating func inputClosed() -> Action {
         switch state {
-        case .awaitingHead, .readingBody, .discardingBody:
+        case .awaitingHead:
             // No whole request, and nothing more will come.
             state = .closed
             return .close
+        case .forwarding(_, requestEnded: false, let responseStarted):
+            // The body ends short: it is not sent on as if complete.
+            state = .closed
+            let why = "the client closed its side before the request body ended"
+            return .abortForwardBody(why, reply: responseStarted ? nil : .text(.badRequest, why))
         case .forwarding, .connecting:
             clientHalfClosed = true
             return .none

@@ -26,9 +26,18 @@ final class ProxyHandler: ChannelInboundHandler, RemovableChannelHandler {
     private var headTimer: Scheduled<Void>?
     /// When the CONNECT's connect began, for the tunnel's metrics.
     private var tunnelStarted: ContinuousClock.Instant?
+    /// The connection's place in the listener (nil in tests that drive the handler alone).
+    private let slot: ConnectionSlot?
+    /// What the listener was last told: a request is in progress (or a tunnel open).
+    private var busy = false
+    /// The body of the request being forwarded, while it streams on.
+    private var forwardedBody: ForwardedBody?
+    /// Runs while a forwarded body's next part is wanted from the client (`bodyTimeout`).
+    private var bodyTimer: Scheduled<Void>?
 
-    init(shared: ProxyShared, connector: Connector? = nil) {
+    init(shared: ProxyShared, slot: ConnectionSlot? = nil, connector: Connector? = nil) {
         self.shared = shared
+        self.slot = slot
         self.connector =
             connector ?? { host, port, loop in ProxyHandler.connect(host: host, port: port, on: loop, shared) }
         self.machine = ProxyConnectionStateMachine(limits: .init(shared.configuration))
@@ -45,7 +54,10 @@ final class ProxyHandler: ChannelInboundHandler, RemovableChannelHandler {
         }
     }
 
-    func handlerRemoved(context: ChannelHandlerContext) { headTimer?.cancel() }
+    func handlerRemoved(context: ChannelHandlerContext) {
+        headTimer?.cancel()
+        endForwardedBody(ForwardedBodyFailure(description: "the client connection closed before the request body ended"))
+    }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let action: ProxyConnectionStateMachine.Action
@@ -71,6 +83,7 @@ final class ProxyHandler: ChannelInboundHandler, RemovableChannelHandler {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        endForwardedBody(ForwardedBodyFailure(description: "the client connection closed before the request body ended"))
         perform(machine.channelInactive(), on: context.channel)
         context.fireChannelInactive()
     }
@@ -117,10 +130,34 @@ final class ProxyHandler: ChannelInboundHandler, RemovableChannelHandler {
             splice(channel: channel, upstream: upstream, host: host, port: port, passOnHalfClose: passOnHalfClose)
         case .closeUpstream:
             upstream?.close(promise: nil)
-        case .forward(let head, let url, let body):
-            forward(head, url: url, body: body, channel: channel)
+        case .forward(let head, let url):
+            forward(head, url: url, channel: channel)
+        case .forwardBody(let chunk):
+            guard let body = forwardedBody else { break }
+            if body.received(chunk) {
+                armBodyTimer(on: channel)
+            } else {
+                // Enough waits for the engine: the client is not read until it asks for more (and its
+                // silence meanwhile is not held against it).
+                bodyTimer?.cancel()
+                bodyTimer = nil
+                try? channel.syncOptions?.setOption(.autoRead, value: false)
+            }
+        case .forwardBodyEnd:
+            bodyTimer?.cancel()
+            bodyTimer = nil
+            forwardedBody?.end()
+        case .abortForwardBody(let why, let reply):
+            endForwardedBody(ForwardedBodyFailure(description: why))
+            if let reply { write(reply, on: channel) }
         case .close:
             channel.close(promise: nil)
+        }
+        // A connection with a request in progress (or a tunnel) is not closed to make room; one waiting
+        // for a head, the first or the next, is.
+        if busy == machine.isIdle {
+            busy.toggle()
+            if busy { slot?.busy() } else { slot?.idle() }
         }
     }
 
@@ -258,11 +295,44 @@ final class ProxyHandler: ChannelInboundHandler, RemovableChannelHandler {
 
     // MARK: forwarding http://
 
-    private func forward(_ head: HTTPRequestHead, url given: HTTPURL, body: ByteBuffer, channel: any Channel) {
+    /// Starts the body's timer: the client has `bodyTimeout` to send the next part.
+    private func armBodyTimer(on channel: any Channel) {
+        bodyTimer?.cancel()
+        let bound = NIOLoopBound(self, eventLoop: channel.eventLoop)
+        bodyTimer = channel.eventLoop.scheduleTask(in: .nanoseconds(shared.configuration.bodyTimeout.nanoseconds)) {
+            let me = bound.value
+            me.bodyTimer = nil
+            me.perform(me.machine.bodyTimedOut(), on: channel)
+        }
+    }
+
+    /// The forwarded request is over (answered, failed or given up): a body still open fails with
+    /// `error`, its timer stops, and the client is read again.
+    private func endForwardedBody(_ error: any Error) {
+        bodyTimer?.cancel()
+        bodyTimer = nil
+        if let body = forwardedBody, !body.ended { body.fail(error) }
+        forwardedBody = nil
+    }
+
+    private func forward(_ head: HTTPRequestHead, url given: HTTPURL, channel: any Channel) {
         let shared = self.shared
         let loop = channel.eventLoop
         let bound = NIOLoopBound(self, eventLoop: loop)
         let keepAlive = head.isKeepAlive
+        // A body (the head declares one) streams on as it arrives; the engine frames it again itself.
+        let length = head.headers.first(name: "content-length").flatMap { Int($0) }
+        let chunked = head.headers[canonicalForm: "transfer-encoding"].contains { $0.lowercased() == "chunked" }
+        let body: HTTPRequestBody?
+        if chunked || (length ?? 0) > 0 {
+            let forwarded = ForwardedBody(channel: channel) { bound.value.armBodyTimer(on: channel) }
+            forwardedBody = forwarded
+            armBodyTimer(on: channel)
+            let reader = forwarded.reader
+            body = .stream(length: chunked ? nil : length) { AsyncThrowingStream(unfolding: { try await reader.next() }) }
+        } else {
+            body = nil
+        }
         loop.makeFutureWithTask { () -> Void in
             var url = given
             if shared.configuration.upgradeToHTTPS.contains(where: { $0.matches(url.host) }) {
@@ -277,12 +347,9 @@ final class ProxyHandler: ChannelInboundHandler, RemovableChannelHandler {
             removeHopByHop(&headers)
             headers.remove(name: "proxy-authorization")
             headers.remove(name: "host")
-            let request = HTTPRequest(
-                method: head.method,
-                url: url,
-                headers: headers,
-                body: body.readableBytes > 0 ? .bytes(body) : nil
-            )
+            headers.remove(name: "content-length")
+            headers.remove(name: "transfer-encoding")
+            let request = HTTPRequest(method: head.method, url: url, headers: headers, body: body)
             do {
                 let response = try await shared.engine.execute(request)
                 var out = response.headers
@@ -307,12 +374,15 @@ final class ProxyHandler: ChannelInboundHandler, RemovableChannelHandler {
                 try await channel.writeAndFlush(HTTPServerResponsePart.end(nil))
                 loop.execute {
                     let me = bound.value
+                    me.endForwardedBody(ForwardedBodyFailure(description: "the origin answered before the request body ended"))
+                    try? channel.syncOptions?.setOption(.autoRead, value: true)
                     me.perform(me.machine.forwardFinished(), on: channel)
                 }
             } catch {
                 let message = "could not fetch \(url): \(error)"
                 loop.execute {
                     let me = bound.value
+                    me.endForwardedBody(error)
                     me.perform(me.machine.forwardFailed(message), on: channel)
                 }
             }

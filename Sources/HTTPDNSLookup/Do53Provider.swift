@@ -71,9 +71,9 @@ package struct Do53Provider: SubnetQuerying {
     private func udpExchange(_ query: [UInt8], expecting expected: ExpectedAnswer, deadline: NIODeadline) async throws
         -> [UInt8]
     {
+        let server = try self.server
         let eventLoop = group.next()
         let promise = eventLoop.makePromise(of: [UInt8].self)
-        let server = try self.server
         let channel: any Channel
         do {
             channel = try await DatagramBootstrap(group: eventLoop)
@@ -86,7 +86,11 @@ package struct Do53Provider: SubnetQuerying {
                 }
                 .connect(to: server).get()  // connected: ICMP "port unreachable" fails the query at once
         } catch {
-            throw ProviderError("could not open a UDP socket: \(error)", underlying: error)
+            // Out of descriptors (EMFILE, ENFILE), buffers (ENOBUFS) or anything else: the promise the
+            // handler would have completed is completed here, or NIO reports it leaked.
+            let failure = ProviderError("could not open a UDP socket: \(error)", underlying: error)
+            promise.fail(failure)
+            throw failure
         }
         defer { channel.close(promise: nil) }
         let envelope = AddressedEnvelope(remoteAddress: server, data: ByteBuffer(bytes: query))
@@ -104,10 +108,15 @@ package struct Do53Provider: SubnetQuerying {
         return try await answer(promise)
     }
 
-    /// The answer the handler delivers; any failure becomes a ProviderError.
+    /// The answer the handler delivers; any failure becomes a ProviderError. A cancelled lookup (its
+    /// asker went away) stops waiting at once, and its socket closes with it.
     private func answer(_ promise: EventLoopPromise<[UInt8]>) async throws -> [UInt8] {
         do {
-            return try await promise.futureResult.get()
+            return try await withTaskCancellationHandler {
+                try await promise.futureResult.get()
+            } onCancel: {
+                promise.fail(CancellationError())
+            }
         } catch let error as ProviderError {
             throw error
         } catch {
@@ -134,7 +143,9 @@ package struct Do53Provider: SubnetQuerying {
                 }
                 .connect(to: server).get()
         } catch {
-            throw ProviderError("TCP retry after a truncated answer failed to connect: \(error)", underlying: error)
+            let failure = ProviderError("TCP retry after a truncated answer failed to connect: \(error)", underlying: error)
+            promise.fail(failure)
+            throw failure
         }
         defer { channel.close(promise: nil) }
         channel.writeAndFlush(ByteBuffer(bytes: query)).whenFailure { promise.fail($0) }

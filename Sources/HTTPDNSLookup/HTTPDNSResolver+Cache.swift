@@ -118,7 +118,7 @@ extension HTTPDNSResolver {
         let now = clock.now()
         enum Step {
             case answer(FamilyResult, CacheLookup)
-            case wait(Task<FamilyResult, any Error>)
+            case wait(QueryID, Task<FamilyResult, any Error>)
         }
         let step: Step = state.withLockedValue { state in
             let key = CacheKey(network: state.network, normalizedName: name, family: family)
@@ -130,16 +130,33 @@ extension HTTPDNSResolver {
                 state.statistics.coalesced += 1
                 metrics.cacheMisses.increment()
                 // The machine names only queries whose task is on record (both change under this lock).
-                return .wait(state.queries[id]!)
+                state.queries[id]!.askers += 1
+                return .wait(id, state.queries[id]!.task)
             case .startQuery(let id):
                 metrics.cacheMisses.increment()
-                return .wait(start(id, key, budget, &state))
+                let task = start(id, key, budget, &state)
+                state.queries[id]!.askers = 1
+                state.queries[id]!.forCallers = true
+                return .wait(id, task)
             }
         }
         switch step {
-        case .answer(let r, let lookup): return (r, lookup)
-        case .wait(let task): return (try await task.value, nil)
+        case .answer(let r, let lookup):
+            return (r, lookup)
+        case .wait(let id, let task):
+            return (try await withTaskCancellationHandler { try await task.value } onCancel: { askerLeft(id) }, nil)
         }
+    }
+
+    /// A caller waiting for query `id` was cancelled. The last one to go cancels the query (which then
+    /// ends as failed, and is not held against its provider); while others wait it runs on for them.
+    func askerLeft(_ id: QueryID) {
+        let orphaned = state.withLockedValue { state -> Task<FamilyResult, any Error>? in
+            guard let query = state.queries[id], query.askers > 0 else { return nil }
+            state.queries[id]!.askers -= 1
+            return query.askers == 1 && query.forCallers ? query.task : nil
+        }
+        orphaned?.cancel()
     }
 
     /// What a cache hit answers (nil on a miss), counting it and starting the background refresh the
@@ -176,7 +193,7 @@ extension HTTPDNSResolver {
         -> Task<FamilyResult, any Error>
     {
         let task = Task { try await self.queryAndStore(key, id, budget) }
-        state.queries[id] = task
+        state.queries[id] = RunningQuery(task: task)
         return task
     }
 

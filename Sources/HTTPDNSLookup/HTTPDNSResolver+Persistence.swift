@@ -36,7 +36,7 @@ extension HTTPDNSResolver {
         await waitForServiceListFetches()
         while true {
             let refreshes = state.withLockedValue { state in
-                state.machine.runningRefreshes.compactMap { state.queries[$0] }
+                state.machine.runningRefreshes.compactMap { state.queries[$0]?.task }
             }
             if refreshes.isEmpty { return }
             for refresh in refreshes { _ = try? await refresh.value }

@@ -104,6 +104,11 @@ extension HTTPDNSResolver {
                 )
                 return FamilyResult(answer: checked.answer, source: provider.name)
             } catch {
+                // Nobody waits any more (every caller was cancelled): no other provider is asked, and
+                // this one is not marked down for a question it was not given time to answer.
+                if Task.isCancelled {
+                    throw ResolverError(.cancelled, name: name, "\(name): the lookup was cancelled", failures: failures)
+                }
                 state.withLockedValue { $0.health.failed(index, now: clock.now()) }
                 metrics.upstreamFailures[index].increment()
                 logger.debug("provider failed", metadata: ["provider": "\(provider.name)", "error": "\(error)"])

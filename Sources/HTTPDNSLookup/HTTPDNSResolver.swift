@@ -58,12 +58,23 @@ public final class HTTPDNSResolver: Sendable {
 
     typealias QueryID = ResolverStateMachine.QueryID
 
+    /// One upstream query and the callers waiting for it. When every caller has been cancelled (a
+    /// server's client went away) the query is cancelled too; a background refresh has no caller and
+    /// runs on.
+    struct RunningQuery {
+        var task: Task<FamilyResult, any Error>
+        /// Callers waiting that have not been cancelled.
+        var askers = 0
+        /// Started for a caller (not a background refresh): it ends when its callers are all gone.
+        var forCallers = false
+    }
+
     struct State {
         var machine: ResolverStateMachine
         var network: String
         var health = ProviderHealth()
-        /// The tasks running the machine's queries (lookups and background refreshes), until they end.
-        var queries: [QueryID: Task<FamilyResult, any Error>] = [:]
+        /// The machine's queries running (lookups and background refreshes), until they end.
+        var queries: [QueryID: RunningQuery] = [:]
         /// The delayed save the machine scheduled, if one is pending.
         var persistTimer: Task<Void, Never>?
         var statistics = ResolverStatistics()

@@ -8,6 +8,7 @@
 // LengthFieldBasedFrameDecoder and LengthFieldPrepender strip and add it.
 
 import HTTPDNSCore
+import HTTPDNSEngine
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOExtras
@@ -66,6 +67,12 @@ package final class DNSServer: Sendable {
         for _ in 0..<10 {
             let tcp = try await ServerBootstrap(group: group)
                 .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+                // Out of descriptors, accept fails and keeps failing: pause instead of spinning.
+                .serverChannelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.addHandler(AcceptPause())
+                    }
+                }
                 .childChannelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
                         let sync = channel.pipeline.syncOperations

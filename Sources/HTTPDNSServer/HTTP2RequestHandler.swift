@@ -19,6 +19,10 @@ final class HTTP2RequestHandler: ChannelInboundHandler {
     /// Inside a read: flushes wait for its end, so the answers to one read go out in one write.
     private var reading = false
     private var flushPending = false
+    /// The answers being made by the async handler, by stream: cancelled when their stream goes.
+    private var answerTasks: [HTTP2StreamID: Task<Void, Never>] = [:]
+    /// A stream is open: the connection is not to be closed to make room (ConnectionSlots).
+    private var busy = false
 
     init(context: ConnectionContext) {
         self.context = context
@@ -32,7 +36,16 @@ final class HTTP2RequestHandler: ChannelInboundHandler {
     func handlerRemoved(context: ChannelHandlerContext) {
         for timer in timers.values { timer.cancel() }
         timers = [:]
+        for task in answerTasks.values { task.cancel() }
+        answerTasks = [:]
         channelContext = nil
+    }
+
+    /// Tells the listener whether a request is in progress on this connection (any stream open).
+    private func noteStreams() {
+        guard busy == requests.streams.isEmpty else { return }
+        busy.toggle()
+        if busy { context.slot.busy() } else { context.slot.idle() }
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -63,6 +76,7 @@ final class HTTP2RequestHandler: ChannelInboundHandler {
             return
         }
         for action in actions { perform(action, context: context) }
+        noteStreams()
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
@@ -94,8 +108,11 @@ final class HTTP2RequestHandler: ChannelInboundHandler {
 
     private func streamGone(_ id: HTTP2StreamID) {
         timers.removeValue(forKey: id)?.cancel()
+        // Reset by the client (or closed): its answer, and the upstream lookup behind it, are not waited for.
+        answerTasks.removeValue(forKey: id)?.cancel()
         guard let context = channelContext else { return }
         for action in requests.closed(id) { perform(action, context: context) }
+        noteStreams()
     }
 
     private func perform(_ action: HTTP2Requests.Action, context: ChannelHandlerContext) {
@@ -176,8 +193,11 @@ final class HTTP2RequestHandler: ChannelInboundHandler {
         }
         let handler = self.context.handler
         let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-        context.eventLoop.makeFutureWithTask { await handler(request) }.whenSuccess { response in
+        let answered = context.eventLoop.makePromise(of: ListenerResponse.self)
+        answerTasks[id] = Task { answered.succeed(await handler(request)) }
+        answered.futureResult.whenSuccess { response in
             let (me, context) = bound.value
+            me.answerTasks[id] = nil
             // Reset or closed while it was being answered: nobody to answer.
             guard me.requests.request(id) != nil, me.channelContext != nil else { return }
             me.log(request, response)

@@ -20,6 +20,8 @@ struct ServiceCore: Sendable {
     let configuration: HTTPDNSService.Configuration
     let logger: Logger
     let readiness: ServiceReadiness
+    /// The bound on names asked of the upstream at once.
+    let upstreamLookups: UpstreamLookups<Question>
 
     /// Asks the upstream for the probe name once a second until it answers (any answer, NXDOMAIN
     /// included), which makes the server ready; a real lookup's answer does the same sooner.
@@ -163,7 +165,11 @@ struct ServiceCore: Sendable {
                 return response
             case .lookUp(let questions):
                 let answers = await withTaskGroup(of: (Question, Lookup).self) { group in
-                    for q in questions { group.addTask { (q, await lookup(q.name, subnet: q.subnet)) } }
+                    for q in questions {
+                        group.addTask {
+                            (q, await upstreamLookups.run(q, orElse: .failure) { await lookup(q.name, subnet: q.subnet) })
+                        }
+                    }
                     var answers: [(Question, Lookup)] = []
                     for await answer in group { answers.append(answer) }
                     return answers

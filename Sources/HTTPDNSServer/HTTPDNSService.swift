@@ -66,6 +66,8 @@ package final class HTTPDNSService: Sendable {
         /// Names in one `/d` batch at most.
         package var maxBatch = 50
         package var limits = HTTPListener.Limits()
+        /// Names asked of the upstream at once at most (see UpstreamLookups.swift).
+        package var maxUpstreamLookups = 256
         /// The accounts of the authenticated forms (Tencent Cloud DNSPod, Alibaba Cloud EMAS).
         package var accounts = VendorAccounts()
         /// Refuse every unauthenticated form (free `/d`, `/resolve`, `/ACCOUNT/d`, unsigned `/v2/d`,
@@ -169,7 +171,8 @@ package final class HTTPDNSService: Sendable {
             subnetUpstream: subnetUpstream,
             configuration: configuration,
             logger: logger,
-            readiness: readiness
+            readiness: readiness,
+            upstreamLookups: UpstreamLookups(limit: configuration.maxUpstreamLookups)
         )
         let observer = RequestObserver(accessLog: configuration.accessLog, metered: configuration.metricsText != nil)
         // Answers are observed (metrics, access log) only when asked for: the plain path stays as it was.

@@ -65,7 +65,12 @@ package final class HTTPListener: Sendable {
     package typealias ImmediateHandler = @Sendable (ListenerRequest) -> ListenerResponse?
 
     package struct Limits: Sendable {
+        /// Connections at most. When full, the connection idle longest (no request in progress: a TLS
+        /// handshake, a head still arriving, a keep-alive wait) is closed for a new one; only when every
+        /// connection has a request in progress is the new one closed at once (ConnectionSlots).
         package var maxConnections = 1024
+        /// Connections at most from one client address (nil: no such cap); more are closed at once.
+        package var maxConnectionsPerClient: Int? = nil
         package var maxRequestBytes = 64 * 1024
         /// Time a client has to deliver a whole request (head and body) once it has started sending it;
         /// for a new connection the TLS handshake and protocol choice must also fit in it. A slow client
@@ -104,14 +109,29 @@ package final class HTTPListener: Sendable {
         immediate: ImmediateHandler? = nil,
         handler: @escaping Handler
     ) async throws -> HTTPListener {
-        let connections = ConnectionLimiter(limit: limits.maxConnections)
+        let connections = ConnectionLimiter(
+            limit: limits.maxConnections,
+            maxPerClient: limits.maxConnectionsPerClient,
+            metricsPrefix: "httpdns_server"
+        )
         let channel = try await ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            // Out of descriptors (EMFILE), accept fails at once and keeps failing: without a pause the
+            // loop would retry it as fast as it can, a whole core, until descriptors come back
+            // (AcceptPause.swift).
+            .serverChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(AcceptPause())
+                }
+            }
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
             .childChannelInitializer { channel in
-                guard connections.admit(channel) else {
-                    logger.debug("connection refused: limit reached", metadata: ["limit": "\(limits.maxConnections)"])
+                guard let slot = connections.admit(channel) else {
+                    logger.debug(
+                        "connection refused: every connection busy, or the client's cap reached",
+                        metadata: ["limit": "\(limits.maxConnections)"]
+                    )
                     return channel.close()
                 }
                 // The TLS handshake and the protocol choice must be over within requestTimeout.
@@ -129,8 +149,12 @@ package final class HTTPListener: Sendable {
                         logger: logger,
                         immediate: immediate,
                         handler: handler,
-                        setup: setup
+                        setup: setup,
+                        slot: slot
                     )
+                    // A client that does not read its responses stops having its requests read: the
+                    // responses waiting to be written bound what it can make this server hold.
+                    try channel.pipeline.syncOperations.addHandler(BackPressureHandler())
                     if let tls {
                         try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls))
                         try channel.pipeline.syncOperations.addHandler(
@@ -217,6 +241,8 @@ struct ConnectionContext: Sendable {
     var handler: HTTPListener.Handler
     /// Closes the connection unless the protocol is set up in time; cancelled by `configure`.
     var setup: Scheduled<Void>
+    /// The connection's place in the listener: busy while a request is in progress.
+    var slot: ConnectionSlot
 }
 
 /// Before the HTTP/1.1 decoder: tells the request handler that bytes arrived, so it knows when a
@@ -299,6 +325,8 @@ final class RequestHandler: ChannelInboundHandler {
     var channelContext: ChannelHandlerContext?
     /// The handler in front of the codec (it holds this one, so this reference is weak).
     weak var front: ReadNotifier?
+    /// The answer being made by the async handler, cancelled if the connection goes first.
+    var answerTask: Task<Void, Never>?
 
     init(context: ConnectionContext) {
         self.context = context
@@ -315,6 +343,9 @@ final class RequestHandler: ChannelInboundHandler {
     func handlerRemoved(context: ChannelHandlerContext) {
         timer?.cancel()
         channelContext = nil
+        // The connection is gone: nobody waits for the answer, so its upstream lookup is not waited
+        // for either (the resolver goes on with it only for another asker).
+        answerTask?.cancel()
     }
 
     /// Called by ReadNotifier (HTTP/1.1) for every read.
@@ -354,6 +385,8 @@ final class RequestHandler: ChannelInboundHandler {
             head = h
             body.clear()
             tooLarge = false
+            // A whole head: from now until the answer is written, not a connection to close for room.
+            self.context.slot.busy()
         case .body(var chunk):
             if body.readableBytes + chunk.readableBytes > self.context.limits.maxRequestBytes {
                 tooLarge = true
@@ -404,8 +437,11 @@ final class RequestHandler: ChannelInboundHandler {
             let handler = self.context.handler
             let logger = self.context.logger
             let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-            context.eventLoop.makeFutureWithTask { await handler(request) }.whenSuccess { response in
+            let answered = context.eventLoop.makePromise(of: ListenerResponse.self)
+            answerTask = Task { answered.succeed(await handler(request)) }
+            answered.futureResult.whenSuccess { response in
                 let (me, context) = bound.value
+                me.answerTask = nil
                 logger.debug(
                     "request",
                     metadata: [
@@ -437,6 +473,7 @@ final class RequestHandler: ChannelInboundHandler {
         } else {
             // Ready for the next request: wait for it (idle) again.
             answering = false
+            self.context.slot.idle()
             arm(self.context.limits.idleTimeout, context: context)
         }
     }

@@ -57,8 +57,17 @@ struct ProxyCommand: AsyncParsableCommand {
 
     static let userVariable = "HTTPDNS_PROXY_USER"
 
-    @Option(name: .customLong("max-connections"), help: "Client connections at most.")
+    @Option(
+        name: .customLong("max-connections"),
+        help: "Client connections at most; when full, the connection idle longest (no request in progress, no tunnel) makes room."
+    )
     var maxConnections = 1024
+
+    @Option(
+        name: .customLong("max-connections-per-client"),
+        help: "Client connections at most from one address (default: no cap; on loopback every client has the same address)."
+    )
+    var maxConnectionsPerClient: Int?
 
     @OptionGroup var resolver: ResolverOptions
     @OptionGroup var tracing: TracingOptions
@@ -68,6 +77,10 @@ struct ProxyCommand: AsyncParsableCommand {
             _ = try ServeCommand.listenAddress(listen)
         } catch {
             throw ValidationError("--listen: \(error)")
+        }
+        guard maxConnections > 0 else { throw ValidationError("--max-connections: give a positive number") }
+        if let n = maxConnectionsPerClient, n <= 0 {
+            throw ValidationError("--max-connections-per-client: give a positive number")
         }
         for p in allowPorts where !(1...65535).contains(p) { throw ValidationError("--allow-port: \(p) is not a port") }
         for u in upgrade {
@@ -101,6 +114,7 @@ struct ProxyCommand: AsyncParsableCommand {
         config.pacHosts = try self.resolver.parsed().policy.only
         config.allowNonLoopback = allowPublic
         config.maxConnections = maxConnections
+        config.maxConnectionsPerClient = maxConnectionsPerClient
         let credentials = try credentials()
         config.credentials = credentials
         var logger = Logger(label: "httpdns.proxy")

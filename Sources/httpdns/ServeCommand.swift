@@ -66,9 +66,21 @@ struct ServeCommand: AsyncParsableCommand {
 
     @Option(
         name: .customLong("max-connections"),
-        help: "Connections at most; more are closed at once (default 1024)."
+        help: "Connections at most (default 1024); when full, the connection idle longest makes room, and a new one is closed at once only when every connection has a request in progress."
     )
     var maxConnections: Int?
+
+    @Option(
+        name: .customLong("max-connections-per-client"),
+        help: "Connections at most from one client address; more are closed at once (default: no cap, as behind a load balancer every client has its address)."
+    )
+    var maxConnectionsPerClient: Int?
+
+    @Option(
+        name: .customLong("max-upstream-lookups"),
+        help: "Names asked of --upstream at once at most (default 256; each holds up to two sockets); past it a query is answered SERVFAIL (DoH) or 502 at once, while the hosts file and the cache still answer."
+    )
+    var maxUpstreamLookups: Int?
 
     @Option(
         name: .customLong("request-timeout"),
@@ -225,6 +237,12 @@ struct ServeCommand: AsyncParsableCommand {
             throw ValidationError("--service-list-ttl: give minutes from 1 to 1440")
         }
         guard settings.maxConnections > 0 else { throw ValidationError("--max-connections: give a positive number") }
+        if let n = maxConnectionsPerClient, n <= 0 {
+            throw ValidationError("--max-connections-per-client: give a positive number")
+        }
+        guard settings.maxUpstreamLookups > 0 else {
+            throw ValidationError("--max-upstream-lookups: give a positive number")
+        }
         _ = try settings.limits()
         _ = try settings.drain()
         let accounts = try vendorAccounts()
@@ -306,6 +324,8 @@ struct ServeCommand: AsyncParsableCommand {
         Settings(
             ttl: ttl ?? 60,
             maxConnections: maxConnections ?? 1024,
+            maxConnectionsPerClient: maxConnectionsPerClient,
+            maxUpstreamLookups: maxUpstreamLookups ?? 256,
             requestTimeout: requestTimeout ?? 10,
             idleTimeout: idleTimeout ?? 60,
             shutdownDelay: shutdownDelay ?? 0,
@@ -323,6 +343,8 @@ struct ServeCommand: AsyncParsableCommand {
     struct Settings {
         var ttl: UInt32
         var maxConnections: Int
+        var maxConnectionsPerClient: Int?
+        var maxUpstreamLookups: Int
         var requestTimeout: Double
         var idleTimeout: Double
         var shutdownDelay: Double
@@ -331,6 +353,7 @@ struct ServeCommand: AsyncParsableCommand {
         func limits() throws -> HTTPListener.Limits {
             var limits = HTTPListener.Limits()
             limits.maxConnections = maxConnections
+            limits.maxConnectionsPerClient = maxConnectionsPerClient
             limits.requestTimeout = try Self.duration(requestTimeout, "request-timeout")
             limits.idleTimeout = try Self.duration(idleTimeout, "idle-timeout")
             return limits
@@ -371,6 +394,7 @@ struct ServeCommand: AsyncParsableCommand {
         config.clientSubnet = try subnetPolicy()
         config.ttl = settings.ttl
         config.limits = try settings.limits()
+        config.maxUpstreamLookups = settings.maxUpstreamLookups
         config.accounts = try vendorAccounts()
         config.requireAuth = requireAuth
         config.serviceAddresses = try serviceAddresses()

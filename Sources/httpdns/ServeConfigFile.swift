@@ -30,7 +30,7 @@ struct ServeConfigFile {
     static let keys: [String: Kind] = [
         "listen": .strings, "tls-cert": .string, "tls-key": .string, "hosts": .string, "upstream": .string,
         "client-subnet": .string,
-        "ttl": .number, "max-connections": .number, "request-timeout": .number, "idle-timeout": .number,
+        "ttl": .number, "max-connections": .number, "max-connections-per-client": .number, "max-upstream-lookups": .number, "request-timeout": .number, "idle-timeout": .number,
         "debug": .flag, "dnspod-account": .strings, "dnspod-token": .strings, "alibaba-account": .strings,
         "alibaba-aes-key": .strings,
         "require-auth": .flag, "metrics": .flag, "access-log": .string, "shutdown-delay": .number,
@@ -140,6 +140,14 @@ struct ServeConfigFile {
         }
         if command.maxConnections == nil, let n = try number("max-connections", whole: true, in: 1...1_000_000) {
             command.maxConnections = Int(n)
+        }
+        if command.maxConnectionsPerClient == nil,
+            let n = try number("max-connections-per-client", whole: true, in: 1...1_000_000)
+        {
+            command.maxConnectionsPerClient = Int(n)
+        }
+        if command.maxUpstreamLookups == nil, let n = try number("max-upstream-lookups", whole: true, in: 1...1_000_000) {
+            command.maxUpstreamLookups = Int(n)
         }
         func seconds(_ key: String) throws -> Double? { try number(key, in: ServeCommand.secondsBounds[key]!) }
         command.requestTimeout = try command.requestTimeout ?? seconds("request-timeout")

@@ -15,6 +15,7 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import Crypto
 import Testing
 
 @Suite struct HostileProxyClientTests {
@@ -124,5 +125,144 @@ import Testing
         let headers = seen.withLockedValue { $0 }
         #expect(headers["x-secret"].isEmpty)
         #expect(headers["x-kept"] == ["yes"])
+    }
+
+    // MARK: forwarded bodies stream
+
+    /// The origin has the first half of a body before the client sends the second: the proxy passes a
+    /// body on as it arrives (it used to read it whole first, so this waited forever).
+    @Test func aForwardedBodyReachesTheOriginAsItArrives() async throws {
+        let firstHalf = AsyncStream<Void>.makeStream()
+        let origin = try await ScriptedServer.start { inbound, outbound in
+            var bytes: [UInt8] = []
+            var told = false
+            for try await chunk in inbound {
+                bytes += chunk.readableBytesView
+                guard let end = bytes.firstRange(of: Array("\r\n\r\n".utf8))?.upperBound else { continue }
+                let body = bytes.count - end
+                if body >= 1000, !told {
+                    told = true
+                    firstHalf.continuation.yield()
+                }
+                if body >= 2000 {
+                    try await outbound.write(ByteBuffer(string: "HTTP/1.1 200 OK\r\ncontent-length: \(body)\r\n\r\n" + String(repeating: "x", count: body)))
+                    return
+                }
+            }
+        }
+        defer { Task { await origin.stop() } }
+        let proxy = try await startProxy(makeResolver([]), engine: try HTTPEngine()) {
+            $0.allowedPorts.insert(origin.port)
+        }
+        defer { Task { await proxy.stop() } }
+        let reply = try await withRawConnection(port: proxy.port) { inbound, outbound -> String in
+            try await outbound.write(
+                ByteBuffer(
+                    string: "POST http://127.0.0.1:\(origin.port)/ HTTP/1.1\r\nHost: x\r\nContent-Length: 2000\r\n"
+                        + "Connection: close\r\n\r\n" + String(repeating: "a", count: 1000)
+                )
+            )
+            for await _ in firstHalf.stream { break }
+            try await outbound.write(ByteBuffer(string: String(repeating: "b", count: 1000)))
+            return String(decoding: try await readToEnd(inbound), as: UTF8.self)
+        }
+        #expect(reply.hasPrefix("HTTP/1.1 200"), "\(reply.prefix(200))")
+        #expect(reply.hasSuffix(String(repeating: "x", count: 2000)))
+    }
+
+    /// 8 MiB in chunked framing and 8 MiB with a length arrive byte-exact (the origin hashes them).
+    @Test(arguments: [true, false]) func aLargeForwardedBodyArrivesWhole(_ chunked: Bool) async throws {
+        let origin = try await BodyHashOrigin.start()
+        defer { Task { try? await origin.close() } }
+        let port = origin.localAddress!.port!
+        let proxy = try await startProxy(makeResolver([]), engine: try HTTPEngine()) { $0.allowedPorts.insert(port) }
+        defer { Task { await proxy.stop() } }
+        var part = [UInt8](repeating: 0, count: 64 << 10)
+        var expected = SHA256()
+        let reply = try await withRawConnection(port: proxy.port) { inbound, outbound -> String in
+            let framing = chunked ? "Transfer-Encoding: chunked" : "Content-Length: \(128 * part.count)"
+            try await outbound.write(
+                ByteBuffer(string: "POST http://127.0.0.1:\(port)/ HTTP/1.1\r\nHost: x\r\n\(framing)\r\nConnection: close\r\n\r\n")
+            )
+            for i in 0..<128 {
+                for j in part.indices { part[j] = UInt8(truncatingIfNeeded: i &+ j) }
+                expected.update(data: part)
+                var frame = chunked ? ByteBuffer(string: String(part.count, radix: 16) + "\r\n") : ByteBuffer()
+                frame.writeBytes(part)
+                if chunked { frame.writeString("\r\n") }
+                try await outbound.write(frame)
+            }
+            if chunked { try await outbound.write(ByteBuffer(string: "0\r\n\r\n")) }
+            return String(decoding: try await readToEnd(inbound), as: UTF8.self)
+        }
+        let hex = expected.finalize().map { String(format: "%02x", $0) }.joined()
+        #expect(reply.hasPrefix("HTTP/1.1 200"), "\(reply.prefix(300))")
+        #expect(reply.hasSuffix("\(128 * part.count) \(hex)"), "\(reply.suffix(120))")
+    }
+
+    /// A body that stops arriving is given up after the body timeout, with 408.
+    @Test func aStalledForwardedBodyIsTimedOut() async throws {
+        let origin = try await BodyHashOrigin.start()
+        defer { Task { try? await origin.close() } }
+        let port = origin.localAddress!.port!
+        let proxy = try await startProxy(makeResolver([]), engine: try HTTPEngine()) {
+            $0.allowedPorts.insert(port)
+            $0.bodyTimeout = .seconds(1)
+        }
+        defer { Task { await proxy.stop() } }
+        let started = ContinuousClock.now
+        let reply = try await withRawConnection(port: proxy.port) { inbound, outbound -> String in
+            try await outbound.write(
+                ByteBuffer(
+                    string: "POST http://127.0.0.1:\(port)/ HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n\r\n0123456789"
+                )
+            )
+            return String(decoding: try await readToEnd(inbound), as: UTF8.self)
+        }
+        #expect(reply.hasPrefix("HTTP/1.1 408"), "\(reply.prefix(300))")
+        #expect(ContinuousClock.now - started < .seconds(10), "held \(ContinuousClock.now - started)")
+    }
+}
+
+/// An origin that answers every request with its body's length and SHA-256 (hex), then closes.
+enum BodyHashOrigin {
+    static func start() async throws -> any Channel {
+        try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.configureHTTPServerPipeline()
+                    try channel.pipeline.syncOperations.addHandler(Handler())
+                }
+            }
+            .bind(host: "127.0.0.1", port: 0).get()
+    }
+
+    final class Handler: ChannelInboundHandler {
+        typealias InboundIn = HTTPServerRequestPart
+        typealias OutboundOut = HTTPServerResponsePart
+        var hasher = SHA256()
+        var count = 0
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            switch unwrapInboundIn(data) {
+            case .head:
+                hasher = SHA256()
+                count = 0
+            case .body(let bytes):
+                count += bytes.readableBytes
+                hasher.update(data: Array(bytes.readableBytesView))
+            case .end:
+                let text = "\(count) " + hasher.finalize().map { String(format: "%02x", $0) }.joined()
+                let head = HTTPResponseHead(
+                    version: .http1_1,
+                    status: .ok,
+                    headers: ["content-length": "\(text.utf8.count)", "connection": "close"]
+                )
+                context.write(wrapOutboundOut(.head(head)), promise: nil)
+                context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(string: text)))), promise: nil)
+                let channel = context.channel
+                context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in channel.close(promise: nil) }
+            }
+        }
     }
 }

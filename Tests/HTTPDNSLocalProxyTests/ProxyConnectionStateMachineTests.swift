@@ -10,14 +10,8 @@ import Testing
 private typealias Machine = ProxyConnectionStateMachine
 private typealias Reply = ProxyConnectionStateMachine.Reply
 
-private func makeMachine(
-    allowedPorts: Set<Int> = [443, 80],
-    maxBody: Int = 16,
-    authorization: String? = nil
-) -> Machine {
-    Machine(
-        limits: .init(allowedPorts: allowedPorts, maxForwardBodyBytes: maxBody, expectedAuthorization: authorization)
-    )
+private func makeMachine(allowedPorts: Set<Int> = [443, 80], authorization: String? = nil) -> Machine {
+    Machine(limits: .init(allowedPorts: allowedPorts, expectedAuthorization: authorization))
 }
 
 private func head(
@@ -168,9 +162,8 @@ private func forwardingMachine(_ headers: HTTPHeaders = [:], version: HTTPVersio
         var configuration = HTTPDNSProxy.Configuration()
         configuration.credentials = ("u", "p")
         configuration.allowedPorts = [443]
-        configuration.maxForwardBodyBytes = 7
         let limits = Machine.Limits(configuration)
-        #expect(limits == .init(allowedPorts: [443], maxForwardBodyBytes: 7, expectedAuthorization: "Basic dTpw"))
+        #expect(limits == .init(allowedPorts: [443], expectedAuthorization: "Basic dTpw"))
     }
 
     @Test func pacWithKeepAliveIsServedAndTheConnectionWaitsForAnotherHead() {
@@ -289,43 +282,47 @@ private func forwardingMachine(_ headers: HTTPHeaders = [:], version: HTTPVersio
 
     // MARK: forwarding http://
 
-    @Test func aForwardedRequestIsSentWithItsWholeBody() {
+    @Test func aForwardedRequestGoesOnAtItsHeadAndItsBodyFollowsPartByPart() {
         var m = makeMachine()
         let post = head(.POST, "http://a.test/upload", ["content-length": "6"])
-        #expect(m.headReceived(post) == .cancelHeadTimer(then: .none))
-        #expect(m.bodyReceived(ByteBuffer(string: "abc")) == .none)
-        #expect(m.bodyReceived(ByteBuffer(string: "def")) == .none)
         let url = HTTPURL(scheme: "http", host: "a.test", port: 80, target: "/upload")
-        #expect(m.endReceived() == .forward(post, url, body: ByteBuffer(string: "abcdef")))
-        #expect(m.state == .forwarding(keepAlive: true, responseStarted: false))
+        #expect(m.headReceived(post) == .cancelHeadTimer(then: .forward(post, url)))
+        #expect(m.state == .forwarding(keepAlive: true, requestEnded: false, responseStarted: false))
+        #expect(m.bodyReceived(ByteBuffer(string: "abc")) == .forwardBody(ByteBuffer(string: "abc")))
+        #expect(m.bodyReceived(ByteBuffer(string: "def")) == .forwardBody(ByteBuffer(string: "def")))
+        #expect(m.endReceived() == .forwardBodyEnd)
+        #expect(m.state == .forwarding(keepAlive: true, requestEnded: true, responseStarted: false))
     }
 
-    @Test func aBodyOfExactlyTheLimitIsForwarded() {
-        var m = makeMachine(maxBody: 4)
-        _ = m.headReceived(head(.POST, "http://a.test/"))
-        _ = m.bodyReceived(ByteBuffer(string: "abcd"))
-        guard case .forward(_, _, let body) = m.endReceived() else {
-            Issue.record("not forwarded")
-            return
-        }
-        #expect(body == ByteBuffer(string: "abcd"))
+    @Test func aBodyThatStallsIsAnswered408UnlessTheResponseStarted() {
+        var m = makeMachine()
+        _ = m.headReceived(head(.POST, "http://a.test/", ["content-length": "10"]))
+        _ = m.bodyReceived(ByteBuffer(string: "abc"))
+        let why = "request body not complete in time"
+        #expect(m.bodyTimedOut() == .abortForwardBody(why, reply: .text(.requestTimeout, why)))
+        #expect(m.state == .closed)
+        // The origin already answering: only the connection's end is left to say it.
+        var started = makeMachine()
+        _ = started.headReceived(head(.POST, "http://a.test/", ["content-length": "10"]))
+        _ = started.forwardResponseStarted()
+        #expect(started.bodyTimedOut() == .abortForwardBody(why, reply: nil))
+        // A body that ended cannot stall.
+        var ended = forwardingMachine()
+        #expect(ended.bodyTimedOut() == .none)
     }
 
-    @Test func aBodyPastTheLimitIsAnswered413AtItsEnd() {
-        var m = makeMachine(maxBody: 4)
-        _ = m.headReceived(head(.POST, "http://a.test/"))
-        #expect(m.bodyReceived(ByteBuffer(string: "abc")) == .none)
-        #expect(m.bodyReceived(ByteBuffer(string: "de")) == .none)
-        #expect(m.state == .discardingBody)
-        #expect(m.bodyReceived(ByteBuffer(string: "more")) == .none)
-        #expect(m.endReceived() == .reply(.text(.payloadTooLarge, "request body larger than 4 bytes")))
+    @Test func aResponseBeforeTheBodyEndedClosesTheConnection() {
+        var m = makeMachine()
+        _ = m.headReceived(head(.POST, "http://a.test/", ["content-length": "10"]))
+        _ = m.forwardResponseStarted()
+        #expect(m.forwardFinished() == .close)
         #expect(m.state == .closed)
     }
 
     @Test func aKeepAliveForwardWaitsForAnotherUntimedHead() {
         var m = forwardingMachine()
         #expect(m.forwardResponseStarted() == .none)
-        #expect(m.state == .forwarding(keepAlive: true, responseStarted: true))
+        #expect(m.state == .forwarding(keepAlive: true, requestEnded: true, responseStarted: true))
         #expect(m.forwardFinished() == .none)
         #expect(m.state == .awaitingHead(timed: false))
         #expect(m.headTimerFired() == .none)
@@ -343,16 +340,17 @@ private func forwardingMachine(_ headers: HTTPHeaders = [:], version: HTTPVersio
     @Test func aClientThatHalfClosedAfterItsRequestIsClosedAfterTheResponse() {
         var m = forwardingMachine()
         #expect(m.inputClosed() == .none)
-        #expect(m.state == .forwarding(keepAlive: true, responseStarted: false))
+        #expect(m.state == .forwarding(keepAlive: true, requestEnded: true, responseStarted: false))
         _ = m.forwardResponseStarted()
         #expect(m.forwardFinished() == .close)
     }
 
-    @Test func aHalfCloseInTheMiddleOfABodyCloses() {
+    @Test func aHalfCloseInTheMiddleOfABodyGivesTheRequestUp() {
         var m = makeMachine()
         _ = m.headReceived(head(.POST, "http://a.test/", ["content-length": "10"]))
         _ = m.bodyReceived(ByteBuffer(string: "abc"))
-        #expect(m.inputClosed() == .close)
+        let why = "the client closed its side before the request body ended"
+        #expect(m.inputClosed() == .abortForwardBody(why, reply: .text(.badRequest, why)))
         #expect(m.state == .closed)
     }
 
@@ -374,6 +372,11 @@ private func forwardingMachine(_ headers: HTTPHeaders = [:], version: HTTPVersio
         var m = forwardingMachine()
         #expect(m.malformedRequest("x") == .close)
         #expect(m.state == .closed)
+        // In the middle of its body (bad chunked framing): the body is given up, never sent as complete.
+        var body = makeMachine()
+        _ = body.headReceived(head(.POST, "http://a.test/", ["transfer-encoding": "chunked"]))
+        let why = "malformed request body: x"
+        #expect(body.malformedRequest("x") == .abortForwardBody(why, reply: .text(.badRequest, why)))
     }
 
     @Test func aResponseThatEndsAfterTheClientLeftDoesNothing() {
@@ -390,7 +393,7 @@ private func forwardingMachine(_ headers: HTTPHeaders = [:], version: HTTPVersio
         #expect(m.headReceived(head(.GET, "http://b.test/")) == .none)
         #expect(m.bodyReceived(ByteBuffer(string: "x")) == .none)
         #expect(m.endReceived() == .none)
-        #expect(m.state == .forwarding(keepAlive: true, responseStarted: false))
+        #expect(m.state == .forwarding(keepAlive: true, requestEnded: true, responseStarted: false))
     }
 
     @Test func forwardEventsOutsideAForwardAreIgnored() {

@@ -37,7 +37,8 @@ import Testing
                 )
             },
             handler: { _ in ListenerResponse(status: .internalServerError, text: "not the immediate path") },
-            setup: channel.eventLoop.scheduleTask(in: .hours(1)) {}
+            setup: channel.eventLoop.scheduleTask(in: .hours(1)) {},
+            slot: ConnectionLimiter(limit: 1, metricsPrefix: "test").admit(channel)!
         )
         try channel.pipeline.syncOperations.addHandler(HTTP2RequestHandler(context: context))
         return channel

@@ -64,7 +64,8 @@ import Testing
             subnetUpstream: nil,
             configuration: configuration,
             logger: Logger(label: "test"),
-            readiness: ServiceReadiness(hasUpstream: false)
+            readiness: ServiceReadiness(hasUpstream: false),
+            upstreamLookups: UpstreamLookups(limit: 8)
         )
     }
 

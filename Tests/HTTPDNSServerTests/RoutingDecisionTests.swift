@@ -17,7 +17,8 @@ import Testing
             subnetUpstream: nil,
             configuration: HTTPDNSService.Configuration(),
             logger: Logger(label: "test"),
-            readiness: ServiceReadiness(hasUpstream: false)
+            readiness: ServiceReadiness(hasUpstream: false),
+            upstreamLookups: UpstreamLookups(limit: 8)
         )
     }
 

@@ -117,13 +117,24 @@ struct ServeProcess {
 
     /// `httpdns serve ARGUMENTS` (which must listen on 127.0.0.1, first), returned once it printed that
     /// address.
-    static func launch(_ arguments: [String]) async throws -> ServeProcess {
+    /// With `descriptorLimit`, the process may open that many descriptors at most (`ulimit -n`).
+    /// `command` is the subcommand (`proxy` prints its address the same way).
+    static func launch(_ arguments: [String], descriptorLimit: Int? = nil, command: String = "serve") async throws
+        -> ServeProcess
+    {
         let out = FileManager.default.temporaryDirectory.appendingPathComponent("httpdns-serve-\(UUID()).out").path
         _ = FileManager.default.createFile(atPath: out, contents: nil)
         _ = FileManager.default.createFile(atPath: out + ".err", contents: nil)
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: httpdnsBinary)
-        process.arguments = ["serve"] + arguments
+        if let descriptorLimit {
+            // The shell sets the limit, then becomes httpdns (same process ID).
+            process.executableURL = URL(fileURLWithPath: "/bin/sh")
+            process.arguments =
+                ["-c", "ulimit -n \(descriptorLimit) && exec \"$0\" \"$@\"", httpdnsBinary, command] + arguments
+        } else {
+            process.executableURL = URL(fileURLWithPath: httpdnsBinary)
+            process.arguments = [command] + arguments
+        }
         process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: out))
         process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: out + ".err"))
         try process.run()
@@ -146,6 +157,9 @@ struct ServeProcess {
 
     /// What it printed on stdout so far.
     var output: String { (try? String(contentsOfFile: stdout, encoding: .utf8)) ?? "" }
+
+    /// What it printed on stderr so far.
+    var errors: String { (try? String(contentsOfFile: stdout + ".err", encoding: .utf8)) ?? "" }
 
     func signal(_ sig: Int32) { kill(process.processIdentifier, sig) }
 

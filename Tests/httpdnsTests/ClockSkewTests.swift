@@ -33,8 +33,12 @@ import Testing
             // Expired by the service's clock, then sent again on it.
             #expect(first.contains { $0 < 0 } && first.contains(where: onTime), "\(first)")
         } else if skew > -86400 {
-            // Accepted as it was (2 h 10 min ahead of the service is within its 24 h).
-            #expect(first.allSatisfy { $0 > 7000 }, "\(first)")
+            // Accepted as it was (2 h 10 min ahead of the service is within its 24 h). The A and AAAA
+            // queries race: one signed after the other's answer brought the service's Date is signed
+            // on the service's time already. Both are right; none is refused or sent twice.
+            #expect(first.contains { $0 > 7000 }, "\(first)")
+            #expect(first.allSatisfy { $0 > 7000 || onTime($0) }, "\(first)")
+            #expect(first.count <= 2, "nothing sent twice: \(first)")
         } else {
             // More than 24 h ahead of the service: refused, then sent again on its time.
             #expect(first.contains { $0 > 86400 } && first.contains(where: onTime), "\(first)")

@@ -1,0 +1,90 @@
+// A lookup nobody waits for any more is cancelled (a server's client went away: its stream was reset or
+// its connection closed), unless another caller shares it. Hermetic: the provider is held open by the
+// test and says when it was cancelled.
+
+@testable import HTTPDNSLookup
+@testable import HTTPDNSTestSupport
+import HTTPDNSCore
+import NIOConcurrencyHelpers
+import NIOCore
+import Testing
+
+/// Answers only when released; counts the questions it got and the ones cancelled while it held them.
+final class HeldProvider: DNSProvider {
+    private struct State {
+        var started = 0
+        var cancelled = 0
+        var released = false
+        var waiting: [CheckedContinuation<Void, any Error>] = []
+    }
+    let name = "held"
+    private let state = NIOLockedValueBox(State())
+
+    var started: Int { state.withLockedValue { $0.started } }
+    var cancelled: Int { state.withLockedValue { $0.cancelled } }
+
+    /// Every question held, and every later one, is answered.
+    func release() {
+        let waiting = state.withLockedValue { state in
+            state.released = true
+            defer { state.waiting = [] }
+            return state.waiting
+        }
+        for c in waiting { c.resume() }
+    }
+
+    func resolve(_ name: String, family: AddressFamily, deadline: NIODeadline) async throws -> FamilyAnswer {
+        state.withLockedValue { $0.started += 1 }
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (c: CheckedContinuation<Void, any Error>) in
+                let resume: Result<Void, any Error>? = state.withLockedValue { state in
+                    if state.released { return .success(()) }
+                    // Cancelled before this point: the handler below has run already (it takes this lock).
+                    if Task.isCancelled { return .failure(CancellationError()) }
+                    state.waiting.append(c)
+                    return nil
+                }
+                if let resume { c.resume(with: resume) }
+            }
+        } onCancel: {
+            let waiting = state.withLockedValue { state in
+                state.cancelled += 1
+                defer { state.waiting = [] }
+                return state.waiting
+            }
+            for c in waiting { c.resume(throwing: CancellationError()) }
+        }
+        return FamilyAnswer(addresses: [IPAddress("203.119.0.7")!], ttl: 60)
+    }
+}
+
+@Suite struct LookupCancellationTests {
+    @Test func aLookupWhoseOnlyCallerIsCancelledIsCancelledAndNotHeldAgainstItsProvider() async throws {
+        let provider = HeldProvider()
+        let resolver = makeResolver([provider]) { $0.fallbackToLocalDNS = false }
+        let caller = Task { try await resolver.resolve("a.example.com", .ipv4) }
+        try await eventually("the provider was asked") { provider.started == 1 }
+        caller.cancel()
+        try await eventually("the provider's question was cancelled") { provider.cancelled == 1 }
+        let result = await caller.result
+        #expect(throws: (any Error).self) { try result.get() }
+        // The provider is not marked down for it: the next question goes to it and is answered.
+        provider.release()
+        #expect(try await resolver.resolve("a.example.com", .ipv4).ipv4 == [IPAddress("203.119.0.7")!])
+        #expect(provider.started == 2)
+    }
+
+    @Test func aSharedLookupGoesOnForTheCallerStillWaiting() async throws {
+        let provider = HeldProvider()
+        let resolver = makeResolver([provider]) { $0.fallbackToLocalDNS = false }
+        let leaving = Task { try await resolver.resolve("b.example.com", .ipv4) }
+        try await eventually("the provider was asked") { provider.started == 1 }
+        let staying = Task { try await resolver.resolve("b.example.com", .ipv4) }
+        try await eventually("the second caller joined") { resolver.statistics.coalesced == 1 }
+        leaving.cancel()
+        provider.release()
+        #expect(try await staying.value.ipv4 == [IPAddress("203.119.0.7")!])
+        #expect(provider.started == 1)
+        #expect(provider.cancelled == 0)
+    }
+}
