@@ -44,7 +44,9 @@ package final class DNSServer: Sendable {
     let channels: [any Channel]
     let counters: NIOLockedValueBox<(udp: Int, tcp: Int)>
 
-    /// Queries received so far (UDP, TCP).
+    /// Queries received so far (UDP, TCP). A client's resend of a UDP query it had no answer to yet (the
+    /// same id from the same address, among the last 64 queries) is answered again but counted once: a
+    /// count of questions, however slow the answers were on a loaded machine.
     package var queries: (udp: Int, tcp: Int) { counters.withLockedValue { $0 } }
 
     private init(host: String, port: Int, channels: [any Channel], counters: NIOLockedValueBox<(udp: Int, tcp: Int)>) {
@@ -140,9 +142,25 @@ final class UDPQueryHandler: ChannelInboundHandler {
         self.counters = counters
     }
 
+    /// The last queries counted (client and id), oldest first, and the same as a set.
+    private var recent = CircularBuffer<QueryKey>(initialCapacity: 64)
+    private var recentSet = Set<QueryKey>()
+
+    private struct QueryKey: Hashable {
+        var client: SocketAddress
+        var id: UInt16
+    }
+
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let envelope = unwrapInboundIn(data)
-        counters.withLockedValue { $0.udp += 1 }
+        if let id = envelope.data.getInteger(at: envelope.data.readerIndex, as: UInt16.self) {
+            let key = QueryKey(client: envelope.remoteAddress, id: id)
+            if recentSet.insert(key).inserted {
+                counters.withLockedValue { $0.udp += 1 }
+                recent.append(key)
+                if recent.count > 64 { recentSet.remove(recent.removeFirst()) }
+            }
+        }
         guard
             let reply = DNSServer.respond(
                 to: Array(envelope.data.readableBytesView),

@@ -25,8 +25,9 @@ import Testing
             return await group.reduce(0) { $0 + ($1 ? 1 : 0) }
         }
         #expect(ok == 1000)
-        #expect(server.queries.udp == 1)
         #expect(resolver.statistics.upstreamQueries == 1)
+        // One query; a second datagram is its resend after a second without an answer (a loaded machine).
+        #expect((1...2).contains(server.queries.udp), "\(server.queries.udp) datagrams")
     }
 
     @Test func expiredAnswerIsServedStaleWhileExactlyOneRefreshRuns() async throws {
@@ -42,7 +43,9 @@ import Testing
         #expect(stale.source.description.hasPrefix("stale("))
         #expect(again.source.description.hasPrefix("stale(") || again.source.description.hasPrefix("cache("))
         await resolver.waitForBackgroundWork()  // the refresh has answered
-        #expect(server.queries.udp == 2)
+        // The first lookup and one refresh. (Counted as queries, not datagrams: on a loaded machine a
+        // query unanswered for a second is sent again; plain `swift test` once saw 3 datagrams.)
+        #expect(resolver.statistics.upstreamQueries == 2)
         let refreshed = try await resolver.resolve("s.example.com", .ipv4)
         #expect(refreshed.source.description.hasPrefix("cache("))
         #expect(refreshed.ttl == 10)

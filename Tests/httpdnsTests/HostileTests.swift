@@ -27,10 +27,9 @@ import Testing
         ])
         // Before: the connection stayed open after NIO's GOAWAY, fetch waited for --max-time (28) and a
         // CONTINUATION flood grew its memory without bound.
-        #expect(r.status == 56, "\(attack.name): \(r.stderr)")
-        // Hang check, not a speed target: well under a second is expected, and 10 s (half of --max-time)
-        // still catches a fetch that waits for its timeout.
-        #expect(took < .seconds(10), "\(attack.name) took \(took)")
+        // The exit code is the hang check: a fetch that waited for --max-time would exit 28. (A bound on the
+        // time taken, 10 s, once failed here at 10.4 s under plain `swift test`'s parallel load.)
+        #expect(r.status == 56, "\(attack.name) after \(took): \(r.stderr)")
     }
 
     @Test func aHugeChunkSizeIsABrokenResponseNotATimeout() async throws {
