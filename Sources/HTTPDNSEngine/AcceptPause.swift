@@ -17,8 +17,19 @@ package final class AcceptPause: ChannelInboundHandler, RemovableChannelHandler 
 
     private let pause: TimeAmount
     private var resume: Scheduled<Void>?
+    /// Turns accepting on or off: the channel's autoRead (a seam for tests: an EmbeddedChannel reports
+    /// autoRead as always on).
+    private let setAccepting: (any Channel, Bool) -> Void
 
-    package init(pause: TimeAmount = .milliseconds(500)) { self.pause = pause }
+    package init(
+        pause: TimeAmount = .milliseconds(500),
+        setAccepting: @escaping (any Channel, Bool) -> Void = { channel, on in
+            try? channel.syncOptions?.setOption(.autoRead, value: on)
+        }
+    ) {
+        self.pause = pause
+        self.setAccepting = setAccepting
+    }
 
     package func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         context.fireChannelRead(data)
@@ -31,11 +42,11 @@ package final class AcceptPause: ChannelInboundHandler, RemovableChannelHandler 
         }
         guard resume == nil else { return }
         let channel = context.channel
-        try? channel.syncOptions?.setOption(.autoRead, value: false)
+        setAccepting(channel, false)
         let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
         resume = context.eventLoop.scheduleTask(in: pause) {
             bound.value.resume = nil
-            try? channel.syncOptions?.setOption(.autoRead, value: true)
+            bound.value.setAccepting(channel, true)
         }
     }
 

@@ -6,6 +6,7 @@ import Foundation
 import HTTPDNSCore
 import HTTPDNSEngine
 import HTTPDNSLocalProxy
+import HTTPDNSServer
 import Logging
 
 struct ProxyCommand: AsyncParsableCommand {
@@ -114,6 +115,17 @@ struct ProxyCommand: AsyncParsableCommand {
         config.pacHosts = try self.resolver.parsed().policy.only
         config.allowNonLoopback = allowPublic
         config.maxConnections = maxConnections
+        if let budget = DescriptorLimit.budget(opening: 1), budget.fitProxy(maxConnections: maxConnections) < maxConnections {
+            // DescriptorBudget.swift: a process out of descriptors can crash in code it does not control.
+            config.maxConnections = budget.fitProxy(maxConnections: maxConnections)
+            FileHandle.standardError.write(
+                Data(
+                    ("httpdns proxy: \(budget.limit) descriptors (ulimit -n) hold \(config.maxConnections) "
+                        + "connections at once, not the \(maxConnections) asked: serving with those; raise the "
+                        + "limit for more\n").utf8
+                )
+            )
+        }
         config.maxConnectionsPerClient = maxConnectionsPerClient
         let credentials = try credentials()
         config.credentials = credentials

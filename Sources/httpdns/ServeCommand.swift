@@ -414,6 +414,7 @@ struct ServeCommand: AsyncParsableCommand {
             }
         }
         if tracing.otlpEndpoint != nil { config.tracer = InstrumentationSystem.tracer }
+        fitIntoDescriptors(&config)
         let service: HTTPDNSService
         do {
             service = try await HTTPDNSService.start(config, logger: logger)
@@ -439,6 +440,25 @@ struct ServeCommand: AsyncParsableCommand {
         }
         print("httpdns serve: stopped")
         fflush(nil)
+    }
+
+    /// Lowers the connection and upstream bounds to what the descriptor limit holds, saying so on stderr
+    /// (DescriptorBudget.swift: a process out of descriptors can crash in code it does not control).
+    private func fitIntoDescriptors(_ config: inout HTTPDNSService.Configuration) {
+        let listeners = config.listen.count
+        guard let budget = DescriptorLimit.budget(opening: listeners) else { return }
+        let asked = (config.limits.maxConnections * listeners, config.upstream == nil ? 0 : config.maxUpstreamLookups)
+        let (connections, lookups) = budget.fitServe(maxConnections: asked.0, maxUpstreamLookups: asked.1)
+        guard connections < asked.0 || lookups < asked.1 else { return }
+        config.limits.maxConnections = max(1, connections / listeners)
+        if config.upstream != nil { config.maxUpstreamLookups = lookups }
+        FileHandle.standardError.write(
+            Data(
+                ("httpdns serve: \(budget.limit) descriptors (ulimit -n) hold \(connections) connections and "
+                    + "\(lookups) upstream lookups at once, not the \(asked.0) and \(asked.1) asked: serving "
+                    + "with those; raise the limit for more\n").utf8
+            )
+        )
     }
 
     /// `IP:PORT`, `[V6]:PORT`; port 0 lets the system choose (printed at start); no port means 8053.

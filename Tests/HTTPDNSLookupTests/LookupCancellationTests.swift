@@ -7,6 +7,7 @@
 import HTTPDNSCore
 import NIOConcurrencyHelpers
 import NIOCore
+import NIOPosix
 import Testing
 
 /// Answers only when released; counts the questions it got and the ones cancelled while it held them.
@@ -86,5 +87,18 @@ final class HeldProvider: DNSProvider {
         #expect(try await staying.value.ipv4 == [IPAddress("203.119.0.7")!])
         #expect(provider.started == 1)
         #expect(provider.cancelled == 0)
+    }
+}
+
+@Suite struct Do53SocketFailureTests {
+    /// A UDP socket that cannot be set up (here: connect(2) refuses a broadcast address without
+    /// SO_BROADCAST, EACCES; in production EMFILE, ENFILE or ENOBUFS) is a failed lookup. The promise
+    /// its answer handler would have completed is completed too: a debug build used to abort on it
+    /// ("leaking promise").
+    @Test func aSocketThatCannotBeSetUpIsAFailedLookupAndNoPromiseLeaks() async throws {
+        let provider = try Do53Provider(server: IPAddress("255.255.255.255")!, port: 53)
+        await #expect(throws: ProviderError.self) {
+            _ = try await provider.resolve("a.example.com", family: .ipv4, deadline: .now() + .seconds(5))
+        }
     }
 }

@@ -56,55 +56,68 @@ import Testing
         #expect(refused.flatMap { Double($0.split(separator: " ").last ?? "") } ?? 0 > 0, "\(refused ?? "none")")
     }
 
-    /// Out of descriptors while asking the upstream (EMFILE on the UDP socket): each such question is an
-    /// upstream failure (SERVFAIL), the server lives on. Before, the promise the failed socket would have
-    /// completed was dropped and a debug build aborted ("leaking promise").
-    @Test func runningOutOfDescriptorsInTheUpstreamPathIsAFailedLookupNotACrash() async throws {
+    /// A descriptor limit too small for the bounds asked (`ulimit -n 64`, where 1,024 connections and 256
+    /// upstream lookups were asked): serve says so at start and fits them into what it has, so floods of
+    /// questions nobody cached against a silent upstream never run it out of descriptors. Before, it ran
+    /// out: the UDP socket's failure left a promise uncompleted (a debug build aborted, "leaking
+    /// promise"), and after that fix libdispatch still crashed the process about one flood in five
+    /// (SIGILL in its thread-pool monitor, which could not open a /proc file).
+    @Test func aSmallDescriptorLimitIsFittedIntoNotRunOutOf() async throws {
         let upstream = try await SilentUDPServer.start()
         defer { Task { await upstream.stop() } }
         let serve = try await ServeProcess.launch(
-            ["--listen", "127.0.0.1:0", "--upstream", "dns:127.0.0.1:\(upstream.port)", "--max-connections", "24"],
+            ["--listen", "127.0.0.1:0", "--upstream", "dns:127.0.0.1:\(upstream.port)"],
             descriptorLimit: 64
         )
         defer { Task { await serve.stop() } }
+        #expect(serve.errors.contains("descriptors (ulimit -n) hold"), "\(serve.errors)")
+        let pid = serve.process.processIdentifier
         let engine = try manyConnectionEngine(connections: 24)
         defer { engine.shutdown() }
-        let codes = try await withThrowingTaskGroup(of: UInt16?.self) { group in
-            for i in 0..<120 { group.addTask { try? await dohRcode(engine, serve.port, "n\(i).emfile.example") } }
-            var codes: [UInt16] = []
-            for try await code in group { if let code { codes.append(code) } }
-            return codes
+        var servfails = 0
+        var peak = 0
+        for round in 0..<5 {
+            let codes = try await withThrowingTaskGroup(of: UInt16?.self) { group in
+                for i in 0..<120 {
+                    group.addTask { try? await dohRcode(engine, serve.port, "n\(round)-\(i).emfile.example") }
+                }
+                var codes: [UInt16] = []
+                for try await code in group {
+                    if let code { codes.append(code) }
+                    peak = max(peak, openDescriptors(pid) ?? 0)
+                }
+                return codes
+            }
+            #expect(serve.process.isRunning, "serve died in round \(round): \(serve.errors)")
+            guard serve.process.isRunning else { return }
+            servfails += codes.filter { $0 == 2 }.count
         }
-        #expect(serve.process.isRunning, "serve died: \(serve.errors)")
-        #expect(!codes.isEmpty && codes.allSatisfy { $0 == 2 }, "\(codes)")
+        #expect(servfails > 0)
+        #expect(peak < 64, "serve held \(peak) of its 64 descriptors")
         #expect(!serve.errors.contains("leaking promise"))
         #expect(try await rawGet(engine, "http://127.0.0.1:\(serve.port)/healthz").0 == 200)
     }
 
-    /// accept(2) failing with EMFILE: the listener backs off instead of retrying as fast as it can, and
-    /// takes connections again once descriptors come back.
-    @Test func acceptBacksOffWhenOutOfDescriptors() async throws {
+    /// Eighty clients that connect and send nothing, against a serve whose descriptor limit (48) holds
+    /// far fewer: it neither runs out (accept would fail, and spin: 31,000 failing calls a second before)
+    /// nor stops serving; a normal client gets in while they are all still connected. (Out of
+    /// descriptors for other reasons, accepting pauses: AcceptPauseTests.)
+    @Test func aListenerUnderASmallDescriptorLimitStaysCalmAndServes() async throws {
         let serve = try await ServeProcess.launch(["--listen", "127.0.0.1:0"], descriptorLimit: 48)
         defer { Task { await serve.stop() } }
         let pid = serve.process.processIdentifier
         var held: [any Channel] = []
         for _ in 0..<80 { held.append(try await rawTCPConnection(port: serve.port)) }
-        // Every descriptor it may open is open: the listener's accepts now fail.
-        try await eventually("serve at its descriptor limit", within: .seconds(10)) {
-            (openDescriptors(pid) ?? 0) >= 46
-        }
         let cpuBefore = try #require(cpuSeconds(pid))
         let wall = ContinuousClock.now
-        try await Task.sleep(for: .seconds(2))
+        try await Task.sleep(for: .seconds(2))  // measuring over a span: no event to wait for
         let cpu = try #require(cpuSeconds(pid)) - cpuBefore
         let share = cpu / Double((ContinuousClock.now - wall).components.seconds)
-        #expect(share < 0.25, "serve used \(Int(share * 100))% of a core while out of descriptors")
+        #expect(share < 0.25, "serve used \(Int(share * 100))% of a core")
+        #expect((openDescriptors(pid) ?? 0) < 48)
+        #expect(try await probe(serve.port) == 200)
+        #expect(serve.process.isRunning)
         for channel in held { try? await channel.close() }
-        let engine = try HTTPEngine()
-        defer { engine.shutdown() }
-        try await eventually("served again", within: .seconds(10)) {
-            (try? await rawGet(engine, "http://127.0.0.1:\(serve.port)/healthz").0) == 200
-        }
     }
 
     /// 10,000 connections that send nothing and 3,000 that send half a request head, against a listener
@@ -135,6 +148,31 @@ import Testing
         #expect((openDescriptors(pid) ?? 0) < 256 + 64, "serve holds \(openDescriptors(pid) ?? 0) descriptors")
         let after = try #require(serve.rss)
         #expect(after - before < 64 << 20, "serve grew from \(before) to \(after) bytes")
+        for channel in attackers { channel.close(promise: nil) }
+    }
+
+    /// The proxy's side: 3,000 half-open CONNECT heads against 64 slots used to lock it (its PAC file
+    /// included) for the 10 s head timeout; now each takes the slot of the one idle longest, and a client
+    /// asking for the PAC file meanwhile gets it every time.
+    @Test func halfOpenHeadsCannotLockTheProxy() async throws {
+        let proxy = try await ServeProcess.launch(
+            ["--listen", "127.0.0.1:0", "--resolver", "dns:127.0.0.1:9", "--max-connections", "64"],
+            command: "proxy"
+        )
+        defer { Task { await proxy.stop() } }
+        let head = ByteBuffer(string: "CONNECT a.test:443 HTTP/1.1\r\nHost: a.test\r\n")
+        var attackers: [any Channel] = []
+        var served = 0
+        for _ in 0..<12 {
+            for _ in 0..<250 {
+                guard let channel = try? await rawTCPConnection(port: proxy.port) else { continue }
+                channel.writeAndFlush(head, promise: nil)
+                attackers.append(channel)
+            }
+            attackers.removeAll { !$0.isActive }
+            if try await probe(proxy.port, path: "/proxy.pac") == 200 { served += 1 }
+        }
+        #expect(served == 12, "the PAC file was served \(served) of 12 times")
         for channel in attackers { channel.close(promise: nil) }
     }
 
@@ -304,13 +342,13 @@ func rawTCPConnection(port: Int, from source: String? = nil) async throws -> any
     return try await bootstrap.connect(host: "127.0.0.1", port: port).get()
 }
 
-/// A normal client: one new connection (from `source`), GET /healthz, the status (0 when it failed).
-func probe(_ port: Int, from source: String? = nil) async throws -> Int {
+/// A normal client: one new connection (from `source`), GET `path`, the status (0 when it failed).
+func probe(_ port: Int, from source: String? = nil, path: String = "/healthz") async throws -> Int {
     let channel = try await rawTCPConnection(port: port, from: source)
     let response = NIOLockedValueBox<[UInt8]>([])
     let done = channel.eventLoop.makePromise(of: Void.self)
     try await channel.pipeline.addHandler(Collector(response: response, done: done)).get()
-    try await channel.writeAndFlush(ByteBuffer(string: "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"))
+    try await channel.writeAndFlush(ByteBuffer(string: "GET \(path) HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"))
     let timeout = channel.eventLoop.scheduleTask(in: .seconds(10)) { channel.close(promise: nil) }
     try? await done.futureResult.get()
     timeout.cancel()
