@@ -16,7 +16,7 @@ import Testing
     /// A flood of DoH questions for names nobody cached, against an upstream that never answers: at most
     /// `--max-upstream-lookups` are asked at once, the rest are answered SERVFAIL at once, descriptors
     /// stay bounded, and the hosts file still answers meanwhile.
-    @Test func upstreamLookupsInFlightAreBounded() async throws {
+    @Test(.flood) func upstreamLookupsInFlightAreBounded() async throws {
         let upstream = try await SilentUDPServer.start()
         defer { Task { await upstream.stop() } }
         let serve = try await ServeProcess.start([
@@ -62,7 +62,7 @@ import Testing
     /// out: the UDP socket's failure left a promise uncompleted (a debug build aborted, "leaking
     /// promise"), and after that fix libdispatch still crashed the process about one flood in five
     /// (SIGILL in its thread-pool monitor, which could not open a /proc file).
-    @Test func aSmallDescriptorLimitIsFittedIntoNotRunOutOf() async throws {
+    @Test(.flood) func aSmallDescriptorLimitIsFittedIntoNotRunOutOf() async throws {
         let upstream = try await SilentUDPServer.start()
         defer { Task { await upstream.stop() } }
         let serve = try await ServeProcess.launch(
@@ -123,7 +123,7 @@ import Testing
     /// 10,000 connections that send nothing and 3,000 that send half a request head, against a listener
     /// of 256 slots: each new one takes the slot of the one idle longest, so a normal client that
     /// connects meanwhile gets in and is answered, every time.
-    @Test func idleConnectionsCannotHoldEverySlot() async throws {
+    @Test(.flood) func idleConnectionsCannotHoldEverySlot() async throws {
         let serve = try await ServeProcess.start(["--max-connections", "256"])
         defer { Task { await serve.stop() } }
         let pid = serve.process.processIdentifier
@@ -154,7 +154,7 @@ import Testing
     /// The proxy's side: 3,000 half-open CONNECT heads against 64 slots used to lock it (its PAC file
     /// included) for the 10 s head timeout; now each takes the slot of the one idle longest, and a client
     /// asking for the PAC file meanwhile gets it every time.
-    @Test func halfOpenHeadsCannotLockTheProxy() async throws {
+    @Test(.flood) func halfOpenHeadsCannotLockTheProxy() async throws {
         let proxy = try await ServeProcess.launch(
             ["--listen", "127.0.0.1:0", "--resolver", "dns:127.0.0.1:9", "--max-connections", "64"],
             command: "proxy"
@@ -195,7 +195,7 @@ import Testing
 
     /// HTTP/1.1 pipelining from a client that never reads its responses: the server stops reading its
     /// requests once the responses back up, so its memory stays flat, and other clients are served.
-    @Test func aClientThatNeverReadsStopsBeingRead() async throws {
+    @Test(.flood) func aClientThatNeverReadsStopsBeingRead() async throws {
         let serve = try await ServeProcess.start()
         defer { Task { await serve.stop() } }
         let pid = serve.process.processIdentifier
@@ -227,7 +227,7 @@ import Testing
     /// 16 clients each sending an 8 MiB body through `httpdns proxy` to an origin that stops reading: the
     /// proxy reads each client only as fast as the origin takes the body, so it holds a few chunks per
     /// connection. It used to read every body whole first (up to 16 MiB each, with no timeout).
-    @Test func stalledForwardedBodiesDoNotPileUpInTheProxy() async throws {
+    @Test(.flood) func stalledForwardedBodiesDoNotPileUpInTheProxy() async throws {
         let origin = try await ScriptedServer.start { inbound, _ in
             var iterator = inbound.makeAsyncIterator()
             _ = try await iterator.next()
