@@ -170,8 +170,10 @@ import Testing
         #expect(reply.hasSuffix(String(repeating: "x", count: 2000)))
     }
 
-    /// 8 MiB in chunked framing and 8 MiB with a length arrive byte-exact (the origin hashes them).
-    @Test(arguments: [true, false]) func aLargeForwardedBodyArrivesWhole(_ chunked: Bool) async throws {
+    /// 8 MiB in chunked framing and 8 MiB with a length arrive byte-exact (the origin hashes them). A
+    /// flood for the event loops it shares with the other suites (proxy, engine and origin all run in
+    /// this process): scripts/test.sh runs it after them.
+    @Test(.flood, arguments: [true, false]) func aLargeForwardedBodyArrivesWhole(_ chunked: Bool) async throws {
         let origin = try await BodyHashOrigin.start()
         defer { Task { try? await origin.close() } }
         let port = origin.localAddress!.port!

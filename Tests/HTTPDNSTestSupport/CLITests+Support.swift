@@ -21,7 +21,7 @@ struct CLIResult {
 func runCLI(_ arguments: [String], namespace: String? = nil, environment: [String: String] = [:]) async throws
     -> CLIResult
 {
-    try await NIOThreadPool.singleton.runIfActive {
+    try await processThreads.runIfActive {
         try runCLIBlocking(arguments, namespace: namespace, environment: environment)
     }
 }
@@ -86,7 +86,7 @@ func startInBackground(_ path: String, _ arguments: [String], stderr: String? = 
     }
     try process.run()
     // Read off the concurrency pool: availableData blocks.
-    let line = try await NIOThreadPool.singleton.runIfActive { () -> String in
+    let line = try await processThreads.runIfActive { () -> String in
         var data = Data()
         while !data.contains(UInt8(ascii: "\n")) {
             let chunk = out.fileHandleForReading.availableData
@@ -97,6 +97,15 @@ func startInBackground(_ path: String, _ arguments: [String], stderr: String? = 
     }
     return (process, line)
 }
+
+/// Threads that wait on child processes (a CLI run can take 20 s, a drained serve 10 s). Not NIO's shared
+/// pool: it has one thread per core, and the code under test needs it (getaddrinfo for LocalDNS, file
+/// I/O); two long waits parked on it stalled every other suite of a plain `swift test` for 10 s.
+let processThreads: NIOThreadPool = {
+    let pool = NIOThreadPool(numberOfThreads: 16)
+    pool.start()
+    return pool
+}()
 
 /// `httpdns serve` as a separate process, as an operator runs it: its memory can be read, a hostile
 /// client cannot harm the test process, and signals reach it. Its stdout goes to a file (it prints while
@@ -172,7 +181,7 @@ struct ServeProcess {
     func stop() async {
         process.terminate()
         let p = process
-        _ = try? await NIOThreadPool.singleton.runIfActive { p.waitUntilExit() }
+        _ = try? await processThreads.runIfActive { p.waitUntilExit() }
     }
 }
 

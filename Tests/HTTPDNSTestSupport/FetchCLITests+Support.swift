@@ -32,5 +32,5 @@ func lastJSONLine<T: Decodable>(_ text: String, as type: T.Type) throws -> T {
 
 /// Runs any program with the blocking wait on NIO's thread pool.
 func runProcess(_ path: String, _ arguments: [String]) async throws -> CLIResult {
-    try await NIOThreadPool.singleton.runIfActive { try runProcessBlocking(path, arguments) }
+    try await processThreads.runIfActive { try runProcessBlocking(path, arguments) }
 }

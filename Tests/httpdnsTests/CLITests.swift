@@ -147,7 +147,7 @@ import Testing
         )
         #expect(String(buffer: try await response.body.collect(upTo: 4096)) == "198.51.0.7,60")
         process.terminate()
-        let status = try await NIOThreadPool.singleton.runIfActive {
+        let status = try await processThreads.runIfActive {
             process.waitUntilExit()
             return process.terminationStatus
         }

@@ -56,7 +56,7 @@ import Testing
 
     static func stop(_ process: Process) async throws {
         process.terminate()
-        _ = try await NIOThreadPool.singleton.runIfActive { process.waitUntilExit() }
+        _ = try await processThreads.runIfActive { process.waitUntilExit() }
     }
 
     /// The resolver and credential flags of one form against a server on `port`.
@@ -144,14 +144,14 @@ import Testing
             ?? ("139450", "alibaba.secret")
         let base = form == "token" ? "https://localhost:\(port)" : "http://127.0.0.1:\(port)"
         let client = Self.root.appendingPathComponent("Tests/Fixtures/vendors/vendor_client.py").path
-        let result = try await NIOThreadPool.singleton.runIfActive {
+        let result = try await processThreads.runIfActive {
             try runProcessBlocking(
                 "/usr/bin/env",
                 ["python3", client, form, base, account, ws.path(file), "a.test", ws.path("ca.pem")]
             )
         }
         // A wrong key gets the vendor's refusal: an empty body for DNSPod, 403 with a code for Alibaba.
-        let wrong = try await NIOThreadPool.singleton.runIfActive {
+        let wrong = try await processThreads.runIfActive {
             try runProcessBlocking(
                 "/usr/bin/env",
                 ["python3", client, form, base, account, ws.path("short.key"), "a.test", ws.path("ca.pem")]

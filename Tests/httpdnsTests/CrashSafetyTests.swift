@@ -46,7 +46,7 @@ import Testing
             let wanted = Int.random(in: 1...3)
             // Wait for the wanted number of completed rounds (the event), then kill at a random moment
             // within the next round or two.
-            var printed = try await NIOThreadPool.singleton.runIfActive { () -> String in
+            var printed = try await processThreads.runIfActive { () -> String in
                 var data = Data()
                 while data.filter({ $0 == UInt8(ascii: "\n") }).count < wanted {
                     let chunk = out.fileHandleForReading.availableData
@@ -60,7 +60,7 @@ import Testing
             } else {
                 // Every other kill lands while a save is under way: as soon as its temporary appears.
                 let watched = dir
-                _ = try await NIOThreadPool.singleton.runIfActive {
+                _ = try await processThreads.runIfActive {
                     let until = ContinuousClock.now + .seconds(5)
                     while ContinuousClock.now < until,
                         !((try? FileManager.default.contentsOfDirectory(atPath: watched)) ?? []).contains(where: {
@@ -70,7 +70,7 @@ import Testing
                 }
             }
             kill(process.processIdentifier, SIGKILL)
-            printed += try await NIOThreadPool.singleton.runIfActive {
+            printed += try await processThreads.runIfActive {
                 String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
             }
             process.waitUntilExit()
