@@ -115,9 +115,11 @@ struct ProxyCommand: AsyncParsableCommand {
         config.pacHosts = try self.resolver.parsed().policy.only
         config.allowNonLoopback = allowPublic
         config.maxConnections = maxConnections
-        if let budget = DescriptorLimit.budget(opening: 1), budget.fitProxy(maxConnections: maxConnections) < maxConnections {
-            // DescriptorBudget.swift: a process out of descriptors can crash in code it does not control.
-            config.maxConnections = budget.fitProxy(maxConnections: maxConnections)
+        // DescriptorBudget.swift: a process out of descriptors can crash in code it does not control.
+        if let budget = DescriptorLimit.budget(opening: 1),
+            case let fitted = budget.fitProxy(maxConnections: maxConnections), fitted < maxConnections
+        {
+            config.maxConnections = fitted
             FileHandle.standardError.write(
                 Data(
                     ("httpdns proxy: \(budget.limit) descriptors (ulimit -n) hold \(config.maxConnections) "
