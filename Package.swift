@@ -33,6 +33,10 @@ let swiftSettings: [SwiftSetting] = [
     .enableUpcomingFeature("ExistentialAny")
 ]
 
+/// Where BoringSSL is the only TLS and crypto there is. On Apple platforms the system's own does those
+/// jobs (issue 44), and a dependency marked with this condition is left out of an app's build.
+let notApple: [Platform] = [.linux, .android, .windows, .openbsd]
+
 /// The speed benchmarks (`httpdns bench engine|hot|urlsession` and their origin server, issue 15) are
 /// compiled into the CLI only when `HTTPDNS_SPEED_BENCH=1` is set for the build, as scripts/speed-bench.sh
 /// does: a shipped `httpdns` carries `httpdns bench` (the resolver benchmark) alone.
@@ -150,7 +154,8 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "_CryptoExtras", package: "swift-crypto"),
+                // AES-CBC for the vendors' encrypted modes; Apple platforms use CommonCrypto (AESCBC.swift).
+                .product(name: "_CryptoExtras", package: "swift-crypto", condition: .when(platforms: notApple)),
             ],
             swiftSettings: swiftSettings
         ),
@@ -279,7 +284,14 @@ let package = Package(
             dependencies: ["HTTPDNSTrace"],
             swiftSettings: swiftSettings
         ),
-        testTarget("HTTPDNSEngineTests", [.product(name: "NIOEmbedded", package: "swift-nio")]),
+        testTarget(
+            "HTTPDNSEngineTests",
+            [
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+            ]
+        ),
         testTarget("HTTPDNSLookupTests"),
         testTarget(
             "HTTPDNSServerTests",

@@ -199,8 +199,8 @@ requests, explained, lost = 0, 0, []
 by_kind = collections.defaultdict(collections.Counter)
 for line in open(f"{folder}/requests.log").readlines() + open(f"{folder}/curl.log").readlines():
     parts = line.rstrip("\n").split(" ", 4)
-    if len(parts) < 4:
-        continue
+    if len(parts) < 4 or not parts[0].isdigit():
+        continue  # a tool's own lines (SOAK_WRAP="heaptrack …" writes to the client's output)
     start, end, kind, outcome = int(parts[0]), int(parts[1]), parts[2], parts[3]
     requests += 1
     by_kind[kind][outcome] += 1

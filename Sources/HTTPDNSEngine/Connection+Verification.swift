@@ -2,8 +2,6 @@
 // (never an IP SAN standing in for a name), the pins, and BoringSSL's own verdict on the chain observed
 // as a value.
 
-import Crypto
-import Foundation
 import NIOConcurrencyHelpers
 import NIOSSL
 import SwiftASN1
@@ -31,8 +29,7 @@ func verifyIdentity(hostname: String?, ip: String? = nil, peer: NIOSSLCertificat
         }
     }
     if let pins, !pins.isEmpty {
-        let spki = try peer.extractPublicKey().toSPKIBytes()
-        let digest = Data(SHA256.hash(data: spki)).base64EncodedString()
+        let digest = try PublicKeyPin.sha256(certificateDER: try peer.toDERBytes())
         guard pins.contains(digest) else {
             throw IdentityFailure(
                 .pinMismatch,

@@ -180,7 +180,11 @@ final class Connection: Sendable {
                                     try await verifyIdentity(hostname: sni, peer: peer, pins: pins)
                                     return
                                 }
-                                try await serverTrust.evaluate(host: url.host, port: url.port, chain: verdict.chain) {
+                                try await serverTrust.evaluate(
+                                    host: url.host,
+                                    port: url.port,
+                                    chain: verdict.chain.compactMap { try? $0.toDERBytes() }
+                                ) {
                                     if verdict.rejected { throw untrustedCertificate(host: url.host, address: address) }
                                     do {
                                         try await verifyIdentity(

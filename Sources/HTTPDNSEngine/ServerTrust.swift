@@ -7,8 +7,6 @@
 // with requests whose evaluation has the same partition (one URLSession, say), never with the engine's
 // other requests, so a certificate one delegate accepted is never used for a request that did not ask.
 
-import NIOSSL
-
 /// The question put to the app: the certificates the server presented and how our own check went.
 package struct ServerTrustQuestion: Sendable {
     /// The hostname (or IP literal) of the URL.
@@ -53,10 +51,11 @@ package struct ServerTrustEvaluation: Sendable {
     /// Runs our check (`ourCheck`, which throws the engine's error), then asks the app when that check
     /// failed with a verdict the app may overrule, or always when it asked to be. A pin mismatch is never
     /// overruled: pins are the app's own rule, stricter than any delegate.
+    /// `chain`: the certificates the server presented, DER, the leaf first.
     func evaluate(
         host: String,
         port: Int,
-        chain: [NIOSSLCertificate],
+        chain: [[UInt8]],
         ourCheck: () async throws -> Void
     ) async throws {
         var failure: HTTPEngineError?
@@ -68,8 +67,7 @@ package struct ServerTrustEvaluation: Sendable {
             failure = error
         }
         guard failure != nil || always else { return }
-        let der = chain.compactMap { try? $0.toDERBytes() }
-        switch await decide(ServerTrustQuestion(host: host, port: port, chain: der, failure: failure)) {
+        switch await decide(ServerTrustQuestion(host: host, port: port, chain: chain, failure: failure)) {
         case .accept: return
         case .ourCheck: if let failure { throw failure }
         case .refuse(let error): throw error

@@ -14,7 +14,6 @@
 import Crypto
 import Foundation
 import HTTPDNSCore
-import _CryptoExtras
 
 package struct AlibabaV2Cipher: Sendable {
     package let mode: AlibabaEncryption.Mode
@@ -32,7 +31,7 @@ package struct AlibabaV2Cipher: Sendable {
     /// `AlibabaV2CipherError` when the cipher refuses (it does not with the key lengths `init` allows).
     package func seal(_ plain: [UInt8]) throws(AlibabaV2CipherError) -> [UInt8] {
         switch mode {
-        case .cbc: return try seal(plain, iv: Array(AES._CBC.IV()))
+        case .cbc: return try seal(plain, iv: AESCBC.randomIV())
         case .gcm: return try seal(plain, iv: Array(AES.GCM.Nonce()))
         }
     }
@@ -44,8 +43,7 @@ package struct AlibabaV2Cipher: Sendable {
         do {
             switch mode {
             case .cbc:
-                let sealed = try AES._CBC.encrypt(plain, using: symmetric, iv: try AES._CBC.IV(ivBytes: iv))
-                return iv + Array(sealed)
+                return iv + (try AESCBC.encrypt(plain, key: key, iv: iv))
             case .gcm:
                 let box = try AES.GCM.seal(plain, using: symmetric, nonce: try AES.GCM.Nonce(data: iv))
                 return iv + Array(box.ciphertext) + Array(box.tag)
@@ -57,15 +55,13 @@ package struct AlibabaV2Cipher: Sendable {
 
     /// The plaintext of IV ‖ ciphertext (‖ tag). Throws `AlibabaV2CipherError` saying what is wrong.
     package func open(_ sealed: [UInt8]) throws(AlibabaV2CipherError) -> [UInt8] {
-        let symmetric = SymmetricKey(data: key)
         switch mode {
         case .cbc:
             guard sealed.count >= 32, sealed.count % 16 == 0 else {
                 throw AlibabaV2CipherError("is \(sealed.count) bytes, not a 16-byte IV and whole AES blocks")
             }
             do {
-                let iv = try AES._CBC.IV(ivBytes: sealed[0..<16])
-                return Array(try AES._CBC.decrypt(sealed[16...], using: symmetric, iv: iv))
+                return try AESCBC.decrypt(sealed[16...], key: key, iv: Array(sealed[0..<16]))
             } catch {
                 throw AlibabaV2CipherError("does not decrypt with the AES key (bad padding: wrong key, or tampered)")
             }
@@ -75,7 +71,7 @@ package struct AlibabaV2Cipher: Sendable {
             }
             do {
                 let box = try AES.GCM.SealedBox(combined: sealed)
-                return Array(try AES.GCM.open(box, using: symmetric))
+                return Array(try AES.GCM.open(box, using: SymmetricKey(data: key)))
             } catch {
                 throw AlibabaV2CipherError("does not authenticate with the AES key (wrong key, or tampered)")
             }

@@ -9,10 +9,8 @@
 // Hex is written in lower case and read in either. A batch (`a.com,b.com`) is one encrypted string.
 // The client (DNSPodProvider) and the server (`httpdns serve`) share this type.
 
-import Crypto
 import Foundation
 import HTTPDNSCore
-import _CryptoExtras
 
 /// Encrypts and decrypts DNSPod enterprise text (the `dn` parameter, the answer body) for one key.
 package struct DNSPodCipher: Sendable {
@@ -20,9 +18,7 @@ package struct DNSPodCipher: Sendable {
         case aes, des
     }
 
-    /// The key, ready to use: AES's 16 bytes, DES's with its round keys worked out once. AES keeps the
-    /// bytes, not a `SymmetricKey`: on Apple platforms swift-crypto is CryptoKit, whose `SymmetricKey`
-    /// is not Sendable, so the key is made where it is used (`aesKey`), which costs one small copy.
+    /// The key, ready to use: AES's 16 bytes (for `AESCBC`), DES's with its round keys worked out once.
     private enum Material: Sendable {
         case aes([UInt8])
         case des(DESECB.Key)
@@ -65,10 +61,10 @@ package struct DNSPodCipher: Sendable {
         case .des(let key):
             return hexEncoded(DESECB.encrypt(plain, key: key))
         case .aes(let key):
-            let iv = AES._CBC.IV()
+            let iv = AESCBC.randomIV()
             // Cannot fail: the key is 16 bytes and the IV is 16 bytes.
-            let sealed = (try? AES._CBC.encrypt(plain, using: SymmetricKey(data: key), iv: iv)) ?? Data()
-            return hexEncoded(Array(iv)) + hexEncoded(sealed)
+            let sealed = (try? AESCBC.encrypt(plain, key: key, iv: iv)) ?? []
+            return hexEncoded(iv) + hexEncoded(sealed)
         }
     }
 
@@ -99,8 +95,7 @@ package struct DNSPodCipher: Sendable {
                 )
             }
             do {
-                let iv = try AES._CBC.IV(ivBytes: bytes[0..<16])
-                plain = Array(try AES._CBC.decrypt(bytes[16...], using: SymmetricKey(data: key), iv: iv))
+                plain = try AESCBC.decrypt(bytes[16...], key: key, iv: Array(bytes[0..<16]))
             } catch {
                 throw DNSPodCipherError("does not decrypt with the AES key (bad padding: wrong key, or tampered)")
             }

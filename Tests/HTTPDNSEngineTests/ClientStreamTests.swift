@@ -39,7 +39,8 @@ struct StreamRig {
         method: HTTPMethod = .GET,
         headers: HTTPHeaders = ["host": "a.test", "user-agent": "t"],
         body: ByteBuffer?? = .some(nil),
-        highWatermark: Int = 8
+        highWatermark: Int = 8,
+        decompress: Bool = false
     ) -> Started {
         let loop = channel.embeddedEventLoop
         let head = loop.makePromise(of: HTTPResponseHead.self)
@@ -59,7 +60,7 @@ struct StreamRig {
             idleTimeout: .seconds(30),
             request: HTTPRequestHead(version: .http1_1, method: method, uri: "/p?q=1", headers: headers),
             host: "a.test",
-            decompress: false,
+            decompress: decompress,
             outcome: outcome
         )
         stream.start(
@@ -157,6 +158,34 @@ private func windowUpdates(_ frames: [HTTP2Frame], on id: Int32) -> [Int] {
         try rig.data(1, bytes: 5)
         try rig.receive(1, .headers(.init(headers: ["grpc-status": "0"], endStream: true)))  // trailers end it
         #expect(s.end.value != nil)  // ended without an error
+    }
+
+    /// One decompressor per compressed response, closed when its exchange ends: an EmbeddedChannel
+    /// only dropped keeps itself alive (the soak's leak, issue 43).
+    @Test func aCompressedResponsesDecompressorGoesWithItsExchange() async throws {
+        let rig = try StreamRig()
+        defer { rig.finish() }
+        let gzipHello: [UInt8] = [
+            0x1f, 0x8b, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x03, 0xcb, 0x48, 0xcd, 0xc9, 0xc9, 0x07, 0x00,
+            0x86, 0xa6, 0x10, 0x36, 0x05, 0x00, 0x00, 0x00,
+        ]
+        for (id, endsWell) in [(Int32(1), true), (3, false)] {
+            let s = rig.start(decompress: true)
+            try rig.respond(id, [("content-encoding", "gzip"), ("content-length", "\(gzipHello.count)")])
+            weak var decompressor = s.stream.decompressorForTesting
+            #expect(decompressor != nil)
+            if endsWell {
+                try rig.receive(id, .data(.init(data: .byteBuffer(ByteBuffer(bytes: gzipHello)), endStream: true)))
+                var body = ByteBuffer()
+                for try await chunk in s.body { body.writeImmutableBuffer(chunk) }
+                #expect(String(buffer: body) == "hello")
+                #expect(s.end.value != nil)
+            } else {
+                rig.closed(id, .cancel)  // reset by the server midway
+                #expect(s.end.errorCode != nil)
+            }
+            #expect(decompressor == nil)
+        }
     }
 
     @Test func aResponseWithoutContentLengthIsMarkedChunkedAsNIOsCodecDid() throws {
