@@ -3,7 +3,7 @@
 // for the hostname, in the handshake's verify block. That judgement is an `OSStatus`; this file turns it
 // into the same codes BoringSSL's verdict becomes on Linux (`describeTLSFailure`), so a URLSession
 // delegate is asked the same question on every platform. Pure, and proven on Linux
-// (SystemTrustVerdictTests); the Apple code only feeds it a status.
+// (PlatformTrustRulesTests); the Apple code only feeds it a status.
 //
 // The SSL policy for a hostname matches DNS names only (an IP address in the certificate never stands in
 // for a name), and our own rule on Linux is the same (verifyIdentity). Pins are checked after either,
