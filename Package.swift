@@ -34,7 +34,7 @@ let swiftSettings: [SwiftSetting] = [
 ]
 
 /// Where BoringSSL is the only TLS and crypto there is. On Apple platforms the system's own does those
-/// jobs (issue 44), and a dependency marked with this condition is left out of an app's build.
+/// jobs, and a dependency marked with this condition is left out of an app's build.
 let notApple: [Platform] = [.linux, .android, .windows, .openbsd]
 
 /// The speed benchmarks (`httpdns bench engine|hot|urlsession` and their origin server, issue 15) are

@@ -454,8 +454,8 @@ final class ClientStream: ExchangeDriver {
 
     /// The exchange is over: its idle timer and its decompressor go. The decompressor's channel is
     /// closed, not only dropped: an EmbeddedChannel's pipeline and its handlers hold each other until it
-    /// closes, and one left open per compressed response was the soak's steady growth (issue 43: 16 MiB
-    /// of heap in 10 minutes, heaptrack).
+    /// closes, and one left open per compressed response was the soak's steady growth (16 MiB of heap
+    /// in 10 minutes, heaptrack).
     private func tearDown() {
         idleTask?.cancel()
         idleTask = nil

@@ -1,6 +1,6 @@
 // The `pin-sha256` of a certificate (RFC 7469): base64 of SHA-256 over its SubjectPublicKeyInfo, read
 // from the certificate's DER with swift-asn1 alone. No TLS library is asked, so a pin is checked the same
-// way whoever ran the handshake: BoringSSL on Linux, the system's TLS on Apple platforms (issue 44).
+// way whoever ran the handshake: BoringSSL on Linux, the system's TLS on Apple platforms.
 
 import Crypto
 import Foundation

@@ -1,5 +1,5 @@
 // The Security framework's verdict on a server's chain, as the engine's error. Where the system runs TLS
-// (Network.framework on Apple platforms, issue 44), the chain is judged by a SecTrust with an SSL policy
+// (Network.framework on Apple platforms), the chain is judged by a SecTrust with an SSL policy
 // for the hostname, in the handshake's verify block. That judgement is an `OSStatus`; this file turns it
 // into the same codes BoringSSL's verdict becomes on Linux (`describeTLSFailure`), so a URLSession
 // delegate is asked the same question on every platform. Pure, and proven on Linux

@@ -1,6 +1,6 @@
 // AES-CBC with PKCS#7 padding, for the vendors' encrypted modes (Alibaba v2 `m=1`, DNSPod `alg=aes`).
 // On Apple platforms it comes from CommonCrypto, the system's own, so Apple builds carry no BoringSSL
-// for it (issue 44); elsewhere from swift-crypto's `_CryptoExtras`. The CommonCrypto branch is
+// for it; elsewhere from swift-crypto's `_CryptoExtras`. The CommonCrypto branch is
 // COMPILED FOR iOS 16 BY THE APPLE TYPE-CHECK, NEVER RUN HERE; the known-answer vectors both branches
 // must meet are the ones the Linux tests prove (DNSPodCipherTests, AlibabaV2CipherTests).
 
