@@ -37,6 +37,9 @@ let swiftSettings: [SwiftSetting] = [
 /// jobs, and a dependency marked with this condition is left out of an app's build.
 let notApple: [Platform] = [.linux, .android, .windows, .openbsd]
 
+/// Where Network.framework carries the library's connections (NIOTransportServices) and the system runs TLS.
+let apple: [Platform] = [.macOS, .iOS, .tvOS, .watchOS, .visionOS, .macCatalyst]
+
 /// The speed benchmarks (`httpdns bench engine|hot|urlsession` and their origin server, issue 15) are
 /// compiled into the CLI only when `HTTPDNS_SPEED_BENCH=1` is set for the build, as scripts/speed-bench.sh
 /// does: a shipped `httpdns` carries `httpdns bench` (the resolver benchmark) alone.
@@ -77,6 +80,7 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
+        .package(url: "https://github.com/apple/swift-nio-transport-services.git", from: "1.28.0"),
         .package(url: "https://github.com/apple/swift-nio-http2.git", from: "1.46.0"),
         .package(url: "https://github.com/apple/swift-nio-extras.git", from: "1.35.2"),
         .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
@@ -126,12 +130,20 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOTLS", package: "swift-nio"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                // The transport (ConnectionTransport.swift): BSD sockets and BoringSSL where there is no
+                // system TLS; Network.framework and the system's TLS on Apple platforms. swift-certificates
+                // (the name check on BoringSSL's chains) brings BoringSSL too, so it goes with NIOSSL.
+                .product(name: "NIOSSL", package: "swift-nio-ssl", condition: .when(platforms: notApple)),
+                .product(name: "X509", package: "swift-certificates", condition: .when(platforms: notApple)),
+                .product(
+                    name: "NIOTransportServices",
+                    package: "swift-nio-transport-services",
+                    condition: .when(platforms: apple)
+                ),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOHPACK", package: "swift-nio-http2"),
                 .product(name: "NIOHTTP2", package: "swift-nio-http2"),
                 .product(name: "NIOHTTPCompression", package: "swift-nio-extras"),
-                .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
@@ -194,6 +206,12 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
+                // The listener on Apple platforms, where the tunnels' connections are Network.framework's.
+                .product(
+                    name: "NIOTransportServices",
+                    package: "swift-nio-transport-services",
+                    condition: .when(platforms: apple)
+                ),
             ],
             swiftSettings: swiftSettings
         ),

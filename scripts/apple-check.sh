@@ -28,10 +28,27 @@ fi
 # any of our code. The CLI is a macOS/Linux tool; the library is what ships in apps.
 # The snippets too (issue 27), the Apple-only ones above all (Linux compiles them as empty files), but
 # WebViewProxy: `WKWebsiteDataStore.proxyConfigurations` is iOS 17 API, absent from the 16.5 SDK.
-snippets=$(ls Snippets/*.swift | xargs -n1 basename | sed 's/\.swift$//' | grep -vx WebViewProxy | tr '\n' ' ')
+# MetricsBackend: it imports swift-metrics' `Metrics`, which only the CLI depends on; a build of the
+# snippet alone (what the harness runs) does not make that module. The Linux build compiles it.
+snippets=$(ls Snippets/*.swift | xargs -n1 basename | sed 's/\.swift$//' | grep -vxE 'WebViewProxy|MetricsBackend' | tr '\n' ' ')
 export TARGETS=${TARGETS:-"HTTPDNSKit HTTPDNSOpenAPI HTTPDNSURLSession HTTPDNSLookup HTTPDNSServer $snippets"}
+work=${WORK:-${TMPDIR:-/tmp}/apple-typecheck}
 # The harness reports every log in its folder: drop those of earlier runs (other targets).
-rm -f "${WORK:-${TMPDIR:-/tmp}/apple-typecheck}"/logs/*.log
+rm -f "$work"/logs/*.log
+# NIOTransportServices (Swift 6 mode) relies on the Sendable conformances of Network's types (NWEndpoint,
+# NWPath, NWConnection...) that iOS 17 and later SDKs declare; the iOS 16.5 SDK's overlay predates them,
+# as its Dispatch overlay predates Dispatch's (which the harness patches). Xcode with a current SDK builds
+# it as it is, for an iOS 16 deployment target too. So the check's copy of it imports Network with
+# @preconcurrency: the harness seeds its copy of the dependencies from ours when it has none, and we seed
+# it first, to mark those imports. Nothing outside the check's folder is touched.
+if [ -d .build/checkouts ]; then
+    mkdir -p "$work/pkg/.build"
+    for d in repositories checkouts workspace-state.json; do
+        [ -e "$work/pkg/.build/$d" ] || cp -a ".build/$d" "$work/pkg/.build/"
+    done
+    nits="$work/pkg/.build/checkouts/swift-nio-transport-services/Sources"
+    [ -d "$nits" ] && find "$nits" -name '*.swift' -exec sed -i -E 's/^( *)import Network$/\1@preconcurrency import Network/' {} +
+fi
 log=$(mktemp /tmp/httpdns-apple-check.XXXXXX)
 trap 'rm -f "$log"' EXIT
 set +e

@@ -1,13 +1,13 @@
-// The Security framework's verdict on a certificate chain, for the connections whose certificate failures
-// the app decides on (ServerTrustEvaluation) on Apple platforms: NIOSSL checks such chains through the
-// Security framework when it verifies by itself, and so does this, with the same anchors (the system's and
-// the configured extra roots). COMPILED FOR iOS 16 BY THE APPLE TYPE-CHECK, NEVER RUN HERE; the rules it
-// feeds (ask on failure, accept, refuse, keep our verdict) are the ones the Linux tests prove.
+// The Security framework's verdict on a certificate chain on Apple platforms: in the handshake's verify
+// block (NetworkFrameworkTransport), with the SSL policy for the hostname and the anchors the engine
+// trusts (the system's and the configured extra roots), and for the trust object a URLSession delegate
+// is shown. COMPILED FOR iOS 16 BY THE APPLE TYPE-CHECK, NEVER RUN HERE; the rules it feeds (the verdict
+// as our error codes, ask on failure, accept, refuse, keep our verdict) are the ones the Linux tests
+// prove (PlatformTrustRulesTests).
 
 #if canImport(Darwin)
     import Dispatch
     import Foundation
-    import NIOSSL
     @preconcurrency import Security
 
     package enum ApplePlatformTrust {
@@ -31,23 +31,37 @@
             return trust
         }
 
-        /// Evaluates `chain` off the event loop (the evaluation may fetch revocation data) and calls
-        /// `done` with the verdict on a queue of its own.
-        static func evaluate(
-            _ chain: [NIOSSLCertificate],
-            additionalRoots: [NIOSSLCertificate],
-            done: @escaping @Sendable (Bool) -> Void
+        /// Judges the chain of `trust` (a handshake's, from Network.framework's verify block) for `host`
+        /// (an IP literal's text for an IP host): the SSL server policy for that name, anchored at the
+        /// system's roots and `additionalRoots`. Calls `done` on `queue` with the verdict and the chain
+        /// as DER, the leaf first.
+        static func judge(
+            _ trust: SecTrust,
+            host: String,
+            additionalRoots: [[UInt8]],
+            queue: DispatchQueue,
+            done: @escaping @Sendable (SystemTrustVerdict, [[UInt8]]) -> Void
         ) {
-            let der = chain.compactMap { try? $0.toDERBytes() }
-            let roots = additionalRoots.compactMap { try? $0.toDERBytes() }
-            guard let trust = makeTrust(chain: der, host: nil, additionalRoots: roots) else {
-                done(false)
-                return
+            SecTrustSetPolicies(trust, SecPolicyCreateSSL(true, host as CFString))
+            let anchors = additionalRoots.compactMap { SecCertificateCreateWithData(nil, Data($0) as CFData) }
+            if !anchors.isEmpty {
+                SecTrustSetAnchorCertificates(trust, anchors as CFArray)
+                SecTrustSetAnchorCertificatesOnly(trust, false)
             }
-            let queue = DispatchQueue(label: "httpdns.server-trust")
-            // The evaluation must be started on the queue it calls back on.
+            let chain = ((SecTrustCopyCertificateChain(trust) as? [SecCertificate]) ?? []).map {
+                [UInt8](SecCertificateCopyData($0) as Data)
+            }
+            // The evaluation may fetch revocation data: asynchronous, and started on the queue it calls
+            // back on.
             queue.async {
-                _ = SecTrustEvaluateAsyncWithError(trust, queue) { _, trusted, _ in done(trusted) }
+                let status = SecTrustEvaluateAsyncWithError(trust, queue) { _, trusted, error in
+                    let verdict: SystemTrustVerdict =
+                        trusted
+                        ? .trusted
+                        : .rejected(status: error.map { Int32(truncatingIfNeeded: CFErrorGetCode($0)) } ?? -1)
+                    done(verdict, chain)
+                }
+                if status != errSecSuccess { done(.rejected(status: status), chain) }
             }
         }
     }

@@ -4,7 +4,6 @@
 import HTTPDNSCore
 import NIOCore
 import NIOPosix
-import NIOSSL
 
 #if canImport(Glibc)
     import Glibc
@@ -80,8 +79,8 @@ func untrustedCertificate(host: String, address: String, underlying: (any Error)
     )
 }
 
-/// The engine's error for a failed TLS setup: the code from the error's type and value (and from
-/// BoringSSL's verdict on the chain), the message naming the host and the address it was reached at.
+/// The engine's error for a failed TLS setup: the code from the error's type and value (and from the TLS
+/// stack's verdict on the chain), the message naming the host and the address it was reached at.
 func describeTLSFailure(_ error: any Error, host: String, address: String, chainRejected: Bool) -> HTTPEngineError {
     if let e = error as? IdentityFailure {
         let code: HTTPEngineError.Code =
@@ -93,25 +92,13 @@ func describeTLSFailure(_ error: any Error, host: String, address: String, chain
         // No underlying error: the check is our own, and the code and message say all there is.
         return HTTPEngineError(code, "the certificate presented at \(address) is not valid for \(host): \(e.reason)")
     }
-    if let e = error as? NIOSSLExtraError, e == .failedToValidateHostname {
-        return HTTPEngineError(
-            .certificateNameMismatch,
-            "the certificate presented at \(address) is not valid for \(host)",
-            underlying: error
-        )
-    }
-    if let e = error as? NIOSSLError, case .handshakeFailed(let inner) = e {
-        if chainRejected { return untrustedCertificate(host: host, address: address, underlying: error) }
-        // BoringSSL's text ends with the source file it came from: keep the reason, drop the path.
-        // (Wording only: the code was decided above, from values.)
-        let text = "\(inner)"
-        let reason =
-            text.range(of: "OPENSSL_internal:").map { String(text[$0.upperBound...].prefix { $0 != " " }) } ?? text
-        return HTTPEngineError(
-            .tlsFailed,
-            "TLS handshake with \(host) at \(address) failed: \(reason)",
-            underlying: error
-        )
+    if let described = PlatformTransport.describeTLSError(
+        error,
+        host: host,
+        address: address,
+        chainRejected: chainRejected
+    ) {
+        return described
     }
     return HTTPEngineError(.tlsFailed, "TLS with \(host) at \(address) failed: \(error)", underlying: error)
 }

@@ -12,7 +12,6 @@ import HTTPDNSNetwork
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
-import NIOSSL
 import Tracing
 
 #if canImport(Glibc)
@@ -40,6 +39,8 @@ struct ConnectRecipe: Sendable {
     var serverTrust: ServerTrustEvaluation? = nil
     /// Credentials for the proxy instead of the configured ones.
     var proxyCredentials: ProxyCredentials? = nil
+    /// The networks the connection may use (the engine's rules narrowed by the request's).
+    var networkAccess = NetworkAccess.unrestricted
 }
 
 /// How a connection's address was found, for the metrics of the first request on it.
@@ -74,16 +75,7 @@ struct ConnectAttemptFailed: Error {
             if error.underlying is ProxyRefusal { return false }  // the proxy's answer would be the same
             return !refusedEverywhere(error.underlying)
         case .tlsFailed:
-            // BoringSSL's own verdict (an alert, no shared cipher) would come again; the peer vanishing
-            // mid-handshake (EOF, a reset, a failed system call) may not.
-            guard let ssl = error.underlying as? NIOSSLError, case .handshakeFailed(let inner) = ssl else {
-                return true
-            }
-            switch inner {
-            case .syscallError: return true
-            case .sslError(let stack): return stack.contains(.eofDuringHandshake)
-            default: return false
-            }
+            return PlatformTransport.tlsRetryMayHelp(error.underlying)
         default:
             return false
         }
@@ -94,71 +86,37 @@ struct ConnectAttemptFailed: Error {
         if let multiple = error as? NIOConnectionError {
             return !multiple.connectionErrors.isEmpty && multiple.connectionErrors.allSatisfy { refused($0.error) }
         }
+        if let race = error as? HappyEyeballsFailure {
+            return !race.errors.isEmpty && race.errors.allSatisfy { refused($0.error) }
+        }
         return error.map(refused) ?? false
     }
 }
 
-/// Opens connections for the engine's pool (see the file comment). Thread-safe.
+/// Opens connections for the engine's pool (see the file comment), through this platform's transport.
+/// Thread-safe.
 struct ConnectionFactory: Sendable {
     let configuration: HTTPEngine.Configuration
-    let sslContexts: [HTTPVersionPolicy: NIOSSLContext]
-    /// Without NIOSSL's name check, for connections whose failures the app decides on (made when first
-    /// needed: most engines never need them).
-    private let deferringContexts = NIOLockedValueBox<[HTTPVersionPolicy: NIOSSLContext]>([:])
+    /// The stack connections go through, chosen once (ConnectionTransport.swift).
+    let transport: PlatformTransport
     let addressSource: (any AddressSource)?
     let path: NetworkPath
     let group: any EventLoopGroup
     let ranker = NIOLockedValueBox(AddressRanker())
     let clock = SystemWallClock()
 
-    /// Builds the TLS contexts once (one per ALPN offer); throws when the trust roots cannot be used.
+    /// Sets up the transport once; throws when the trust roots cannot be used.
     init(
         configuration: HTTPEngine.Configuration,
         addressSource: (any AddressSource)?,
         path: NetworkPath,
         group: any EventLoopGroup
     ) throws {
-        var contexts: [HTTPVersionPolicy: NIOSSLContext] = [:]
-        for policy in [HTTPVersionPolicy.automatic, .http1Only, .http2Only] {
-            contexts[policy] = try Self.makeContext(policy, configuration: configuration, checksNames: true)
-        }
         self.configuration = configuration
-        self.sslContexts = contexts
+        self.transport = try PlatformTransport(configuration: configuration)
         self.addressSource = addressSource
         self.path = path
         self.group = group
-    }
-
-    private static func makeContext(
-        _ policy: HTTPVersionPolicy,
-        configuration: HTTPEngine.Configuration,
-        checksNames: Bool
-    ) throws -> NIOSSLContext {
-        var tls = TLSConfiguration.makeClientConfiguration()
-        tls.minimumTLSVersion = .tlsv12
-        if !checksNames { tls.certificateVerification = .noHostnameVerification }
-        if !configuration.tls.additionalTrustRoots.isEmpty {
-            tls.additionalTrustRoots = [.certificates(configuration.tls.additionalTrustRoots)]
-        }
-        switch policy {
-        case .automatic: tls.applicationProtocols = ["h2", "http/1.1"]
-        case .http1Only: tls.applicationProtocols = ["http/1.1"]
-        case .http2Only: tls.applicationProtocols = ["h2"]
-        }
-        return try NIOSSLContext(configuration: tls)
-    }
-
-    /// The TLS context for `recipe`: NIOSSL checks names unless the app decides on failures (then the
-    /// connection's own check does, so that a mismatch reaches the app).
-    private func sslContext(for recipe: ConnectRecipe) throws -> NIOSSLContext? {
-        guard recipe.url.isTLS else { return nil }
-        guard recipe.serverTrust != nil else { return sslContexts[recipe.versions] }
-        return try deferringContexts.withLockedValue { contexts in
-            if let made = contexts[recipe.versions] { return made }
-            let made = try Self.makeContext(recipe.versions, configuration: configuration, checksNames: false)
-            contexts[recipe.versions] = made
-            return made
-        }
     }
 
     /// A connection for `recipe`, given up at `deadline`. Throws `ConnectAttemptFailed`.
@@ -217,18 +175,14 @@ struct ConnectionFactory: Sendable {
         let (addresses, _) = try await self.addresses(for: host, given: nil, deadline: deadline)
         let left = Duration.nanoseconds((deadline - .now()).nanoseconds)
         guard left > .zero else { throw HTTPEngineError(.connectTimeout, "no time left to connect to \(host)") }
-        let bootstrap = ClientBootstrap(group: loop)
-            .connectTimeout(.nanoseconds(left.nanoseconds))
-            .channelOption(.socketOption(.tcp_nodelay), value: 1)
-            .channelOption(.allowRemoteHalfClosure, value: true)
         let started = ContinuousClock.now
         do {
-            let channel = try await Connection.connectTCP(
-                bootstrap,
-                on: loop,
+            let channel = try await transport.tunnel(
                 host: host,
                 port: port,
                 addresses: addresses,
+                access: configuration.networkAccess,
+                on: loop,
                 timeout: left
             )
             learn(winner: channel.remoteAddress, after: ContinuousClock.now - started, addresses: addresses)
@@ -337,7 +291,7 @@ struct ConnectionFactory: Sendable {
             connectTimeout = min(connectTimeout, left)
         }
         let settings = Connection.Settings(
-            sslContext: try sslContext(for: recipe),
+            versions: recipe.versions,
             pins: configuration.tls.pins[url.host],
             h2c: recipe.h2c,
             connectTimeout: connectTimeout,
@@ -346,7 +300,7 @@ struct ConnectionFactory: Sendable {
             proxy: proxy?.proxy,
             tunnelTargets: proxy?.targets ?? [],
             serverTrust: recipe.serverTrust,
-            additionalTrustRoots: configuration.tls.additionalTrustRoots
+            networkAccess: recipe.networkAccess
         )
         do {
             let connection = try await Connection.establish(
@@ -354,7 +308,8 @@ struct ConnectionFactory: Sendable {
                 addresses: addresses,
                 lookup: lookup,
                 settings: settings,
-                on: recipe.eventLoop
+                on: recipe.eventLoop,
+                transport: transport
             )
             // Through a proxy the remote is the proxy's address: nothing to learn about the origin's.
             if proxy == nil {

@@ -19,6 +19,8 @@ struct PoolKey: Hashable, Sendable {
     var trustPartition: UInt64? = nil
     /// Connections opened with a request's own proxy credentials serve only requests with the same.
     var proxyCredentials: ProxyCredentials? = nil
+    /// Connections opened under narrower network rules serve only requests with the same rules.
+    var networkAccess = NetworkAccess.unrestricted
     /// For requests that name their addresses (a resolver's queries), the first of each family: a
     /// resolver moved to another service address stops reusing connections to the one before.
     var route: [IPAddress]? = nil

@@ -1,7 +1,8 @@
 import HTTPDNSCore
 import HTTPDNSNetwork
 import NIOCore
-import NIOSSL
+import Foundation
+import SwiftASN1
 
 extension HTTPEngine {
     /// How the engine connects and what it allows. A `Sendable` value with defaults for every field.
@@ -11,6 +12,8 @@ extension HTTPEngine {
         package var versions: HTTPVersionPolicy = .automatic
         /// HTTP proxies the engine tunnels through (nil: straight to every origin).
         package var proxy: HTTPProxySettings?
+        /// The networks every connection may use (each request may narrow them further).
+        package var networkAccess = NetworkAccess.unrestricted
         /// Speak HTTP/2 without TLS (h2c, prior knowledge) to http:// URLs.
         package var http2PriorKnowledge = false
         package var timeouts = Timeouts()
@@ -45,35 +48,62 @@ extension HTTPEngine {
 /// TLS settings: trust anchors on top of the system roots, and optional public-key pins.
 package struct HTTPEngineTLS: Sendable {
     /// Extra trusted CA certificates (e.g. a test CA, or a private service's CA).
-    package var additionalTrustRoots: [NIOSSLCertificate]
+    package var additionalTrustRoots: [TrustAnchor]
     /// Per host: base64 SHA-256 digests of SubjectPublicKeyInfo, at least one of which the server's
     /// leaf certificate must carry (the usual `pin-sha256` form). Checked on top of normal verification.
     package var pins: [String: Set<String>]
 
-    package init(additionalTrustRoots: [NIOSSLCertificate] = [], pins: [String: Set<String>] = [:]) {
+    package init(additionalTrustRoots: [TrustAnchor] = [], pins: [String: Set<String>] = [:]) {
         self.additionalTrustRoots = additionalTrustRoots
         self.pins = pins
     }
 
     /// Loads PEM certificates from a file. Throws `HTTPDNSConfigurationError` with code
     /// `.invalidCertificate`, naming the file, when it cannot be read or holds no certificate.
-    package static func loadPEM(file path: String) throws -> [NIOSSLCertificate] {
-        let certs: [NIOSSLCertificate]
+    package static func loadPEM(file path: String) throws -> [TrustAnchor] {
+        let text: String
         do {
-            certs = try NIOSSLCertificate.fromPEMFile(path)
+            text = try String(contentsOfFile: path, encoding: .utf8)
+        } catch {
+            throw HTTPDNSConfigurationError(
+                .invalidCertificate,
+                "could not read PEM certificates from \(path): \(error.localizedDescription)"
+            )
+        }
+        let documents: [PEMDocument]
+        do {
+            documents = try PEMDocument.parseMultiple(pemString: text)
         } catch {
             throw HTTPDNSConfigurationError(
                 .invalidCertificate,
                 "could not read PEM certificates from \(path): \(error)"
             )
         }
-        guard !certs.isEmpty else {
+        let certificates = documents.filter { $0.discriminator == "CERTIFICATE" }.map { TrustAnchor(der: $0.derBytes) }
+        for (index, certificate) in certificates.enumerated()
+        where (try? PublicKeyPin.subjectPublicKeyInfo(certificateDER: certificate.der)) == nil {
+            throw HTTPDNSConfigurationError(
+                .invalidCertificate,
+                "certificate \(index + 1) in \(path) is not an X.509 certificate (its DER does not parse)"
+            )
+        }
+        guard !certificates.isEmpty else {
             throw HTTPDNSConfigurationError(
                 .invalidCertificate,
                 "\(path) holds no PEM certificate (expected -----BEGIN CERTIFICATE-----)"
             )
         }
-        return certs
+        return certificates
+    }
+}
+
+/// A CA certificate trusted on top of the system's roots, as its DER bytes: the form both TLS stacks
+/// take (BoringSSL on Linux, the Security framework on Apple platforms).
+package struct TrustAnchor: Sendable, Hashable {
+    package var der: [UInt8]
+
+    package init(der: [UInt8]) {
+        self.der = der
     }
 }
 
@@ -86,6 +116,15 @@ public enum HTTPVersionPolicy: String, Sendable, Hashable {
     /// Offer only h2 (what RFC 8484 servers such as kresd `doh2`, bind9 and unbound speak); a server
     /// without it fails the handshake.
     case http2Only
+
+    /// What ALPN offers, the preferred first.
+    var alpn: [String] {
+        switch self {
+        case .automatic: ["h2", "http/1.1"]
+        case .http1Only: ["http/1.1"]
+        case .http2Only: ["h2"]
+        }
+    }
 }
 
 /// The HTTP version a response came over.

@@ -18,7 +18,6 @@ import NIOCore
 import NIOHTTP1
 import NIOHTTPCompression
 import NIOPosix
-import NIOSSL
 
 /// Sends HTTP requests to addresses from an `AddressSource` while speaking to the real hostname.
 ///
@@ -47,7 +46,7 @@ public final class HTTPEngine: Sendable {
         configuration: Configuration = Configuration(),
         addressSource: (any AddressSource)? = nil,
         path: NetworkPath? = nil,
-        eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+        eventLoopGroup: any EventLoopGroup = HTTPEngine.defaultEventLoopGroup,
         logger: Logger = Logger(label: "httpdns.engine")
     ) throws {
         self.configuration = configuration
@@ -192,6 +191,7 @@ public final class HTTPEngine: Sendable {
         let url = request.url
         let versions = request.versions ?? configuration.versions
         let h2c = !url.isTLS && configuration.http2PriorKnowledge
+        let access = request.networkAccess.map(configuration.networkAccess.narrowed(by:)) ?? configuration.networkAccess
         let key = PoolKey(
             scheme: url.scheme,
             host: url.host,
@@ -200,6 +200,7 @@ public final class HTTPEngine: Sendable {
             h2c: h2c,
             trustPartition: url.isTLS ? request.serverTrust?.partition : nil,
             proxyCredentials: request.proxyCredentials,
+            networkAccess: access,
             route: given.map { [$0.ipv4.first, $0.ipv6.first].compactMap { $0 } }
         )
         let deadline = (request.timeout ?? configuration.timeouts.total).map {
@@ -221,7 +222,8 @@ public final class HTTPEngine: Sendable {
                     idleTimeout: request.idleTimeout,
                     eventLoop: loop,
                     serverTrust: url.isTLS ? request.serverTrust : nil,
-                    proxyCredentials: request.proxyCredentials
+                    proxyCredentials: request.proxyCredentials,
+                    networkAccess: access
                 ),
                 deadline: deadline,
                 eventLoop: loop

@@ -166,6 +166,9 @@ public struct HTTPRequest: Sendable {
     package var serverTrust: ServerTrustEvaluation?
     /// Credentials for the proxy instead of the configured ones (a URLSession delegate's, after a 407).
     package var proxyCredentials: ProxyCredentials?
+    /// The networks this request may use, on top of the engine's `Configuration.networkAccess` (a
+    /// URLSession configuration's and request's rules).
+    package var networkAccess: NetworkAccess?
 
     package init(method: HTTPMethod = .GET, url: HTTPURL, headers: HTTPHeaders = [:], body: HTTPRequestBody? = nil) {
         self.method = method

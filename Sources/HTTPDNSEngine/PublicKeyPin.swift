@@ -14,6 +14,15 @@ enum PublicKeyPin {
         Data(SHA256.hash(data: try subjectPublicKeyInfo(certificateDER: der))).base64EncodedString()
     }
 
+    /// Throws `IdentityFailure(.pinMismatch)` unless the key of the certificate `der` encodes is one of
+    /// `pins` (base64 SHA-256 digests of SubjectPublicKeyInfo).
+    static func check(certificateDER der: [UInt8], against pins: Set<String>) throws {
+        let digest = try sha256(certificateDER: der)
+        guard pins.contains(digest) else {
+            throw IdentityFailure(.pinMismatch, "public key pin mismatch (server key sha256/\(digest) is not pinned)")
+        }
+    }
+
     /// The DER bytes of the certificate's SubjectPublicKeyInfo, as they appear in it (RFC 5280 4.1:
     /// the seventh field of TBSCertificate, the sixth when the optional `[0] version` is absent).
     static func subjectPublicKeyInfo(certificateDER der: [UInt8]) throws -> ArraySlice<UInt8> {
@@ -35,5 +44,22 @@ enum PublicKeyPin {
         } catch {
             throw fail()
         }
+    }
+}
+
+/// Our own check of the server's certificate failed (a name or a pin); `kind` says which check.
+struct IdentityFailure: Error {
+    enum Kind {
+        case noCertificate
+        case nameMismatch
+        case pinMismatch
+    }
+
+    var kind: Kind
+    var reason: String
+
+    init(_ kind: Kind, _ reason: String) {
+        self.kind = kind
+        self.reason = reason
     }
 }

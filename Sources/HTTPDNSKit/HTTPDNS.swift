@@ -62,6 +62,12 @@ public final class HTTPDNS: Sendable {
         /// Public-key pins: host to the base64 SHA-256 of the certificate's SubjectPublicKeyInfo. A host
         /// listed here connects only when one of its keys matches (on top of the normal verification).
         public var pins: [String: Set<String>] = [:]
+        /// The networks the library's connections may use, its lookups' and the app's requests' alike:
+        /// cellular, expensive (a personal hotspot) and constrained (Low Data Mode) networks. On Apple
+        /// platforms Network.framework honours it for each connection, and a URLSession request narrows it
+        /// further by its session's and its own rules (`allowsCellularAccess` and the like). Linux's
+        /// sockets cannot honour it: there it only keeps connections made under other rules apart.
+        public var networkAccess = NetworkAccess.unrestricted
         /// Bound on connecting to one address (the next address is tried meanwhile, RFC 8305).
         public var connectTimeout: Duration = .seconds(10)
         /// Longest wait for the next byte of a response.
@@ -162,6 +168,7 @@ public final class HTTPDNS: Sendable {
             throw HTTPDNSConfigurationError(.invalidProxyConfiguration, "proxy: \(problem)")
         }
         http.proxy = configuration.proxy
+        http.networkAccess = configuration.networkAccess
         let resolverEngine = try HTTPEngine(configuration: http, logger: logger)
         var resolverConfiguration = ResolverConfiguration(providers: configuration.resolvers)
         resolverConfiguration.policy = configuration.policy

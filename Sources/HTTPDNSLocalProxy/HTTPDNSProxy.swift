@@ -112,7 +112,7 @@ public final class HTTPDNSProxy: Sendable {
         _ configuration: Configuration,
         resolver: HTTPDNSResolver,
         engine: HTTPEngine,
-        group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+        group: any EventLoopGroup = HTTPEngine.defaultEventLoopGroup,
         logger: Logger = Logger(label: "httpdns.proxy"),
         onTunnelClosed: (@Sendable (TunnelMetrics) -> Void)? = nil
     ) async throws -> HTTPDNSProxy {
@@ -167,30 +167,22 @@ public final class HTTPDNSProxy: Sendable {
             record: record,
             pac: { port in pacFile(configuration, port: port) }
         )
-        let channel = try await ServerBootstrap(group: group)
-            .serverChannelOption(.backlog, value: 512)
-            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            // Out of descriptors (EMFILE), accept fails and keeps failing: pause instead of spinning.
-            .serverChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(AcceptPause())
-                }
+        let channel = try await ProxyListener.bind(
+            host: configuration.host,
+            port: configuration.port,
+            group: group
+        ) { channel in
+            guard let slot = connections.admit(channel) else { return channel.close() }
+            return channel.eventLoop.makeCompletedFuture {
+                let sync = channel.pipeline.syncOperations
+                // A client that does not read stops being read from.
+                try sync.addHandler(BackPressureHandler())
+                try sync.addHandler(HeadLimiter(maxBytes: configuration.maxHeaderBytes))
+                try sync.addHandler(ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .forwardBytes)))
+                try sync.addHandler(HTTPResponseEncoder())
+                try sync.addHandler(ProxyHandler(shared: shared, slot: slot))
             }
-            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
-            .childChannelOption(.allowRemoteHalfClosure, value: true)
-            .childChannelInitializer { channel in
-                guard let slot = connections.admit(channel) else { return channel.close() }
-                return channel.eventLoop.makeCompletedFuture {
-                    let sync = channel.pipeline.syncOperations
-                    // A client that does not read stops being read from.
-                    try sync.addHandler(BackPressureHandler())
-                    try sync.addHandler(HeadLimiter(maxBytes: configuration.maxHeaderBytes))
-                    try sync.addHandler(ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .forwardBytes)))
-                    try sync.addHandler(HTTPResponseEncoder())
-                    try sync.addHandler(ProxyHandler(shared: shared, slot: slot))
-                }
-            }
-            .bind(host: configuration.host, port: configuration.port).get()
+        }
         return HTTPDNSProxy(configuration: configuration, channel: channel, recent: recent, connections: connections)
     }
 

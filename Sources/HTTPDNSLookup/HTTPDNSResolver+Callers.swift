@@ -12,6 +12,7 @@
 import Dispatch
 import Foundation
 import HTTPDNSCore
+import HTTPDNSEngine
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
@@ -43,7 +44,10 @@ extension HTTPDNSResolver {
         _ query: AddressQuery? = nil,
         timeout: Duration = .seconds(5)
     ) throws -> Resolution {
-        if MultiThreadedEventLoopGroup.currentEventLoop != nil {
+        // NIOPosix's loops say so themselves; Network.framework's (Apple platforms) are asked one by one.
+        if MultiThreadedEventLoopGroup.currentEventLoop != nil
+            || HTTPEngine.defaultEventLoopGroup.makeIterator().contains(where: { $0.inEventLoop })
+        {
             throw ResolverError(
                 .calledOnEventLoop,
                 name: host,

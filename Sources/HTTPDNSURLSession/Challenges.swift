@@ -248,7 +248,7 @@ extension HTTPDNSURLProtocol {
         context: LoadContext,
         gate: ClientGate
     ) -> ServerTrustEvaluation {
-        let roots = setup.engine.configuration.tls.additionalTrustRoots.compactMap { try? $0.toDERBytes() }
+        let roots = setup.engine.configuration.tls.additionalTrustRoots.map(\.der)
         return ServerTrustEvaluation(partition: partition, always: always) { question in
             let space = HTTPDNSServerTrustSpace(
                 host: question.host,

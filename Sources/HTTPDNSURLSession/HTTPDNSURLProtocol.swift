@@ -344,6 +344,7 @@ package final class HTTPDNSURLProtocol: URLProtocol {
         )
         // URLSession decodes gzip/deflate unless the app asked for an encoding itself.
         engineRequest.decompress = !headers.contains(name: "accept-encoding")
+        engineRequest.networkAccess = NetworkAccess.forLoad(session: context.sessionConfiguration, request: request)
         let idle = context.requestTimeout(request)
         if idle > 0 { engineRequest.idleTimeout = .milliseconds(Int64(idle * 1000)) }
         if let total = context.resourceTimeout, total > 0 { engineRequest.timeout = .milliseconds(Int64(total * 1000)) }

@@ -22,6 +22,9 @@ struct LoadContext: @unchecked Sendable {
     /// Whether a delegate may be there to answer challenges (Apple platforms: always, as far as a
     /// URLProtocol can tell).
     var mayHaveDelegate = true
+    /// The session's configuration, where the URLProtocol can see it (swift-corelibs-foundation); on
+    /// Apple platforms the request carries the session's rules itself.
+    var sessionConfiguration: URLSessionConfiguration?
     #if canImport(Darwin)
         /// The load's own pool partition for connections its delegate decides on.
         private let loadPartition = TrustPartitions.shared.unique()
@@ -42,6 +45,7 @@ struct LoadContext: @unchecked Sendable {
             self.task = task
             corelibs = CorelibsTask(task)
             let configuration = corelibs.session?.configuration
+            sessionConfiguration = configuration
             cookieStorage =
                 setup.cookieStorage
                 ?? (configuration.map { $0.httpShouldSetCookies ? $0.httpCookieStorage : nil }

@@ -70,7 +70,7 @@ struct DemoCommand: AsyncParsableCommand {
         let localResolver = try HTTPDNSResolver(configuration: local, engine: resolverEngine, logger: quiet)
 
         var ec = HTTPEngine.Configuration()
-        ec.tls = HTTPEngineTLS(additionalTrustRoots: [pki.caCertificate])
+        ec.tls = HTTPEngineTLS(additionalTrustRoots: [TrustAnchor(der: try pki.caCertificate.toDERBytes())])
         ec.timeouts.connect = .seconds(3)
         ec.timeouts.total = .seconds(20)
         let viaLocalDNS = try HTTPEngine(configuration: ec, addressSource: localResolver, logger: quiet)

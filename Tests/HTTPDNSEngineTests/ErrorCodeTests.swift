@@ -114,7 +114,9 @@ import Testing
         }
     }
 
-    static func ca() throws -> NIOSSLCertificate { try NIOSSLCertificate(bytes: Array(caPEM.utf8), format: .pem) }
+    static func ca() throws -> TrustAnchor {
+        TrustAnchor(der: try NIOSSLCertificate(bytes: Array(caPEM.utf8), format: .pem).toDERBytes())
+    }
 
     @Test func certificateFromAnUnknownCAIsUntrusted() async throws {
         let error = try #require(try await Self.failure(host: "a.test", tls: HTTPEngineTLS()))

@@ -31,6 +31,31 @@ import Testing
         }
     }
 
+    /// A connection opened under narrower network rules (a URLSession request that forbids cellular)
+    /// never serves a request made under others, nor the other way round (the pool key carries them).
+    @Test func connectionsMadeUnderOtherNetworkRulesAreKeptApart() async throws {
+        // Our server as the origin: it keeps connections alive (the fixture closes each one).
+        let origin = try await startService()
+        try await withHTTPDNS { httpdns in
+            let url = "http://app.test:\(origin.ports[0])/healthz"
+            func send(_ access: NetworkAccess?) async throws -> RequestMetrics {
+                var request = try HTTPRequest(url: url)
+                request.networkAccess = access
+                let response = try await httpdns.engine.send(request)
+                _ = try await response.body.collect(upTo: 1 << 16)
+                return response.metrics
+            }
+            let noCellular = NetworkAccess(allowsCellular: false)
+            var reused: [Bool] = []
+            // Unrestricted, last, is what the engine's own rules are: the first connection again.
+            for access in [nil, nil, noCellular, noCellular, .unrestricted] {
+                reused.append(try await send(access).reused)
+            }
+            #expect(reused == [false, true, false, true, true])
+        }
+        await origin.stop()
+    }
+
     @Test func completionHandlerResolve() async throws {
         try await withHTTPDNS { httpdns in
             let result = await withCheckedContinuation { continuation in

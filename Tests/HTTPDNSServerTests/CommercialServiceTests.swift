@@ -46,7 +46,7 @@ import Testing
         config.fallbackToLocalDNS = false
         config.timeout = .seconds(10)
         config.bootstrap = ["dnspod.test": [IPAddress("127.0.0.1")!]]
-        let tls = HTTPEngineTLS(additionalTrustRoots: pki.map { [$0.caCertificate] } ?? [])
+        let tls = HTTPEngineTLS(additionalTrustRoots: try pki.map { [TrustAnchor(der: try $0.caCertificate.toDERBytes())] } ?? [])
         return try HTTPDNSResolver(configuration: config, engine: try HTTPEngine(tls: tls), logger: testLogger)
     }
 

@@ -253,7 +253,7 @@ import Testing
             return ListenerResponse(status: .ok, body: Array("\(request.version) \(text.count) \(text.suffix(3))".utf8))
         }
         var configuration = HTTPEngine.Configuration()
-        configuration.tls = HTTPEngineTLS(additionalTrustRoots: [pki.caCertificate])
+        configuration.tls = HTTPEngineTLS(additionalTrustRoots: [TrustAnchor(der: try pki.caCertificate.toDERBytes())])
         let engine = try HTTPEngine(
             configuration: configuration,
             addressSource: StaticAddressSource(["upload.test": [IPAddress("127.0.0.1")!]])

@@ -1,0 +1,227 @@
+// Happy eyeballs over addresses we already have (RFC 8305 section 5), for the transport that has no
+// connector of its own for them: Network.framework races the addresses of a *name* itself, but the
+// engine connects to the addresses its resolver chose, in its ranked order, so it races them itself.
+// (On Linux, NIO's connector does this job for BSD sockets; it is NIOPosix's and cannot drive
+// Network.framework channels.)
+//
+// Two parts: `HappyEyeballsSchedule`, the pure rule (which attempt starts when, who wins, when it has
+// all failed), and `HappyEyeballsRace`, the thin executor that runs it on an event loop with a timer
+// and an attempt function. Both are platform-neutral and proven on Linux with an EmbeddedEventLoop
+// (HappyEyeballsTests); only the attempt function differs per transport.
+
+import NIOCore
+
+/// The rule of one race over `count` addresses, already in the order to try them (IPv6 and IPv4
+/// interleaved, ranked): the first attempt starts at once, each next one when the one before fails or
+/// when the attempt delay passes without a winner, whichever comes first. The first attempt to succeed
+/// wins and every other still running is cancelled; the race fails when every attempt has failed, at
+/// once when one fails in a way no other address would change (a final failure: the server's
+/// certificate was refused, so every address would be), or when its deadline passes.
+struct HappyEyeballsSchedule: Sendable {
+    enum Action: Equatable, Sendable {
+        /// Start attempt `index`.
+        case start(Int)
+        /// Arm the attempt-delay timer; a `timerFired` with another `generation` is stale and ignored.
+        case armTimer(generation: Int)
+        /// Attempt `index` won: cancel the timer and the attempts in `cancel`.
+        case won(Int, cancel: [Int])
+        /// An attempt that succeeded after the race was decided: close it.
+        case discard(Int)
+        /// The race is lost: every attempt failed, one failed finally, or the deadline passed. Cancel the
+        /// timer and the attempts in `cancel`.
+        case failed(cancel: [Int])
+    }
+
+    let count: Int
+    private var next = 0
+    private var running: [Int] = []
+    private var generation = 0
+    private var decided = false
+
+    init(count: Int) {
+        self.count = count
+    }
+
+    /// The race starts: nothing to try fails it at once.
+    mutating func begin() -> [Action] {
+        guard count > 0 else {
+            decided = true
+            return [.failed(cancel: [])]
+        }
+        return startNext()
+    }
+
+    /// The attempt delay passed for the timer armed as `generation`.
+    mutating func timerFired(generation: Int) -> [Action] {
+        guard !decided, generation == self.generation, next < count else { return [] }
+        return startNext()
+    }
+
+    /// Attempt `index` failed; `finally`: in a way no other address would change.
+    mutating func attemptFailed(_ index: Int, finally: Bool = false) -> [Action] {
+        running.removeAll { $0 == index }
+        guard !decided else { return [] }
+        if finally { return lose() }
+        if next < count { return startNext() }  // at once: no need to wait out the delay
+        guard running.isEmpty else { return [] }
+        return lose()
+    }
+
+    /// The race's deadline passed.
+    mutating func deadlinePassed() -> [Action] {
+        guard !decided else { return [] }
+        return lose()
+    }
+
+    private mutating func lose() -> [Action] {
+        decided = true
+        let cancelled = running
+        running = []
+        return [.failed(cancel: cancelled)]
+    }
+
+    mutating func attemptSucceeded(_ index: Int) -> [Action] {
+        running.removeAll { $0 == index }
+        guard !decided else { return [.discard(index)] }
+        decided = true
+        let losers = running
+        running = []
+        return [.won(index, cancel: losers)]
+    }
+
+    private mutating func startNext() -> [Action] {
+        let index = next
+        next += 1
+        running.append(index)
+        generation += 1
+        return next < count ? [.start(index), .armTimer(generation: generation)] : [.start(index)]
+    }
+}
+
+/// Every attempt of a race failed: the errors in the order the attempts started.
+struct HappyEyeballsFailure: Error {
+    var errors: [(index: Int, error: any Error)]
+    /// The race's deadline passed first (the attempts still running were cancelled).
+    var timedOut = false
+}
+
+/// Runs a `HappyEyeballsSchedule` on `loop`: `attempt(index)` opens one attempt (its future fails or
+/// succeeds; `cancel` of an index stops one still running), `discard` closes an attempt's result that
+/// came after the race was decided. The result is the winner's, or `HappyEyeballsFailure`.
+enum HappyEyeballsRace {
+    static func run<Result: Sendable>(
+        count: Int,
+        attemptDelay: TimeAmount = .milliseconds(250),
+        deadline: NIODeadline,
+        on loop: any EventLoop,
+        isFinal: @escaping @Sendable (any Error) -> Bool = { _ in false },
+        attempt: @escaping @Sendable (Int) -> EventLoopFuture<Result>,
+        cancel: @escaping @Sendable (Int) -> Void,
+        discard: @escaping @Sendable (Result) -> Void
+    ) -> EventLoopFuture<Result> {
+        let promise = loop.makePromise(of: Result.self)
+        loop.execute {
+            let race = Runner(
+                loop: loop,
+                delay: attemptDelay,
+                promise: promise,
+                count: count,
+                isFinal: isFinal,
+                attempt: attempt,
+                cancel: cancel,
+                discard: discard
+            )
+            let bound = NIOLoopBound(race, eventLoop: loop)
+            race.deadlineTimer = loop.scheduleTask(deadline: deadline) {
+                bound.value.timedOut = true
+                bound.value.apply(bound.value.schedule.deadlinePassed())
+            }
+            race.apply(race.schedule.begin())
+        }
+        return promise.futureResult
+    }
+
+    /// The race's state, touched on its loop only.
+    private final class Runner<Result: Sendable> {
+        let loop: any EventLoop
+        let delay: TimeAmount
+        let promise: EventLoopPromise<Result>
+        var schedule: HappyEyeballsSchedule
+        var timer: Scheduled<Void>?
+        var deadlineTimer: Scheduled<Void>?
+        var timedOut = false
+        var errors: [(index: Int, error: any Error)] = []
+        let isFinal: @Sendable (any Error) -> Bool
+        let attempt: @Sendable (Int) -> EventLoopFuture<Result>
+        let cancel: @Sendable (Int) -> Void
+        let discard: @Sendable (Result) -> Void
+
+        init(
+            loop: any EventLoop,
+            delay: TimeAmount,
+            promise: EventLoopPromise<Result>,
+            count: Int,
+            isFinal: @escaping @Sendable (any Error) -> Bool,
+            attempt: @escaping @Sendable (Int) -> EventLoopFuture<Result>,
+            cancel: @escaping @Sendable (Int) -> Void,
+            discard: @escaping @Sendable (Result) -> Void
+        ) {
+            self.loop = loop
+            self.delay = delay
+            self.promise = promise
+            self.schedule = HappyEyeballsSchedule(count: count)
+            self.isFinal = isFinal
+            self.attempt = attempt
+            self.cancel = cancel
+            self.discard = discard
+        }
+
+        func apply(_ actions: [HappyEyeballsSchedule.Action]) {
+            loop.assertInEventLoop()
+            let bound = NIOLoopBound(self, eventLoop: loop)
+            for action in actions {
+                switch action {
+                case .start(let index):
+                    attempt(index).hop(to: loop).whenComplete { result in
+                        let runner = bound.value
+                        switch result {
+                        case .success(let value):
+                            for next in runner.schedule.attemptSucceeded(index) {
+                                switch next {
+                                case .won:
+                                    runner.promise.succeed(value)
+                                    runner.apply([next])
+                                case .discard:
+                                    runner.discard(value)
+                                default:
+                                    runner.apply([next])
+                                }
+                            }
+                        case .failure(let error):
+                            runner.errors.append((index, error))
+                            runner.apply(runner.schedule.attemptFailed(index, finally: runner.isFinal(error)))
+                        }
+                    }
+                case .armTimer(let generation):
+                    timer?.cancel()
+                    timer = loop.scheduleTask(in: delay) {
+                        bound.value.apply(bound.value.schedule.timerFired(generation: generation))
+                    }
+                case .won(_, let losers):
+                    timer?.cancel()
+                    deadlineTimer?.cancel()
+                    losers.forEach(cancel)
+                case .discard:
+                    break  // handled where the result is at hand
+                case .failed(let cancelled):
+                    timer?.cancel()
+                    deadlineTimer?.cancel()
+                    cancelled.forEach(cancel)
+                    promise.fail(
+                        HappyEyeballsFailure(errors: errors.sorted { $0.index < $1.index }, timedOut: timedOut)
+                    )
+                }
+            }
+        }
+    }
+}

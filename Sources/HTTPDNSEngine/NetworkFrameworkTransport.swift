@@ -1,0 +1,468 @@
+// The transport on Apple platforms: Network.framework through NIOTransportServices, TLS by the system.
+// COMPILED FOR iOS 16 BY THE APPLE TYPE-CHECK, NEVER RUN HERE. The rules it follows are the ones the
+// Linux tests prove: the race over our addresses (HappyEyeballsSchedule/Race, HappyEyeballsTests), the
+// Security framework's verdict as our error codes and the question to the app (SystemTrustVerdict,
+// ServerTrustEvaluation, PlatformTrustRulesTests), pins from the certificate's DER (PublicKeyPin), the
+// network rules (NetworkAccess, NetworkAccessTests).
+//
+// IP-direct as on Linux: each attempt is an NWConnection to one address our resolver chose, raced in
+// our ranked order. TLS: SNI is the hostname (never an IP), ALPN h2 and http/1.1, and the chain is judged
+// in the handshake's verify block by a SecTrust with the SSL policy for the hostname and the configured
+// extra anchors (ApplePlatformTrust.judge). A rejection fails the handshake and becomes our error code
+// from the Security framework's status, unless the app decides on failures (a URLSession delegate):
+// then the handshake completes and the app is asked right after it, before any request byte, as on
+// Linux. NWParameters carry the network rules; `waitForActivity` is off, so an attempt with no usable
+// path fails and the next address is tried instead of waiting for connectivity.
+//
+// Not here: https through an HTTP proxy of `HTTPDNS.Configuration.proxy`. The system runs TLS beneath
+// NIO's pipeline, so it cannot start inside a CONNECT tunnel the pipeline opened; such a request fails
+// with a clear error (plain http through the proxy works). A proxy in the system's settings never gets
+// here: the URLSession integration leaves those requests to the system.
+
+#if canImport(Network)
+    import Dispatch
+    import Foundation
+    import HTTPDNSCore
+    import Network
+    import NIOConcurrencyHelpers
+    import NIOCore
+    import NIOTLS
+    import NIOTransportServices
+    @preconcurrency import Security
+
+    /// Network.framework and the system's TLS (see the file comment).
+    struct NetworkFrameworkTransport: ConnectionTransport {
+        static var kind: ConnectionTransportKind { .networkFramework }
+        static var defaultEventLoopGroup: any EventLoopGroup { NIOTSEventLoopGroup.singleton }
+
+        private let additionalRoots: [[UInt8]]
+        /// Where the verify blocks run (the Security framework calls back on it).
+        private let verifyQueue = DispatchQueue(label: "httpdns.tls-verify")
+
+        init(configuration: HTTPEngine.Configuration) throws {
+            additionalRoots = configuration.tls.additionalTrustRoots.map(\.der)
+        }
+
+        func attempt(
+            url: HTTPURL,
+            addresses: ResolvedAddresses?,
+            lookup: AddressLookup,
+            settings: Connection.Settings,
+            on eventLoop: any EventLoop,
+            via: (proxy: HTTPProxy, target: String)?
+        ) async throws -> Connection {
+            if let via, url.isTLS {
+                throw HTTPEngineError(
+                    .connectFailed,
+                    "https to \(url.host) through the HTTP proxy \(via.proxy) is not available on Apple platforms: the system runs TLS and cannot start it inside a CONNECT tunnel; leave HTTPDNS.Configuration.proxy unset for https hosts (the system's own proxy settings are honoured by leaving such requests to URLSession)"
+                )
+            }
+            let tls = url.isTLS
+            let timeout = settings.connectTimeout + (tls ? settings.tlsTimeout : .zero)
+            let targets = try Self.targets(url: url, addresses: addresses, via: via)
+            let started = ContinuousClock.now
+            let opened = NIOLockedValueBox<[Int: any Channel]>([:])
+            let established = try await Self.race(
+                count: targets.count,
+                timeout: timeout,
+                on: eventLoop,
+                attempt: { index in
+                    self.open(
+                        targets[index],
+                        url: url,
+                        settings: settings,
+                        via: via,
+                        timeout: timeout,
+                        on: eventLoop
+                    ) { channel in opened.withLockedValue { $0[index] = channel } }
+                },
+                cancel: { index in opened.withLockedValue { $0[index] }?.close(promise: nil) },
+                explain: { Self.lostRace($0, targets: targets, host: url.host, port: url.port, timeout: timeout) }
+            )
+            guard let ready = established.ready else {  // an attempt of `open` always has one
+                established.channel.close(promise: nil)
+                throw HTTPEngineError(.protocolError, "connection to \(url.host) was set up without its HTTP handlers")
+            }
+            return Connection(
+                channel: established.channel,
+                ready: ready,
+                remote: established.remote,
+                synthesizedFrom: established.remote.httpdnsIP.flatMap { addresses?.synthesized[$0] },
+                lookup: lookup,
+                // The system does TCP and TLS as one step: the time to the first usable byte.
+                connect: established.at - started,
+                tls: nil
+            )
+        }
+
+        func tunnel(
+            host: String,
+            port: Int,
+            addresses: ResolvedAddresses?,
+            access: NetworkAccess,
+            on loop: any EventLoop,
+            timeout: Duration
+        ) async throws -> any Channel {
+            let url = HTTPURL(scheme: "http", host: host, port: port)
+            let targets = try Self.targets(url: url, addresses: addresses, via: nil)
+            let opened = NIOLockedValueBox<[Int: any Channel]>([:])
+            let established = try await Self.race(
+                count: targets.count,
+                timeout: timeout,
+                on: loop,
+                attempt: { index in
+                    guard case .address(let address) = targets[index],
+                        let bootstrap = NIOTSConnectionBootstrap(validatingGroup: loop)
+                    else { return loop.makeFailedFuture(Self.notTransportServicesLoop()) }
+                    return Self.configured(bootstrap, access: access, timeout: timeout)
+                        .channelOption(.allowRemoteHalfClosure, value: true)
+                        .channelInitializer { channel in
+                            opened.withLockedValue { $0[index] = channel }
+                            return channel.eventLoop.makeSucceededVoidFuture()
+                        }
+                        .connect(to: address)
+                        .map { Established(channel: $0, ready: nil, remote: address, at: .now) }
+                },
+                cancel: { index in opened.withLockedValue { $0[index] }?.close(promise: nil) },
+                explain: { Self.lostRace($0, targets: targets, host: host, port: port, timeout: timeout) }
+            )
+            return established.channel
+        }
+
+        static func tlsRetryMayHelp(_ underlying: (any Error)?) -> Bool {
+            // The system's own verdict (an alert, a refused chain) would come again; a reset or a close
+            // mid-handshake may not.
+            guard let error = underlying as? NWError else { return true }
+            if case .tls = error { return false }
+            return true
+        }
+
+        static func describeTLSError(_ error: any Error, host: String, address: String, chainRejected: Bool)
+            -> HTTPEngineError?
+        {
+            guard let error = error as? NWError, case .tls(let status) = error else { return nil }
+            if chainRejected { return untrustedCertificate(host: host, address: address, underlying: error) }
+            return HTTPEngineError(
+                .tlsFailed,
+                "TLS handshake with \(host) at \(address) failed: Security framework status \(status)",
+                underlying: error
+            )
+        }
+
+        // MARK: one attempt
+
+        /// Where one attempt goes: an address, or a proxy named by hostname (the system resolves it).
+        private enum Target: Sendable {
+            case address(SocketAddress)
+            case name(String, Int)
+
+            /// As attempts are named in errors (`ip:port`, IPv6 in brackets).
+            var text: String {
+                switch self {
+                case .address(let address): describe(address)
+                case .name(let host, let port): formatAuthority(host: host, port: port)
+                }
+            }
+        }
+
+        private struct Established: Sendable {
+            var channel: any Channel
+            var ready: Connection.Ready?
+            var remote: SocketAddress
+            var at: ContinuousClock.Instant
+        }
+
+        private static func targets(
+            url: HTTPURL,
+            addresses: ResolvedAddresses?,
+            via: (proxy: HTTPProxy, target: String)?
+        ) throws -> [Target] {
+            if let via {
+                if let ip = IPAddress(via.proxy.host) { return [.address(try SocketAddress(ip, port: via.proxy.port))] }
+                return [.name(via.proxy.host, via.proxy.port)]
+            }
+            guard let addresses else {
+                guard let ip = IPAddress(url.host) else {
+                    throw HTTPEngineError(.noAddresses, "no address to connect to for \(url.host)")
+                }
+                return [.address(try SocketAddress(ip, port: url.port))]
+            }
+            let ordered = interleavedIPv6First(ipv4: addresses.ipv4, ipv6: addresses.ipv6)
+            guard !ordered.isEmpty else {
+                throw HTTPEngineError(.noAddresses, "no address to connect to for \(url.host)")
+            }
+            return try ordered.map { .address(try SocketAddress($0, port: url.port)) }
+        }
+
+        /// Opens one attempt: the NWConnection (and TLS), the tunnel when through a proxy, the checks
+        /// after the handshake, the HTTP handlers. `noteChannel` learns the channel before it connects.
+        private func open(
+            _ target: Target,
+            url: HTTPURL,
+            settings: Connection.Settings,
+            via: (proxy: HTTPProxy, target: String)?,
+            timeout: Duration,
+            on loop: any EventLoop,
+            noteChannel: @escaping @Sendable (any Channel) -> Void
+        ) -> EventLoopFuture<Established> {
+            guard let base = NIOTSConnectionBootstrap(validatingGroup: loop) else {
+                return loop.makeFailedFuture(Self.notTransportServicesLoop())
+            }
+            let readyPromise = loop.makePromise(of: Connection.Ready.self)
+            let tunnelPromise = loop.makePromise(of: Void.self)
+            let verdict = HandshakeVerdict()
+            let tls = url.isTLS
+            let h2c = settings.h2c
+            let serverTrust = settings.serverTrust
+            let pins = settings.pins
+            var bootstrap = Self.configured(base, access: settings.networkAccess, timeout: timeout)
+            if tls {
+                bootstrap = bootstrap.tlsOptions(
+                    makeTLSOptions(
+                        // Never an IP as SNI: an IP-literal host sends none and is checked as an IP.
+                        serverName: url.hostIsIP ? nil : url.host,
+                        checkedName: url.host,
+                        alpn: settings.versions.alpn,
+                        deferring: serverTrust != nil,
+                        verdict: verdict
+                    )
+                )
+            }
+            bootstrap = bootstrap.channelInitializer { channel in
+                noteChannel(channel)
+                return channel.eventLoop.makeCompletedFuture {
+                    let sync = channel.pipeline.syncOperations
+                    try sync.addHandler(ConnectionAbandoner())
+                    if let via {
+                        try sync.addHandler(
+                            ProxyConnectHandler(target: via.target, proxy: via.proxy, promise: tunnelPromise)
+                        )
+                    } else {
+                        tunnelPromise.succeed(())
+                    }
+                    guard tls else {
+                        readyPromise.succeed(try Connection.configure(channel, version: h2c ? .http2 : .http1))
+                        return
+                    }
+                    try sync.addHandler(
+                        ApplicationProtocolNegotiationHandler { result, channel in
+                            // The system's handshake is over: our checks, then the HTTP handlers.
+                            let address = channel.remoteAddress.map(describe) ?? url.host
+                            let checked = channel.eventLoop.makeFutureWithTask {
+                                let (judged, chain) = verdict.value
+                                if let serverTrust {
+                                    try await serverTrust.evaluate(host: url.host, port: url.port, chain: chain) {
+                                        let outcome = judged ?? .rejected(status: SystemTrustVerdict.Status.notTrusted)
+                                        if let error = outcome.engineError(host: url.host, address: address) {
+                                            throw error
+                                        }
+                                    }
+                                }
+                                // Pins are the app's own rule: never overruled.
+                                if let pins, !pins.isEmpty {
+                                    guard let leaf = chain.first else {
+                                        throw IdentityFailure(.noCertificate, "the server presented no certificate")
+                                    }
+                                    try PublicKeyPin.check(certificateDER: leaf, against: pins)
+                                }
+                            }
+                            return Connection.finishSetup(channel, alpn: result, after: checked, ready: readyPromise)
+                        }
+                    )
+                    try sync.addHandler(SetupWatcher(promise: readyPromise))
+                }
+            }
+            let connected: EventLoopFuture<any Channel>
+            switch target {
+            case .address(let address): connected = bootstrap.connect(to: address)
+            case .name(let host, let port): connected = bootstrap.connect(host: host, port: port)
+            }
+            return connected.flatMap { channel in
+                tunnelPromise.futureResult.flatMap { readyPromise.futureResult }.flatMapThrowing { ready in
+                    var remote = channel.remoteAddress
+                    if case .address(let address) = target { remote = address }
+                    guard let remote else {
+                        throw HTTPEngineError(.protocolError, "connection to \(target.text) closed at once")
+                    }
+                    return Established(channel: channel, ready: ready, remote: remote, at: .now)
+                }.flatMapErrorThrowing { error in
+                    channel.close(promise: nil)
+                    throw error
+                }
+            }.flatMapErrorThrowing { error in
+                readyPromise.fail(error)
+                tunnelPromise.fail(error)
+                // A chain the verify block refused fails the handshake: say why, from the verdict.
+                let address = target.text
+                if let judged = verdict.value.0, let refused = judged.engineError(host: url.host, address: address) {
+                    throw refused
+                }
+                if error is HTTPEngineError { throw error }
+                if error is IdentityFailure || error is NWError, tls {
+                    throw describeTLSFailure(error, host: url.host, address: address, chainRejected: false)
+                }
+                throw error
+            }
+        }
+
+        /// The bootstrap's settings every attempt shares: no waiting for a path, Nagle off, the rules on
+        /// which networks to use, the bound on connecting (TLS included: the system does both as one).
+        private static func configured(
+            _ bootstrap: NIOTSConnectionBootstrap,
+            access: NetworkAccess,
+            timeout: Duration
+        ) -> NIOTSConnectionBootstrap {
+            bootstrap
+                .connectTimeout(.nanoseconds(timeout.nanoseconds))
+                .channelOption(NIOTSChannelOptions.waitForActivity, value: false)
+                .channelOption(.socketOption(.tcp_nodelay), value: 1)
+                .configureNWParameters { parameters in
+                    if !access.allowsCellular { parameters.prohibitedInterfaceTypes = [.cellular] }
+                    parameters.prohibitExpensivePaths = !access.allowsExpensive
+                    parameters.prohibitConstrainedPaths = !access.allowsConstrained
+                }
+        }
+
+        /// The system's TLS options for one attempt: SNI, ALPN, TLS 1.2 at least, and the verify block
+        /// that judges the chain for `checkedName` (see the file comment).
+        private func makeTLSOptions(
+            serverName: String?,
+            checkedName: String,
+            alpn: [String],
+            deferring: Bool,
+            verdict: HandshakeVerdict
+        ) -> NWProtocolTLS.Options {
+            let options = NWProtocolTLS.Options()
+            let security = options.securityProtocolOptions
+            if let serverName { sec_protocol_options_set_tls_server_name(security, serverName) }
+            sec_protocol_options_set_min_tls_protocol_version(security, .TLSv12)
+            for name in alpn { sec_protocol_options_add_tls_application_protocol(security, name) }
+            let roots = additionalRoots
+            let queue = verifyQueue
+            sec_protocol_options_set_verify_block(
+                security,
+                { _, trust, complete in
+                    let secTrust = sec_trust_copy_ref(trust).takeRetainedValue()
+                    let complete = VerifyCompletion(complete)
+                    ApplePlatformTrust.judge(
+                        secTrust,
+                        host: checkedName,
+                        additionalRoots: roots,
+                        queue: queue
+                    ) { judged, chain in
+                        verdict.record(judged, chain: chain)
+                        // Deferring: the handshake completes, and the app is asked right after it.
+                        complete.call(judged == .trusted || deferring)
+                    }
+                },
+                queue
+            )
+            return options
+        }
+
+        // MARK: the race
+
+        /// Races `count` attempts in order (HappyEyeballsRace); a refused certificate ends the race at
+        /// once (every address would show the same), as does the deadline `timeout` from now.
+        private static func race(
+            count: Int,
+            timeout: Duration,
+            on loop: any EventLoop,
+            attempt: @escaping @Sendable (Int) -> EventLoopFuture<Established>,
+            cancel: @escaping @Sendable (Int) -> Void,
+            explain: @escaping @Sendable (HappyEyeballsFailure) -> HTTPEngineError
+        ) async throws -> Established {
+            do {
+                return try await HappyEyeballsRace.run(
+                    count: count,
+                    deadline: .now() + .nanoseconds(timeout.nanoseconds),
+                    on: loop,
+                    isFinal: { error in
+                        guard let error = error as? HTTPEngineError else { return false }
+                        return ![.connectFailed, .connectTimeout, .protocolError].contains(error.code)
+                    },
+                    attempt: attempt,
+                    cancel: cancel,
+                    discard: { $0.channel.close(promise: nil) }
+                ).get()
+            } catch let failure as HappyEyeballsFailure {
+                throw explain(failure)
+            }
+        }
+
+        /// The engine's error for a lost race: a final verdict as it is (a certificate refused), else
+        /// the attempts' socket errors, one per address.
+        private static func lostRace(
+            _ failure: HappyEyeballsFailure,
+            targets: [Target],
+            host: String,
+            port: Int,
+            timeout: Duration
+        ) -> HTTPEngineError {
+            if let final = failure.errors.lazy.compactMap({ $0.error as? HTTPEngineError }).first(where: {
+                ![.connectFailed, .connectTimeout].contains($0.code)
+            }) {
+                return final
+            }
+            if failure.timedOut || failure.errors.allSatisfy({ Self.isTimeout($0.error) }) {
+                return HTTPEngineError(
+                    .connectTimeout,
+                    "connecting to \(formatAuthority(host: host, port: port)) took longer than \(timeout)",
+                    underlying: failure
+                )
+            }
+            let attempts = failure.errors.map { index, error in
+                HTTPEngineError.Attempt(address: targets[index].text, stage: "connect", reason: "\(error)")
+            }
+            // The POSIX codes as NIO's errors, so a refusal everywhere is told apart as on Linux.
+            var posix = failure
+            posix.errors = failure.errors.map { index, error in
+                if let nw = error as? NWError, case .posix(let code) = nw {
+                    return (index, IOError(errnoCode: code.rawValue, reason: "connect"))
+                }
+                return (index, error)
+            }
+            return HTTPEngineError(
+                .connectFailed,
+                attempts.count == 1
+                    ? "could not connect to \(formatAuthority(host: host, port: port)): \(attempts[0].reason)"
+                    : "could not connect to \(host) at any address",
+                attempts: attempts,
+                underlying: posix
+            )
+        }
+
+        private static func isTimeout(_ error: any Error) -> Bool {
+            if case ChannelError.connectTimeout = error { return true }
+            if let error = error as? NWError, case .posix(.ETIMEDOUT) = error { return true }
+            return false
+        }
+
+        private static func notTransportServicesLoop() -> HTTPEngineError {
+            HTTPEngineError(
+                .connectFailed,
+                "on Apple platforms the engine connects through Network.framework and needs a NIOTSEventLoopGroup; leave the event loop group at its default"
+            )
+        }
+    }
+
+    /// The verify block's completion handler, called once from the Security framework's callback queue.
+    private struct VerifyCompletion: @unchecked Sendable {
+        let call: (Bool) -> Void
+
+        init(_ complete: @escaping (Bool) -> Void) {
+            call = complete
+        }
+    }
+
+    /// What the verify block concluded about one handshake's chain, for the checks after it.
+    private final class HandshakeVerdict: Sendable {
+        private let state = NIOLockedValueBox<(SystemTrustVerdict?, [[UInt8]])>((nil, []))
+
+        var value: (SystemTrustVerdict?, [[UInt8]]) { state.withLockedValue { $0 } }
+
+        func record(_ verdict: SystemTrustVerdict, chain: [[UInt8]]) {
+            state.withLockedValue { $0 = (verdict, chain) }
+        }
+    }
+#endif

@@ -1,0 +1,358 @@
+// The transport where there is no system TLS (Linux): BSD sockets through NIOPosix, NIO's
+// happy-eyeballs connector over the addresses we give it (RFC 8305: IPv6 and IPv4 interleaved, the next
+// attempt 250 ms after the last or at once on failure), TLS by BoringSSL through NIOSSL.
+//
+// After BoringSSL has verified the chain, the certificate's DNS names are checked strictly against the
+// hostname (see verifyIdentity) and pins are applied. TLS failures get their code from error values,
+// never from error text: BoringSSL's verdict on the chain is observed through its per-certificate
+// callback (ChainVerdict), our own identity checks throw an IdentityFailure with a kind, and NIOSSL's
+// hostname check has its own error value.
+
+#if !canImport(Network)
+    import HTTPDNSCore
+    import NIOConcurrencyHelpers
+    import NIOCore
+    import NIOPosix
+    import NIOSSL
+    import NIOTLS
+
+    #if canImport(Glibc)
+        import Glibc
+    #elseif canImport(Musl)
+        import Musl
+    #endif
+
+    /// BSD sockets and BoringSSL (see the file comment).
+    struct PosixTransport: ConnectionTransport {
+        static var kind: ConnectionTransportKind { .posixBoringSSL }
+        static var defaultEventLoopGroup: any EventLoopGroup { MultiThreadedEventLoopGroup.singleton }
+
+        /// One context per ALPN offer, built once, that check names.
+        private let contexts: [HTTPVersionPolicy: NIOSSLContext]
+        /// Without NIOSSL's name check, for connections whose failures the app decides on (made when
+        /// first needed: most engines never need them).
+        private let deferringContexts = NIOLockedValueBox<[HTTPVersionPolicy: NIOSSLContext]>([:])
+        private let configuration: HTTPEngine.Configuration
+
+        init(configuration: HTTPEngine.Configuration) throws {
+            var contexts: [HTTPVersionPolicy: NIOSSLContext] = [:]
+            for policy in [HTTPVersionPolicy.automatic, .http1Only, .http2Only] {
+                contexts[policy] = try Self.makeContext(policy, configuration: configuration, checksNames: true)
+            }
+            self.contexts = contexts
+            self.configuration = configuration
+        }
+
+        private static func makeContext(
+            _ policy: HTTPVersionPolicy,
+            configuration: HTTPEngine.Configuration,
+            checksNames: Bool
+        ) throws -> NIOSSLContext {
+            var tls = TLSConfiguration.makeClientConfiguration()
+            tls.minimumTLSVersion = .tlsv12
+            if !checksNames { tls.certificateVerification = .noHostnameVerification }
+            if !configuration.tls.additionalTrustRoots.isEmpty {
+                let roots = try configuration.tls.additionalTrustRoots.map {
+                    try NIOSSLCertificate(bytes: $0.der, format: .der)
+                }
+                tls.additionalTrustRoots = [.certificates(roots)]
+            }
+            tls.applicationProtocols = policy.alpn
+            return try NIOSSLContext(configuration: tls)
+        }
+
+        /// The TLS context for `url` (nil: no TLS): NIOSSL checks names unless the app decides on
+        /// failures (then the connection's own check does, so that a mismatch reaches the app).
+        private func context(for url: HTTPURL, settings: Connection.Settings) throws -> NIOSSLContext? {
+            guard url.isTLS else { return nil }
+            guard settings.serverTrust != nil else { return contexts[settings.versions] }
+            return try deferringContexts.withLockedValue { made in
+                if let context = made[settings.versions] { return context }
+                let context = try Self.makeContext(settings.versions, configuration: configuration, checksNames: false)
+                made[settings.versions] = context
+                return context
+            }
+        }
+
+        func tunnel(
+            host: String,
+            port: Int,
+            addresses: ResolvedAddresses?,
+            access: NetworkAccess,
+            on loop: any EventLoop,
+            timeout: Duration
+        ) async throws -> any Channel {
+            let bootstrap = ClientBootstrap(group: loop)
+                .connectTimeout(.nanoseconds(timeout.nanoseconds))
+                .channelOption(.socketOption(.tcp_nodelay), value: 1)
+                .channelOption(.allowRemoteHalfClosure, value: true)
+            return try await Self.connectTCP(
+                bootstrap,
+                on: loop,
+                host: host,
+                port: port,
+                addresses: addresses,
+                timeout: timeout
+            )
+        }
+
+        static func describeTLSError(_ error: any Error, host: String, address: String, chainRejected: Bool)
+            -> HTTPEngineError?
+        {
+            if let e = error as? NIOSSLExtraError, e == .failedToValidateHostname {
+                return HTTPEngineError(
+                    .certificateNameMismatch,
+                    "the certificate presented at \(address) is not valid for \(host)",
+                    underlying: error
+                )
+            }
+            if let e = error as? NIOSSLError, case .handshakeFailed(let inner) = e {
+                if chainRejected { return untrustedCertificate(host: host, address: address, underlying: error) }
+                // BoringSSL's text ends with the source file it came from: keep the reason, drop the path.
+                // (Wording only: the code was decided above, from values.)
+                let text = "\(inner)"
+                let reason =
+                    text.range(of: "OPENSSL_internal:").map { String(text[$0.upperBound...].prefix { $0 != " " }) }
+                    ?? text
+                return HTTPEngineError(
+                    .tlsFailed,
+                    "TLS handshake with \(host) at \(address) failed: \(reason)",
+                    underlying: error
+                )
+            }
+            return nil
+        }
+
+        static func tlsRetryMayHelp(_ underlying: (any Error)?) -> Bool {
+            // BoringSSL's own verdict (an alert, no shared cipher) would come again; the peer vanishing
+            // mid-handshake (EOF, a reset, a failed system call) may not.
+            guard let ssl = underlying as? NIOSSLError, case .handshakeFailed(let inner) = ssl else {
+                return true
+            }
+            switch inner {
+            case .syscallError: return true
+            case .sslError(let stack): return stack.contains(.eofDuringHandshake)
+            default: return false
+            }
+        }
+
+        /// One connection: straight to `url`'s host, or through `via`'s proxy by a tunnel to its target.
+        func attempt(
+            url: HTTPURL,
+            addresses: ResolvedAddresses?,
+            lookup: AddressLookup,
+            settings: Connection.Settings,
+            on eventLoop: any EventLoop,
+            via: (proxy: HTTPProxy, target: String)?
+        ) async throws -> Connection {
+            let readyPromise = eventLoop.makePromise(of: Connection.Ready.self)
+            let tunnelPromise = eventLoop.makePromise(of: Void.self)
+            // The peer's address as seen when each attempt connected: a server that closes at once (after a
+            // failed handshake) leaves a channel with no remote address by the time we look.
+            let remotes = NIOLockedValueBox<[ObjectIdentifier: SocketAddress]>([:])
+            // Never an IP as SNI: for an IP-literal host no SNI is sent and the certificate is checked
+            // against the IP, as NIOSSL does by itself.
+            let sni: String? = url.hostIsIP ? nil : url.host
+            let pins = settings.pins
+            let sslContext = try context(for: url, settings: settings)
+            let h2c = settings.h2c
+            let serverTrust = settings.serverTrust
+            let verdict = ChainVerdict(deferring: serverTrust != nil)
+            let bootstrap = ClientBootstrap(group: eventLoop)
+                .connectTimeout(.nanoseconds(settings.connectTimeout.nanoseconds))
+                .channelOption(.socketOption(.tcp_nodelay), value: 1)
+                .channelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        let sync = channel.pipeline.syncOperations
+                        try sync.addHandler(ConnectionAbandoner())
+                        try sync.addHandler(RemoteAddressRecorder(remotes: remotes))
+                        if let via {
+                            try sync.addHandler(
+                                ProxyConnectHandler(target: via.target, proxy: via.proxy, promise: tunnelPromise)
+                            )
+                        }
+                        guard let sslContext else {
+                            readyPromise.succeed(try Connection.configure(channel, version: h2c ? .http2 : .http1))
+                            return
+                        }
+                        try sync.addHandler(
+                            try verdict.makeClientHandler(context: sslContext, serverHostname: sni)
+                        )
+                        try sync.addHandler(
+                            ApplicationProtocolNegotiationHandler { result, channel in
+                                // The handshake is over; reads are held back until the returned future completes.
+                                let peer = try? channel.pipeline.syncOperations.handler(type: NIOSSLClientHandler.self)
+                                    .peerCertificate
+                                let address = channel.remoteAddress.map(describe) ?? url.host
+                                let checked = channel.eventLoop.makeFutureWithTask {
+                                    guard let serverTrust else {
+                                        try await verifyIdentity(hostname: sni, peer: peer, pins: pins)
+                                        return
+                                    }
+                                    try await serverTrust.evaluate(
+                                        host: url.host,
+                                        port: url.port,
+                                        chain: verdict.chain.compactMap { try? $0.toDERBytes() }
+                                    ) {
+                                        if verdict.rejected {
+                                            throw untrustedCertificate(host: url.host, address: address)
+                                        }
+                                        do {
+                                            try await verifyIdentity(
+                                                hostname: sni,
+                                                ip: sni == nil ? url.host : nil,
+                                                peer: peer,
+                                                pins: nil
+                                            )
+                                        } catch {
+                                            throw describeTLSFailure(
+                                                error,
+                                                host: url.host,
+                                                address: address,
+                                                chainRejected: false
+                                            )
+                                        }
+                                    }
+                                    // Pins are the app's own rule: never overruled.
+                                    if let pins, !pins.isEmpty {
+                                        try await verifyIdentity(hostname: nil, peer: peer, pins: pins)
+                                    }
+                                }
+                                return Connection.finishSetup(
+                                    channel,
+                                    alpn: result,
+                                    after: checked,
+                                    ready: readyPromise
+                                )
+                            }
+                        )
+                        try sync.addHandler(SetupWatcher(promise: readyPromise))
+                    }
+                }
+            let started = ContinuousClock.now
+            let channel: any Channel
+            do {
+                // Through a proxy: to the proxy itself, which the system resolves when it is named.
+                channel = try await Self.connectTCP(
+                    bootstrap,
+                    on: eventLoop,
+                    host: via?.proxy.host ?? url.host,
+                    port: via?.proxy.port ?? url.port,
+                    addresses: via == nil ? addresses : nil,
+                    timeout: settings.connectTimeout,
+                    via: via == nil ? .literalOnly : .proxyByName
+                )
+            } catch {
+                readyPromise.fail(error)
+                tunnelPromise.fail(error)
+                throw error
+            }
+            if let via {
+                let left = settings.connectTimeout - (ContinuousClock.now - started)
+                let timer = eventLoop.scheduleTask(in: .nanoseconds(max(left, .zero).nanoseconds)) {
+                    tunnelPromise.fail(
+                        HTTPEngineError(
+                            .connectTimeout,
+                            "proxy \(via.proxy) did not open the tunnel to \(via.target) within \(settings.connectTimeout)"
+                        )
+                    )
+                }
+                do {
+                    try await tunnelPromise.futureResult.get()
+                    timer.cancel()
+                } catch {
+                    timer.cancel()
+                    readyPromise.fail(error)
+                    channel.close(promise: nil)
+                    throw error
+                }
+            } else {
+                tunnelPromise.succeed(())
+            }
+            let connected = ContinuousClock.now
+            // Read now: a channel the server closed at once (a failed handshake) has no remote address later.
+            let remote = channel.remoteAddress ?? remotes.withLockedValue { $0[ObjectIdentifier(channel)] }
+            let remoteText = remote.map(describe) ?? formatAuthority(host: url.host, port: url.port)
+            let timeout = eventLoop.scheduleTask(in: .nanoseconds(settings.tlsTimeout.nanoseconds)) {
+                readyPromise.fail(
+                    HTTPEngineError(
+                        .tlsHandshakeTimeout,
+                        "TLS handshake with \(url.host) at \(remoteText) took longer than \(settings.tlsTimeout)"
+                    )
+                )
+            }
+            do {
+                let ready = try await readyPromise.futureResult.get()
+                timeout.cancel()
+                guard let remote else {
+                    throw HTTPEngineError(.protocolError, "connection to \(remoteText) closed at once")
+                }
+                let tls: Duration? = sslContext == nil ? nil : ContinuousClock.now - connected
+                return Connection(
+                    channel: channel,
+                    ready: ready,
+                    remote: remote,
+                    synthesizedFrom: remote.httpdnsIP.flatMap { addresses?.synthesized[$0] },
+                    lookup: lookup,
+                    connect: connected - started,
+                    tls: tls
+                )
+            } catch {
+                timeout.cancel()
+                channel.close(promise: nil)
+                if let e = error as? HTTPEngineError { throw e }
+                throw describeTLSFailure(
+                    error,
+                    host: url.host,
+                    address: remoteText,
+                    chainRejected: verdict.rejected
+                )
+            }
+        }
+
+        /// How `connectTCP` may reach a host it has no addresses for.
+        enum Reach {
+            /// Only an IP literal, else it fails (`.noAddresses`): the engine never resolves by itself.
+            case literalOnly
+            /// Through the system's resolver: an HTTP proxy named by hostname.
+            case proxyByName
+        }
+
+        /// TCP to `host:port` through `bootstrap` (made for `loop`): at `addresses` in their order (NIO's
+        /// happy eyeballs), or, given no addresses, to an IP-literal host itself (or, `via: .proxyByName`,
+        /// to a proxy's name through the system's resolver). Throws `HTTPEngineError`.
+        static func connectTCP(
+            _ bootstrap: ClientBootstrap,
+            on loop: any EventLoop,
+            host: String,
+            port: Int,
+            addresses: ResolvedAddresses?,
+            timeout: Duration,
+            via: Reach = .literalOnly
+        ) async throws -> any Channel {
+            do {
+                if addresses == nil, let ip = IPAddress(host) {
+                    return try await bootstrap.connect(to: try SocketAddress(ip, port: port)).get()
+                }
+                if addresses == nil, via == .proxyByName {
+                    // A proxy named by hostname: the system resolves it (it is the local network's own).
+                    return try await bootstrap.connect(host: host, port: port).get()
+                }
+                guard let addresses, !(addresses.ipv4.isEmpty && addresses.ipv6.isEmpty) else {
+                    throw HTTPEngineError(.noAddresses, "no address to connect to for \(host)")
+                }
+                let ranked = RankedResolver(
+                    ipv4: try addresses.ipv4.map { try SocketAddress($0, port: port) },
+                    ipv6: try addresses.ipv6.map { try SocketAddress($0, port: port) },
+                    eventLoop: loop
+                )
+                return try await bootstrap.resolver(ranked).connect(host: host, port: port).get()
+            } catch let error as HTTPEngineError {
+                throw error
+            } catch {
+                throw describeConnectFailure(error, host: host, port: port, timeout: timeout)
+            }
+        }
+
+    }
+#endif

@@ -1,0 +1,51 @@
+// The networks a load may use, read from the URLSession configuration and the request, as the system
+// honours them: each may only forbid (a session that forbids cellular access is not overruled by a
+// request that allows it). The engine narrows its own `HTTPDNS.Configuration.networkAccess` by the
+// result, and on Apple platforms Network.framework applies it to the connection (NWParameters).
+//
+// Apple platforms: a URLProtocol does not see its session, but the request it is given already carries
+// the session's rules (URLSession folds them in), and all three exist there. swift-corelibs-foundation
+// has only `allowsCellularAccess`, on both, and libcurl ignores it: it is recorded, not enforced, on Linux.
+
+import Foundation
+import HTTPDNSEngine
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+extension NetworkAccess {
+    /// The rules `request` carries.
+    init(of request: URLRequest) {
+        #if canImport(Darwin)
+            self.init(
+                allowsCellular: request.allowsCellularAccess,
+                allowsExpensive: request.allowsExpensiveNetworkAccess,
+                allowsConstrained: request.allowsConstrainedNetworkAccess
+            )
+        #else
+            self.init(allowsCellular: request.allowsCellularAccess)
+        #endif
+    }
+
+    /// The rules a session `configuration` sets for its requests.
+    init(of configuration: URLSessionConfiguration) {
+        #if canImport(Darwin)
+            self.init(
+                allowsCellular: configuration.allowsCellularAccess,
+                allowsExpensive: configuration.allowsExpensiveNetworkAccess,
+                allowsConstrained: configuration.allowsConstrainedNetworkAccess
+            )
+        #else
+            self.init(allowsCellular: configuration.allowsCellularAccess)
+        #endif
+    }
+
+    /// The rules of a load: the session's (nil where it is not seen) narrowed by the request's; nil when
+    /// nothing is forbidden, so the load shares the engine's connections.
+    static func forLoad(session: URLSessionConfiguration?, request: URLRequest) -> NetworkAccess? {
+        let requested = NetworkAccess(of: request)
+        let access = session.map { NetworkAccess(of: $0).narrowed(by: requested) } ?? requested
+        return access == .unrestricted ? nil : access
+    }
+}

@@ -1,0 +1,190 @@
+// The race over our own addresses that the Network.framework transport runs (RFC 8305 section 5):
+// the pure schedule, and its executor on an EmbeddedEventLoop with attempts we complete by hand and a
+// clock we advance. Nothing here opens a socket or waits.
+
+import NIOCore
+import NIOEmbedded
+import NIOConcurrencyHelpers
+import NIOPosix
+import Testing
+
+@testable import HTTPDNSEngine
+
+@Suite struct HappyEyeballsTests {
+    // MARK: the schedule
+
+    @Test func firstAttemptStartsAtOnceAndTheNextAfterTheDelay() {
+        var schedule = HappyEyeballsSchedule(count: 3)
+        #expect(schedule.begin() == [.start(0), .armTimer(generation: 1)])
+        #expect(schedule.timerFired(generation: 1) == [.start(1), .armTimer(generation: 2)])
+        // The last attempt arms no timer: there is nothing left to start.
+        #expect(schedule.timerFired(generation: 2) == [.start(2)])
+        #expect(schedule.timerFired(generation: 3) == [])
+    }
+
+    @Test func aFailureStartsTheNextAtOnceAndMakesTheOldTimerStale() {
+        var schedule = HappyEyeballsSchedule(count: 3)
+        _ = schedule.begin()
+        #expect(schedule.attemptFailed(0) == [.start(1), .armTimer(generation: 2)])
+        // The timer armed for attempt 0 fires late: it is stale, nothing starts twice.
+        #expect(schedule.timerFired(generation: 1) == [])
+        #expect(schedule.timerFired(generation: 2) == [.start(2)])
+    }
+
+    @Test func theFirstSuccessWinsAndTheOthersAreCancelledOrDiscarded() {
+        var schedule = HappyEyeballsSchedule(count: 3)
+        _ = schedule.begin()
+        _ = schedule.timerFired(generation: 1)
+        _ = schedule.timerFired(generation: 2)
+        #expect(schedule.attemptSucceeded(1) == [.won(1, cancel: [0, 2])])
+        // A loser that connected anyway is closed; a late failure changes nothing.
+        #expect(schedule.attemptSucceeded(0) == [.discard(0)])
+        #expect(schedule.attemptFailed(2) == [])
+        #expect(schedule.timerFired(generation: 3) == [])
+    }
+
+    @Test func theRaceIsLostWhenEveryAttemptHasFailed() {
+        var schedule = HappyEyeballsSchedule(count: 2)
+        _ = schedule.begin()
+        _ = schedule.timerFired(generation: 1)
+        #expect(schedule.attemptFailed(1) == [])  // attempt 0 still runs
+        #expect(schedule.attemptFailed(0) == [.failed(cancel: [])])
+    }
+
+    @Test func aFinalFailureEndsTheRaceAtOnce() {
+        var schedule = HappyEyeballsSchedule(count: 3)
+        _ = schedule.begin()
+        _ = schedule.timerFired(generation: 1)
+        // A refused certificate: every address would show the same one.
+        #expect(schedule.attemptFailed(0, finally: true) == [.failed(cancel: [1])])
+        #expect(schedule.timerFired(generation: 2) == [])
+        #expect(schedule.attemptSucceeded(1) == [.discard(1)])
+    }
+
+    @Test func theDeadlineEndsTheRaceAndNothingToTryLosesAtOnce() {
+        var schedule = HappyEyeballsSchedule(count: 2)
+        _ = schedule.begin()
+        #expect(schedule.deadlinePassed() == [.failed(cancel: [0])])
+        #expect(schedule.deadlinePassed() == [])
+        var empty = HappyEyeballsSchedule(count: 0)
+        #expect(empty.begin() == [.failed(cancel: [])])
+    }
+
+    // MARK: the executor
+
+    /// Attempts whose outcome the test decides, and what the race did with them.
+    final class Attempts: Sendable {
+        let loop: EmbeddedEventLoop
+        private let state = NIOLockedValueBox<
+            (promises: [Int: EventLoopPromise<Int>], cancelled: [Int], discarded: [Int])
+        >(
+            ([:], [], [])
+        )
+
+        init(loop: EmbeddedEventLoop) { self.loop = loop }
+
+        var started: [Int] { state.withLockedValue { $0.promises.keys.sorted() } }
+        var cancelled: [Int] { state.withLockedValue { $0.cancelled } }
+        var discarded: [Int] { state.withLockedValue { $0.discarded } }
+
+        func attempt(_ index: Int) -> EventLoopFuture<Int> {
+            let promise = loop.makePromise(of: Int.self)
+            state.withLockedValue { $0.promises[index] = promise }
+            return promise.futureResult
+        }
+        func cancel(_ index: Int) { state.withLockedValue { $0.cancelled.append(index) } }
+        func discard(_ value: Int) { state.withLockedValue { $0.discarded.append(value) } }
+        func promise(_ index: Int) -> EventLoopPromise<Int>? { state.withLockedValue { $0.promises[index] } }
+
+        func run(
+            count: Int,
+            deadline: TimeAmount = .seconds(10),
+            isFinal: @escaping @Sendable (any Error) -> Bool = { _ in false }
+        )
+            -> EventLoopFuture<Int>
+        {
+            let race = HappyEyeballsRace.run(
+                count: count,
+                deadline: loop.now + deadline,
+                on: loop,
+                isFinal: isFinal,
+                attempt: attempt,
+                cancel: cancel,
+                discard: discard
+            )
+            loop.run()
+            return race
+        }
+    }
+
+    struct Refused: Error, Equatable { var index: Int }
+
+    @Test func theExecutorFollowsTheDelayAndHandsBackTheWinner() throws {
+        let loop = EmbeddedEventLoop()
+        let attempts = Attempts(loop: loop)
+        let race = attempts.run(count: 3)
+        #expect(attempts.started == [0])
+        loop.advanceTime(by: .milliseconds(249))
+        #expect(attempts.started == [0])
+        loop.advanceTime(by: .milliseconds(1))
+        #expect(attempts.started == [0, 1])
+        attempts.promise(1)?.succeed(101)
+        loop.run()
+        #expect(try race.wait() == 101)
+        #expect(attempts.cancelled == [0])
+        // The timer was cancelled with the win: attempt 2 never starts.
+        loop.advanceTime(by: .seconds(1))
+        #expect(attempts.started == [0, 1])
+        // The loser connects late: its result is closed, not leaked.
+        attempts.promise(0)?.succeed(100)
+        loop.run()
+        #expect(attempts.discarded == [100])
+    }
+
+    @Test func theExecutorTriesTheNextAtOnceOnFailureAndReportsEveryError() throws {
+        let loop = EmbeddedEventLoop()
+        let attempts = Attempts(loop: loop)
+        let race = attempts.run(count: 2)
+        attempts.promise(0)?.fail(Refused(index: 0))
+        loop.run()
+        #expect(attempts.started == [0, 1])
+        attempts.promise(1)?.fail(Refused(index: 1))
+        loop.run()
+        let failure = try #require(throws: HappyEyeballsFailure.self) { try race.wait() }
+        #expect(failure.errors.map(\.index) == [0, 1])
+        #expect(failure.errors.compactMap { $0.error as? Refused } == [Refused(index: 0), Refused(index: 1)])
+        #expect(!failure.timedOut)
+    }
+
+    @Test func theExecutorStopsAtAFinalFailureAndAtTheDeadline() throws {
+        let loop = EmbeddedEventLoop()
+        let attempts = Attempts(loop: loop)
+        let final = attempts.run(count: 3) { ($0 as? Refused)?.index == 0 }
+        loop.advanceTime(by: .milliseconds(250))
+        attempts.promise(0)?.fail(Refused(index: 0))
+        loop.run()
+        #expect(throws: HappyEyeballsFailure.self) { try final.wait() }
+        #expect(attempts.cancelled == [1])
+        #expect(attempts.started == [0, 1])
+
+        let other = Attempts(loop: loop)
+        let late = other.run(count: 2, deadline: .seconds(1))
+        loop.advanceTime(by: .seconds(1))
+        let failure = try #require(throws: HappyEyeballsFailure.self) { try late.wait() }
+        #expect(failure.timedOut)
+        #expect(other.cancelled == [0, 1])
+    }
+}
+
+@Suite struct TransportSelectionTests {
+    /// The one choice of stack (ConnectionTransport.swift). The Apple branch is compiled by the Apple
+    /// type-check and never run here: this test, built for an Apple platform, would expect it.
+    @Test func theFactoryUsesThePlatformsTransport() {
+        #if canImport(Network)
+            #expect(HTTPEngine.transportKind == .networkFramework)
+        #else
+            #expect(HTTPEngine.transportKind == .posixBoringSSL)
+            #expect(HTTPEngine.defaultEventLoopGroup is MultiThreadedEventLoopGroup)
+        #endif
+    }
+}
