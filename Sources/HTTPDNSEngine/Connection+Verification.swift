@@ -1,6 +1,6 @@
-// Linux only (PosixTransport). The certificate checks on top of BoringSSL's: the hostname against the certificate's DNS names only
-// (never an IP SAN standing in for a name), the pins, and BoringSSL's own verdict on the chain observed
-// as a value.
+// The certificate checks on top of BoringSSL's, for PosixTransport (Linux): the hostname against the
+// certificate's DNS names only (never an IP SAN standing in for a name), the pins, and BoringSSL's own
+// verdict on the chain observed as a value.
 
 #if !canImport(Network)
     import NIOConcurrencyHelpers

@@ -297,8 +297,12 @@
                 if let judged = verdict.value.0, let refused = judged.engineError(host: url.host, address: address) {
                     throw refused
                 }
-                if error is HTTPEngineError { throw error }
-                if error is IdentityFailure || error is NWError, tls {
+                // Our own check (a pin), or the system's TLS refusing: a TLS failure. A connect failure
+                // (refused, unreachable, timed out) stays one, so the race tries the next address.
+                if error is IdentityFailure {
+                    throw describeTLSFailure(error, host: url.host, address: address, chainRejected: false)
+                }
+                if let failure = error as? NWError, case .tls = failure {
                     throw describeTLSFailure(error, host: url.host, address: address, chainRejected: false)
                 }
                 throw error
@@ -411,16 +415,21 @@
                     underlying: failure
                 )
             }
-            let attempts = failure.errors.map { index, error in
-                HTTPEngineError.Attempt(address: targets[index].text, stage: "connect", reason: "\(error)")
-            }
-            // The POSIX codes as NIO's errors, so a refusal everywhere is told apart as on Linux.
+            // The POSIX codes as NIO's errors, so a refusal everywhere is told apart as on Linux, and
+            // worded the same (`connection refused`).
             var posix = failure
             posix.errors = failure.errors.map { index, error in
                 if let nw = error as? NWError, case .posix(let code) = nw {
                     return (index, IOError(errnoCode: code.rawValue, reason: "connect"))
                 }
                 return (index, error)
+            }
+            let attempts = posix.errors.map { index, error in
+                HTTPEngineError.Attempt(
+                    address: targets[index].text,
+                    stage: "connect",
+                    reason: describeSocketError(error)
+                )
             }
             return HTTPEngineError(
                 .connectFailed,

@@ -16,12 +16,6 @@
     import NIOSSL
     import NIOTLS
 
-    #if canImport(Glibc)
-        import Glibc
-    #elseif canImport(Musl)
-        import Musl
-    #endif
-
     /// BSD sockets and BoringSSL (see the file comment).
     struct PosixTransport: ConnectionTransport {
         static var kind: ConnectionTransportKind { .posixBoringSSL }
