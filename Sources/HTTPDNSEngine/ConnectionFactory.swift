@@ -346,9 +346,9 @@ struct ConnectionFactory: Sendable {
         }
     }
 
-    /// Feeds connect outcomes back to the ranker. NIO's happy-eyeballs connector reports the winner
-    /// only; the addresses tried before it (in its IPv6-first interleaved order) either failed or were
-    /// too slow, and are counted as failures.
+    /// Feeds connect outcomes back to the ranker. Either transport's race (NIO's connector on Linux,
+    /// HappyEyeballsRace on Apple platforms) reports the winner only; the addresses tried before it (in
+    /// the same IPv6-first interleaved order) either failed or were too slow, and are counted as failures.
     private func learn(winner remote: SocketAddress?, after connectTime: Duration, addresses: ResolvedAddresses?) {
         guard let addresses, let winner = remote?.httpdnsIP else { return }
         let now = clock.now()
