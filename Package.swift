@@ -258,6 +258,25 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // The differential conformance suite (README, "Behaves like the system's URL loading"): every
+        // case through a plain URLSession and through one with HTTPDNS enabled, the system as the
+        // oracle. A tool of this repository, not a product: apps never build it.
+        .executableTarget(
+            name: "httpdns-conformance",
+            dependencies: [
+                "HTTPDNSKit",
+                "HTTPDNSServer",
+                "HTTPDNSCore",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Conformance",
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(
             name: "httpdns",
             dependencies: [

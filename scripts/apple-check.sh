@@ -31,7 +31,7 @@ fi
 # MetricsBackend: it imports swift-metrics' `Metrics`, which only the CLI depends on; a build of the
 # snippet alone (what the harness runs) does not make that module. The Linux build compiles it.
 snippets=$(ls Snippets/*.swift | xargs -n1 basename | sed 's/\.swift$//' | grep -vxE 'WebViewProxy|MetricsBackend' | tr '\n' ' ')
-export TARGETS=${TARGETS:-"HTTPDNSKit HTTPDNSOpenAPI HTTPDNSURLSession HTTPDNSLookup HTTPDNSServer $snippets"}
+export TARGETS=${TARGETS:-"HTTPDNSKit HTTPDNSOpenAPI HTTPDNSURLSession HTTPDNSLookup HTTPDNSServer httpdns-conformance $snippets"}
 work=${WORK:-${TMPDIR:-/tmp}/apple-typecheck}
 # The harness reports every log in its folder: drop those of earlier runs (other targets).
 rm -f "$work"/logs/*.log
@@ -57,8 +57,8 @@ rc=$?
 set -e
 # The harness's summary: one line per target, then every diagnostic in our own Sources.
 sed -n '/^== swift build/,$p' "$log"
-errors=$(grep -cE '^(Sources|Snippets)/.*: error:' "$log" || true)
-warnings=$(grep -cE '^(Sources|Snippets)/.*: warning:' "$log" || true)
+errors=$(grep -cE '^(Sources|Snippets|Conformance)/.*: error:' "$log" || true)
+warnings=$(grep -cE '^(Sources|Snippets|Conformance)/.*: warning:' "$log" || true)
 echo "apple-check: arm64-apple-ios16.0, targets: $TARGETS"
 echo "apple-check: $errors errors, $warnings warnings in Sources and Snippets; harness exit $rc"
 [ "$rc" = 0 ] && [ "$errors" = 0 ]

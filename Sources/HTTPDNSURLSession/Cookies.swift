@@ -63,6 +63,21 @@ enum CookieRules {
         return cookies.map { "\($0.name)=\($0.value)" }.joined(separator: "; ")
     }
 
+    /// Whether a response from `url` may set cookies under the accept policy in force (the session's
+    /// on swift-corelibs-foundation, the storage's on Apple platforms): never with `.never`; with
+    /// `.onlyFromMainDocumentDomain`, only when the main document's host ends with `url`'s host (no
+    /// main document: allowed, as the system does).
+    static func accepts(_ policy: HTTPCookie.AcceptPolicy, from url: URL, mainDocumentURL: URL?) -> Bool {
+        switch policy {
+        case .never: return false
+        case .onlyFromMainDocumentDomain:
+            guard let main = mainDocumentURL else { return true }
+            guard let mainHost = main.host?.lowercased(), let host = url.host?.lowercased() else { return false }
+            return mainHost.hasSuffix(host)
+        default: return true
+        }
+    }
+
     /// Keeps the cookies of every `Set-Cookie` value of a response from `url` that RFC 6265 allows;
     /// honours Max-Age (a zero or negative one deletes the cookie).
     static func store(_ setCookieValues: [String], from url: URL, in storage: HTTPCookieStorage, now: Date = Date()) {

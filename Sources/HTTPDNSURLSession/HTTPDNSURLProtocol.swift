@@ -179,7 +179,9 @@ package final class HTTPDNSURLProtocol: URLProtocol {
             while true {
                 let (engineRequest, url) = try makeEngineRequest(current, body: body, setup: setup, context: context)
                 let response = try await send(engineRequest, setup: setup, context: context, gate: gate)
-                if current.httpShouldHandleCookies, let storage = context.cookieStorage {
+                if current.httpShouldHandleCookies, let storage = context.cookieStorage,
+                    CookieRules.accepts(context.cookieAcceptPolicy, from: url, mainDocumentURL: current.mainDocumentURL)
+                {
                     CookieRules.store(
                         response.headers[canonicalForm: "set-cookie"].map(String.init),
                         from: url,
@@ -239,6 +241,7 @@ package final class HTTPDNSURLProtocol: URLProtocol {
                                 body = .none
                             }  // else the same body again (a stream already sent fails when claimed)
                             current = decided
+                            context.followedRedirect(to: decided)
                             continue
                         }
                     // Refused: the redirect response is the answer.
@@ -280,7 +283,16 @@ package final class HTTPDNSURLProtocol: URLProtocol {
                 headers: response.headers
             )
         )
-        if context.deliversEveryChunk {
+        context.responseArrived(expectedLength: urlResponse.expectedContentLength)
+        if context.isCorelibsDownload {
+            try await deliverDownload(
+                response,
+                as: urlResponse,
+                context: context,
+                gate: gate,
+                beforeFinishing: beforeFinishing
+            )
+        } else if context.deliversEveryChunk {
             gate.send { $0.urlProtocol($1, didReceive: urlResponse, cacheStoragePolicy: policy) }
             // Back-pressure: past 1 MiB handed over, wait for the delegate queue to catch up, so a slow
             // delegate slows the server down instead of piling data up in queued operations.
@@ -312,6 +324,61 @@ package final class HTTPDNSURLProtocol: URLProtocol {
         }
     }
 
+    /// A download task on swift-corelibs-foundation: the body goes to a file, as corelibs' own protocol
+    /// writes it, and corelibs is told where it is (it hands that file to the delegate or the completion
+    /// handler); the file is removed once the delegate queue has run them.
+    private static func deliverDownload(
+        _ response: HTTPResponse,
+        as urlResponse: HTTPURLResponse,
+        context: LoadContext,
+        gate: ClientGate,
+        beforeFinishing: () -> Void
+    ) async throws {
+        let file = FileManager.default.temporaryDirectory
+            .appendingPathComponent("CFNetworkDownload_\(UUID().uuidString).tmp")
+        guard FileManager.default.createFile(atPath: file.path, contents: nil) else {
+            throw URLError(.cannotCreateFile, userInfo: [NSLocalizedDescriptionKey: "cannot create \(file.path)"])
+        }
+        let handle = try FileHandle(forWritingTo: file)
+        var kept = false
+        defer {
+            try? handle.close()
+            if !kept { try? FileManager.default.removeItem(at: file) }
+        }
+        gate.send { $0.urlProtocol($1, didReceive: urlResponse, cacheStoragePolicy: .notAllowed) }
+        var total: Int64 = 0
+        for try await chunk in response.body {
+            try handle.write(contentsOf: Data(chunk.readableBytesView))
+            total += Int64(chunk.readableBytes)
+            context.downloadProgress(
+                written: Int64(chunk.readableBytes),
+                total: total,
+                expected: urlResponse.expectedContentLength
+            )
+            guard gate.isOpen else { return }
+        }
+        try handle.synchronize()
+        beforeFinishing()
+        kept = true
+        gate.finish { client, me in
+            if context.setDownloadedFile(file, of: me) {
+                client.urlProtocolDidFinishLoading(me)
+            } else {
+                client.urlProtocol(
+                    me,
+                    didFailWithError: URLError(
+                        .cannotCreateFile,
+                        userInfo: [
+                            NSLocalizedDescriptionKey:
+                                "this Foundation gives a URLProtocol no way to hand over a download"
+                        ]
+                    )
+                )
+            }
+            context.afterDelegateQueue { try? FileManager.default.removeItem(at: file) }
+        }
+    }
+
     private static func makeEngineRequest(_ request: URLRequest, body: BodySource, setup: Setup, context: LoadContext)
         throws
         -> (HTTPRequest, URL)
@@ -332,18 +399,35 @@ package final class HTTPDNSURLProtocol: URLProtocol {
         for (name, value) in context.additionalHeaders where !headers.contains(name: name) {
             headers.add(name: name, value: value)
         }
-        if request.httpShouldHandleCookies, let storage = context.cookieStorage {
-            headers.remove(name: "cookie")
-            if let cookie = CookieRules.header(for: url, in: storage) { headers.add(name: "cookie", value: cookie) }
+        // What the system's HTTP stack adds to a request without them (User-Agent, Accept, ...).
+        let method = request.httpMethod ?? "GET"
+        // The form Content-Type goes with a body the request itself carries (httpBody or a stream), not
+        // with an upload task's data or file: the system adds it in the same cases.
+        var hasBody = request.httpBody?.isEmpty == false || request.httpBodyStream != nil
+        if case .stream = body { hasBody = true }
+        for field in SystemRequestDefaults.current.missingFields(
+            present: headers.map(\.name),
+            method: method,
+            hasBody: hasBody
+        ) {
+            headers.add(name: field.name, value: field.value)
         }
+        let cookie = SystemRequestDefaults.cookieHeader(
+            setByApp: headers.first(name: "cookie"),
+            stored: context.cookieStorage.flatMap { CookieRules.header(for: url, in: $0) },
+            handlesCookies: request.httpShouldHandleCookies && context.cookieStorage != nil
+        )
+        headers.remove(name: "cookie")
+        if let cookie { headers.add(name: "Cookie", value: cookie) }
         var engineRequest = HTTPRequest(
-            method: HTTPMethod(rawValue: request.httpMethod ?? "GET"),
+            method: HTTPMethod(rawValue: method),
             url: target,
             headers: headers,
             body: try body.engineBody(declaredLength: headers.first(name: "content-length").flatMap(Int.init))
         )
-        // URLSession decodes gzip/deflate unless the app asked for an encoding itself.
-        engineRequest.decompress = !headers.contains(name: "accept-encoding")
+        // URLSession decodes a gzip or deflate body whoever asked for it (an app's own Accept-Encoding
+        // is sent as it is, and the body still arrives decoded).
+        engineRequest.decompress = true
         engineRequest.networkAccess = NetworkAccess.forLoad(session: context.sessionConfiguration, request: request)
         let idle = context.requestTimeout(request)
         if idle > 0 { engineRequest.idleTimeout = .milliseconds(Int64(idle * 1000)) }

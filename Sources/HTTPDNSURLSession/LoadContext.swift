@@ -13,6 +13,9 @@ import HTTPDNSEngine
 struct LoadContext: @unchecked Sendable {
     var taskIdentifier: Int?
     var cookieStorage: HTTPCookieStorage?
+    /// Which responses may set cookies: the session's policy (corelibs applies it, not the storage's),
+    /// or on Apple platforms the storage's.
+    var cookieAcceptPolicy = HTTPCookie.AcceptPolicy.always
     var additionalHeaders: [String: String] = [:]
     var sessionRequestTimeout: TimeInterval?
     var resourceTimeout: TimeInterval?
@@ -40,6 +43,7 @@ struct LoadContext: @unchecked Sendable {
         taskIdentifier = task?.taskIdentifier
         #if canImport(Darwin)
             cookieStorage = setup.cookieStorage ?? HTTPCookieStorage.shared
+            cookieAcceptPolicy = cookieStorage?.cookieAcceptPolicy ?? .always
             clientSchedule = ClientRunLoop().perform
         #else
             self.task = task
@@ -50,6 +54,7 @@ struct LoadContext: @unchecked Sendable {
                 setup.cookieStorage
                 ?? (configuration.map { $0.httpShouldSetCookies ? $0.httpCookieStorage : nil }
                     ?? HTTPCookieStorage.shared)
+            cookieAcceptPolicy = configuration?.httpCookieAcceptPolicy ?? .always
             for (key, value) in configuration?.httpAdditionalHeaders ?? [:] {
                 if let name = key as? String, let text = value as? String { additionalHeaders[name] = text }
             }
@@ -95,6 +100,67 @@ struct LoadContext: @unchecked Sendable {
             }
         #endif
         return fields
+    }
+
+    /// A download task on swift-corelibs-foundation, whose body goes to a file (`deliverDownload`).
+    var isCorelibsDownload: Bool {
+        #if canImport(Darwin)
+            return false
+        #else
+            return task is URLSessionDownloadTask
+        #endif
+    }
+
+    /// The response's length, as corelibs' own protocol records it on the task (Apple's loading system
+    /// records it itself).
+    func responseArrived(expectedLength: Int64) {
+        #if !canImport(Darwin)
+            if let task { CorelibsFields.setExpectedToReceive(expectedLength, of: task) }
+        #endif
+    }
+
+    /// A redirect followed inside the protocol (corelibs): the task's `currentRequest` becomes it.
+    func followedRedirect(to request: URLRequest) {
+        #if !canImport(Darwin)
+            if let task { CorelibsFields.setCurrentRequest(request, of: task) }
+        #endif
+    }
+
+    /// Where a finished download's file is, for corelibs to hand over; false when it cannot be told.
+    func setDownloadedFile(_ file: URL, of urlProtocol: URLProtocol) -> Bool {
+        #if canImport(Darwin)
+            return false
+        #else
+            return CorelibsFields.setTemporaryFileURL(file, of: urlProtocol)
+        #endif
+    }
+
+    /// Runs `work` after everything queued on the session's delegate queue so far (now, without one).
+    func afterDelegateQueue(_ work: @escaping @Sendable () -> Void) {
+        #if canImport(Darwin)
+            work()
+        #else
+            if let queue = corelibs.session?.delegateQueue { queue.addOperation(work) } else { work() }
+        #endif
+    }
+
+    /// Tells a download task's delegate how far the download is, as corelibs' own protocol does.
+    func downloadProgress(written: Int64, total: Int64, expected: Int64) {
+        #if !canImport(Darwin)
+            guard let session = corelibs.session, let task = task as? URLSessionDownloadTask,
+                let delegate = (task.delegate ?? session.delegate) as? any URLSessionDownloadDelegate
+            else { return }
+            let call = DownloadCall(session: session, task: task, delegate: delegate)
+            session.delegateQueue.addOperation {
+                call.delegate.urlSession(
+                    call.session,
+                    downloadTask: call.task,
+                    didWriteData: written,
+                    totalBytesWritten: total,
+                    totalBytesExpectedToWrite: expected
+                )
+            }
+        #endif
     }
 
     /// Returns once the client queue and then the session's delegate queue have run everything queued
@@ -265,6 +331,12 @@ struct LoadContext: @unchecked Sendable {
         let taskDelegate: (any URLSessionTaskDelegate)?
         let sessionDelegate: (any URLSessionDelegate)?
         let challenge: URLAuthenticationChallenge
+    }
+
+    private struct DownloadCall: @unchecked Sendable {
+        let session: URLSession
+        let task: URLSessionDownloadTask
+        let delegate: any URLSessionDownloadDelegate
     }
 
     private struct DelegateCall: @unchecked Sendable {

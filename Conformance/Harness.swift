@@ -1,0 +1,285 @@
+// What a case runs against: a session made as the side wants (plain, or with HTTPDNS enabled on the
+// same configuration), the origin's URLs, and small helpers that turn a task's outcome into a line of
+// text. A case's result is that text; the parent compares the plain side's with the HTTPDNS side's.
+
+import Foundation
+import HTTPDNSKit
+import NIOConcurrencyHelpers
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+final class Harness: @unchecked Sendable {
+    let viaHTTPDNS: Bool
+    let port: Int
+    let httpdns: HTTPDNS?
+    /// Loads HTTPDNS served (its metrics callback), to tell a case that never reached it.
+    let intercepted = NIOLockedValueBox(0)
+
+    init(viaHTTPDNS: Bool, port: Int, doh: String) throws {
+        self.viaHTTPDNS = viaHTTPDNS
+        self.port = port
+        if viaHTTPDNS {
+            var configuration = HTTPDNS.Configuration(
+                resolvers: [try ResolverSpec(parsing: "doh:\(doh)")],
+                policy: try HostPolicy(only: ["localhost"])
+            )
+            configuration.fallbackToLocalDNS = false
+            configuration.watchesNetwork = false
+            let httpdns = try HTTPDNS(configuration)
+            let counter = intercepted
+            httpdns.onURLSessionMetrics { _ in counter.withLockedValue { $0 += 1 } }
+            self.httpdns = httpdns
+        } else {
+            httpdns = nil
+        }
+    }
+
+    /// `http://localhost:PORT` + `path`: a name, so the HTTPDNS side resolves it through HTTPDNS and the
+    /// plain side through the system.
+    func url(_ path: String) -> URL { URL(string: "http://localhost:\(port)\(path)")! }
+
+    func request(_ path: String, method: String = "GET", body: Data? = nil) -> URLRequest {
+        var request = URLRequest(url: url(path))
+        request.httpMethod = method
+        request.httpBody = body
+        return request
+    }
+
+    /// A session on `configuration`, with HTTPDNS enabled on it for the HTTPDNS side (as an app does).
+    func session(
+        _ configuration: URLSessionConfiguration = .default,
+        delegate: (any URLSessionDelegate)? = nil
+    ) -> URLSession {
+        if let httpdns { httpdns.enable(on: configuration) }
+        return URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
+    }
+
+    /// A fresh ephemeral configuration: nothing shared with the other cases of this process.
+    static func fresh() -> URLSessionConfiguration { .ephemeral }
+}
+
+/// The outcome of a data or upload task, as one line.
+struct Outcome: CustomStringConvertible {
+    var status: Int?
+    var headers: [String: String] = [:]
+    var body: Data?
+    var error: (any Error)?
+    var url: URL?
+
+    var text: String { body.map { String(decoding: $0, as: UTF8.self) } ?? "" }
+
+    var description: String {
+        if let error { return "error=\(errorCode(error))" }
+        var parts = ["status=\(status ?? -1)"]
+        for name in ["content-type", "content-encoding", "set-cookie", "etag", "location"] {
+            if let value = headers.first(where: { $0.key.lowercased() == name })?.value {
+                parts.append("\(name)=\(value)")
+            }
+        }
+        parts.append("body=[\(text.replacingOccurrences(of: "\n", with: " | "))]")
+        return parts.joined(separator: " ")
+    }
+}
+
+func errorCode(_ error: any Error) -> String {
+    let e = error as NSError
+    return e.domain == NSURLErrorDomain ? "\(e.code)" : "\(e.domain):\(e.code)"
+}
+
+/// Runs a data task with a completion handler.
+func load(_ session: URLSession, _ request: URLRequest) async -> Outcome {
+    await withCheckedContinuation { (continuation: CheckedContinuation<Outcome, Never>) in
+        session.dataTask(with: request) { data, response, error in
+            let http = response as? HTTPURLResponse
+            var fields: [String: String] = [:]
+            for (k, v) in http?.allHeaderFields ?? [:] { fields["\(k)"] = "\(v)" }
+            continuation.resume(
+                returning: Outcome(status: http?.statusCode, headers: fields, body: data, error: error, url: http?.url)
+            )
+        }.resume()
+    }
+}
+
+/// Runs an upload task (from data or a file) with a completion handler.
+func upload(_ session: URLSession, _ request: URLRequest, data: Data? = nil, file: URL? = nil) async -> Outcome {
+    await withCheckedContinuation { (continuation: CheckedContinuation<Outcome, Never>) in
+        let handler: @Sendable (Data?, URLResponse?, (any Error)?) -> Void = { data, response, error in
+            let http = response as? HTTPURLResponse
+            continuation.resume(returning: Outcome(status: http?.statusCode, body: data, error: error))
+        }
+        let task =
+            file.map { session.uploadTask(with: request, fromFile: $0, completionHandler: handler) }
+            ?? session.uploadTask(with: request, from: data ?? Data(), completionHandler: handler)
+        task.resume()
+    }
+}
+
+/// A task delegate that records what it is told and answers as the case sets it up.
+final class Probe: NSObject, URLSessionDataDelegate, @unchecked Sendable {
+    enum Redirect { case follow, refuse, addHeader }
+    enum Disposition { case allow, cancel, becomeDownload }
+
+    var redirect = Redirect.follow
+    var disposition = Disposition.allow
+    var credential: URLCredential?
+    var challengeAnswer = URLSession.AuthChallengeDisposition.useCredential
+    var cancelAfterFirstData = false
+
+    private let lock = NIOLock()
+    private var events: [String] = []
+    private(set) var data = Data()
+    private(set) var sentCalls = 0
+    private(set) var lastSent: (Int64, Int64) = (0, 0)
+    private(set) var metrics: URLSessionTaskMetrics?
+    private(set) var response: HTTPURLResponse?
+    private var done: CheckedContinuation<(any Error)?, Never>?
+    private var finished: (any Error)??
+
+    func note(_ event: String) { lock.withLock { events.append(event) } }
+    var log: String { lock.withLock { events.joined(separator: ",") } }
+
+    /// Waits for didCompleteWithError.
+    func completion() async -> (any Error)? {
+        await withCheckedContinuation { continuation in
+            let already: (any Error)?? = lock.withLock {
+                if finished == nil { done = continuation }
+                return finished
+            }
+            if let already { continuation.resume(returning: already) }
+        }
+    }
+
+    func urlSession(
+        _ session: URLSession,
+        task: URLSessionTask,
+        willPerformHTTPRedirection response: HTTPURLResponse,
+        newRequest request: URLRequest,
+        completionHandler: @escaping (URLRequest?) -> Void
+    ) {
+        note("redirect(\(response.statusCode)->\(request.url?.path ?? "?") \(request.httpMethod ?? "?"))")
+        switch redirect {
+        case .follow: completionHandler(request)
+        case .refuse: completionHandler(nil)
+        case .addHeader:
+            var next = request
+            next.setValue("from-delegate", forHTTPHeaderField: "X-Hop")
+            completionHandler(next)
+        }
+    }
+
+    func urlSession(
+        _ session: URLSession,
+        dataTask: URLSessionDataTask,
+        didReceive response: URLResponse,
+        completionHandler: @escaping (URLSession.ResponseDisposition) -> Void
+    ) {
+        lock.withLock { self.response = response as? HTTPURLResponse }
+        note("response(\((response as? HTTPURLResponse)?.statusCode ?? -1))")
+        switch disposition {
+        case .allow: completionHandler(.allow)
+        case .cancel: completionHandler(.cancel)
+        case .becomeDownload: completionHandler(.becomeDownload)
+        }
+    }
+
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didBecome downloadTask: URLSessionDownloadTask)
+    {
+        note("becameDownload")
+    }
+
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
+        let first = lock.withLock {
+            defer { self.data.append(data) }
+            return self.data.isEmpty
+        }
+        if first, cancelAfterFirstData { dataTask.cancel() }
+    }
+
+    func urlSession(
+        _ session: URLSession,
+        task: URLSessionTask,
+        didSendBodyData bytesSent: Int64,
+        totalBytesSent: Int64,
+        totalBytesExpectedToSend: Int64
+    ) {
+        lock.withLock {
+            sentCalls += 1
+            lastSent = (totalBytesSent, totalBytesExpectedToSend)
+        }
+    }
+
+    func urlSession(
+        _ session: URLSession,
+        task: URLSessionTask,
+        didReceive challenge: URLAuthenticationChallenge,
+        completionHandler: @escaping (URLSession.AuthChallengeDisposition, URLCredential?) -> Void
+    ) {
+        let space = challenge.protectionSpace
+        note(
+            "challenge(\(space.authenticationMethod) realm=\(space.realm ?? "-") failures=\(challenge.previousFailureCount))"
+        )
+        completionHandler(challengeAnswer, challengeAnswer == .useCredential ? credential : nil)
+    }
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, didFinishCollecting metrics: URLSessionTaskMetrics) {
+        lock.withLock { self.metrics = metrics }
+    }
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
+        let waiter = lock.withLock {
+            finished = .some(error)
+            defer { done = nil }
+            return done
+        }
+        waiter?.resume(returning: error)
+    }
+}
+
+/// A download task delegate: where the file went and how big it was when the delegate was told.
+final class DownloadProbe: NSObject, URLSessionDownloadDelegate, @unchecked Sendable {
+    private let lock = NIOLock()
+    private(set) var fileBytes: Int?
+    private(set) var writeCalls = 0
+    private(set) var expected: Int64 = 0
+    private var done: CheckedContinuation<(any Error)?, Never>?
+    private var finished: (any Error)??
+
+    func completion() async -> (any Error)? {
+        await withCheckedContinuation { continuation in
+            let already: (any Error)?? = lock.withLock {
+                if finished == nil { done = continuation }
+                return finished
+            }
+            if let already { continuation.resume(returning: already) }
+        }
+    }
+
+    func urlSession(_ session: URLSession, downloadTask: URLSessionDownloadTask, didFinishDownloadingTo location: URL) {
+        let size = (try? Data(contentsOf: location))?.count
+        lock.withLock { fileBytes = size }
+    }
+
+    func urlSession(
+        _ session: URLSession,
+        downloadTask: URLSessionDownloadTask,
+        didWriteData bytesWritten: Int64,
+        totalBytesWritten: Int64,
+        totalBytesExpectedToWrite: Int64
+    ) {
+        lock.withLock {
+            writeCalls += 1
+            expected = totalBytesExpectedToWrite
+        }
+    }
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
+        let waiter = lock.withLock {
+            finished = .some(error)
+            defer { done = nil }
+            return done
+        }
+        waiter?.resume(returning: error)
+    }
+}
