@@ -26,7 +26,7 @@ func runSide(_ name: String, _ side: String, port: Int, doh: String) -> SideResu
         process.environment = environment
         let out = Pipe()
         process.standardOutput = out
-        process.standardError = FileHandle.nullDevice
+        if environment["CONFORMANCE_DEBUG"] == nil { process.standardError = FileHandle.nullDevice }
         do { try process.run() } catch { return SideResult(result: "could not start: \(error)", served: 0, exit: -1) }
         let timer = DispatchWorkItem { process.terminate() }
         DispatchQueue.global().asyncAfter(deadline: .now() + sideLimit, execute: timer)

@@ -24,6 +24,9 @@ struct PoolKey: Hashable, Sendable {
     /// For requests that name their addresses (a resolver's queries), the first of each family: a
     /// resolver moved to another service address stops reusing connections to the one before.
     var route: [IPAddress]? = nil
+    /// A lower connection limit than the engine's for these requests (a URLSession configuration's
+    /// `httpMaximumConnectionsPerHost`); they get connections of their own, held to it.
+    var connectionLimit: Int? = nil
 }
 
 final class ConnectionPool: Sendable {

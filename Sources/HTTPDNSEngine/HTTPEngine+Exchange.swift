@@ -51,7 +51,11 @@ extension HTTPEngine {
             } else {
                 start.onConnection(connection)
             }
-        if let inline { recorder.update { $0.bytesSent = inline?.readableBytes ?? 0 } }
+        if let inline {
+            let count = inline?.readableBytes ?? 0
+            recorder.update { $0.bytesSent = count }
+            if count > 0 { request.onBodySent?(count) }
+        }
 
         // Give the connection back once the exchange is over, whichever way it ends. An HTTP/1.1
         // exchange has already left the channel clean for the next request, or closed it.
@@ -103,7 +107,13 @@ extension HTTPEngine {
             if inline != nil {
                 responseHead = try await headPromise.futureResult.get()
             } else {
-                async let upload: Void = send(head: head, body: request.body, to: sink, recorder: recorder)
+                async let upload: Void = send(
+                    head: head,
+                    body: request.body,
+                    to: sink,
+                    recorder: recorder,
+                    onBodySent: request.onBodySent
+                )
                 do {
                     responseHead = try await headPromise.futureResult.get()
                 } catch {
@@ -158,9 +168,13 @@ extension HTTPEngine {
     /// only once the one before it has been taken by the connection (TCP or h2 flow control). A GET
     /// goes out as one HEADERS frame with END_STREAM, a streamed body ends with an empty DATA frame
     /// that carries it.
-    private func send(head: HTTPRequestHead, body: HTTPRequestBody?, to sink: RequestSink, recorder: MetricsRecorder)
-        async throws
-    {
+    private func send(
+        head: HTTPRequestHead,
+        body: HTTPRequestBody?,
+        to sink: RequestSink,
+        recorder: MetricsRecorder,
+        onBodySent: (@Sendable (Int) -> Void)?
+    ) async throws {
         func write(_ part: HTTPClientRequestPart, flush: Bool) -> EventLoopFuture<Void> {
             sink.write(part, flush: flush)
         }
@@ -179,6 +193,7 @@ extension HTTPEngine {
                 try await previous.get()
                 previous = written
                 recorder.update { $0.bytesSent = sent }
+                onBodySent?(sent)
             }
             if let length = body.length, sent != length {
                 throw HTTPEngineError(

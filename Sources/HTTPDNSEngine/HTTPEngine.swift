@@ -201,7 +201,8 @@ public final class HTTPEngine: Sendable {
             trustPartition: url.isTLS ? request.serverTrust?.partition : nil,
             proxyCredentials: request.proxyCredentials,
             networkAccess: access,
-            route: given.map { [$0.ipv4.first, $0.ipv6.first].compactMap { $0 } }
+            route: given.map { [$0.ipv4.first, $0.ipv6.first].compactMap { $0 } },
+            connectionLimit: request.connectionLimit.flatMap { $0 < configuration.maxConnectionsPerHost ? $0 : nil }
         )
         let deadline = (request.timeout ?? configuration.timeouts.total).map {
             NIODeadline.now() + .nanoseconds($0.nanoseconds)

@@ -169,6 +169,14 @@ public struct HTTPRequest: Sendable {
     /// The networks this request may use, on top of the engine's `Configuration.networkAccess` (a
     /// URLSession configuration's and request's rules).
     package var networkAccess: NetworkAccess?
+    /// Told the body bytes handed to the connection so far, each time a chunk goes (an inline body:
+    /// once, with the head); the URLSession integration turns it into upload progress. On the
+    /// connection's event loop or the sending task: keep it short.
+    package var onBodySent: (@Sendable (Int) -> Void)?
+    /// At most this many connections to the request's host (a URLSession configuration's
+    /// `httpMaximumConnectionsPerHost`); nil or one above `Configuration.maxConnectionsPerHost`: the
+    /// engine's limit.
+    package var connectionLimit: Int?
 
     package init(method: HTTPMethod = .GET, url: HTTPURL, headers: HTTPHeaders = [:], body: HTTPRequestBody? = nil) {
         self.method = method

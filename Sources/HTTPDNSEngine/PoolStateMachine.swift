@@ -398,7 +398,8 @@ struct PoolStateMachine {
 
     /// Whether a new connection may be opened for `key` now.
     private func canConnect(_ host: Host, _ key: PoolKey) -> Bool {
-        guard !host.retryPending, host.connections.count + host.connecting < limits.maxConnectionsPerHost else {
+        let limit = min(limits.maxConnectionsPerHost, max(1, key.connectionLimit ?? .max))
+        guard !host.retryPending, host.connections.count + host.connecting < limit else {
             return false
         }
         // A connection that is, or may turn out to be, HTTP/2 carries the request once it has room.

@@ -379,9 +379,7 @@ extension HTTPDNSURLProtocol {
         gate: ClientGate
     ) async throws -> URLRequest? {
         guard response.status.code == 401, failures < maxAuthenticationAttempts,
-            let challenge = AuthChallenge.preferred(
-                AuthChallenge.parse(response.headers[canonicalForm: "www-authenticate"].map(String.init))
-            ),
+            let challenge = AuthChallenge.preferred(in: response.headers),
             let method = challenge.authenticationMethod, let host = url.host
         else { return nil }
         if case .stream = body { return nil }  // sent once already: deliver the 401

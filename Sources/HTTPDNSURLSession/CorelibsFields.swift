@@ -74,6 +74,11 @@
             }
         }
 
+        static func setBytesSent(_ sent: Int64, expected: Int64, of task: URLSessionTask) {
+            write(sent, to: "_countOfBytesSent", of: task, declaredIn: URLSessionTask.self)
+            write(expected, to: "countOfBytesExpectedToSend", of: task, declaredIn: URLSessionTask.self)
+        }
+
         static func setExpectedToReceive(_ count: Int64, of task: URLSessionTask) {
             write(count, to: "countOfBytesExpectedToReceive", of: task, declaredIn: URLSessionTask.self)
         }

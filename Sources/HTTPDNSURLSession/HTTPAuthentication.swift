@@ -5,6 +5,7 @@
 
 import Crypto
 import Foundation
+import NIOHTTP1
 
 #if canImport(FoundationNetworking)
     import FoundationNetworking
@@ -37,6 +38,12 @@ struct AuthChallenge: Equatable {
             while let challenge = scanner.challenge() { found.append(challenge) }
         }
         return found
+    }
+
+    /// The challenge we answer among a 401's `WWW-Authenticate` fields. The raw field values are
+    /// parsed: `canonicalForm` would split a challenge at the commas between its parameters.
+    static func preferred(in headers: HTTPHeaders) -> AuthChallenge? {
+        preferred(parse(headers["www-authenticate"]))
     }
 
     /// The challenge we answer: Digest (a supported algorithm) before Basic; nil when none is either.

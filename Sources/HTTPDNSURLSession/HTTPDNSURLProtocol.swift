@@ -429,6 +429,8 @@ package final class HTTPDNSURLProtocol: URLProtocol {
         // is sent as it is, and the body still arrives decoded).
         engineRequest.decompress = true
         engineRequest.networkAccess = NetworkAccess.forLoad(session: context.sessionConfiguration, request: request)
+        engineRequest.connectionLimit = context.sessionConfiguration?.httpMaximumConnectionsPerHost
+        if let body = engineRequest.body { engineRequest.onBodySent = context.uploadProgress(expected: body.length) }
         let idle = context.requestTimeout(request)
         if idle > 0 { engineRequest.idleTimeout = .milliseconds(Int64(idle * 1000)) }
         if let total = context.resourceTimeout, total > 0 { engineRequest.timeout = .milliseconds(Int64(total * 1000)) }

@@ -5,6 +5,7 @@
 
 import Foundation
 import HTTPDNSEngine
+import NIOConcurrencyHelpers
 
 #if canImport(FoundationNetworking)
     import FoundationNetworking
@@ -141,6 +142,44 @@ struct LoadContext: @unchecked Sendable {
             work()
         #else
             if let queue = corelibs.session?.delegateQueue { queue.addOperation(work) } else { work() }
+        #endif
+    }
+
+    /// Upload progress as corelibs' own protocol reports it: the task's `countOfBytesSent` and
+    /// `countOfBytesExpectedToSend`, and the delegate's `didSendBodyData`, in order with the load's other
+    /// calls. nil where the loading system keeps these itself, or without a task. Each send of the
+    /// body (a redirect or an authentication round sends it again) counts from zero.
+    func uploadProgress(expected: Int?) -> (@Sendable (Int) -> Void)? {
+        #if canImport(Darwin)
+            return nil
+        #else
+            guard let task, let session = corelibs.session else { return nil }
+            let call = ProgressCall(session: session, task: task, delegate: task.delegate)
+            let expected = Int64(expected ?? -1)  // NSURLSessionTransferSizeUnknown
+            let reported = NIOLockedValueBox<Int64>(0)
+            let schedule = clientSchedule
+            return { sent in
+                let total = Int64(sent)
+                let delta = reported.withLockedValue { last in
+                    defer { last = max(last, total) }
+                    return total - last
+                }
+                guard delta > 0 else { return }
+                let report: @Sendable () -> Void = {
+                    CorelibsFields.setBytesSent(total, expected: expected, of: call.task)
+                    guard let delegate = call.delegate else { return }
+                    call.session.delegateQueue.addOperation {
+                        delegate.urlSession(
+                            call.session,
+                            task: call.task,
+                            didSendBodyData: delta,
+                            totalBytesSent: total,
+                            totalBytesExpectedToSend: expected
+                        )
+                    }
+                }
+                if let schedule { schedule(report) } else { report() }
+            }
         #endif
     }
 
@@ -331,6 +370,12 @@ struct LoadContext: @unchecked Sendable {
         let taskDelegate: (any URLSessionTaskDelegate)?
         let sessionDelegate: (any URLSessionDelegate)?
         let challenge: URLAuthenticationChallenge
+    }
+
+    private struct ProgressCall: @unchecked Sendable {
+        let session: URLSession
+        let task: URLSessionTask
+        let delegate: (any URLSessionTaskDelegate)?
     }
 
     private struct DownloadCall: @unchecked Sendable {

@@ -69,6 +69,20 @@ import Testing
         #expect(m.released(1, reusable: true, now: Self.t0) == [.run(3, on: 1)])
     }
 
+    @Test func aKeyWithItsOwnLowerLimitGetsNoMoreConnectionsThanThat() {
+        // A URLSession configuration with httpMaximumConnectionsPerHost = 1, under an engine limit of 4.
+        var m = machine(connections: 4)
+        var one = Self.http
+        one.connectionLimit = 1
+        #expect(m.request(1, key: one, deadline: nil) == .wait(connect: connect(1, one, for: 1)))
+        #expect(m.request(2, key: one, deadline: nil) == .wait(connect: nil))
+        #expect(m.connected(1, version: .http1, now: Self.t0) == [.run(1, on: 1)])
+        #expect(m.released(1, reusable: true, now: Self.t0) == [.run(2, on: 1)])
+        // Requests without the lower limit are another key: the engine's limit holds for them.
+        #expect(m.request(3, key: Self.http, deadline: nil) == .wait(connect: connect(2, Self.http, for: 3)))
+        #expect(m.request(4, key: Self.http, deadline: nil) == .wait(connect: connect(3, Self.http, for: 3)))
+    }
+
     @Test func aConnectionThatCannotBeReusedIsClosedAndCountsUntilItHasClosed() {
         var m = machine(connections: 1)
         let conn = open(&m, Self.http, request: 1, version: .http1)

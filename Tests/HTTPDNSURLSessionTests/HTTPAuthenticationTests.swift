@@ -4,6 +4,7 @@
 
 import Foundation
 @testable import HTTPDNSURLSession
+import NIOHTTP1
 import Testing
 
 #if canImport(FoundationNetworking)
@@ -85,5 +86,17 @@ import Testing
         #expect(P.chosenCredential((.performDefaultHandling, nil), proposed: stored, failures: 1) == nil)
         #expect(P.chosenCredential((.rejectProtectionSpace, given), proposed: stored, failures: 0) == nil)
         #expect(P.chosenCredential((.cancelAuthenticationChallenge, given), proposed: stored, failures: 0) == nil)
+    }
+
+    @Test func aDigestChallengeIsReadWholeFromAResponsesFields() throws {
+        // One field value with several parameters, as servers send it: none may be lost to a split at
+        // its commas (the conformance suite found that: the nonce was, and no credential went out).
+        var headers = HTTPHeaders()
+        headers.add(name: "WWW-Authenticate", value: #"Digest realm="r", qop="auth", nonce="n0nce", opaque="0p""#)
+        headers.add(name: "WWW-Authenticate", value: #"Basic realm="r""#)
+        let challenge = try #require(AuthChallenge.preferred(in: headers))
+        #expect(challenge.scheme == "digest")
+        #expect(challenge.parameters["nonce"] == "n0nce")
+        #expect(challenge.authorization(user: "u", password: "p", method: "GET", uri: "/") != nil)
     }
 }
