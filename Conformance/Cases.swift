@@ -3,6 +3,7 @@
 // and the CHANGELOG refer to them.
 
 import Foundation
+import HTTPDNSKit
 
 #if canImport(FoundationNetworking)
     import FoundationNetworking
@@ -13,6 +14,10 @@ struct ConformanceCase: Sendable {
     /// False where HTTPDNS must hand the request back to the system (the result then proves the
     /// hand-back); true where the HTTPDNS side must really have gone through HTTPDNS.
     var intercepted = true
+    /// Both sides run with the origin as the system's HTTP proxy (curl's `http_proxy`, which corelibs
+    /// reads; on Apple platforms the system's proxy settings are the machine's own, so the case only
+    /// proves the hand-back there).
+    var behindSystemProxy = false
     let run: @Sendable (Harness) async throws -> String
 }
 
@@ -21,7 +26,7 @@ let formBody = Data("a=1&b=two".utf8)
 
 let allCases: [ConformanceCase] =
     basicCases + bodyCases + redirectCases + cookieCases + cacheCases
-    + timingCases + delegateCases + authCases + clientCases
+    + timingCases + delegateCases + authCases + policyCases + clientCases
 
 // MARK: Requests and responses
 
@@ -251,7 +256,9 @@ let cookieCases: [ConformanceCase] = [
 
 func cacheSession(_ h: Harness, policy: URLRequest.CachePolicy = .useProtocolCachePolicy) -> URLSession {
     let c = Harness.fresh()
-    c.urlCache = URLCache(memoryCapacity: 4 << 20, diskCapacity: 0, diskPath: nil)
+    // A disk cache of its own (corelibs keeps responses on disk only), in this side's own home folder.
+    let folder = FileManager.default.temporaryDirectory.appendingPathComponent("conformance-cache-\(getpid())")
+    c.urlCache = URLCache(memoryCapacity: 4 << 20, diskCapacity: 16 << 20, diskPath: folder.path)
     c.requestCachePolicy = policy
     return h.session(c)
 }
@@ -274,6 +281,10 @@ let cacheCases: [ConformanceCase] = [
     .init(name: "cache-return-cache-else-load") { h in await twice(h, "/fresh", policy: .returnCacheDataElseLoad) },
     .init(name: "cache-return-cache-dont-load-cached") { h in await twice(h, "/fresh", policy: .returnCacheDataDontLoad)
     },
+    .init(name: "cache-reload-ignoring-local-and-remote") { h in
+        await twice(h, "/fresh", policy: .reloadIgnoringLocalAndRemoteCacheData)
+    },
+    .init(name: "cache-reload-revalidating") { h in await twice(h, "/etag", policy: .reloadRevalidatingCacheData) },
     .init(name: "cache-return-cache-dont-load-empty", intercepted: false) { h in
         var r = h.request("/fresh?id=empty-\(h.viaHTTPDNS)")
         r.cachePolicy = .returnCacheDataDontLoad
@@ -379,6 +390,29 @@ func authCase(
 }
 
 let authCases: [ConformanceCase] = [
+    .init(name: "auth-stored-credential-default-handling") { h in
+        let probe = Probe()
+        probe.challengeAnswer = .performDefaultHandling
+        let c = Harness.fresh()
+        let storage = URLCredentialStorage()
+        let space = URLProtectionSpace(
+            host: "localhost",
+            port: h.port,
+            protocol: "http",
+            realm: "conformance",
+            authenticationMethod: NSURLAuthenticationMethodHTTPBasic
+        )
+        storage.setDefaultCredential(
+            URLCredential(user: "user", password: "secret", persistence: .forSession),
+            for: space
+        )
+        c.urlCredentialStorage = storage
+        let session = h.session(c, delegate: probe)
+        session.dataTask(with: h.url("/basic")).resume()
+        let error = await probe.completion()
+        return "error=\(error.map(errorCode) ?? "none") status=\(probe.response?.statusCode ?? -1) "
+            + "body=[\(String(decoding: probe.data, as: UTF8.self).replacingOccurrences(of: "who are you", with: ""))]"
+    },
     authCase("auth-basic-get", path: "/basic"),
     authCase("auth-basic-post", path: "/basic", method: "POST"),
     authCase("auth-basic-wrong-password", path: "/basic", password: "nope"),
@@ -386,6 +420,24 @@ let authCases: [ConformanceCase] = [
     authCase("auth-basic-default-handling", path: "/basic", answer: .performDefaultHandling),
     authCase("auth-digest-get", path: "/digest"),
     .init(name: "auth-without-delegate") { h in "\(await load(h.session(Harness.fresh()), h.request("/basic")))" },
+]
+
+// MARK: What the system decides about the request
+
+let policyCases: [ConformanceCase] = [
+    .init(name: "network-rules-cellular-forbidden") { h in
+        var r = h.request("/echo")
+        r.allowsCellularAccess = false
+        return "\(await load(h.session(), r))"
+    },
+    .init(name: "marked-handled-left-to-the-system", intercepted: false) { h in
+        var r = h.request("/echo")
+        HTTPDNS.markHandled(&r)
+        return "\(await load(h.session(), r))"
+    },
+    .init(name: "proxy-407-from-the-systems-proxy", intercepted: false, behindSystemProxy: true) { h in
+        "\(await load(h.session(Harness.fresh()), h.request("/echo")))"
+    },
 ]
 
 // MARK: A third-party-style client

@@ -12,7 +12,7 @@ struct SideResult {
 /// The longest a side may take; a side still running then is reported as hung.
 let sideLimit: TimeInterval = 15
 
-func runSide(_ name: String, _ side: String, port: Int, doh: String) -> SideResult {
+func runSide(_ name: String, _ side: String, port: Int, doh: String, behindSystemProxy: Bool = false) -> SideResult {
     #if os(macOS) || os(Linux)
         let home = FileManager.default.temporaryDirectory.appendingPathComponent("conformance-\(UUID().uuidString)")
         try? FileManager.default.createDirectory(at: home, withIntermediateDirectories: true)
@@ -23,6 +23,12 @@ func runSide(_ name: String, _ side: String, port: Int, doh: String) -> SideResu
         var environment = ProcessInfo.processInfo.environment
         environment["HOME"] = home.path
         environment["XDG_DATA_HOME"] = home.path
+        for name in [
+            "http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY", "no_proxy", "NO_PROXY",
+        ] {
+            environment[name] = nil
+        }
+        if behindSystemProxy { environment["http_proxy"] = "http://127.0.0.1:\(port)" }
         process.environment = environment
         let out = Pipe()
         process.standardOutput = out

@@ -12,7 +12,25 @@ struct CorelibsDefect: Sendable {
     let expected: @Sendable (String) -> Bool
 }
 
+/// What Apple's URL loading system does with a response cached for 600 s: the second request is
+/// answered from the cache, and the origin sees one request.
+private let answeredFromCache: @Sendable (String) -> Bool = {
+    $0.contains("second=status=200 content-type=text/plain body=[fresh 1]") && $0.hasSuffix("origin=count=1")
+}
+
 let corelibsDefects: [String: CorelibsDefect] = [
+    "cache-fresh-use-protocol-policy": .init(
+        why: "never answers from its URL cache (a fresh response is fetched again)",
+        expected: answeredFromCache
+    ),
+    "cache-return-cache-else-load": .init(
+        why: "never answers from its URL cache, whatever the cache policy",
+        expected: answeredFromCache
+    ),
+    "cache-return-cache-dont-load-cached": .init(
+        why: "never answers from its URL cache, and loads from the origin under returnCacheDataDontLoad",
+        expected: answeredFromCache
+    ),
     "delete-request": .init(
         why: "sends Content-Length: 0 with a DELETE that has no body (RFC 9110 §8.6: a client should not)",
         expected: { $0.contains("method=DELETE") && !$0.contains("content-length") }
@@ -83,6 +101,11 @@ let corelibsDefects: [String: CorelibsDefect] = [
                 == "error=none events=challenge(NSURLAuthenticationMethodHTTPDigest realm=conformance failures=0),response(200) "
                 + "status=200 body=[welcome, digest]"
         }
+    ),
+    "auth-stored-credential-default-handling": .init(
+        why:
+            "finds a stored credential only by the protection space object itself, so a stored default credential is never used (and the task hangs)",
+        expected: { $0 == "error=none status=200 body=[welcome, method=GET body=0]" }
     ),
     "auth-without-delegate": .init(
         why: "hangs on a 401 when the session has no delegate",

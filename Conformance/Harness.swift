@@ -15,7 +15,32 @@ final class Harness: @unchecked Sendable {
     let port: Int
     let httpdns: HTTPDNS?
     /// Loads HTTPDNS served (its metrics callback), to tell a case that never reached it.
-    let intercepted = NIOLockedValueBox(0)
+    let intercepted = NIOLockedValueBox(Served())
+
+    struct Served {
+        var count = 0
+        var waiting: [CheckedContinuation<Void, Never>] = []
+    }
+
+    /// Returns once HTTPDNS has served a load, or after `limit` seconds: a load the app cancelled
+    /// reports its metrics after the task has completed.
+    func waitUntilServed(limit: TimeInterval = 5) async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let now = intercepted.withLockedValue { state -> Bool in
+                if state.count > 0 { return true }
+                state.waiting.append(continuation)
+                return false
+            }
+            if now { return continuation.resume() }
+            DispatchQueue.global().asyncAfter(deadline: .now() + limit) { [intercepted] in
+                for waiter in intercepted.withLockedValue({ state in
+                    defer { state.waiting = [] }; return state.waiting
+                }) {
+                    waiter.resume()
+                }
+            }
+        }
+    }
 
     init(viaHTTPDNS: Bool, port: Int, doh: String) throws {
         self.viaHTTPDNS = viaHTTPDNS
@@ -29,7 +54,14 @@ final class Harness: @unchecked Sendable {
             configuration.watchesNetwork = false
             let httpdns = try HTTPDNS(configuration)
             let counter = intercepted
-            httpdns.onURLSessionMetrics { _ in counter.withLockedValue { $0 += 1 } }
+            httpdns.onURLSessionMetrics { _ in
+                let waiting = counter.withLockedValue { state in
+                    state.count += 1
+                    defer { state.waiting = [] }
+                    return state.waiting
+                }
+                for waiter in waiting { waiter.resume() }
+            }
             self.httpdns = httpdns
         } else {
             httpdns = nil

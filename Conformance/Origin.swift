@@ -11,6 +11,7 @@
 //   /count?id=I      how many requests /etag, /fresh or /flaky saw for I
 //   /slow?ms=M       headers after M ms;  /concurrent?id=I&ms=M  holds M ms, /count reports the peak
 //   /flaky?id=I      503 the first time, then 200
+//   any absolute URI (asked as a proxy): 407 with a Basic Proxy-Authenticate
 
 import Crypto
 import Foundation
@@ -91,6 +92,7 @@ private final class OriginHandler: ChannelInboundHandler, @unchecked Sendable {
             let bytes = Array(text.utf8)
             var headers = HTTPHeaders(extra)
             if !headers.contains(name: "content-type") { headers.add(name: "content-type", value: "text/plain") }
+            headers.add(name: "Date", value: Self.httpDate(Date()))
             if status != .notModified && status != .noContent {
                 headers.add(name: "content-length", value: "\(bytes.count)")
             }
@@ -114,6 +116,14 @@ private final class OriginHandler: ChannelInboundHandler, @unchecked Sendable {
                 state.counts[id, default: 0] += 1
                 return state.counts[id]!
             }
+        }
+        // Asked as a proxy (an absolute URI): it wants credentials, as a company proxy may.
+        if head.uri.lowercased().hasPrefix("http://") {
+            return send(
+                .proxyAuthenticationRequired,
+                "proxy says who are you",
+                [("Proxy-Authenticate", "Basic realm=\"proxy\"")]
+            )
         }
         switch path {
         case "/echo":
@@ -231,6 +241,15 @@ private final class OriginHandler: ChannelInboundHandler, @unchecked Sendable {
             context.eventLoop.scheduleTask(in: .milliseconds(ms)) { step(left - 1) }
         }
         step(n)
+    }
+
+    /// An IMF-fixdate, as every origin with a clock sends it (RFC 9110 §6.6.1).
+    static func httpDate(_ date: Date) -> String {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "GMT")
+        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
+        return formatter.string(from: date)
     }
 
     /// RFC 7616 with MD5 and qop=auth, for user "user", password "secret", realm "conformance".

@@ -46,7 +46,8 @@ if arguments.first == "--child" {
     }
     let harness = try Harness(viaHTTPDNS: arguments[2] == "httpdns", port: port, doh: arguments[4])
     let result = try await c.run(harness)
-    let served = harness.intercepted.withLockedValue { $0 }
+    if harness.viaHTTPDNS, c.intercepted { await harness.waitUntilServed() }
+    let served = harness.intercepted.withLockedValue { $0.count }
     FileHandle.standardOutput.write(Data("RESULT \(result)\nSERVED \(served)\n".utf8))
     exit(0)
 }
@@ -82,8 +83,8 @@ var broken: [String] = []
     let defects = corelibsDefects
 #endif
 for c in selected {
-    let plain = runSide(c.name, "plain", port: origin.port, doh: doh)
-    let httpdns = runSide(c.name, "httpdns", port: origin.port, doh: doh)
+    let plain = runSide(c.name, "plain", port: origin.port, doh: doh, behindSystemProxy: c.behindSystemProxy)
+    let httpdns = runSide(c.name, "httpdns", port: origin.port, doh: doh, behindSystemProxy: c.behindSystemProxy)
     var httpdnsText = httpdns.result
     if c.intercepted, httpdns.served == 0, httpdns.exit == 0 {
         httpdnsText += " (never reached HTTPDNS)"

@@ -21,8 +21,15 @@ final class Pinning: NSObject, URLSessionTaskDelegate, Sendable {
             return completionHandler(.performDefaultHandling, nil)
         }
         // The chain the server presented, DER, the leaf first; on Apple platforms also space.serverTrust.
-        let pinned = space.certificates.first == myPinnedCertificate
-        completionHandler(pinned ? .useCredential : .cancelAuthenticationChallenge, nil)
+        guard space.certificates.first == myPinnedCertificate else {
+            return completionHandler(.cancelAuthenticationChallenge, nil)
+        }
+        #if canImport(Darwin)
+            // Apple platforms accept with a trust credential, as for the system's own challenges.
+            completionHandler(.useCredential, space.serverTrust.map(URLCredential.init(trust:)))
+        #else
+            completionHandler(.useCredential, nil)  // corelibs has no trust credential
+        #endif
     }
 }
 // snippet.hide

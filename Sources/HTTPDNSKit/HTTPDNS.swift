@@ -241,8 +241,9 @@ public final class HTTPDNS: Sendable {
         HTTPDNSURLProtocol.registerGlobally()
     }
 
-    /// Marks `request` so HTTPDNS leaves it to URLSession's own loading (an `X-HTTPDNS-Handled`
-    /// header, which servers ignore).
+    /// Marks `request` so HTTPDNS leaves it to URLSession's own loading. On Apple platforms the mark is
+    /// a URLProtocol property and nothing goes on the wire; swift-corelibs-foundation drops those, so
+    /// there it is an `X-HTTPDNS-Handled` header, which servers ignore.
     public static func markHandled(_ request: inout URLRequest) {
         HTTPDNSURLProtocol.markHandled(&request)
     }

@@ -51,7 +51,8 @@ public enum ServerTrustChallenges: Sendable, Hashable {
 /// the server presented. On Apple platforms `serverTrust` is a trust object for it (the system's and the
 /// configured extra roots as anchors, the SSL policy for the host), so existing evaluators work unchanged.
 ///
-/// Answer `.useCredential` to accept the server (on Apple platforms with `URLCredential(trust:)`; on
+/// Answer `.useCredential` to accept the server (on Apple platforms with `URLCredential(trust:)`, as
+/// Apple's URLSession wants it: without a credential the answer leaves the verdict to our check; on
 /// Linux, where there is no trust object, any credential or nil), `.cancelAuthenticationChallenge` to
 /// refuse it, `.performDefaultHandling` to keep our check's verdict.
 public final class HTTPDNSServerTrustSpace: URLProtectionSpace, @unchecked Sendable {
@@ -106,8 +107,11 @@ final class ChallengeSender: NSObject, URLAuthenticationChallengeSender, @unchec
     func use(_ credential: URLCredential, for challenge: URLAuthenticationChallenge) {
         answer((.useCredential, credential))
     }
+    /// Apple's meaning: go on without a credential. A 401 is then the answer, and a server's
+    /// certificate gets the default evaluation (our check), never an acceptance: it arrives as
+    /// `.rejectProtectionSpace`, which the challenge's handlers read that way.
     func continueWithoutCredential(for challenge: URLAuthenticationChallenge) {
-        answer((.useCredential, nil))
+        answer((.rejectProtectionSpace, nil))
     }
     func cancel(_ challenge: URLAuthenticationChallenge) { answer((.cancelAuthenticationChallenge, nil)) }
     func performDefaultHandling(for challenge: URLAuthenticationChallenge) { answer((.performDefaultHandling, nil)) }
@@ -266,17 +270,42 @@ extension HTTPDNSURLProtocol {
                 context: context,
                 gate: gate
             )
-            switch answer.disposition {
-            case .useCredential:
+            switch trustDecision(answer, credentialRequired: trustCredentialRequired) {
+            case .accept:
                 return .accept
-            case .cancelAuthenticationChallenge:
+            case .refuse:
                 return .refuse(
                     HTTPEngineError(.cancelled, "the app's delegate refused the certificate of \(question.host)")
                 )
-            default:
+            case .ourCheck:
                 return .ourCheck
             }
         }
+    }
+
+    /// What a delegate's answer to a server trust challenge means.
+    enum TrustDecision: Equatable { case accept, refuse, ourCheck }
+
+    /// `.useCredential` accepts the server, where the platform has trust credentials only with one
+    /// (Apple platforms: `URLCredential(trust:)`; `.useCredential` with nil there means no say, the
+    /// default evaluation); corelibs has no trust credential, so any answer of `.useCredential` counts.
+    /// Cancel refuses; default handling, rejecting the space and "continue without credential" (the
+    /// sender's, which arrives as `.rejectProtectionSpace`) leave the verdict to our check.
+    static func trustDecision(_ answer: ChallengeAnswer, credentialRequired: Bool) -> TrustDecision {
+        switch answer.disposition {
+        case .useCredential: return credentialRequired && answer.credential == nil ? .ourCheck : .accept
+        case .cancelAuthenticationChallenge: return .refuse
+        default: return .ourCheck
+        }
+    }
+
+    /// Whether accepting a server needs a trust credential on this platform.
+    static var trustCredentialRequired: Bool {
+        #if canImport(Darwin)
+            return true
+        #else
+            return false
+        #endif
     }
 
     /// Sends `request` through the engine. When the origin's certificate fails our check and the task

@@ -5,8 +5,15 @@
 // session configuration with `configuration.enableHTTPDNS()`.
 //
 // What it intercepts: http(s) requests whose host the policy selects (the resolver's policy unless the
-// setup gives another; the library default selects nothing). IP literals, other schemes and requests
-// marked with `markHandled` go to URLSession's own loading.
+// setup gives another; the library default selects nothing). IP literals, other schemes, requests
+// marked with `markHandled` and the ones HandBack.swift names (cache-only loads, among others) go to
+// URLSession's own loading.
+//
+// The rule for everything else: the app sees what the system's own loading would show it
+// (`swift run httpdns-conformance` compares the two, case by case). The request gets the system's
+// default fields (RequestDefaults.swift); the session's own storages, extra headers, timeouts,
+// connection limit and network rules apply (LoadContext, ConfigurationSlots.swift); the URL cache is
+// read (CacheUse.swift); bodies can be sent again (a body stream is read ahead, up to a limit).
 //
 // How a load runs: `startLoading` only starts a Swift task and returns (nothing blocks in the instance
 // methods); the task resolves, connects, streams the body up from `httpBody`, `httpBodyStream` or the
@@ -24,6 +31,7 @@ import Foundation
 import HTTPDNSCore
 import HTTPDNSEngine
 import HTTPDNSLookup
+import Logging
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
@@ -45,7 +53,7 @@ public struct HTTPDNSTaskMetrics: Sendable {
     public var error: String?
 }
 
-package final class HTTPDNSURLProtocol: URLProtocol {
+package class HTTPDNSURLProtocol: URLProtocol {
     /// What the app configures once.
     package struct Setup: Sendable {
         package var resolver: HTTPDNSResolver
@@ -64,6 +72,8 @@ package final class HTTPDNSURLProtocol: URLProtocol {
         /// Called once per load, just before the task completes (so the figures are there when the app
         /// sees the result), on no particular thread; keep it short.
         package var onMetrics: (@Sendable (HTTPDNSTaskMetrics) -> Void)?
+        /// Where the requests handed back to the system are told, with the reason.
+        package var logger = Logger(label: "httpdns.urlsession")
 
         /// Uses `engine` (which should resolve through `resolver`) for the intercepted requests.
         package init(resolver: HTTPDNSResolver, engine: HTTPEngine, intercept: HostPolicy? = nil) {
@@ -100,15 +110,31 @@ package final class HTTPDNSURLProtocol: URLProtocol {
 
     package static var current: Setup? { installed.withLockedValue { $0 } }
 
-    /// Header marking a request the protocol must leave alone (works on every platform; corelibs
-    /// drops `URLProtocol.setProperty`). URLSession's own loading sends it on; servers ignore it.
+    /// Header marking a request the protocol must leave alone where URLProtocol properties do not
+    /// survive (swift-corelibs-foundation drops them): it goes on to the server, which ignores it.
     package static let handledHeader = "X-HTTPDNS-Handled"
+    /// The URLProtocol property marking such a request on Apple platforms: nothing goes on the wire.
+    package static let handledProperty = "HTTPDNSHandled"
     /// Key of the engine's own error in the userInfo of the URLErrors the protocol reports.
     package static let engineErrorKey = "HTTPDNSEngineError"
 
-    /// Marks `request` as not to be intercepted.
+    /// Marks `request` as not to be intercepted: a URLProtocol property on Apple platforms, a header on
+    /// swift-corelibs-foundation.
     package static func markHandled(_ request: inout URLRequest) {
-        request.setValue("1", forHTTPHeaderField: handledHeader)
+        #if canImport(Darwin)
+            // COMPILED FOR iOS 16 BY THE APPLE TYPE-CHECK, NEVER RUN HERE.
+            guard let mutable = (request as NSURLRequest).mutableCopy() as? NSMutableURLRequest else { return }
+            URLProtocol.setProperty(true, forKey: handledProperty, in: mutable)
+            request = mutable as URLRequest
+        #else
+            request.setValue("1", forHTTPHeaderField: handledHeader)
+        #endif
+    }
+
+    /// Whether `request` was marked with `markHandled` (the header is honoured on every platform).
+    static func isMarkedHandled(_ request: URLRequest) -> Bool {
+        request.value(forHTTPHeaderField: handledHeader) != nil
+            || URLProtocol.property(forKey: handledProperty, in: request) != nil
     }
 
     /// Whether the protocol would serve `request` now.
@@ -116,12 +142,23 @@ package final class HTTPDNSURLProtocol: URLProtocol {
         guard let setup = current, let url = request.url,
             let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https",
             let host = url.host, !host.isEmpty,
-            request.value(forHTTPHeaderField: handledHeader) == nil
+            !isMarkedHandled(request)
         else { return false }
         // `route` takes the host as URL gives it: an IP literal bracketed or not, a name in any case.
         guard case .httpdns = setup.intercept.route(for: host) else { return false }
         // A proxy the system would use, and none given to HTTPDNS: the system's request (SystemProxy).
         if setup.engine.configuration.proxy == nil, SystemProxy.applies(to: url) { return false }
+        if let reason = HandBack.reason(
+            cachePolicy: request.cachePolicy,
+            forbidsSomeNetworks: NetworkAccess(of: request) != .unrestricted,
+            transportHonoursNetworkRules: HandBack.transportHonoursNetworkRules,
+            systemHonoursNetworkRules: HandBack.systemHonoursNetworkRules,
+            cleartextForbidden: Translation.upgraded(url, upgrade: setup.upgradeToHTTPS).scheme?.lowercased() == "http"
+                && !TransportSecurity.current.allowsCleartext(to: host)
+        ) {
+            setup.logger.info("left to the system's URL loading: \(reason)", metadata: ["host": "\(host)"])
+            return false
+        }
         return true
     }
 
@@ -139,14 +176,15 @@ package final class HTTPDNSURLProtocol: URLProtocol {
             client.urlProtocol(self, didFailWithError: URLError(.unsupportedURL))
             return
         }
-        let context = LoadContext(task: task, setup: setup)
+        let context = LoadContext(task: task, setup: setup, protocolClass: type(of: self))
         let gate = ClientGate(client: client, owner: self, schedule: context.clientSchedule)
         let request = self.request
         // On the concurrency pool, not on the caller's queue: corelibs calls this on the session's serial
         // work queue, and the loads of one session should run in parallel. (`Task.immediate` measured
         // no faster here.)
+        let cached = cachedResponse.map(UncheckedCachedResponse.init)
         let operation: @Sendable () async -> Void = {
-            await Self.load(request, setup: setup, context: context, gate: gate)
+            await Self.load(request, cached: cached, setup: setup, context: context, gate: gate)
         }
         let work = Task(operation: operation)
         loading.withLockedValue { state in
@@ -168,17 +206,55 @@ package final class HTTPDNSURLProtocol: URLProtocol {
 
     // MARK: The load
 
-    private static func load(_ original: URLRequest, setup: Setup, context: LoadContext, gate: ClientGate) async {
+    private static func load(
+        _ original: URLRequest,
+        cached: UncheckedCachedResponse?,
+        setup: Setup,
+        context: LoadContext,
+        gate: ClientGate
+    ) async {
         // Metrics go to the app before the last client call, so they are there when the task completes.
         var metrics = HTTPDNSTaskMetrics(taskIdentifier: context.taskIdentifier, url: original.url, hops: [])
         do {
             var current = original
+            // The session cache's response for the request, as the loading system handed it over.
+            var revalidating: UncheckedCachedResponse?
+            if let cached, let facts = cached.facts {
+                switch CacheUse.decide(
+                    policy: original.cachePolicy,
+                    requestHeaders: original.allHTTPHeaderFields ?? [:],
+                    cached: facts,
+                    now: Date()
+                ) {
+                case .serveCached:
+                    setup.onMetrics?(metrics)
+                    deliverCached(cached, gate: gate)
+                    return
+                case .revalidate(let fields):
+                    for (name, value) in fields { current.setValue(value, forHTTPHeaderField: name) }
+                    revalidating = cached
+                case .load:
+                    break
+                }
+            }
             var body = context.body(of: original)
+            if case .stream(let reader) = body, InputStreamReader.readsAhead {
+                body = try await reader.buffered(upTo: InputStreamReader.replayLimit)
+            }
             var redirects = 0
             var authenticationRounds = 0
             while true {
                 let (engineRequest, url) = try makeEngineRequest(current, body: body, setup: setup, context: context)
                 let response = try await send(engineRequest, setup: setup, context: context, gate: gate)
+                if let still = revalidating, response.status.code == 304 {
+                    // Not modified: the cached response is the answer.
+                    _ = try? await response.body.collect(upTo: 1 << 16)
+                    metrics.hops.append(response.metrics)
+                    setup.onMetrics?(metrics)
+                    deliverCached(still, gate: gate)
+                    return
+                }
+                revalidating = nil
                 if current.httpShouldHandleCookies, let storage = context.cookieStorage,
                     CookieRules.accepts(context.cookieAcceptPolicy, from: url, mainDocumentURL: current.mainDocumentURL)
                 {
@@ -210,16 +286,16 @@ package final class HTTPDNSURLProtocol: URLProtocol {
                     headers: response.headers
                 ) {
                     #if canImport(Darwin)
-                        // Apple's loading system asks the delegate and starts a new load for the next hop.
+                        // Apple's loading system asks the delegate and starts a new load for the next hop,
+                        // stopping this one. When the delegate refuses, the redirect response is the task's
+                        // answer: the load finishes (an error here would fail the task instead), with the
+                        // 3xx as its response and no body. COMPILED FOR iOS 16 BY THE APPLE TYPE-CHECK,
+                        // NEVER RUN HERE.
+                        _ = try? await response.body.collect(upTo: 1 << 16)
                         metrics.hops.append(response.metrics)
                         setup.onMetrics?(metrics)
                         gate.send { $0.urlProtocol($1, wasRedirectedTo: next, redirectResponse: urlResponse) }
-                        gate.finish {
-                            $0.urlProtocol(
-                                $1,
-                                didFailWithError: NSError(domain: NSCocoaErrorDomain, code: NSUserCancelledError)
-                            )
-                        }
+                        gate.finish { $0.urlProtocolDidFinishLoading($1) }
                         return
                     #else
                         redirects += 1
@@ -275,15 +351,17 @@ package final class HTTPDNSURLProtocol: URLProtocol {
         gate: ClientGate,
         beforeFinishing: () -> Void
     ) async throws {
-        let policy = context.storagePolicy(
-            Translation.cacheStoragePolicy(
-                method: request.httpMethod ?? "GET",
-                requestHeaders: request.allHTTPHeaderFields ?? [:],
-                status: Int(response.status.code),
-                headers: response.headers
-            )
+        let policy = Translation.cacheStoragePolicy(
+            method: request.httpMethod ?? "GET",
+            requestHeaders: request.allHTTPHeaderFields ?? [:],
+            status: Int(response.status.code),
+            headers: response.headers
         )
+        let clientPolicy = context.storagePolicy(policy)
         context.responseArrived(expectedLength: urlResponse.expectedContentLength)
+        // Where the loading system does not keep a URLProtocol's responses in the session's cache
+        // (corelibs), the protocol does, as the system's own protocol would.
+        var cacheable = policy == .allowed ? context.cacheCapacity.map { CacheableBody(capacity: $0) } : nil
         if context.isCorelibsDownload {
             try await deliverDownload(
                 response,
@@ -293,13 +371,14 @@ package final class HTTPDNSURLProtocol: URLProtocol {
                 beforeFinishing: beforeFinishing
             )
         } else if context.deliversEveryChunk {
-            gate.send { $0.urlProtocol($1, didReceive: urlResponse, cacheStoragePolicy: policy) }
+            gate.send { $0.urlProtocol($1, didReceive: urlResponse, cacheStoragePolicy: clientPolicy) }
             // Back-pressure: past 1 MiB handed over, wait for the delegate queue to catch up, so a slow
             // delegate slows the server down instead of piling data up in queued operations.
             var handedOver = 0
             for try await chunk in response.body {
                 let data = Data(chunk.readableBytesView)
                 guard gate.send({ $0.urlProtocol($1, didLoad: data) }) else { return }
+                cacheable?.append(data)
                 handedOver += data.count
                 if handedOver >= 1 << 20 {
                     await context.delegateQueueCaughtUp()
@@ -307,20 +386,38 @@ package final class HTTPDNSURLProtocol: URLProtocol {
                 }
             }
             beforeFinishing()
-            gate.finish { $0.urlProtocolDidFinishLoading($1) }
+            let kept = cacheable?.data
+            gate.finish { client, me in
+                client.urlProtocolDidFinishLoading(me)
+                if let kept { context.storeInCache(urlResponse, data: kept) }
+            }
         } else {
             var all = Data()
             for try await chunk in response.body {
                 all.append(contentsOf: chunk.readableBytesView)
                 guard gate.isOpen else { return }
             }
+            cacheable?.append(all)
             beforeFinishing()
             let body = all
+            let kept = cacheable?.data
             gate.finish { client, me in
-                client.urlProtocol(me, didReceive: urlResponse, cacheStoragePolicy: policy)
+                client.urlProtocol(me, didReceive: urlResponse, cacheStoragePolicy: clientPolicy)
                 if !body.isEmpty { client.urlProtocol(me, didLoad: body) }
                 client.urlProtocolDidFinishLoading(me)
+                if let kept { context.storeInCache(urlResponse, data: kept) }
             }
+        }
+    }
+
+    /// Answers from the URL cache: the system is told the cached response holds, then it is handed over
+    /// as a load would (corelibs' own protocol does the same).
+    private static func deliverCached(_ cached: UncheckedCachedResponse, gate: ClientGate) {
+        gate.finish { client, me in
+            client.urlProtocol(me, cachedResponseIsValid: cached.response)
+            client.urlProtocol(me, didReceive: cached.response.response, cacheStoragePolicy: .notAllowed)
+            if !cached.response.data.isEmpty { client.urlProtocol(me, didLoad: cached.response.data) }
+            client.urlProtocolDidFinishLoading(me)
         }
     }
 
@@ -444,9 +541,10 @@ package final class HTTPDNSURLProtocol: URLProtocol {
 /// One rule on every platform: each call is made where the loading system wants it, in order, through
 /// `schedule` (`LoadContext.clientSchedule`): corelibs, the task's serial work queue, where
 /// `stopLoading` also runs and where the session's unsynchronized task registry lives; Apple, the run
-/// loop of the thread that called `startLoading`, where `stopLoading` is called too. Without a schedule
-/// (a load with no task) the call is made on the calling thread, under the lock, so `stopLoading`
-/// waits for a call in progress.
+/// loop of the thread that called `startLoading`, where `stopLoading` is called too. That is what keeps
+/// a call and `stopLoading` apart; the lock only guards the gate's own state and is never held during a
+/// call, so the loading system may call back into the protocol (`stopLoading`) from inside one. Without a
+/// schedule (a load with no task) the call is made on the calling thread.
 final class ClientGate: @unchecked Sendable {
     private let lock = NIOLock()
     private var open = true
@@ -466,46 +564,75 @@ final class ClientGate: @unchecked Sendable {
 
     var isOpen: Bool { lock.withLock { open } }
 
+    /// The client and protocol while the gate is open; with `closing`, the gate closes as they are
+    /// taken (the last call).
+    private func take(closing: Bool) -> (any URLProtocolClient, URLProtocol)? {
+        lock.withLock {
+            guard open, let client, let owner else { return nil }
+            if closing { (open, self.client, self.owner) = (false, nil, nil) }
+            return (client, owner)
+        }
+    }
+
     /// Makes one client call unless the gate is closed by then; false when it already is.
     @discardableResult
     func send(_ call: @escaping @Sendable (any URLProtocolClient, URLProtocol) -> Void) -> Bool {
         let attempt: @Sendable () -> Bool = {
-            self.lock.withLock {
-                guard self.open, let client = self.client, let owner = self.owner else { return false }
-                call(client, owner)
-                return true
-            }
+            guard let (client, owner) = self.take(closing: false) else { return false }
+            call(client, owner)
+            return true
         }
         guard let schedule else { return attempt() }
         schedule { _ = attempt() }
         return isOpen
     }
 
-    /// The last client call (finished or failed), then closed.
+    /// The last client call (finished or failed), then closed. The protocol is released after the
+    /// call, outside the lock (its deinit may run then).
     func finish(_ call: @escaping @Sendable (any URLProtocolClient, URLProtocol) -> Void) {
         let last: @Sendable () -> Void = {
-            // Released after the lock: the protocol's deinit runs outside it.
-            let released = self.lock.withLock { () -> (Any?, Any?) in
-                guard self.open, let client = self.client, let owner = self.owner else { return (nil, nil) }
-                call(client, owner)
-                return self.closeLocked()
-            }
-            _ = released
+            guard let (client, owner) = self.take(closing: true) else { return }
+            call(client, owner)
         }
         if let schedule { schedule(last) } else { last() }
     }
 
     func close() {
-        let released = lock.withLock { closeLocked() }
+        let released = take(closing: true)
         _ = released
-    }
-
-    /// Closes the gate and hands back what it held, for the caller to release outside the lock.
-    private func closeLocked() -> (Any?, Any?) {
-        defer { (open, client, owner) = (false, nil, nil) }
-        return (client, owner)
     }
 }
 
 /// Runs a client call on the loading system's own thread or queue, after the calls scheduled before it.
 typealias ClientSchedule = @Sendable (@escaping @Sendable () -> Void) -> Void
+
+/// A response from the URL cache, handed to the load's task: the loading system made it and nothing
+/// changes it after.
+struct UncheckedCachedResponse: @unchecked Sendable {
+    let response: CachedURLResponse
+
+    init(_ response: CachedURLResponse) { self.response = response }
+
+    /// What the cache rules need to know; nil for a response that is not HTTP.
+    var facts: CacheUse.Cached? {
+        guard let http = response.response as? HTTPURLResponse else { return nil }
+        var headers: [String: String] = [:]
+        for (name, value) in http.allHeaderFields { headers["\(name)"] = "\(value)" }
+        return CacheUse.Cached(headers: headers, storedAt: nil)
+    }
+}
+
+/// A response body kept for the URL cache while it is delivered, dropped once it outgrows what the
+/// cache would keep (`CacheUse.fits`).
+struct CacheableBody {
+    let capacity: Int
+    private(set) var data: Data? = Data()
+
+    init(capacity: Int) { self.capacity = capacity }
+
+    mutating func append(_ more: Data) {
+        guard var kept = data else { return }
+        kept.append(more)
+        data = CacheUse.fits(size: kept.count, capacity: capacity) ? kept : nil
+    }
+}

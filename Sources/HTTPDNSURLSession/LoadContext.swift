@@ -26,8 +26,8 @@ struct LoadContext: @unchecked Sendable {
     /// Whether a delegate may be there to answer challenges (Apple platforms: always, as far as a
     /// URLProtocol can tell).
     var mayHaveDelegate = true
-    /// The session's configuration, where the URLProtocol can see it (swift-corelibs-foundation); on
-    /// Apple platforms the request carries the session's rules itself.
+    /// The session's configuration: corelibs shows the session; on Apple platforms the protocol class
+    /// names it (ConfigurationSlots.swift). nil for loads of `URLSession.shared` and the like.
     var sessionConfiguration: URLSessionConfiguration?
     #if canImport(Darwin)
         /// The load's own pool partition for connections its delegate decides on.
@@ -40,27 +40,20 @@ struct LoadContext: @unchecked Sendable {
         private var corelibs: CorelibsTask
     #endif
 
-    init(task: URLSessionTask?, setup: HTTPDNSURLProtocol.Setup) {
+    /// - Parameter protocolClass: the class the loading system instantiated: on Apple platforms it names
+    ///   the session's configuration (ConfigurationSlots.swift); corelibs shows the session itself.
+    init(task: URLSessionTask?, setup: HTTPDNSURLProtocol.Setup, protocolClass: AnyClass) {
         taskIdentifier = task?.taskIdentifier
+        let configuration: URLSessionConfiguration?
         #if canImport(Darwin)
-            cookieStorage = setup.cookieStorage ?? HTTPCookieStorage.shared
-            cookieAcceptPolicy = cookieStorage?.cookieAcceptPolicy ?? .always
+            configuration = ConfigurationSlots.shared.configuration(for: protocolClass)
             clientSchedule = ClientRunLoop().perform
+            credentials = configuration.map { $0.urlCredentialStorage } ?? URLCredentialStorage.shared
         #else
             self.task = task
             corelibs = CorelibsTask(task)
-            let configuration = corelibs.session?.configuration
-            sessionConfiguration = configuration
-            cookieStorage =
-                setup.cookieStorage
-                ?? (configuration.map { $0.httpShouldSetCookies ? $0.httpCookieStorage : nil }
-                    ?? HTTPCookieStorage.shared)
-            cookieAcceptPolicy = configuration?.httpCookieAcceptPolicy ?? .always
-            for (key, value) in configuration?.httpAdditionalHeaders ?? [:] {
-                if let name = key as? String, let text = value as? String { additionalHeaders[name] = text }
-            }
-            sessionRequestTimeout = configuration?.timeoutIntervalForRequest
-            resourceTimeout = configuration?.timeoutIntervalForResource
+            configuration = corelibs.session?.configuration
+            credentials = configuration?.urlCredentialStorage
             deliversEveryChunk = corelibs.deliversEveryChunk
             mayHaveDelegate = task?.delegate != nil || corelibs.session?.delegate != nil
             clientQueue = corelibs.workQueue
@@ -68,6 +61,18 @@ struct LoadContext: @unchecked Sendable {
                 clientSchedule = { work in queue.async(execute: work) }
             }
         #endif
+        // The session's own settings where its configuration is known; the shared storage otherwise
+        // (`URLSession.shared`, a protocol registered globally).
+        sessionConfiguration = configuration
+        cookieStorage =
+            setup.cookieStorage
+            ?? (configuration.map { $0.httpShouldSetCookies ? $0.httpCookieStorage : nil } ?? HTTPCookieStorage.shared)
+        cookieAcceptPolicy = configuration?.httpCookieAcceptPolicy ?? cookieStorage?.cookieAcceptPolicy ?? .always
+        for (key, value) in configuration?.httpAdditionalHeaders ?? [:] {
+            if let name = key as? String, let text = value as? String { additionalHeaders[name] = text }
+        }
+        sessionRequestTimeout = configuration?.timeoutIntervalForRequest
+        resourceTimeout = configuration?.timeoutIntervalForResource
     }
 
     /// The body the first request carries: `httpBody`, `httpBodyStream`, or an upload task's data or
@@ -101,6 +106,42 @@ struct LoadContext: @unchecked Sendable {
             }
         #endif
         return fields
+    }
+
+    /// The session cache's size, where the protocol keeps responses in it itself (corelibs keeps only
+    /// its own protocol's; Apple's loading system keeps a URLProtocol's too): nil where it does not.
+    var cacheCapacity: Int? {
+        #if canImport(Darwin)
+            return nil
+        #else
+            guard task is URLSessionDataTask, let cache = corelibs.session?.configuration.urlCache else { return nil }
+            return max(cache.memoryCapacity, cache.diskCapacity)
+        #endif
+    }
+
+    /// Keeps a finished response in the session's cache for the task, after its delegate's
+    /// `willCacheResponse` (which may change it or say no), as corelibs does for its own protocol.
+    /// Called on the client queue, after the load has finished.
+    func storeInCache(_ response: HTTPURLResponse, data: Data) {
+        #if !canImport(Darwin)
+            guard let session = corelibs.session, let cache = session.configuration.urlCache,
+                let task = task as? URLSessionDataTask
+            else { return }
+            let call = CacheCall(
+                session: session,
+                task: task,
+                cache: cache,
+                entry: CachedURLResponse(response: response, data: data, userInfo: nil, storagePolicy: .allowed)
+            )
+            guard let delegate = task.delegate as? any URLSessionDataDelegate else {
+                return cache.storeCachedResponse(call.entry, for: task)
+            }
+            session.delegateQueue.addOperation {
+                delegate.urlSession(call.session, dataTask: call.task, willCacheResponse: call.entry) { chosen in
+                    if let chosen { call.cache.storeCachedResponse(chosen, for: call.task) }
+                }
+            }
+        #endif
     }
 
     /// A download task on swift-corelibs-foundation, whose body goes to a file (`deliverDownload`).
@@ -257,19 +298,28 @@ struct LoadContext: @unchecked Sendable {
         #endif
     }
 
-    /// The session's credential storage (Apple platforms: the shared one, the session's default).
-    private var credentialStorage: URLCredentialStorage? {
-        #if canImport(Darwin)
-            return URLCredentialStorage.shared
-        #else
-            guard let session = corelibs.session else { return nil }
-            return session.configuration.urlCredentialStorage
-        #endif
+    /// The session's credential storage: its configuration's, or where that is not known the shared
+    /// one (the default's); nil when the session keeps none.
+    private let credentials: URLCredentialStorage?
+    private var credentialStorage: URLCredentialStorage? { credentials }
+
+    /// The stored default credential for `space`, proposed to the delegate. corelibs' storage finds a
+    /// space only by identity (its URLProtectionSpace has no equality), so there the stored space equal
+    /// in every field is looked for, and its default credential (else its only one) taken.
+    func storedCredential(for space: URLProtectionSpace) -> URLCredential? {
+        guard let storage = credentialStorage else { return nil }
+        if let found = storage.defaultCredential(for: space) { return found }
+        guard let (stored, credentials) = storage.allCredentials.first(where: { Self.sameSpace($0.key, space) })
+        else { return nil }
+        return storage.defaultCredential(for: stored) ?? (credentials.count == 1 ? credentials.first?.value : nil)
     }
 
-    /// The stored default credential for `space`, proposed to the delegate.
-    func storedCredential(for space: URLProtectionSpace) -> URLCredential? {
-        credentialStorage?.defaultCredential(for: space)
+    /// Whether two protection spaces name the same place (what Apple's URLProtectionSpace equality
+    /// compares).
+    static func sameSpace(_ a: URLProtectionSpace, _ b: URLProtectionSpace) -> Bool {
+        a.host.lowercased() == b.host.lowercased() && a.port == b.port && a.protocol == b.protocol
+            && a.realm == b.realm && a.authenticationMethod == b.authenticationMethod && a.isProxy() == b.isProxy()
+            && a.proxyType == b.proxyType
     }
 
     /// Keeps a credential the delegate gave, as its persistence asks.
@@ -370,6 +420,13 @@ struct LoadContext: @unchecked Sendable {
         let taskDelegate: (any URLSessionTaskDelegate)?
         let sessionDelegate: (any URLSessionDelegate)?
         let challenge: URLAuthenticationChallenge
+    }
+
+    private struct CacheCall: @unchecked Sendable {
+        let session: URLSession
+        let task: URLSessionDataTask
+        let cache: URLCache
+        let entry: CachedURLResponse
     }
 
     private struct ProgressCall: @unchecked Sendable {

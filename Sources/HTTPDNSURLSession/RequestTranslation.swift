@@ -41,6 +41,42 @@ final class InputStreamReader: @unchecked Sendable {
     private let stream: InputStream
     private var opened = false
     private var claimed = false
+    /// Chunks read ahead by `buffered(upTo:)`, sent before the rest of the stream.
+    private var pending: [ByteBuffer] = []
+
+    /// How much of a body stream is read ahead to learn its length (`buffered(upTo:)`).
+    static let replayLimit = 8 << 20
+
+    /// Whether body streams are read ahead: on Apple platforms the loading system hands a URLProtocol
+    /// every body as a stream, `httpBody` included, so without reading ahead every POST would go out
+    /// chunked and could not be sent again (a 401 answered with credentials, a 307 or 308). corelibs
+    /// hands `httpBody` over as it is: a stream there is the app's own, and goes out as one.
+    static var readsAhead: Bool {
+        #if canImport(Darwin)
+            return true
+        #else
+            return false
+        #endif
+    }
+
+    /// The body as data when the stream ends within `limit` bytes: sent with its length, and again when
+    /// a redirect or an authentication round needs it. A longer stream stays a stream (what was read
+    /// goes first), sent once, as the system sends a stream.
+    func buffered(upTo limit: Int) async throws -> BodySource {
+        var read: [ByteBuffer] = []
+        var size = 0
+        while size <= limit {
+            guard let chunk = try await next() else {
+                var all = Data(capacity: size)
+                for chunk in read { all.append(contentsOf: chunk.readableBytesView) }
+                return .data(all)
+            }
+            size += chunk.readableBytes
+            read.append(chunk)
+        }
+        lock.withLock { pending = read + pending }
+        return .stream(self)
+    }
 
     init(_ stream: InputStream) { self.stream = stream }
 
@@ -61,7 +97,8 @@ final class InputStreamReader: @unchecked Sendable {
     }
 
     func next() async throws -> ByteBuffer? {
-        try await NIOThreadPool.singleton.runIfActive { [self] in
+        if let ahead = lock.withLock({ pending.isEmpty ? nil : pending.removeFirst() }) { return ahead }
+        return try await NIOThreadPool.singleton.runIfActive { [self] in
             try lock.withLock {
                 if !opened {
                     stream.open()

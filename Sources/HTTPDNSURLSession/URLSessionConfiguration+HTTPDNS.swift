@@ -10,11 +10,31 @@ extension URLSessionConfiguration {
     /// configuration a third-party stack built (before it makes its session). A configuration with a
     /// proxy of its own (`connectionProxyDictionary`) is left as it is: its requests go through that
     /// proxy, as the system sends them (see SystemProxy.swift).
+    ///
+    /// The class put first is one of the protocol's per-configuration classes (ConfigurationSlots.swift),
+    /// so the session's loads find this configuration's settings. A background configuration is left
+    /// as it is, and that is logged: its tasks run outside the app, where no URLProtocol runs.
     package func enableHTTPDNS() {
         guard !SystemProxy.configured(in: self) else { return }
+        if let reason = HandBack.reason(configurationIdentifier: identifier) {
+            HTTPDNSURLProtocol.current?.logger.notice("HTTPDNS not enabled on a session configuration: \(reason)")
+            return
+        }
         var classes = protocolClasses ?? []
-        classes.removeAll { $0 == HTTPDNSURLProtocol.self }
-        classes.insert(HTTPDNSURLProtocol.self, at: 0)
+        classes.removeAll { $0 is HTTPDNSURLProtocol.Type }
+        let mine: HTTPDNSURLProtocol.Type
+        if let slot = ConfigurationSlots.shared.protocolClass(for: self) {
+            mine = slot
+        } else {
+            mine = HTTPDNSURLProtocol.self
+            #if canImport(Darwin)
+                // (corelibs shows a load its session: nothing is lost there.)
+                HTTPDNSURLProtocol.current?.logger.notice(
+                    "HTTPDNS enabled on a session configuration without its own settings: \(HTTPDNSURLProtocol.slotCount) configurations already have theirs; its sessions use the shared storages"
+                )
+            #endif
+        }
+        classes.insert(mine, at: 0)
         protocolClasses = classes
     }
 

@@ -60,4 +60,20 @@ import Testing
         #expect(owner() == nil && client() == nil)
         gate.finish { _, _ in Issue.record("a finish after the close") }
     }
+
+    @Test func aClientCallMayReenterTheGate() {
+        // The loading system may call stopLoading from inside a client call: the gate's lock is not
+        // held then (a held lock trapped in debug builds and deadlocked in release ones).
+        let (gate, _, _) = gate()
+        let reentered = NIOLockedValueBox(false)
+        #expect(gate.send { _, _ in
+            gate.close()
+            reentered.withLockedValue { $0 = true }
+        })
+        #expect(reentered.withLockedValue { $0 })
+        #expect(!gate.isOpen)
+        let (other, _, _) = self.gate()
+        other.finish { _, _ in _ = other.isOpen; other.close() }
+        #expect(!other.isOpen)
+    }
 }

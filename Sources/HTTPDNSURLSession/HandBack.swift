@@ -1,0 +1,59 @@
+// Which requests the protocol leaves to the system's own URL loading, and why: the ones it cannot
+// serve the way the system would. Each reason is logged when a request is handed back. Pure rules,
+// tested on Linux; the callers (`canInit`, `enableHTTPDNS`) only gather the facts.
+
+import Foundation
+import HTTPDNSEngine
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+enum HandBack {
+    /// Why a request with these properties goes to the system's loading, or nil to serve it.
+    /// - `cachePolicy`: `.returnCacheDataDontLoad` never touches the network, so there is nothing to
+    ///   resolve: the system answers it from the session's cache, or fails it as offline, as it would.
+    /// - network rules: a request that forbids cellular, expensive or constrained networks, where the
+    ///   system honours that and our transport could not.
+    /// - `cleartextForbidden`: an http:// load that App Transport Security forbids (TransportSecurity.swift):
+    ///   the system refuses it, as the app expects; it must not go out in the clear through us.
+    static func reason(
+        cachePolicy: URLRequest.CachePolicy,
+        forbidsSomeNetworks: Bool,
+        transportHonoursNetworkRules: Bool,
+        systemHonoursNetworkRules: Bool,
+        cleartextForbidden: Bool = false
+    ) -> String? {
+        if cleartextForbidden {
+            return "App Transport Security forbids cleartext HTTP to this host: the system refuses it as it would"
+        }
+        if cachePolicy == .returnCacheDataDontLoad {
+            return "its cache policy is returnCacheDataDontLoad: the system answers it from the session's cache"
+        }
+        if forbidsSomeNetworks, systemHonoursNetworkRules, !transportHonoursNetworkRules {
+            return
+                "it forbids some networks (cellular, expensive or constrained), which this transport cannot tell apart"
+        }
+        return nil
+    }
+
+    /// Why a session configuration is left without HTTPDNS, or nil to enable it: a background
+    /// session's tasks run in another process, which a URLProtocol cannot serve.
+    static func reason(configurationIdentifier: String?) -> String? {
+        guard let identifier = configurationIdentifier else { return nil }
+        return "background session \"\(identifier)\": its tasks run outside the app, where no URLProtocol runs"
+    }
+
+    /// Whether the engine's transport applies a request's network rules: Network.framework does
+    /// (NWParameters); BSD sockets cannot tell a cellular interface from another.
+    static var transportHonoursNetworkRules: Bool { HTTPEngine.transportKind == .networkFramework }
+
+    /// Whether the system's own loading applies them: Apple's does; libcurl (corelibs) ignores them.
+    static var systemHonoursNetworkRules: Bool {
+        #if canImport(Darwin)
+            return true
+        #else
+            return false
+        #endif
+    }
+}

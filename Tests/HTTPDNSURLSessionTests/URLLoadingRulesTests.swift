@@ -1,0 +1,268 @@
+// The rules that make an intercepted load behave as the system's own: the URL cache, the requests
+// handed back to the system, the per-configuration protocol classes, challenge answers, body read-ahead.
+// Pure or local: no sockets. (The conformance suite checks the whole against the system's loading.)
+
+import Foundation
+import NIOConcurrencyHelpers
+import Testing
+
+@testable import HTTPDNSURLSession
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+@Suite struct URLLoadingRulesTests {
+    static let now = Date(timeIntervalSince1970: 1_800_000_000)
+
+    func cached(_ fields: [String: String], storedAt: Date? = nil) -> CacheUse.Cached {
+        CacheUse.Cached(headers: fields, storedAt: storedAt)
+    }
+
+    func date(_ secondsBeforeNow: TimeInterval) -> String {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "GMT")
+        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
+        return formatter.string(from: Self.now.addingTimeInterval(-secondsBeforeNow))
+    }
+
+    func decide(_ policy: URLRequest.CachePolicy, _ c: CacheUse.Cached?, request: [String: String] = [:]) -> CacheUse {
+        CacheUse.decide(policy: policy, requestHeaders: request, cached: c, now: Self.now)
+    }
+
+    @Test func aFreshResponseIsTheAnswerAndAStaleOneIsRevalidated() {
+        let fresh = cached(["Date": date(10), "Cache-Control": "max-age=600"])
+        #expect(decide(.useProtocolCachePolicy, fresh) == .serveCached)
+        let stale = cached(["Date": date(700), "Cache-Control": "max-age=600", "ETag": "\"v1\""])
+        #expect(decide(.useProtocolCachePolicy, stale) == .revalidate(["If-None-Match": "\"v1\""]))
+        let staleWithoutValidators = cached(["Date": date(700), "Cache-Control": "max-age=600"])
+        #expect(decide(.useProtocolCachePolicy, staleWithoutValidators) == .load)
+        #expect(decide(.useProtocolCachePolicy, nil) == .load)
+    }
+
+    @Test func noCacheAlwaysAsksAndTheAgeFieldCounts() {
+        let noCache = cached(["Date": date(1), "Cache-Control": "no-cache, max-age=600", "Last-Modified": date(9999)])
+        #expect(decide(.useProtocolCachePolicy, noCache) == .revalidate(["If-Modified-Since": date(9999)]))
+        let aged = cached(["Date": date(10), "Cache-Control": "max-age=600", "Age": "595", "ETag": "e"])
+        #expect(decide(.useProtocolCachePolicy, aged) == .revalidate(["If-None-Match": "e"]))
+        let requestSaysNoCache = cached(["Date": date(10), "Cache-Control": "max-age=600"])
+        #expect(decide(.useProtocolCachePolicy, requestSaysNoCache, request: ["cache-control": "no-cache"]) == .load)
+    }
+
+    @Test func expiresAndTheHeuristicGiveALifetimeWithoutMaxAge() {
+        let expires = cached(["Date": date(100), "Expires": date(-100)])
+        #expect(CacheUse.lifetime(of: expires, directives: [:]) == 200)
+        #expect(decide(.useProtocolCachePolicy, expires) == .serveCached)
+        let invalidExpires = cached(["Date": date(100), "Expires": "0"])
+        #expect(CacheUse.lifetime(of: invalidExpires, directives: [:]) == 0)
+        // A tenth of the time since Last-Modified.
+        let heuristic = cached(["Date": date(0), "Last-Modified": date(1000)])
+        #expect(CacheUse.lifetime(of: heuristic, directives: [:]) == 100)
+        // Neither Date nor a stored time: stale.
+        #expect(CacheUse.age(of: cached(["Cache-Control": "max-age=600"]), now: Self.now) == nil)
+    }
+
+    @Test func thePolicyDecidesBeforeFreshnessDoes() {
+        let stale = cached(["Date": date(9999), "ETag": "e"])
+        #expect(decide(.returnCacheDataElseLoad, stale) == .serveCached)
+        #expect(decide(.returnCacheDataDontLoad, stale) == .serveCached)
+        #expect(decide(.reloadIgnoringLocalCacheData, stale) == .load)
+        #expect(decide(.reloadRevalidatingCacheData, stale) == .revalidate(["If-None-Match": "e"]))
+        // The app's own conditional request: its 304 is its own.
+        #expect(decide(.returnCacheDataElseLoad, stale, request: ["If-None-Match": "e"]) == .load)
+    }
+
+    @Test func aBodyIsKeptForTheCacheOnlyWhileItFitsATwentieth() {
+        #expect(CacheUse.fits(size: 50, capacity: 1000))
+        #expect(!CacheUse.fits(size: 51, capacity: 1000))
+        #expect(!CacheUse.fits(size: 0, capacity: 0))
+        var body = CacheableBody(capacity: 1000)
+        body.append(Data(count: 40))
+        #expect(body.data?.count == 40)
+        body.append(Data(count: 20))
+        #expect(body.data == nil)
+        body.append(Data(count: 1))
+        #expect(body.data == nil, "once dropped, it stays dropped")
+    }
+
+    @Test func cacheOnlyLoadsAndUnhonouredNetworkRulesGoBackToTheSystem() {
+        func reason(_ policy: URLRequest.CachePolicy, forbids: Bool, transport: Bool, system: Bool) -> String? {
+            HandBack.reason(
+                cachePolicy: policy,
+                forbidsSomeNetworks: forbids,
+                transportHonoursNetworkRules: transport,
+                systemHonoursNetworkRules: system
+            )
+        }
+        #expect(reason(.returnCacheDataDontLoad, forbids: false, transport: true, system: true) != nil)
+        #expect(reason(.returnCacheDataElseLoad, forbids: false, transport: true, system: true) == nil)
+        #expect(reason(.useProtocolCachePolicy, forbids: true, transport: false, system: true) != nil)
+        #expect(reason(.useProtocolCachePolicy, forbids: true, transport: true, system: true) == nil)
+        // Where the system ignores the rules too (corelibs), serving them changes nothing.
+        #expect(reason(.useProtocolCachePolicy, forbids: true, transport: false, system: false) == nil)
+        #expect(HandBack.reason(configurationIdentifier: "com.example.bg")?.contains("background") == true)
+        #expect(HandBack.reason(configurationIdentifier: nil) == nil)
+    }
+
+    @Test func eachConfigurationKeepsItsSlotUntilTheSlotsRunOut() {
+        var table = SlotTable(capacity: 2)
+        let a = NSObject()
+        let b = NSObject()
+        let c = NSObject()
+        #expect(table.slot(for: ObjectIdentifier(a)) == 0)
+        #expect(table.slot(for: ObjectIdentifier(b)) == 1)
+        #expect(table.slot(for: ObjectIdentifier(a)) == 0)
+        #expect(table.slot(for: ObjectIdentifier(c)) == nil)
+    }
+
+    @Test func aConfigurationsSessionsFindItThroughTheirProtocolClass() throws {
+        let slots = ConfigurationSlots(classes: [HTTPDNSSessionSlot0.self, HTTPDNSSessionSlot1.self])
+        let first = URLSessionConfiguration.ephemeral
+        let second = URLSessionConfiguration.ephemeral
+        let third = URLSessionConfiguration.ephemeral
+        let one = try #require(slots.protocolClass(for: first))
+        let two = try #require(slots.protocolClass(for: second))
+        #expect(one != two)
+        #expect(slots.protocolClass(for: first) == one)
+        #expect(slots.configuration(for: one) === first)
+        #expect(slots.configuration(for: two) === second)
+        #expect(slots.protocolClass(for: third) == nil)
+        #expect(slots.configuration(for: HTTPDNSURLProtocol.self) == nil)
+    }
+
+    @Test func enablingPutsOneProtocolClassFirstAndLeavesBackgroundSessionsAlone() {
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.enableHTTPDNS()
+        configuration.enableHTTPDNS()
+        let ours = (configuration.protocolClasses ?? []).filter { $0 is HTTPDNSURLProtocol.Type }
+        #expect(ours.count == 1)
+        #expect((configuration.protocolClasses?.first as? HTTPDNSURLProtocol.Type) != nil)
+        let copy = configuration.withHTTPDNS()
+        #expect((copy.protocolClasses ?? []).filter { $0 is HTTPDNSURLProtocol.Type }.count == 1)
+        #if canImport(Darwin)
+            let background = URLSessionConfiguration.background(withIdentifier: "com.example.bg")
+            background.enableHTTPDNS()
+            #expect(!(background.protocolClasses ?? []).contains { $0 is HTTPDNSURLProtocol.Type })
+        #endif
+    }
+
+    @Test func aServerTrustAnswerMeansWhatApplesDoes() {
+        let trust = URLCredential(user: "x", password: "y", persistence: .none)
+        func decision(_ d: URLSession.AuthChallengeDisposition, _ c: URLCredential?, required: Bool)
+            -> HTTPDNSURLProtocol.TrustDecision
+        {
+            HTTPDNSURLProtocol.trustDecision((d, c), credentialRequired: required)
+        }
+        #expect(decision(.useCredential, trust, required: true) == .accept)
+        #expect(decision(.useCredential, nil, required: true) == .ourCheck)
+        #expect(decision(.useCredential, nil, required: false) == .accept)
+        #expect(decision(.cancelAuthenticationChallenge, nil, required: true) == .refuse)
+        #expect(decision(.performDefaultHandling, nil, required: true) == .ourCheck)
+        #expect(decision(.rejectProtectionSpace, nil, required: false) == .ourCheck)
+    }
+
+    @Test func continuingWithoutACredentialNeverAcceptsAServer() {
+        let answers = NIOLockedValueBox<[ChallengeAnswer]>([])
+        let sender = ChallengeSender { answer in answers.withLockedValue { $0.append(answer) } }
+        let challenge = URLAuthenticationChallenge(
+            protectionSpace: URLProtectionSpace(
+                host: "a.test",
+                port: 443,
+                protocol: "https",
+                realm: nil,
+                authenticationMethod: nil
+            ),
+            proposedCredential: nil,
+            previousFailureCount: 0,
+            failureResponse: nil,
+            error: nil,
+            sender: sender
+        )
+        sender.continueWithoutCredential(for: challenge)
+        let answer = answers.withLockedValue { $0.first }
+        #expect(answer?.disposition == .rejectProtectionSpace && answer?.credential == nil)
+        #expect(HTTPDNSURLProtocol.trustDecision(answer!, credentialRequired: false) == .ourCheck)
+        #expect(HTTPDNSURLProtocol.chosenCredential(answer!, proposed: nil, failures: 0) == nil)
+    }
+
+    @Test func aShortBodyStreamIsReadAheadIntoDataAndALongOneStaysAStreamWithNothingLost() async throws {
+        let short = InputStreamReader(InputStream(data: Data(repeating: 1, count: 1000)))
+        guard case .data(let data) = try await short.buffered(upTo: 4096) else {
+            Issue.record("a stream within the limit did not become data")
+            return
+        }
+        #expect(data.count == 1000)
+
+        let bytes = Data((0..<200_000).map { UInt8(truncatingIfNeeded: $0) })
+        let long = InputStreamReader(InputStream(data: bytes))
+        guard case .stream(let reader) = try await long.buffered(upTo: 70_000) else {
+            Issue.record("a stream over the limit became data")
+            return
+        }
+        try reader.claim()
+        var all = Data()
+        while let chunk = try await reader.next() { all.append(contentsOf: chunk.readableBytesView) }
+        #expect(all == bytes)
+    }
+
+    @Test func appTransportSecurityDecidesWhichHostsMayBeReachedInTheClear() {
+        #expect(TransportSecurity(infoDictionary: nil, isAppBundle: false).allowsCleartext(to: "a.test"))
+        let defaults = TransportSecurity(infoDictionary: [:], isAppBundle: true)
+        #expect(!defaults.allowsCleartext(to: "a.test"))
+        let plist: [String: Any] = [
+            "NSAppTransportSecurity": [
+                "NSAllowsLocalNetworking": true,
+                "NSExceptionDomains": [
+                    "legacy.example.com": ["NSExceptionAllowsInsecureHTTPLoads": true],
+                    "example.org": ["NSExceptionAllowsInsecureHTTPLoads": true, "NSIncludesSubdomains": true],
+                    "strict.example.org": ["NSExceptionAllowsInsecureHTTPLoads": false],
+                ],
+            ]
+        ]
+        let ats = TransportSecurity(infoDictionary: plist, isAppBundle: true)
+        #expect(ats.allowsCleartext(to: "legacy.example.com"))
+        #expect(!ats.allowsCleartext(to: "sub.legacy.example.com"), "no NSIncludesSubdomains")
+        #expect(ats.allowsCleartext(to: "cdn.example.org"))
+        #expect(!ats.allowsCleartext(to: "strict.example.org"), "the most specific domain wins")
+        #expect(ats.allowsCleartext(to: "printer.local") && ats.allowsCleartext(to: "nas"))
+        #expect(!ats.allowsCleartext(to: "other.test"))
+        let arbitrary = TransportSecurity(
+            infoDictionary: ["NSAppTransportSecurity": ["NSAllowsArbitraryLoads": true]],
+            isAppBundle: true
+        )
+        #expect(arbitrary.allowsCleartext(to: "other.test"))
+        #expect(
+            HandBack.reason(
+                cachePolicy: .useProtocolCachePolicy,
+                forbidsSomeNetworks: false,
+                transportHonoursNetworkRules: true,
+                systemHonoursNetworkRules: true,
+                cleartextForbidden: true
+            )?.contains("App Transport Security") == true
+        )
+    }
+
+    @Test func protectionSpacesAreTheSameWhenEveryFieldIs() {
+        func space(_ host: String, realm: String? = "r", port: Int = 80) -> URLProtectionSpace {
+            URLProtectionSpace(
+                host: host,
+                port: port,
+                protocol: "http",
+                realm: realm,
+                authenticationMethod: NSURLAuthenticationMethodHTTPBasic
+            )
+        }
+        #expect(LoadContext.sameSpace(space("a.test"), space("A.test")))
+        #expect(!LoadContext.sameSpace(space("a.test"), space("a.test", realm: "other")))
+        #expect(!LoadContext.sameSpace(space("a.test"), space("a.test", port: 8080)))
+        let proxy = URLProtectionSpace(
+            proxyHost: "a.test",
+            port: 80,
+            type: NSURLProtectionSpaceHTTPProxy,
+            realm: "r",
+            authenticationMethod: NSURLAuthenticationMethodHTTPBasic
+        )
+        #expect(!LoadContext.sameSpace(space("a.test"), proxy))
+    }
+}
