@@ -251,7 +251,8 @@ struct URLSessionTests {
         let (data, response) = try await session().data(
             for: URLRequest(url: URL(string: "http://a.test:\(peers.nginxTLS)/ua")!)
         )
-        #expect(text(data).hasPrefix("ua=swift-httpdns/"), "\(text(data))")
+        // The system's own User-Agent, as URLSession would send it.
+        #expect(text(data).hasPrefix("ua=\(SystemRequestDefaults.current.userAgent) "), "\(text(data))")
         #expect(text(data).contains("scheme=https proto=HTTP/2.0"))
         #expect(response.url?.scheme == "https")
     }
