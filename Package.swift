@@ -274,6 +274,8 @@ let package = Package(
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
+                // The TLS origin of the server trust cases (a tool's dependency, on every platform).
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ],
             path: "Conformance",
             swiftSettings: swiftSettings

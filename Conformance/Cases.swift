@@ -18,6 +18,9 @@ struct ConformanceCase: Sendable {
     /// reads; on Apple platforms the system's proxy settings are the machine's own, so the case only
     /// proves the hand-back there).
     var behindSystemProxy = false
+    /// Why the case cannot run on swift-corelibs-foundation (it lacks what the case uses): printed as
+    /// SKIP there and not counted; nil: it runs everywhere.
+    var unavailableOnCorelibs: String? = nil
     let run: @Sendable (Harness) async throws -> String
 }
 
@@ -26,7 +29,7 @@ let formBody = Data("a=1&b=two".utf8)
 
 let allCases: [ConformanceCase] =
     basicCases + bodyCases + redirectCases + cookieCases + cacheCases
-    + timingCases + delegateCases + authCases + policyCases + clientCases
+    + timingCases + delegateCases + trustCases + authCases + policyCases + clientCases
 
 // MARK: Requests and responses
 
@@ -368,6 +371,32 @@ let delegateCases: [ConformanceCase] = [
     },
 ]
 
+// MARK: Server trust (an origin whose CA nobody trusts)
+
+func trustCase(_ name: String, answer: URLSession.AuthChallengeDisposition?) -> ConformanceCase {
+    .init(name: name) { h in
+        let probe = Probe()
+        if let answer {
+            probe.challengeAnswer = answer
+            probe.credential = nil
+        }
+        let session = h.session(Harness.fresh(), delegate: answer == nil ? nil : probe)
+        if answer == nil { return "\(await load(session, URLRequest(url: h.secureURL("/"))))" }
+        session.dataTask(with: h.secureURL("/")).resume()
+        let error = await probe.completion()
+        return
+            "error=\(error.map(errorCode) ?? "none") events=\(probe.log) body=[\(String(decoding: probe.data, as: UTF8.self))]"
+    }
+}
+
+let trustCases: [ConformanceCase] = [
+    trustCase("server-trust-untrusted-without-delegate", answer: nil),
+    trustCase("server-trust-untrusted-default-handling", answer: .performDefaultHandling),
+    // What "continue without credential" arrives as, and a bare .useCredential on Apple platforms.
+    trustCase("server-trust-untrusted-reject-protection-space", answer: .rejectProtectionSpace),
+    trustCase("server-trust-untrusted-cancel", answer: .cancelAuthenticationChallenge),
+]
+
 // MARK: Authentication
 
 func authCase(
@@ -434,6 +463,20 @@ let policyCases: [ConformanceCase] = [
         var r = h.request("/echo")
         HTTPDNS.markHandled(&r)
         return "\(await load(h.session(), r))"
+    },
+    .init(
+        name: "background-configuration-left-to-the-system",
+        intercepted: false,
+        unavailableOnCorelibs: "corelibs has no background sessions (URLSessionConfiguration.background traps)"
+    ) { h in
+        #if canImport(Darwin)
+            // Its tasks run outside the app, where no URLProtocol runs: enabling leaves it as it was.
+            let c = URLSessionConfiguration.background(withIdentifier: "conformance.\(getpid())")
+            h.httpdns?.enable(on: c)
+            return "protocolClasses=\((c.protocolClasses ?? []).map { "\($0)" }.filter { $0.hasPrefix("HTTPDNS") })"
+        #else
+            return "not run"
+        #endif
     },
     .init(name: "proxy-407-from-the-systems-proxy", intercepted: false, behindSystemProxy: true) { h in
         "\(await load(h.session(Harness.fresh()), h.request("/echo")))"

@@ -12,14 +12,17 @@ struct SideResult {
 /// The longest a side may take; a side still running then is reported as hung.
 let sideLimit: TimeInterval = 15
 
-func runSide(_ name: String, _ side: String, port: Int, doh: String, behindSystemProxy: Bool = false) -> SideResult {
+func runSide(_ name: String, _ side: String, ports: (Int, Int), doh: String, behindSystemProxy: Bool = false)
+    -> SideResult
+{
+    let port = ports.0
     #if os(macOS) || os(Linux)
         let home = FileManager.default.temporaryDirectory.appendingPathComponent("conformance-\(UUID().uuidString)")
         try? FileManager.default.createDirectory(at: home, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: home) }
         let process = Process()
         process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0]).standardizedFileURL
-        process.arguments = ["--child", name, side, "\(port)", doh]
+        process.arguments = ["--child", name, side, "\(port)", "\(ports.1)", doh]
         var environment = ProcessInfo.processInfo.environment
         environment["HOME"] = home.path
         environment["XDG_DATA_HOME"] = home.path

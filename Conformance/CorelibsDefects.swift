@@ -18,7 +18,29 @@ private let answeredFromCache: @Sendable (String) -> Bool = {
     $0.contains("second=status=200 content-type=text/plain body=[fresh 1]") && $0.hasSuffix("origin=count=1")
 }
 
+/// Apple's URLSession asks the delegate about a certificate it cannot trust, and fails the task with
+/// `code` unless the delegate accepts it.
+private func askedAboutTrust(failingWith code: Int) -> @Sendable (String) -> Bool {
+    { $0 == "error=\(code) events=challenge(NSURLAuthenticationMethodServerTrust realm=- failures=0) body=[]" }
+}
+
 let corelibsDefects: [String: CorelibsDefect] = [
+    "server-trust-untrusted-without-delegate": .init(
+        why: "reports an untrusted certificate as -1 (unknown), not -1202 (serverCertificateUntrusted)",
+        expected: { $0 == "error=-1202" }
+    ),
+    "server-trust-untrusted-default-handling": .init(
+        why: "never asks the delegate about a server's certificate, and reports an untrusted one as -1",
+        expected: askedAboutTrust(failingWith: -1202)
+    ),
+    "server-trust-untrusted-reject-protection-space": .init(
+        why: "never asks the delegate about a server's certificate, and reports an untrusted one as -1",
+        expected: askedAboutTrust(failingWith: -1202)
+    ),
+    "server-trust-untrusted-cancel": .init(
+        why: "never asks the delegate about a server's certificate, and reports an untrusted one as -1",
+        expected: askedAboutTrust(failingWith: -999)
+    ),
     "cache-fresh-use-protocol-policy": .init(
         why: "never answers from its URL cache (a fresh response is fetched again)",
         expected: answeredFromCache

@@ -13,6 +13,8 @@ import NIOConcurrencyHelpers
 final class Harness: @unchecked Sendable {
     let viaHTTPDNS: Bool
     let port: Int
+    /// The https origin's port (a certificate from a CA nobody trusts).
+    let tlsPort: Int
     let httpdns: HTTPDNS?
     /// Loads HTTPDNS served (its metrics callback), to tell a case that never reached it.
     let intercepted = NIOLockedValueBox(Served())
@@ -42,9 +44,10 @@ final class Harness: @unchecked Sendable {
         }
     }
 
-    init(viaHTTPDNS: Bool, port: Int, doh: String) throws {
+    init(viaHTTPDNS: Bool, port: Int, tlsPort: Int, doh: String) throws {
         self.viaHTTPDNS = viaHTTPDNS
         self.port = port
+        self.tlsPort = tlsPort
         if viaHTTPDNS {
             var configuration = HTTPDNS.Configuration(
                 resolvers: [try ResolverSpec(parsing: "doh:\(doh)")],
@@ -71,6 +74,9 @@ final class Harness: @unchecked Sendable {
     /// `http://localhost:PORT` + `path`: a name, so the HTTPDNS side resolves it through HTTPDNS and the
     /// plain side through the system.
     func url(_ path: String) -> URL { URL(string: "http://localhost:\(port)\(path)")! }
+
+    /// `https://localhost:TLS-PORT` + `path`.
+    func secureURL(_ path: String) -> URL { URL(string: "https://localhost:\(tlsPort)\(path)")! }
 
     func request(_ path: String, method: String = "GET", body: Data? = nil) -> URLRequest {
         var request = URLRequest(url: url(path))
@@ -166,22 +172,13 @@ final class Probe: NSObject, URLSessionDataDelegate, @unchecked Sendable {
     private(set) var lastSent: (Int64, Int64) = (0, 0)
     private(set) var metrics: URLSessionTaskMetrics?
     private(set) var response: HTTPURLResponse?
-    private var done: CheckedContinuation<(any Error)?, Never>?
-    private var finished: (any Error)??
+    private let completed = CompletionLatch()
 
     func note(_ event: String) { lock.withLock { events.append(event) } }
     var log: String { lock.withLock { events.joined(separator: ",") } }
 
     /// Waits for didCompleteWithError.
-    func completion() async -> (any Error)? {
-        await withCheckedContinuation { continuation in
-            let already: (any Error)?? = lock.withLock {
-                if finished == nil { done = continuation }
-                return finished
-            }
-            if let already { continuation.resume(returning: already) }
-        }
-    }
+    func completion() async -> (any Error)? { await completed.wait() }
 
     func urlSession(
         _ session: URLSession,
@@ -212,7 +209,9 @@ final class Probe: NSObject, URLSessionDataDelegate, @unchecked Sendable {
         switch disposition {
         case .allow: completionHandler(.allow)
         case .cancel: completionHandler(.cancel)
-        case .becomeDownload: completionHandler(.becomeDownload)
+        case .becomeDownload:
+            // `.becomeDownload` (2): corelibs marks the name deprecated (it ignores the answer), Apple does not.
+            completionHandler(URLSession.ResponseDisposition(rawValue: 2)!)
         }
     }
 
@@ -260,12 +259,7 @@ final class Probe: NSObject, URLSessionDataDelegate, @unchecked Sendable {
     }
 
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
-        let waiter = lock.withLock {
-            finished = .some(error)
-            defer { done = nil }
-            return done
-        }
-        waiter?.resume(returning: error)
+        completed.open(error)
     }
 }
 
@@ -275,18 +269,9 @@ final class DownloadProbe: NSObject, URLSessionDownloadDelegate, @unchecked Send
     private(set) var fileBytes: Int?
     private(set) var writeCalls = 0
     private(set) var expected: Int64 = 0
-    private var done: CheckedContinuation<(any Error)?, Never>?
-    private var finished: (any Error)??
+    private let completed = CompletionLatch()
 
-    func completion() async -> (any Error)? {
-        await withCheckedContinuation { continuation in
-            let already: (any Error)?? = lock.withLock {
-                if finished == nil { done = continuation }
-                return finished
-            }
-            if let already { continuation.resume(returning: already) }
-        }
-    }
+    func completion() async -> (any Error)? { await completed.wait() }
 
     func urlSession(_ session: URLSession, downloadTask: URLSessionDownloadTask, didFinishDownloadingTo location: URL) {
         let size = (try? Data(contentsOf: location))?.count
@@ -307,11 +292,32 @@ final class DownloadProbe: NSObject, URLSessionDownloadDelegate, @unchecked Send
     }
 
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
-        let waiter = lock.withLock {
-            finished = .some(error)
-            defer { done = nil }
-            return done
+        completed.open(error)
+    }
+}
+
+/// A task's completion, waited for once: `open` before or after `wait`, the waiter gets the error.
+final class CompletionLatch: @unchecked Sendable {
+    private let lock = NIOLock()
+    private var waiter: CheckedContinuation<(any Error)?, Never>?
+    private var outcome: (any Error)??
+
+    func open(_ error: (any Error)?) {
+        let waiting = lock.withLock {
+            outcome = .some(error)
+            defer { waiter = nil }
+            return waiter
         }
-        waiter?.resume(returning: error)
+        waiting?.resume(returning: error)
+    }
+
+    func wait() async -> (any Error)? {
+        await withCheckedContinuation { continuation in
+            let already: (any Error)?? = lock.withLock {
+                if outcome == nil { waiter = continuation }
+                return outcome
+            }
+            if let already { continuation.resume(returning: already) }
+        }
     }
 }

@@ -15,10 +15,13 @@
 
 import Crypto
 import Foundation
+import HTTPDNSServer
+import Logging
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import NIOSSL
 
 final class ConformanceOrigin: Sendable {
     let channel: any Channel
@@ -50,6 +53,34 @@ final class ConformanceOrigin: Sendable {
     }
 
     func stop() async { try? await channel.close() }
+
+    /// An https origin for `localhost` whose CA is made now and trusted by nobody: every request is
+    /// answered "secure" (the server trust cases never get that far unless the app accepts the server).
+    static func startTLS() async throws -> SecureOrigin {
+        let pki = try DemoPKI()
+        let (certificate, key) = try pki.leaf("localhost")
+        var tls = TLSConfiguration.makeServerConfiguration(
+            certificateChain: [.certificate(certificate)],
+            privateKey: .privateKey(key)
+        )
+        tls.applicationProtocols = ["http/1.1"]
+        var quiet = Logger(label: "conformance.tls")
+        quiet.logLevel = .critical
+        let listener = try await HTTPListener.start(
+            host: "127.0.0.1",
+            port: 0,
+            tls: try NIOSSLContext(configuration: tls),
+            logger: quiet
+        ) { _ in ListenerResponse(status: .ok, text: "secure") }
+        return SecureOrigin(listener: listener)
+    }
+}
+
+/// The https origin (ConformanceOrigin.startTLS).
+struct SecureOrigin: Sendable {
+    let listener: HTTPListener
+    var port: Int { listener.port }
+    func stop() async { await listener.stop() }
 }
 
 private final class OriginHandler: ChannelInboundHandler, @unchecked Sendable {
@@ -96,7 +127,9 @@ private final class OriginHandler: ChannelInboundHandler, @unchecked Sendable {
             if status != .notModified && status != .noContent {
                 headers.add(name: "content-length", value: "\(bytes.count)")
             }
-            let write = {
+            let headersToSend = headers
+            let write: @Sendable () -> Void = {
+                let headers = headersToSend
                 let context = bound.value
                 context.write(
                     self.wrapOutboundOut(
@@ -233,7 +266,7 @@ private final class OriginHandler: ChannelInboundHandler, @unchecked Sendable {
             promise: nil
         )
         let bound = NIOLoopBound((context, self), eventLoop: context.eventLoop)
-        func step(_ left: Int) {
+        @Sendable func step(_ left: Int) {
             let (context, handler) = bound.value
             guard left > 0 else { return context.writeAndFlush(handler.wrapOutboundOut(.end(nil)), promise: nil) }
             guard context.channel.isActive else { return }

@@ -153,7 +153,7 @@ package class HTTPDNSURLProtocol: URLProtocol {
             forbidsSomeNetworks: NetworkAccess(of: request) != .unrestricted,
             transportHonoursNetworkRules: HandBack.transportHonoursNetworkRules,
             systemHonoursNetworkRules: HandBack.systemHonoursNetworkRules,
-            cleartextForbidden: Translation.upgraded(url, upgrade: setup.upgradeToHTTPS).scheme?.lowercased() == "http"
+            cleartextForbidden: target(of: url, setup: setup).scheme?.lowercased() == "http"
                 && !TransportSecurity.current.allowsCleartext(to: host)
         ) {
             setup.logger.info("left to the system's URL loading: \(reason)", metadata: ["host": "\(host)"])
@@ -163,6 +163,14 @@ package class HTTPDNSURLProtocol: URLProtocol {
     }
 
     package override class func canonicalRequest(for request: URLRequest) -> URLRequest { request }
+
+    /// Where a request for `url` really goes: https for the hosts `upgradeToHTTPS` lists and, where the
+    /// system applies HSTS, for the hosts that asked for it.
+    static func target(of url: URL, setup: Setup) -> URL {
+        Translation.upgraded(url, upgrade: setup.upgradeToHTTPS) { host in
+            StrictTransportSecurity.shared?.withLockedValue { $0.upgrades(host, now: Date()) } ?? false
+        }
+    }
 
     private struct Loading {
         var gate: ClientGate
@@ -255,6 +263,11 @@ package class HTTPDNSURLProtocol: URLProtocol {
                     return
                 }
                 revalidating = nil
+                if url.scheme?.lowercased() == "https", let host = url.host,
+                    let policy = response.headers.first(name: "strict-transport-security")
+                {
+                    StrictTransportSecurity.shared?.withLockedValue { $0.record(policy, from: host, now: Date()) }
+                }
                 if current.httpShouldHandleCookies, let storage = context.cookieStorage,
                     CookieRules.accepts(context.cookieAcceptPolicy, from: url, mainDocumentURL: current.mainDocumentURL)
                 {
@@ -481,7 +494,7 @@ package class HTTPDNSURLProtocol: URLProtocol {
         -> (HTTPRequest, URL)
     {
         guard let original = request.url else { throw URLError(.badURL) }
-        let url = Translation.upgraded(original, upgrade: setup.upgradeToHTTPS)
+        let url = target(of: original, setup: setup)
         let target: HTTPURL
         do {
             target = try HTTPURL(url.absoluteString)

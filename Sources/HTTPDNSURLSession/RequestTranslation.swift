@@ -130,12 +130,17 @@ final class InputStreamReader: @unchecked Sendable {
 enum Translation {
     /// The URL a request really goes to: http upgraded to https for hosts on the upgrade list (the
     /// port stays when the URL names one, otherwise 443).
-    static func upgraded(_ url: URL, upgrade: [HostPattern]) -> URL {
+    /// `strict` says whether a host is a known HSTS host (StrictTransportSecurity.swift): its request
+    /// goes over https too, port 80 becoming 443 (RFC 6797 §8.3).
+    static func upgraded(_ url: URL, upgrade: [HostPattern], strict: (String) -> Bool = { _ in false }) -> URL {
         guard url.scheme?.lowercased() == "http", let host = url.host,
-            upgrade.contains(where: { $0.matches(normalizeHostname(host)) }),
             var components = URLComponents(url: url, resolvingAgainstBaseURL: false)
         else { return url }
+        let listed = upgrade.contains(where: { $0.matches(normalizeHostname(host)) })
+        let known = !listed && strict(host)
+        guard listed || known else { return url }
         components.scheme = "https"
+        if known, components.port == 80 { components.port = nil }
         return components.url ?? url
     }
 
