@@ -12,22 +12,36 @@
 //   HTTPDNSNetwork   the network path, owned here: `NetworkPath` (what the engines connect on and the
 //                    resolver asks for), the monitor that keeps it current (route probes, the operating
 //                    system's change notices, NAT64 discovery through a query the resolver supplies).
+//   HTTPDNSPlumbing  NIO plumbing the engine, the server and the proxy share: connection limits, idle
+//                    closing, accept back-off, HTTP/2 limits, trace context in header fields.
 //   HTTPDNSEngine    the one HTTP engine (SwiftNIO): TLS with the real hostname as SNI, HTTP/1.1 and
 //                    HTTP/2 by ALPN, connecting to addresses given by a resolver.
 //   HTTPDNSLookup    the resolver, `HTTPDNSResolver` (SwiftNIO): providers (DoH, JSON, DNSPod, Do53, system), cache,
 //                    coalescing, prefetch, persistence, fallback, hijack detection.
-//   HTTPDNSServer    the self-hostable HTTPDNS server (DNSPod, JSON, DoH wire and JSON on one port) and a
-//                    classic DNS (UDP/TCP) server, used by `httpdns serve`, the demo, tests and benches.
-//                    Not a product: it is run as `httpdns serve`; its Swift API is package-only for now.
-//   httpdns          the command-line tool; it alone picks a metrics backend (Prometheus, for
-//                    `serve --metrics`): the library modules only report through swift-metrics.
 //   HTTPDNSLocalProxy the loopback forward proxy, `HTTPDNSProxy` (CONNECT tunnels, http:// forwarding, PAC).
 //   HTTPDNSURLSession the URLProtocol for URLSession (the only module that imports FoundationNetworking).
+//   HTTPDNSOpenAPI   a ClientTransport for swift-openapi-generator's clients, behind the trait `OpenAPI`.
+//
+// Apps link the products, HTTPDNSKit and HTTPDNSOpenAPI, and what they build on. The rest is this
+// repository's own, and no product uses it, so an app never resolves what only it needs
+// (argument-parser, Prometheus, service-lifecycle, swift-otel, the DocC plugin): SwiftPM leaves out a
+// dependency that no product uses.
+//   HTTPDNSServer    the self-hostable HTTPDNS server (DNSPod, JSON, DoH wire and JSON on one port) and a
+//                    classic DNS (UDP/TCP) server, used by `httpdns serve`, the demo, tests and benches.
+//                    Its Swift API is package-only for now.
+//   httpdns          the command-line tool; it alone picks a metrics backend (Prometheus, for
+//                    `serve --metrics`): the library modules only report through swift-metrics.
+//   HTTPDNSCommandLine what the command-line tools share: resolver options, secrets, OTLP export.
+//   httpdns-bench    the benchmarks (ours next to a peer's, from one run) and the crash-test driver.
+//   httpdns-conformance the differential suite: every case through the system's URL loading and ours.
 //
 // Tests: one hermetic target per module (`swift test` runs them anywhere: no peers, no root), plus
 // HTTPDNSIntegrationTests, which needs the real peers that scripts/test.sh starts (skipped without them,
 // failing under CI=true). HTTPDNSTestSupport holds what the test targets share.
 import PackageDescription
+
+/// What only the trait `OpenAPI` brings in.
+let openAPI: TargetDependencyCondition? = .when(traits: ["OpenAPI"])
 
 let swiftSettings: [SwiftSetting] = [
     .enableUpcomingFeature("ExistentialAny")
@@ -40,16 +54,11 @@ let notApple: [Platform] = [.linux, .android, .windows, .openbsd]
 /// Where Network.framework carries the library's connections (NIOTransportServices) and the system runs TLS.
 let apple: [Platform] = [.macOS, .iOS, .tvOS, .watchOS, .visionOS, .macCatalyst]
 
-/// The speed benchmarks (`httpdns bench engine|hot|urlsession` and their origin server, issue 15) are
-/// compiled into the CLI only when `HTTPDNS_SPEED_BENCH=1` is set for the build, as scripts/speed-bench.sh
-/// does: a shipped `httpdns` carries `httpdns bench` (the resolver benchmark) alone.
-let speedBenchSettings: [SwiftSetting] =
-    Context.environment["HTTPDNS_SPEED_BENCH"] == "1" ? [.define("HTTPDNS_SPEED_BENCH")] : []
-
 /// The modules tests start (servers, resolvers) and the NIO pieces they drive directly: what the shared
 /// helpers (HTTPDNSTestSupport) and every test target but the pure core's build on.
 let sharedTestDependencies: [Target.Dependency] = [
     "HTTPDNSCore",
+    "HTTPDNSPlumbing",
     "HTTPDNSNetwork",
     "HTTPDNSEngine",
     "HTTPDNSLookup",
@@ -74,8 +83,15 @@ let package = Package(
     platforms: [.macOS(.v13), .iOS(.v16), .tvOS(.v16), .watchOS(.v9)],
     products: [
         .library(name: "HTTPDNSKit", targets: ["HTTPDNSKit"]),
+        // Behind the trait `OpenAPI`, off by default: an app without a generated client never resolves
+        // swift-openapi-runtime or swift-http-types.
         .library(name: "HTTPDNSOpenAPI", targets: ["HTTPDNSOpenAPI"]),
-        .executable(name: "httpdns", targets: ["httpdns"]),
+    ],
+    traits: [
+        .trait(
+            name: "OpenAPI",
+            description: "HTTPDNSOpenAPI, a ClientTransport for swift-openapi-generator's clients."
+        )
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
@@ -121,9 +137,23 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .target(
+            name: "HTTPDNSPlumbing",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
             name: "HTTPDNSEngine",
             dependencies: [
                 "HTTPDNSCore",
+                "HTTPDNSPlumbing",
                 "HTTPDNSNetwork",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -175,6 +205,7 @@ let package = Package(
             name: "HTTPDNSServer",
             dependencies: [
                 "HTTPDNSCore",
+                "HTTPDNSPlumbing",
                 "HTTPDNSEngine",
                 "HTTPDNSLookup",
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -198,6 +229,7 @@ let package = Package(
             name: "HTTPDNSLocalProxy",
             dependencies: [
                 "HTTPDNSCore",
+                "HTTPDNSPlumbing",
                 "HTTPDNSEngine",
                 "HTTPDNSLookup",
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -234,6 +266,7 @@ let package = Package(
             name: "HTTPDNSKit",
             dependencies: [
                 "HTTPDNSCore",
+                "HTTPDNSNetwork",
                 "HTTPDNSEngine",
                 "HTTPDNSLookup",
                 "HTTPDNSLocalProxy",
@@ -252,8 +285,8 @@ let package = Package(
             dependencies: [
                 "HTTPDNSKit",
                 "HTTPDNSEngine",
-                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
-                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime", condition: openAPI),
+                .product(name: "HTTPTypes", package: "swift-http-types", condition: openAPI),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
             ],
@@ -280,6 +313,46 @@ let package = Package(
             path: "Conformance",
             swiftSettings: swiftSettings
         ),
+        // What the command-line tools share: the resolver options (`--resolver`, `--local-dns`, `--only`,
+        // secrets from files or the environment) and the OTLP export (`--otlp-endpoint`).
+        .target(
+            name: "HTTPDNSCommandLine",
+            dependencies: [
+                "HTTPDNSKit",
+                "HTTPDNSCore",
+                "HTTPDNSEngine",
+                "HTTPDNSLookup",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "OTel", package: "swift-otel"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The benchmarks (ours next to a peer's, from the same run) and the crash-test driver: a tool of
+        // this repository, built by the test command so none of it rots, and never part of `httpdns`.
+        .executableTarget(
+            name: "httpdns-bench",
+            dependencies: [
+                "HTTPDNSCommandLine",
+                "HTTPDNSKit",
+                "HTTPDNSURLSession",
+                "HTTPDNSServer",
+                "HTTPDNSCore",
+                "HTTPDNSEngine",
+                "HTTPDNSLookup",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(
             name: "httpdns",
             dependencies: [
@@ -291,6 +364,7 @@ let package = Package(
                 "HTTPDNSCore",
                 "HTTPDNSEngine",
                 "HTTPDNSLookup",
+                "HTTPDNSCommandLine",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -306,7 +380,7 @@ let package = Package(
                 .product(name: "SwiftASN1", package: "swift-asn1"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
-            swiftSettings: swiftSettings + speedBenchSettings
+            swiftSettings: swiftSettings
         ),
         .target(
             name: "HTTPDNSTestSupport",
@@ -332,6 +406,14 @@ let package = Package(
                 .product(name: "SwiftASN1", package: "swift-asn1"),
             ]
         ),
+        testTarget(
+            "HTTPDNSPlumbingTests",
+            [
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+            ]
+        ),
+        testTarget("HTTPDNSNetworkTests"),
         testTarget("HTTPDNSLookupTests"),
         testTarget(
             "HTTPDNSServerTests",

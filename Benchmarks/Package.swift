@@ -34,7 +34,7 @@ let package = Package(
             ],
             swiftSettings: [.enableUpcomingFeature("ExistentialAny")]
         ),
-        // The load of scripts/soak.sh (issue 29): engine, URLSession and proxy requests through the
+        // The load of scripts/soak.sh: engine, URLSession and proxy requests through the
         // public API while the script injects faults.
         .executableTarget(
             name: "soak-client",

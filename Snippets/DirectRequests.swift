@@ -6,7 +6,11 @@ import NIOPosix
 
 let httpdns = try HTTPDNS(resolvers: ["doh:https://223.5.5.5/dns-query"], only: ["*.example.com"])
 // The URL keeps its hostname; the engine connects to what the resolver says.
-var request = try HTTPRequest(method: .POST, url: "https://api.example.com/upload", body: .bytes(Array("hello".utf8)))
+var request = try HTTPEngineRequest(
+    method: .POST,
+    url: "https://api.example.com/upload",
+    body: .bytes(Array("hello".utf8))
+)
 request.timeout = .seconds(60)
 let response = try await httpdns.engine.send(request, followRedirects: 5)
 for try await chunk in response.body { print(chunk.readableBytes) }  // streamed, back-pressured

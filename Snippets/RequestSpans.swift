@@ -15,7 +15,7 @@ let httpdns = try HTTPDNS(configuration)
 try await withSpan("checkout") { _ in
     // A CLIENT span per attempt, a child of "checkout": method, address, status, protocol version;
     // connect, TLS and first byte as events; the lookup a new connection made as a "resolve" span.
-    let response = try await httpdns.engine.send(try HTTPRequest(url: "https://api.example.com/cart"))
+    let response = try await httpdns.engine.send(try HTTPEngineRequest(url: "https://api.example.com/cart"))
     _ = try await response.body.collect(upTo: 1 << 20)
 }
 await httpdns.shutdown()

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# Compile-checks the package for iOS 16 (issue 33): every library target (HTTPDNSKit builds them all)
+# Compile-checks the package for iOS 16: every library target (HTTPDNSKit builds them all)
 # and the server are type-checked and compiled for arm64-apple-ios16.0 on this Linux machine by the
 # shared harness
 # (../shared/tools/apple-typecheck.sh), which Xcode's rules for the declared deployment target apply
 # to: availability, CryptoKit's Sendable surface, the code behind #if canImport(Darwin/Network/ObjectiveC).
 # Nothing is linked or run: the Apple-only code is compiled, never executed here.
 #
-# Needs an iPhoneOS SDK and the Dispatch/os API notes, named by the environment (README, "Apple
-# platforms"); without them it says that it skipped and exits 0 (CI has none).
+# Needs an iPhoneOS SDK and the Dispatch/os API notes, named by the environment (docs/APPLE.md);
+# without them it says that it skipped and exits 0 (CI has none).
 #   HTTPDNS_APPLE_SDK        path of iPhoneOS16.5.sdk (or another iPhoneOS SDK)
 #   HTTPDNS_APPLE_APINOTES   folder holding Dispatch.apinotes and os.apinotes
 #   HTTPDNS_APPLE_HARNESS    the harness (default ../shared/tools/apple-typecheck.sh)
@@ -26,7 +26,7 @@ fi
 # Not the `httpdns` CLI: swift-argument-parser imports `os` and Synchronization, whose iOS 16.5 SDK
 # interfaces (Swift 5.8) this harness cannot rebuild with today's compiler; that stops in the SDK, before
 # any of our code. The CLI is a macOS/Linux tool; the library is what ships in apps.
-# The snippets too (issue 27), the Apple-only ones above all (Linux compiles them as empty files), but
+# The snippets too, the Apple-only ones above all (Linux compiles them as empty files), but
 # WebViewProxy: `WKWebsiteDataStore.proxyConfigurations` is iOS 17 API, absent from the 16.5 SDK.
 # MetricsBackend: it imports swift-metrics' `Metrics`, which only the CLI depends on; a build of the
 # snippet alone (what the harness runs) does not make that module. The Linux build compiles it.
@@ -50,7 +50,16 @@ if [ -d .build/checkouts ]; then
     [ -d "$nits" ] && find "$nits" -name '*.swift' -exec sed -i -E 's/^( *)import Network$/\1@preconcurrency import Network/' {} +
 fi
 log=$(mktemp /tmp/httpdns-apple-check.XXXXXX)
-trap 'rm -f "$log"' EXIT
+# HTTPDNSOpenAPI is behind the package trait OpenAPI, and the harness builds without traits: its copy of
+# the manifest (only the copy) turns the trait on by default, through the harness's PATCH.
+patchdir=$(mktemp -d /tmp/httpdns-apple-patch.XXXXXX)
+trap 'rm -rf "$log" "$patchdir"' EXIT
+mkdir -p "$patchdir/a" "$patchdir/b"
+cp Package.swift "$patchdir/a/"
+sed 's/^    traits: \[$/    traits: [\n        .default(enabledTraits: ["OpenAPI"]),/' Package.swift > "$patchdir/b/Package.swift"
+(cd "$patchdir" && diff -u a/Package.swift b/Package.swift > manifest.patch) || true
+grep -q 'enabledTraits' "$patchdir/manifest.patch" || { echo "apple-check: could not turn the OpenAPI trait on" >&2; exit 2; }
+export PATCH="$patchdir/manifest.patch"
 set +e
 "$harness" "$HTTPDNS_APPLE_SDK" "$PWD" "$HTTPDNS_APPLE_APINOTES" > "$log" 2>&1
 rc=$?

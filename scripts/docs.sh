@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the DocC documentation of every public library module (issue 11) and fails on any DocC
+# Builds the DocC documentation of every public library module and fails on any DocC
 # warning: a broken symbol link, an article that does not resolve. Output: .build/docs/.
 # Usage: scripts/docs.sh
 set -euo pipefail
@@ -8,7 +8,7 @@ targets=(HTTPDNSKit HTTPDNSCore HTTPDNSEngine HTTPDNSLookup HTTPDNSLocalProxy HT
 args=()
 for t in "${targets[@]}"; do args+=(--target "$t"); done
 log=/tmp/httpdns-docs.log
-swift package --disable-sandbox --allow-writing-to-directory .build/docs generate-documentation \
+swift package --traits OpenAPI --disable-sandbox --allow-writing-to-directory .build/docs generate-documentation \
     "${args[@]}" --enable-experimental-combined-documentation --output-path .build/docs \
     --warnings-as-errors 2>&1 | tee "$log" | grep -E "warning|error|Finished|Generated" || true
 # A dependency's own package warning (swift-distributed-tracing ships a CMakeLists.txt SwiftPM does not

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every Swift example in the README and the DocC articles is a SwiftPM snippet under Snippets/ (issue 27),
+# Every Swift example in the README and the DocC articles is a SwiftPM snippet under Snippets/,
 # and this proves they compile as an app would write them:
 #   1. The README repeats each snippet's visible text after a `<!-- snippet: NAME -->` line, the DocC
 #      articles include them with `@Snippet(path: "swift-httpdns/Snippets/NAME")`, and no other Swift
@@ -15,7 +15,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root="$(pwd)"
 python3 - "$root" <<'PY'
-import os, re, sys
+import os, re, sys, textwrap
 root = sys.argv[1]
 snippets = {f[:-6]: open(os.path.join(root, "Snippets", f)).read()
             for f in sorted(os.listdir(os.path.join(root, "Snippets"))) if f.endswith(".swift")}
@@ -32,7 +32,7 @@ def visible(text):
     while lines and lines[0].startswith("//"): lines.pop(0)   # the abstract
     while lines and not lines[0].strip(): lines.pop(0)
     while lines and not lines[-1].strip(): lines.pop()
-    return "\n".join(lines)
+    return textwrap.dedent("\n".join(lines))
 
 problems = []
 used = set()
@@ -78,7 +78,10 @@ with open("/tmp/httpdns-snippet-manifest", "w") as f:
     f.write("\n".join(lines) + "\n")
 print(f"snippets: {len(snippets)} snippets, each shown in the README or DocC, texts identical")
 PY
-package_line=$(grep '^\.package(' /tmp/httpdns-snippet-manifest | sed -E "s|path: \"[^\"]*\"|path: \"$root\"|")
+# The OpenAPIClient snippet needs the product behind the trait OpenAPI, so the package line turns it on
+# as the README's OpenAPI section says, and the snippets see the same condition its hidden lines test.
+package_line=$(grep '^\.package(' /tmp/httpdns-snippet-manifest \
+    | sed -E "s|path: \"[^\"]*\"|path: \"$root\", traits: [\"OpenAPI\"]|")
 product_line=$(grep '^\.product(' /tmp/httpdns-snippet-manifest)
 pkg="$(mktemp -d /tmp/httpdns-snippets.XXXXXX)"
 trap 'rm -rf "$pkg"' EXIT
@@ -87,7 +90,7 @@ for f in Snippets/*.swift; do
     name=$(basename "$f" .swift)
     mkdir -p "$pkg/Sources/$name"
     cp "$f" "$pkg/Sources/$name/main.swift"
-    targets+="        .executableTarget(name: \"$name\", dependencies: deps, path: \"Sources/$name\"),
+    targets+="        .executableTarget(name: \"$name\", dependencies: deps, path: \"Sources/$name\", swiftSettings: openAPI),
 "
 done
 cat > "$pkg/Package.swift" <<EOF
@@ -95,6 +98,7 @@ cat > "$pkg/Package.swift" <<EOF
 // Made by scripts/snippets.sh: an app that depends on swift-httpdns as the README says.
 import PackageDescription
 
+let openAPI: [SwiftSetting] = [.define("OpenAPI")]
 let deps: [Target.Dependency] = [
     $product_line
     .product(name: "NIOCore", package: "swift-nio"),

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/soak.sh SECONDS (issue 29): the engine, the proxy and the server together under load for
+# scripts/soak.sh SECONDS: the engine, the proxy and the server together under load for
 # SECONDS while faults are injected, in a network namespace of its own (root; nothing leaves it):
 #   kresd                 the upstream resolver of `httpdns serve`; SIGKILLed every 30 s (from 10 s on)
 #                         and started again 3 s later
@@ -43,7 +43,10 @@ else
     build=(--scratch-path)
     scratch=.build
 fi
-(cd "$root" && swift build "${build[@]}" "$root/$scratch" --product httpdns >&2)
+# The plain build with the traits the test command builds with, so its build folder is reused as it is.
+traits=()
+[ -n "${SOAK_SANITIZE:-}" ] || traits=(--traits OpenAPI)
+(cd "$root" && swift build "${traits[@]}" "${build[@]}" "$root/$scratch" --product httpdns >&2)
 swift build --package-path "$root/Benchmarks" "${build[@]}" "$root/Benchmarks/$scratch" --product soak-client >&2
 httpdns="$root/$scratch/debug/httpdns"
 client="$root/Benchmarks/$scratch/debug/soak-client"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Our speed next to the C peers', from one run (issue 15): starts the peers (scripts/peers.sh), builds
+# Our speed next to the C peers', from one run: starts the peers (scripts/peers.sh), builds
 # httpdns in release, and prints for each row ours, the peer, the ratio and CPU per request.
 #
 #   scripts/speed-bench.sh            # every row, ROUNDS=3 alternating rounds (medians)
@@ -7,11 +7,11 @@
 #   ROWS="h1 h2" scripts/speed-bench.sh     # some rows: lookup h1 h2 urlsession doh coldstart instr tracing
 #
 # Rows:
-#   lookup      cached A+AAAA lookup (httpdns bench resolver: resolveCachedOrStart, then await resolve)
+#   lookup      cached A+AAAA lookup (httpdns-bench resolver: resolveCachedOrStart, then await resolve)
 #               vs getaddrinfo of an /etc/hosts name
 #   h1          HTTP/1.1 keep-alive GETs, 1 in flight: our engine vs `wrk -t1 -c1`, same nginx URL
 #   h2          HTTP/2, 100 streams on 1 connection: our engine vs `h2load -c1 -m100`, same URL
-#   urlsession  small GETs through HTTPDNSURLProtocol vs plain URLSession (libcurl) (bench urlsession)
+#   urlsession  small GETs through HTTPDNSURLProtocol vs plain URLSession (libcurl) (httpdns-bench urlsession)
 #   doh         DoH server, `h2load -m1` with 1 and 16 connections: `httpdns serve` vs kresd's doh2,
 #               the same query for a name both answer from local data; CPU is the server's
 #   coldstart   an app relaunched an hour after its last run (`httpdns fetch` with a cache file aged by
@@ -38,11 +38,12 @@ if ((${#missing[@]})); then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}" >/dev/null
 fi
 
-# The speed benchmarks are compiled in only with HTTPDNS_SPEED_BENCH=1 (Package.swift), in a build
-# folder of their own so the ordinary one keeps its shipped shape.
-export HTTPDNS_SPEED_BENCH=1
+# Release builds in a folder of their own: `httpdns` (serve, fetch) and `httpdns-bench`, the benchmarks'
+# executable, which is not part of the shipped tool.
 swift build -c release --scratch-path .build-speed --product httpdns >&2
+swift build -c release --scratch-path .build-speed --product httpdns-bench >&2
 H=$(swift build -c release --scratch-path .build-speed --show-bin-path)/httpdns
+B=$(swift build -c release --scratch-path .build-speed --show-bin-path)/httpdns-bench
 
 dir=$(mktemp -d /tmp/speed-bench.XXXXXX)
 serve_pid=""
@@ -77,7 +78,7 @@ header() {
 # Our engine against URL (extra `bench engine` arguments in $@): prints "REQ_PER_S CPU_US_PER_REQUEST".
 ours_engine() {
     local out
-    out=$("$H" bench engine --url "$URL" --cacert "$HTTPDNS_CA" "$@" | tail -1)
+    out=$("$B" engine --url "$URL" --cacert "$HTTPDNS_CA" "$@" | tail -1)
     sed -E 's/.*rate=([0-9.]+) cpu_us=([0-9.]+).*/\1 \2/' <<<"$out"
 }
 
@@ -173,7 +174,7 @@ run_doh() {
     done
 }
 
-# Cold start (issue 26): a fetch by name writes its cache file; the file is aged by an hour, as if the
+# Cold start: a fetch by name writes its cache file; the file is aged by an hour, as if the
 # app were relaunched an hour later; then the same fetch runs with --serve-expired (ours) and without
 # (cold). Prints "ROUND_TRIPS DNS_MS TTFB_MS" for one run: round trips before the connect are 0 when the
 # name came from the cache (stale or fresh), else 1 (A and AAAA go out together).
@@ -266,29 +267,29 @@ instr_row() { # label ours peer-label peer note
     row "$1" "$2" "$3${4:+ $4}" "$r" "$5"
 }
 
-# Points H at a copy of httpdns that callgrind can count, until restore_h; fails when valgrind cannot
+# Points B at a copy of httpdns-bench that callgrind can count, until restore_h; fails when valgrind cannot
 # run it. valgrind 3.19 (Debian 12's) cannot read the DWARF the Swift 6.3 toolchain writes ("possibly
 # corrupted debuginfo file"), so it counts a copy without debug info; and it dies as libdispatch's
 # signal thread calls sigsuspend with a mask in read-only memory, so a shim
 # (scripts/valgrind-sigsuspend.c) hands the kernel a copy instead.
 use_valgrind() {
-    saved_h=$H
-    H="$dir/httpdns-nodebug"
-    cp "$saved_h" "$H"
-    strip -g "$H"
+    saved_h=$B
+    B="$dir/httpdns-bench-nodebug"
+    cp "$saved_h" "$B"
+    strip -g "$B"
     gcc -O2 -shared -fPIC scripts/valgrind-sigsuspend.c -o "$dir/vg-sigsuspend.so"
     export LD_PRELOAD="$dir/vg-sigsuspend.so"
-    if valgrind --tool=none "$H" --help >/dev/null 2>&1; then return 0; fi
-    row "instructions per operation" "n/a" "" "" "$(valgrind --version) cannot run httpdns"
+    if valgrind --tool=none "$B" --help >/dev/null 2>&1; then return 0; fi
+    row "instructions per operation" "n/a" "" "" "$(valgrind --version) cannot run httpdns-bench"
     restore_h
     return 1
 }
 restore_h() {
     unset LD_PRELOAD
-    H=$saved_h
+    B=$saved_h
 }
 
-# Tracing (issue 31): the h1 row and the instruction counts of a cached lookup and an h1 exchange with
+# Tracing: the h1 row and the instruction counts of a cached lookup and an h1 exchange with
 # every span exported over OTLP/HTTP to the peers' receiver (--otlp-endpoint), next to the same without
 # (no tracer bootstrapped: what the other rows measure), in one run.
 run_tracing() {
@@ -302,9 +303,9 @@ run_tracing() {
         local n=50000 args=()
         [ "$op" = h1 ] && n=300 && args=(--url "$URL" --cacert "$HTTPDNS_CA")
         local off on
-        off=$(per_op $n "$H" bench hot --op $op "${args[@]}" --iterations)
+        off=$(per_op $n "$B" hot --op $op "${args[@]}" --iterations)
         # shellcheck disable=SC2086
-        on=$(per_op $n "$H" bench hot --op $op "${args[@]}" $otlp --iterations)
+        on=$(per_op $n "$B" hot --op $op "${args[@]}" $otlp --iterations)
         instr_row "  $([ $op = h1 ] && echo "one h1 exchange" || echo "cached await resolve"), off / on" \
             "$off" "on" "$on" " (ratio = off / on)"
     done
@@ -315,17 +316,17 @@ run_instr() {
     if use_valgrind; then
         echo "instructions per operation (callgrind; lower is better, ratio = ours / peer):"
         local gai
-        gai=$(per_op 50000 "$H" bench hot --op getaddrinfo --iterations)
+        gai=$(per_op 50000 "$B" hot --op getaddrinfo --iterations)
         instr_row "  cached lookup (A+AAAA) vs getaddrinfo" \
-            "$(per_op 50000 "$H" bench hot --op lookup-sync --iterations)" "getaddrinfo" "$gai" \
+            "$(per_op 50000 "$B" hot --op lookup-sync --iterations)" "getaddrinfo" "$gai" \
             " (resolveCachedOrStart; /etc/hosts name)"
         instr_row "  the same, await resolve" \
-            "$(per_op 50000 "$H" bench hot --op lookup --iterations)" "getaddrinfo" "$gai" ""
+            "$(per_op 50000 "$B" hot --op lookup --iterations)" "getaddrinfo" "$gai" ""
         instr_row "  one h1 exchange (client) vs wrk" \
-            "$(per_op 300 "$H" bench hot --op h1 --url "$URL" --cacert "$HTTPDNS_CA" --iterations)" "wrk" \
+            "$(per_op 300 "$B" hot --op h1 --url "$URL" --cacert "$HTTPDNS_CA" --iterations)" "wrk" \
             "$(wrk_per_request)" " (TLS included)"
         instr_row "  one h2 exchange (client) vs h2load -m1" \
-            "$(per_op 300 "$H" bench hot --op h2 --url "$URL" --cacert "$HTTPDNS_CA" --iterations)" "h2load" \
+            "$(per_op 300 "$B" hot --op h2 --url "$URL" --cacert "$HTTPDNS_CA" --iterations)" "h2load" \
             "$(per_op 300 h2load -c1 -m1 "$URL" -n)" " (TLS included)"
         # One DoH answer: the server under callgrind, asked N and then 3N times, stopped by SIGINT.
         local q counts=() n=300
@@ -350,12 +351,12 @@ header
 for r in $ROWS; do
     case "$r" in
         lookup)
-            "$H" bench resolver --iterations 200000 --concurrency 1000 \
+            "$B" resolver --iterations 200000 --concurrency 1000 \
                 | grep -E "^cached|^  the same, await|^getaddrinfo|^ratio|^  await resolve" ;;
         h1) run_h1 ;;
         h2) run_h2 ;;
         urlsession)
-            "$H" bench urlsession --upload-mib 16 | sed -n '/^small GETs/,$p' ;;
+            "$B" urlsession --upload-mib 16 | sed -n '/^small GETs/,$p' ;;
         doh) run_doh ;;
         coldstart) run_coldstart ;;
         instr) run_instr ;;

@@ -1,5 +1,5 @@
 // alibaba-v2: AlibabaV2Format.envelope and .answers, and AlibabaJSONFormat.parseBatch (`sign_resolve`),
-// on hostile bodies (issue 28: the batch answers and the encrypted modes' `data` string), the query
+// on hostile bodies (the batch answers and the encrypted modes' `data` string), the query
 // chosen by the first byte.
 //
 // Whatever parses: a plain envelope's data gives an answer for every name asked (two, one of them

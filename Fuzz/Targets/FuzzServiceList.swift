@@ -1,5 +1,5 @@
 // service-list: ServiceListFormat's two readers (Alibaba's `ss` JSON, Tencent's `/conf` text) on hostile
-// answers, the first byte choosing which, and ServiceRouteState driven by the rest (issue 28).
+// answers, the first byte choosing which, and ServiceRouteState driven by the rest.
 //
 // Whatever parses: each family holds only its own addresses, at most `maximumPerFamily`, and some
 // address unless the service is switched off; what the server writes for those addresses reads back to

@@ -106,9 +106,11 @@ struct TTLOverrides: Hashable, Sendable {
     }
 }
 
-/// One address family.
-package enum AddressFamily: String, Hashable, Sendable, Codable, CaseIterable {
+/// One address family: A records (IPv4) or AAAA records (IPv6).
+public enum AddressFamily: String, Hashable, Sendable, Codable, CaseIterable {
+    /// IPv4: A records.
     case ipv4
+    /// IPv6: AAAA records.
     case ipv6
 }
 

@@ -11,7 +11,7 @@
 /// written. `host` is an address or name without brackets; anything holding a colon counts as IPv6.
 package func formatAuthority(host: String, port: Int?) -> String {
     // On the bytes: `host.contains(":")` is Foundation's string search where Foundation is imported,
-    // ~4,700 instructions a call, and every request formats its URL (callgrind, issue 15).
+    // ~4,700 instructions a call, and every request formats its URL (callgrind).
     let bracketed = host.utf8.contains(UInt8(ascii: ":")) ? "[\(host)]" : host
     guard let port else { return bracketed }
     return "\(bracketed):\(port)"

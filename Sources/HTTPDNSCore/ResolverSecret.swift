@@ -1,4 +1,4 @@
-// Credentials of commercial HTTPDNS services (issue 12). A secret is held as bytes in a type that never
+// Credentials of commercial HTTPDNS services. A secret is held as bytes in a type that never
 // shows them: its reflection (which `print`, string interpolation, `String(reflecting:)` and `dump`
 // use) says `<redacted>`, and nothing in the library formats its bytes except to use them.
 

@@ -1,4 +1,4 @@
-// The vendors' service-IP lists (issue 28). Their SDKs start from a few bootstrap IPs, ask the
+// The vendors' service-IP lists. Their SDKs start from a few bootstrap IPs, ask the
 // vendor's scheduling endpoint for the account's current service addresses, send queries to those in
 // order, move on when one fails, refresh the list now and then, keep it on disk, and fall back to the
 // bootstrap IPs when nothing else answers. This file holds the two wire formats and the rules, as a

@@ -8,6 +8,7 @@
 
 import Foundation
 import HTTPDNSCore
+import HTTPDNSPlumbing
 import NIOCore
 import NIOHTTP1
 import NIOHTTP2

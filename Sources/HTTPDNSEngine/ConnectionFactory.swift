@@ -45,12 +45,10 @@ struct ConnectRecipe: Sendable {
 
 /// How a connection's address was found, for the metrics of the first request on it.
 struct AddressLookup: Sendable {
-    /// `literal`, `system`, or who answered (a resolver's source, `cache(…)`, `static`).
-    var source: String
+    /// `literal`, `system`, or who answered (a resolver's source, the cache, configured addresses).
+    var source: ResolutionSource
     /// How long the lookup took; nil when none ran.
     var duration: Duration?
-    /// Whether the resolver's cache answered (`ResolvedAddresses.cache`).
-    var cache: String?
     /// When the lookup started, on the wall clock spans are stamped with (the resolve span's start).
     var startedAt = DefaultTracerClock.now
 }
@@ -128,7 +126,7 @@ struct ConnectionFactory: Sendable {
             let proxyResolves = configuration.proxy?.proxyResolvesNames == true
             // Through a proxy that resolves, or to an IP literal: the tunnel names the host as given.
             if let proxy, recipe.given == nil, proxyResolves || IPAddress(url.host) != nil {
-                let named = AddressLookup(source: proxyResolves ? "proxy" : "literal")
+                let named = AddressLookup(source: proxyResolves ? .proxy : .literal)
                 lookup = named
                 let target = formatAuthority(host: url.host, port: url.port)
                 return try await connect(
@@ -171,9 +169,9 @@ struct ConnectionFactory: Sendable {
     /// client speaks it through the tunnel), and a half-close from the target is passed on. Throws
     /// `HTTPEngineError`.
     func tunnel(host: String, port: Int, on loop: any EventLoop, timeout: Duration) async throws -> any Channel {
-        let deadline = NIODeadline.now() + .nanoseconds(timeout.nanoseconds)
+        let deadline = NIODeadline.now() + TimeAmount(timeout)
         let (addresses, _) = try await self.addresses(for: host, given: nil, deadline: deadline)
-        let left = Duration.nanoseconds((deadline - .now()).nanoseconds)
+        let left = Duration(deadline - .now())
         guard left > .zero else { throw HTTPEngineError(.connectTimeout, "no time left to connect to \(host)") }
         let started = ContinuousClock.now
         do {
@@ -201,10 +199,10 @@ struct ConnectionFactory: Sendable {
         // An IP literal is connected to as it is, unless the caller names the addresses (a resolver
         // endpoint's service list, its literal kept as the TLS name).
         if let literal = IPAddress(host), given == nil {
-            let lookup = AddressLookup(source: "literal")
+            let lookup = AddressLookup(source: .literal)
             // An IPv4 literal on a network that reaches IPv4 only through NAT64: its synthesized form.
             guard !literal.isIPv6 else { return (nil, lookup) }
-            let mapped = await path.connectable(ResolvedAddresses(ipv4: [literal], ipv6: [], source: "literal"))
+            let mapped = await path.connectable(ResolvedAddresses(ipv4: [literal], ipv6: [], source: .literal))
             return (mapped.synthesized.isEmpty ? nil : mapped, lookup)
         }
         let started = ContinuousClock.now
@@ -214,8 +212,14 @@ struct ConnectionFactory: Sendable {
             found = given
         } else if let addressSource {
             do {
+                // The request's deadline bounds the lookup only where the source's own bound would
+                // not: a lookup the resolver ends by its timeout needs no second timer and Task.
+                let bound = deadline.flatMap { deadline in
+                    addressSource.lookupTimeout.map { NIODeadline.now() + TimeAmount($0) < deadline } == true
+                        ? nil : deadline
+                }
                 found = try await Self.within(
-                    deadline,
+                    bound,
                     on: group.any(),
                     orFail: HTTPEngineError(.totalTimeout, "\(host): no address before the request's total timeout")
                 ) {
@@ -230,7 +234,7 @@ struct ConnectionFactory: Sendable {
                 throw HTTPEngineError(.nameNotResolved, "could not resolve \(host): \(reason)", underlying: error)
             }
         } else {
-            return (nil, AddressLookup(source: "system"))  // NIO's getaddrinfo resolver, inside the connect
+            return (nil, AddressLookup(source: .system))  // NIO's getaddrinfo resolver, inside the connect
         }
         let now = clock.now()
         let ranked = ranker.withLockedValue { r in
@@ -243,7 +247,6 @@ struct ConnectionFactory: Sendable {
         let lookup = AddressLookup(
             source: found.source,
             duration: ContinuousClock.now - started,
-            cache: found.cache,
             startedAt: wallStart
         )
         return (await path.connectable(ranked), lookup)
@@ -286,7 +289,7 @@ struct ConnectionFactory: Sendable {
         let requested = recipe.idleTimeout
         var connectTimeout = requested.map { min($0, configuration.timeouts.connect) } ?? configuration.timeouts.connect
         if let deadline {
-            let left = Duration.nanoseconds((deadline - .now()).nanoseconds)
+            let left = Duration(deadline - .now())
             guard left > .zero else { throw HTTPEngineError(.totalTimeout, "no time left to connect to \(url.host)") }
             connectTimeout = min(connectTimeout, left)
         }

@@ -1,4 +1,4 @@
-// What the engine reports through swift-metrics (issue 16); a no-op until the app or server bootstraps a
+// What the engine reports through swift-metrics; a no-op until the app or server bootstraps a
 // backend (`MetricsSystem.bootstrap`) before it makes its first engine. Timers become histograms in
 // Prometheus. Only new connections feed the connect and TLS timers: a reused one did neither.
 //

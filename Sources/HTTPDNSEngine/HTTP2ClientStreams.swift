@@ -1,4 +1,4 @@
-// The engine's HTTP/2 without a child channel per stream (issue 30): `HTTP2ClientStreams` sits after
+// The engine's HTTP/2 without a child channel per stream: `HTTP2ClientStreams` sits after
 // the connection's NIOHTTP2Handler (no stream multiplexer), owns the connection's streams and hands
 // each stream's frames to its `ClientStream`, which runs the same ExchangeStateMachine an HTTP/1.1
 // exchange runs. NIO's child channel, its pipeline and HTTP2FramePayloadToHTTP1ClientCodec were about
@@ -18,6 +18,7 @@
 //   never processed: the engine may send it again elsewhere (RFC 9113 §8.7);
 // - decompression, only for a response that is compressed, through NIO's own decompressor.
 
+import HTTPDNSPlumbing
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOEmbedded

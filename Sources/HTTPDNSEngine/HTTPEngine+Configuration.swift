@@ -25,7 +25,7 @@ extension HTTPEngine {
         package var idleConnectionTimeout: Duration = .seconds(60)
         /// Sent when the request has no User-Agent.
         package var userAgent = "swift-httpdns/0.1"
-        /// Spans of each request attempt (issue 31); nil: none, at the cost of a nil check.
+        /// Spans of each request attempt; nil: none, at the cost of a nil check.
         package var tracing: EngineTracing?
 
         package init() {}
@@ -128,8 +128,11 @@ public enum HTTPVersionPolicy: String, Sendable, Hashable {
 }
 
 /// The HTTP version a response came over.
-package enum HTTPVersionUsed: String, Sendable, Hashable {
+/// The HTTP version a connection speaks, as ALPN names it.
+public enum HTTPVersionUsed: String, Sendable, Hashable {
+    /// HTTP/1.1 (`http/1.1`).
     case http1 = "http/1.1"
+    /// HTTP/2 (`h2`).
     case http2 = "h2"
 }
 
@@ -137,12 +140,13 @@ package enum HTTPVersionUsed: String, Sendable, Hashable {
 package protocol AddressSource: Sendable {
     /// Addresses of `host`, each family in preference order, and who answered.
     func addresses(for host: String) async throws -> ResolvedAddresses
-    /// The network path the source detects, for engines that connect to its answers (nil: none).
-    var networkPath: NetworkPath? { get }
+    /// The longest `addresses(for:)` can take: the source ends every lookup within it. nil: no such
+    /// bound, so the engine bounds the lookup with the request's deadline.
+    var lookupTimeout: Duration? { get }
 }
 
 extension AddressSource {
-    package var networkPath: NetworkPath? { nil }
+    package var lookupTimeout: Duration? { nil }
 }
 
 /// Fixed addresses per host, e.g. a resolver endpoint's bootstrap IPs; unknown hosts fail.
@@ -154,6 +158,6 @@ package struct StaticAddressSource: AddressSource {
         guard let ips = table[normalizeHostname(host)], !ips.isEmpty else {
             throw HTTPEngineError(.nameNotResolved, "no address configured for \(host)")
         }
-        return ResolvedAddresses(ipv4: ips.filter { !$0.isIPv6 }, ipv6: ips.filter(\.isIPv6), source: "static")
+        return ResolvedAddresses(ipv4: ips.filter { !$0.isIPv6 }, ipv6: ips.filter(\.isIPv6), source: .staticHosts)
     }
 }

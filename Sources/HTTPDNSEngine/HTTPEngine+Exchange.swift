@@ -13,12 +13,12 @@ extension HTTPEngine {
     /// Runs one exchange on `connection`, or on a new stream of it for HTTP/2, and returns at the
     /// response head.
     func exchange(
-        _ request: HTTPRequest,
+        _ request: HTTPEngineRequest,
         on connection: Connection,
         key: PoolKey,
         deadline: NIODeadline?,
         recorder: MetricsRecorder
-    ) async throws -> HTTPResponse {
+    ) async throws -> HTTPEngineResponse {
         let loop = connection.channel.eventLoop
         // A request without a body, or with a small one, is written in the same event-loop turn that
         // starts the exchange: no upload task, no extra hops. Larger bodies stream from a task below.
@@ -35,7 +35,7 @@ extension HTTPEngine {
             host: request.url.host,
             inline: inline,
             decompress: request.decompress,
-            idleTimeout: .nanoseconds((request.idleTimeout ?? configuration.timeouts.idleRead).nanoseconds),
+            idleTimeout: TimeAmount(request.idleTimeout ?? configuration.timeouts.idleRead),
             deadline: deadline,
             headPromise: loop.makePromise(of: HTTPResponseHead.self),
             endPromise: loop.makePromise(of: Bool.self),
@@ -91,7 +91,7 @@ extension HTTPEngine {
     /// Waits for the response head (uploading a streamed body meanwhile) and returns the response with
     /// its body still streaming.
     private func responseHead(
-        of request: HTTPRequest,
+        of request: HTTPEngineRequest,
         head: HTTPRequestHead,
         inline: ByteBuffer??,
         sink: RequestSink,
@@ -100,7 +100,7 @@ extension HTTPEngine {
         headPromise: EventLoopPromise<HTTPResponseHead>,
         recorder: MetricsRecorder,
         onCancel: @escaping @Sendable () -> Void
-    ) async throws -> HTTPResponse {
+    ) async throws -> HTTPEngineResponse {
         let host = request.url.host
         return try await withTaskCancellationHandler {
             let responseHead: HTTPResponseHead
@@ -128,11 +128,11 @@ extension HTTPEngine {
                 }
             }
             recorder.update {
-                $0.ttfbMs = recorder.sinceStart()
+                $0.timeToFirstByte = recorder.sinceStart()
                 $0.status = Int(responseHead.status.code)
             }
             metrics.responseHead(after: ContinuousClock.now - recorder.started, version: connection.version)
-            return HTTPResponse(
+            return HTTPEngineResponse(
                 status: responseHead.status,
                 headers: responseHead.headers,
                 version: connection.version,
@@ -145,7 +145,7 @@ extension HTTPEngine {
         }
     }
 
-    private func makeHead(_ request: HTTPRequest) -> HTTPRequestHead {
+    private func makeHead(_ request: HTTPEngineRequest) -> HTTPRequestHead {
         var headers = request.headers
         if !headers.contains(name: "host") { headers.add(name: "host", value: request.url.authority) }
         if !headers.contains(name: "user-agent") { headers.add(name: "user-agent", value: configuration.userAgent) }

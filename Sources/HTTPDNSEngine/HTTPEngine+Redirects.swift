@@ -11,7 +11,7 @@ extension HTTPEngine {
     /// anything but HEAD into GET, dropping the body; 307/308 keep method and body (a body that cannot
     /// be sent again fails the redirect). Credentials and cookies are not carried to another host.
     /// The request's total timeout (`timeout`, else the configuration's) bounds the whole chain.
-    public func send(_ request: HTTPRequest, followRedirects: Int = 0) async throws -> HTTPResponse {
+    public func send(_ request: HTTPEngineRequest, followRedirects: Int = 0) async throws -> HTTPEngineResponse {
         var current = request
         var hops = 0
         let deadline = (request.timeout ?? configuration.timeouts.total).map { ContinuousClock.now + $0 }
@@ -39,7 +39,9 @@ extension HTTPEngine {
     }
 
     /// The request a redirect response asks for, or nil when `response` is not a redirect to follow.
-    package static func redirect(from request: HTTPRequest, response: HTTPResponse) throws -> HTTPRequest? {
+    package static func redirect(from request: HTTPEngineRequest, response: HTTPEngineResponse) throws
+        -> HTTPEngineRequest?
+    {
         let code = Int(response.status.code)
         guard let rule = RedirectRule.next(status: code, method: request.method.rawValue),
             let location = response.headers.first(name: "location")

@@ -34,7 +34,8 @@ enum ExchangeRetry {
         var goAwayReceived: Bool
         var retriesLeft: Int
 
-        init(request: HTTPRequest, reused: Bool, version: HTTPVersionUsed, goAwayReceived: Bool, retriesLeft: Int) {
+        init(request: HTTPEngineRequest, reused: Bool, version: HTTPVersionUsed, goAwayReceived: Bool, retriesLeft: Int)
+        {
             self.method = request.method
             if case .stream = request.body?.storage { bodyReplayable = false } else { bodyReplayable = true }
             self.reused = reused

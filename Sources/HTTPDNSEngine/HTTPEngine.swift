@@ -6,9 +6,10 @@
 // certificate check, Host / :authority); the socket address comes from an AddressSource (the resolver)
 // at connect time, ranked by how earlier connects to each address went. Verification is never off.
 //
-// A request: resolve (unless the connection is reused) → lease a connection from the pool → run the
-// exchange on it (HTTP/1.1) or on a new stream (HTTP/2) → hand back the response with its body still
-// streaming. The connection returns to the pool when the body has been read to the end.
+// A request: lease a connection from the pool (an idle one of the same key is reused with no lookup; a
+// new one asks the AddressSource for addresses at connect time and races them) → run the exchange on it
+// (HTTP/1.1) or on a new stream (HTTP/2) → hand back the response with its body still streaming. The
+// connection returns to the pool when the body has been read to the end.
 
 import HTTPDNSCore
 import HTTPDNSNetwork
@@ -31,7 +32,7 @@ public final class HTTPEngine: Sendable {
     let factory: ConnectionFactory
     let metrics = EngineMetrics()
     /// Whether requests are traced (`configuration.tracing`), as a flag: the request path tests it, as
-    /// copying the optional tracer out to test it cost every request a little (issue 31).
+    /// copying the optional tracer out to test it cost every request a little.
     let isTraced: Bool
     /// The network path: where IPv4 is reached through NAT64, IPv4 addresses are connected to through
     /// their synthesized IPv6 form; when it changes, pooled connections are retired.
@@ -40,8 +41,8 @@ public final class HTTPEngine: Sendable {
     /// - Parameters:
     ///   - addressSource: where host names are resolved at connect time (the HTTPDNS resolver). Without
     ///     one, names go to getaddrinfo; IP-literal URLs never need one.
-    ///   - path: the network path to connect on; by default the address source's, else one that stays
-    ///     unprobed (addresses used as they are).
+    ///   - path: the network path to connect on (the one the resolver's monitor keeps current); by
+    ///     default one that stays unprobed (addresses used as they are).
     package init(
         configuration: Configuration = Configuration(),
         addressSource: (any AddressSource)? = nil,
@@ -52,7 +53,7 @@ public final class HTTPEngine: Sendable {
         self.configuration = configuration
         self.isTraced = configuration.tracing != nil
         self.addressSource = addressSource
-        self.path = path ?? addressSource?.networkPath ?? NetworkPath()
+        self.path = path ?? NetworkPath()
         self.group = eventLoopGroup
         self.logger = logger
         let factory = try ConnectionFactory(
@@ -64,7 +65,7 @@ public final class HTTPEngine: Sendable {
         let limits = PoolStateMachine.Limits(
             maxConnectionsPerHost: configuration.maxConnectionsPerHost,
             maxConcurrentStreams: configuration.maxConcurrentStreams,
-            idleTimeout: .nanoseconds(configuration.idleConnectionTimeout.nanoseconds)
+            idleTimeout: TimeAmount(configuration.idleConnectionTimeout)
         )
         self.factory = factory
         self.pool = ConnectionPool(limits: limits, group: eventLoopGroup) { recipe, deadline in
@@ -136,7 +137,9 @@ public final class HTTPEngine: Sendable {
     ///
     /// - Parameter addresses: where to connect, instead of asking the address source (e.g. a resolver
     ///   endpoint's bootstrap IPs).
-    package func execute(_ request: HTTPRequest, addresses: ResolvedAddresses? = nil) async throws -> HTTPResponse {
+    package func execute(_ request: HTTPEngineRequest, addresses: ResolvedAddresses? = nil) async throws
+        -> HTTPEngineResponse
+    {
         let recorder = MetricsRecorder(url: request.url, traced: isTraced)
         var retries = ExchangeRetry.limit
         while true {
@@ -157,11 +160,11 @@ public final class HTTPEngine: Sendable {
 
     /// `attempt` inside a CLIENT span of its own, which ends with the response's body or the failure.
     private func tracedAttempt(
-        _ request: HTTPRequest,
+        _ request: HTTPEngineRequest,
         addresses given: ResolvedAddresses?,
         recorder: MetricsRecorder,
         retries: Int
-    ) async throws -> HTTPResponse {
+    ) async throws -> HTTPEngineResponse {
         var sent = request
         let span = AttemptSpan(configuration.tracing!, &sent)
         do {
@@ -182,12 +185,12 @@ public final class HTTPEngine: Sendable {
     /// `SendAgain` when the retry rule sends the request again on a new connection: `execute` makes
     /// that a new attempt, with a span of its own.
     private func attempt(
-        _ request: HTTPRequest,
+        _ request: HTTPEngineRequest,
         addresses given: ResolvedAddresses?,
         recorder: MetricsRecorder,
         retries: Int,
         span: AttemptSpan?
-    ) async throws -> HTTPResponse {
+    ) async throws -> HTTPEngineResponse {
         let url = request.url
         let versions = request.versions ?? configuration.versions
         let h2c = !url.isTLS && configuration.http2PriorKnowledge
@@ -205,7 +208,7 @@ public final class HTTPEngine: Sendable {
             connectionLimit: request.connectionLimit.flatMap { $0 < configuration.maxConnectionsPerHost ? $0 : nil }
         )
         let deadline = (request.timeout ?? configuration.timeouts.total).map {
-            NIODeadline.now() + .nanoseconds($0.nanoseconds)
+            NIODeadline.now() + TimeAmount($0)
         }
 
         // The caller's loop when it runs on one of ours: a connection made for it is made there.
@@ -233,7 +236,7 @@ public final class HTTPEngine: Sendable {
             if let lookup = failed.lookup {
                 recorder.update {
                     $0.dnsSource = lookup.source
-                    $0.dnsMs = lookup.duration?.milliseconds
+                    $0.dns = lookup.duration
                 }
             }
             throw failed.error
@@ -243,14 +246,12 @@ public final class HTTPEngine: Sendable {
             $0.ip = connection.remote.ipAddress
             $0.synthesizedFrom = connection.synthesizedFrom?.description
             $0.port = connection.remote.port
-            $0.protocol = connection.version.rawValue
-            if reused {
-                $0.dnsSource = $0.dnsSource ?? "reused connection"
-            } else {
+            $0.httpVersion = connection.version
+            if !reused {
                 $0.dnsSource = connection.lookup.source
-                $0.dnsMs = connection.lookup.duration?.milliseconds
-                $0.connectMs = connection.connectDuration.milliseconds
-                $0.tlsMs = connection.tlsDuration?.milliseconds
+                $0.dns = connection.lookup.duration
+                $0.connect = connection.connectDuration
+                $0.tls = connection.tlsDuration
             }
         }
         if !reused { metrics.connected(connect: connection.connectDuration, tls: connection.tlsDuration) }

@@ -145,7 +145,7 @@ final class FileChunkReader: Sendable {
 }
 
 /// A request: method, URL, headers, optional body.
-public struct HTTPRequest: Sendable {
+public struct HTTPEngineRequest: Sendable {
     /// The request method.
     public var method: HTTPMethod
     package var url: HTTPURL
@@ -193,9 +193,12 @@ public struct HTTPRequest: Sendable {
     }
 }
 
-/// Where the time of one request went, and what it used. Durations are milliseconds; a phase that did
-/// not happen (a reused connection has no connect or TLS) is nil.
-public struct RequestMetrics: Sendable, Encodable, Hashable {
+/// Where the time of one request went, and what it used. A phase that did not happen (a reused
+/// connection has no lookup, connect or TLS) is nil.
+///
+/// As JSON (`Encodable`) it is the object `httpdns fetch --metrics` prints: durations as milliseconds
+/// (`dnsMs`, `connectMs`, `tlsMs`, `ttfbMs`, `totalMs`), the protocol and the DNS source as text.
+public struct RequestMetrics: Sendable, Hashable {
     /// The URL requested (after redirects, the last one).
     public var url: String
     /// The address the connection went to.
@@ -205,20 +208,21 @@ public struct RequestMetrics: Sendable, Encodable, Hashable {
     package var synthesizedFrom: String?
     /// The port connected to (the URL's).
     public var port: Int?
-    /// "http/1.1" or "h2".
-    public var `protocol`: String?
-    /// Who answered the name: an HTTPDNS provider, cache, LocalDNS, or "literal".
-    public var dnsSource: String?
+    /// The HTTP version the connection speaks.
+    public var httpVersion: HTTPVersionUsed?
+    /// Who gave the address: an HTTPDNS provider, the cache, LocalDNS, a literal. Nil on a reused
+    /// connection (no lookup ran) or when the request failed before one.
+    public var dnsSource: ResolutionSource?
     /// Time spent resolving the name.
-    public var dnsMs: Double?
+    public var dns: Duration?
     /// Time to establish TCP (nil on a reused connection).
-    public var connectMs: Double?
+    public var connect: Duration?
     /// Time of the TLS handshake (nil on a reused connection or plain http).
-    public var tlsMs: Double?
+    public var tls: Duration?
     /// From the start of the request to the response head.
-    public var ttfbMs: Double?
+    public var timeToFirstByte: Duration?
     /// From the start of the request to the last body byte (or the failure).
-    public var totalMs: Double?
+    public var total: Duration?
     /// True when the request went on a pooled connection.
     public var reused: Bool = false
     /// The response's status code (nil when none came).
@@ -229,6 +233,37 @@ public struct RequestMetrics: Sendable, Encodable, Hashable {
     public var bytesReceived: Int = 0
     /// Redirects followed before this response.
     public var redirects: Int = 0
+
+    package init(url: String) { self.url = url }
+}
+
+extension RequestMetrics: Encodable {
+    private enum Keys: String, CodingKey {
+        case url, ip, synthesizedFrom, port, `protocol`, dnsSource, dnsMs, connectMs, tlsMs, ttfbMs, totalMs
+        case reused, status, bytesSent, bytesReceived, redirects
+    }
+
+    /// The object `httpdns fetch --metrics` prints (milliseconds; a reused connection's DNS source is
+    /// "reused connection").
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: Keys.self)
+        try c.encode(url, forKey: .url)
+        try c.encodeIfPresent(ip, forKey: .ip)
+        try c.encodeIfPresent(synthesizedFrom, forKey: .synthesizedFrom)
+        try c.encodeIfPresent(port, forKey: .port)
+        try c.encodeIfPresent(httpVersion?.rawValue, forKey: .protocol)
+        try c.encodeIfPresent(dnsSource?.description ?? (reused ? "reused connection" : nil), forKey: .dnsSource)
+        try c.encodeIfPresent(dns?.milliseconds, forKey: .dnsMs)
+        try c.encodeIfPresent(connect?.milliseconds, forKey: .connectMs)
+        try c.encodeIfPresent(tls?.milliseconds, forKey: .tlsMs)
+        try c.encodeIfPresent(timeToFirstByte?.milliseconds, forKey: .ttfbMs)
+        try c.encodeIfPresent(total?.milliseconds, forKey: .totalMs)
+        try c.encode(reused, forKey: .reused)
+        try c.encodeIfPresent(status, forKey: .status)
+        try c.encode(bytesSent, forKey: .bytesSent)
+        try c.encode(bytesReceived, forKey: .bytesReceived)
+        try c.encode(redirects, forKey: .redirects)
+    }
 }
 
 /// Collects metrics as a request goes; shared by the engine, the handler and the response body.
@@ -246,18 +281,18 @@ final class MetricsRecorder: Sendable {
 
     func update(_ body: (inout RequestMetrics) -> Void) { box.withLockedValue(body) }
     var snapshot: RequestMetrics { box.withLockedValue { $0 } }
-    func sinceStart() -> Double { (ContinuousClock.now - started).milliseconds }
+    func sinceStart() -> Duration { ContinuousClock.now - started }
 
     /// Ends `attempt`'s span with the body (`finish`), or at once when the body has already ended.
     func endSpanWithBody(_ attempt: AttemptSpan) {
         span?.withLockedValue { $0 = attempt }
         // The body may have ended already: whoever takes the span out of its box ends it, once.
-        if box.withLockedValue({ $0.totalMs != nil }) { takeSpan()?.span.end() }
+        if box.withLockedValue({ $0.total != nil }) { takeSpan()?.span.end() }
     }
 
     /// The body has ended (`error` when it was cut short): total time, and the span ends.
     func finish(error: (any Error)? = nil) {
-        update { if $0.totalMs == nil { $0.totalMs = (ContinuousClock.now - self.started).milliseconds } }
+        update { if $0.total == nil { $0.total = ContinuousClock.now - self.started } }
         guard let taken = takeSpan() else { return }
         if let error { taken.failed(error) } else { taken.span.end() }
     }
@@ -281,7 +316,7 @@ final class MetricsRecorder: Sendable {
 }
 
 /// A response: status and headers as soon as they arrive, the body as it arrives.
-public struct HTTPResponse: Sendable {
+public struct HTTPEngineResponse: Sendable {
     /// The response status.
     public var status: HTTPResponseStatus
     /// The response headers.

@@ -317,7 +317,7 @@
             timeout: Duration
         ) -> NIOTSConnectionBootstrap {
             bootstrap
-                .connectTimeout(.nanoseconds(timeout.nanoseconds))
+                .connectTimeout(TimeAmount(timeout))
                 .channelOption(NIOTSChannelOptions.waitForActivity, value: false)
                 .channelOption(.socketOption(.tcp_nodelay), value: 1)
                 .configureNWParameters { parameters in
@@ -379,7 +379,7 @@
             do {
                 return try await HappyEyeballsRace.run(
                     count: count,
-                    deadline: .now() + .nanoseconds(timeout.nanoseconds),
+                    deadline: .now() + TimeAmount(timeout),
                     on: loop,
                     isFinal: { error in
                         guard let error = error as? HTTPEngineError else { return false }
@@ -456,6 +456,7 @@
     }
 
     /// The verify block's completion handler, called once from the Security framework's callback queue.
+    /// `@unchecked Sendable`: the SDK's block type is not marked Sendable; it is called once, never stored.
     private struct VerifyCompletion: @unchecked Sendable {
         let call: (Bool) -> Void
 

@@ -77,7 +77,7 @@
             timeout: Duration
         ) async throws -> any Channel {
             let bootstrap = ClientBootstrap(group: loop)
-                .connectTimeout(.nanoseconds(timeout.nanoseconds))
+                .connectTimeout(TimeAmount(timeout))
                 .channelOption(.socketOption(.tcp_nodelay), value: 1)
                 .channelOption(.allowRemoteHalfClosure, value: true)
             return try await Self.connectTCP(
@@ -153,7 +153,7 @@
             let serverTrust = settings.serverTrust
             let verdict = ChainVerdict(deferring: serverTrust != nil)
             let bootstrap = ClientBootstrap(group: eventLoop)
-                .connectTimeout(.nanoseconds(settings.connectTimeout.nanoseconds))
+                .connectTimeout(TimeAmount(settings.connectTimeout))
                 .channelOption(.socketOption(.tcp_nodelay), value: 1)
                 .channelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
@@ -243,7 +243,7 @@
             }
             if let via {
                 let left = settings.connectTimeout - (ContinuousClock.now - started)
-                let timer = eventLoop.scheduleTask(in: .nanoseconds(max(left, .zero).nanoseconds)) {
+                let timer = eventLoop.scheduleTask(in: TimeAmount(max(left, .zero))) {
                     tunnelPromise.fail(
                         HTTPEngineError(
                             .connectTimeout,
@@ -267,7 +267,7 @@
             // Read now: a channel the server closed at once (a failed handshake) has no remote address later.
             let remote = channel.remoteAddress ?? remotes.withLockedValue { $0[ObjectIdentifier(channel)] }
             let remoteText = remote.map(describe) ?? formatAuthority(host: url.host, port: url.port)
-            let timeout = eventLoop.scheduleTask(in: .nanoseconds(settings.tlsTimeout.nanoseconds)) {
+            let timeout = eventLoop.scheduleTask(in: TimeAmount(settings.tlsTimeout)) {
                 readyPromise.fail(
                     HTTPEngineError(
                         .tlsHandshakeTimeout,

@@ -1,4 +1,4 @@
-// Spans of the engine's requests (issue 31), through swift-distributed-tracing: one CLIENT span per
+// Spans of the engine's requests, through swift-distributed-tracing: one CLIENT span per
 // attempt (a retry on a new connection and each redirect hop get their own), named and attributed as
 // OpenTelemetry's HTTP client conventions say. A new connection adds the lookup it made as a child span
 // ("resolve": who answered, whether the cache did) and its connect and TLS handshake as events; the
@@ -9,6 +9,7 @@
 // span says the same as `RequestMetrics`.
 
 import HTTPDNSCore
+import HTTPDNSPlumbing
 import NIOHTTP1
 import Tracing
 
@@ -37,7 +38,7 @@ struct AttemptSpan: Sendable {
 
     /// Starts the span of an attempt at `request`, a child of the caller's context; when asked, the
     /// request's headers carry that span's context.
-    init(_ tracing: EngineTracing, _ request: inout HTTPRequest) {
+    init(_ tracing: EngineTracing, _ request: inout HTTPEngineRequest) {
         let url = request.url
         span = tracing.tracer.startSpan(request.method.rawValue, ofKind: .client)
         span.updateAttributes { a in
@@ -62,7 +63,7 @@ struct AttemptSpan: Sendable {
             a["network.protocol.name"] = "http"
             a["network.protocol.version"] = connection.version == .http2 ? "2" : "1.1"
             a["httpdns.connection.reused"] = reused
-            if !reused { a["httpdns.dns.source"] = connection.lookup.source }
+            if !reused { a["httpdns.dns.source"] = connection.lookup.source.description }
         }
         guard !reused else { return }
         let lookup = connection.lookup
@@ -90,8 +91,8 @@ struct AttemptSpan: Sendable {
         let child = tracer.startSpan("resolve", context: parent, ofKind: .internal, at: lookup.startedAt)
         child.updateAttributes { a in
             a["dns.question.name"] = host
-            a["httpdns.source"] = lookup.source
-            if let cache = lookup.cache { a["httpdns.cache"] = cache }
+            a["httpdns.source"] = lookup.source.description
+            if let cache = lookup.source.cacheState { a["httpdns.cache"] = cache }
         }
         child.end(at: DefaultTracerClock.Instant(nanosecondsSinceEpoch: ends))
     }
@@ -122,21 +123,5 @@ extension Span {
         recordError(error)
         setStatus(SpanStatus(code: .error))
         end()
-    }
-}
-
-/// Writes trace context fields (`traceparent`, `tracestate`) into request headers.
-package struct HTTPHeadersInjector: Injector {
-    package init() {}
-    package func inject(_ value: String, forKey key: String, into headers: inout HTTPHeaders) {
-        headers.replaceOrAdd(name: key, value: value)
-    }
-}
-
-/// Reads trace context fields from request headers (the server side).
-package struct HTTPHeadersExtractor: Extractor {
-    package init() {}
-    package func extract(key: String, from headers: HTTPHeaders) -> String? {
-        headers.first(name: key)
     }
 }

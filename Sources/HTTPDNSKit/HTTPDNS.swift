@@ -13,6 +13,7 @@ import HTTPDNSCore
 import HTTPDNSEngine
 import HTTPDNSLocalProxy
 import HTTPDNSLookup
+import HTTPDNSNetwork
 import HTTPDNSURLSession
 import Logging
 import NIOCore
@@ -33,6 +34,9 @@ public final class HTTPDNS: Sendable {
     public struct Configuration: Sendable {
         /// HTTPDNS and DoH services, in order of preference; the next is asked when one fails.
         public var resolvers: [ResolverSpec]
+        /// Resolvers of the app's own (`HTTPDNSProvider`), asked after `resolvers` in order of
+        /// preference, and treated like them: validation, cache, failover, fallback.
+        public var providers: [any HTTPDNSProvider] = []
         /// Which names go through HTTPDNS. The default selects none: an app opts its own names in.
         public var policy: HostPolicy = .none
         /// The network's own resolver: names outside the policy, and the fallback.
@@ -169,11 +173,15 @@ public final class HTTPDNS: Sendable {
         }
         http.proxy = configuration.proxy
         http.networkAccess = configuration.networkAccess
-        let resolverEngine = try HTTPEngine(configuration: http, logger: logger)
+        // The network path, made once here and given to all three: the resolver (whose monitor writes it:
+        // its NAT64 discovery asks the resolver's LocalDNS) and both engines, which read it.
+        let path = NetworkPath()
+        let resolverEngine = try HTTPEngine(configuration: http, path: path, logger: logger)
         var resolverConfiguration = ResolverConfiguration(providers: configuration.resolvers)
         resolverConfiguration.policy = configuration.policy
         resolverConfiguration.localDNS = configuration.localDNS
         resolverConfiguration.fallbackToLocalDNS = configuration.fallbackToLocalDNS
+        resolverConfiguration.appProviders = configuration.providers
         resolverConfiguration.timeout = configuration.lookupTimeout
         resolverConfiguration.bootstrap = configuration.bootstrap
         resolverConfiguration.cache = configuration.cache
@@ -189,7 +197,12 @@ public final class HTTPDNS: Sendable {
             propagatesContext: configuration.propagatesTraceContext
         )
         resolverConfiguration.tracer = tracing?.tracer
-        let resolver = try HTTPDNSResolver(configuration: resolverConfiguration, engine: resolverEngine, logger: logger)
+        let resolver = try HTTPDNSResolver(
+            configuration: resolverConfiguration,
+            engine: resolverEngine,
+            path: path,
+            logger: logger
+        )
         self.resolverEngine = resolverEngine
         self.resolver = resolver
         var app = http
@@ -197,7 +210,7 @@ public final class HTTPDNS: Sendable {
         app.versions = configuration.httpVersions
         app.maxConnectionsPerHost = configuration.maxConnectionsPerHost
         app.http2PriorKnowledge = configuration.http2PriorKnowledge
-        self.engine = try HTTPEngine(configuration: app, addressSource: resolver, logger: logger)
+        self.engine = try HTTPEngine(configuration: app, addressSource: resolver, path: path, logger: logger)
     }
 
     /// The short form: resolver specs and name patterns as text.

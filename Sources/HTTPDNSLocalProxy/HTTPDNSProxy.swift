@@ -19,6 +19,7 @@ import Foundation
 import HTTPDNSCore
 import HTTPDNSEngine
 import HTTPDNSLookup
+import HTTPDNSPlumbing
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
@@ -132,7 +133,7 @@ public final class HTTPDNSProxy: Sendable {
             }
         }
         let recent = NIOLockedValueBox<[TunnelMetrics]>([])
-        // swift-metrics (issue 16), counted as each tunnel ends; a no-op until the app bootstraps a backend.
+        // swift-metrics, counted as each tunnel ends; a no-op until the app bootstraps a backend.
         let tunnels = Counter(label: "httpdns_proxy_tunnels_total", dimensions: [("outcome", "opened")])
         let refused = Counter(label: "httpdns_proxy_tunnels_total", dimensions: [("outcome", "failed")])
         let bytesUp = Counter(label: "httpdns_proxy_tunnel_bytes_total", dimensions: [("direction", "up")])

@@ -9,6 +9,7 @@ import Foundation
 import HTTPDNSCore
 import HTTPDNSEngine
 import HTTPDNSLookup
+import HTTPDNSPlumbing
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
@@ -47,7 +48,7 @@ final class ProxyHandler: ChannelInboundHandler, RemovableChannelHandler {
         let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
         let channel = context.channel
         headTimer = context.eventLoop.scheduleTask(
-            in: .nanoseconds(shared.configuration.requestHeadTimeout.nanoseconds)
+            in: TimeAmount(shared.configuration.requestHeadTimeout)
         ) {
             let me = bound.value
             me.perform(me.machine.headTimerFired(), on: channel)
@@ -56,7 +57,9 @@ final class ProxyHandler: ChannelInboundHandler, RemovableChannelHandler {
 
     func handlerRemoved(context: ChannelHandlerContext) {
         headTimer?.cancel()
-        endForwardedBody(ForwardedBodyFailure(description: "the client connection closed before the request body ended"))
+        endForwardedBody(
+            ForwardedBodyFailure(description: "the client connection closed before the request body ended")
+        )
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -83,7 +86,9 @@ final class ProxyHandler: ChannelInboundHandler, RemovableChannelHandler {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        endForwardedBody(ForwardedBodyFailure(description: "the client connection closed before the request body ended"))
+        endForwardedBody(
+            ForwardedBodyFailure(description: "the client connection closed before the request body ended")
+        )
         perform(machine.channelInactive(), on: context.channel)
         context.fireChannelInactive()
     }
@@ -224,7 +229,7 @@ final class ProxyHandler: ChannelInboundHandler, RemovableChannelHandler {
         let (clientGlue, upstreamGlue) = GlueHandler.matchedPair(counters: counters)
         let address = upstream.remoteAddress.map { formatAuthority(host: $0.ipAddress ?? "?", port: $0.port ?? 0) }
         let shared = self.shared
-        let idle = TimeAmount.nanoseconds(shared.configuration.tunnelIdleTimeout.nanoseconds)
+        let idle = TimeAmount(shared.configuration.tunnelIdleTimeout)
         do {
             let sync = client.pipeline.syncOperations
             sync.removeHandler(try sync.handler(type: HTTPResponseEncoder.self), promise: nil)
@@ -299,7 +304,7 @@ final class ProxyHandler: ChannelInboundHandler, RemovableChannelHandler {
     private func armBodyTimer(on channel: any Channel) {
         bodyTimer?.cancel()
         let bound = NIOLoopBound(self, eventLoop: channel.eventLoop)
-        bodyTimer = channel.eventLoop.scheduleTask(in: .nanoseconds(shared.configuration.bodyTimeout.nanoseconds)) {
+        bodyTimer = channel.eventLoop.scheduleTask(in: TimeAmount(shared.configuration.bodyTimeout)) {
             let me = bound.value
             me.bodyTimer = nil
             me.perform(me.machine.bodyTimedOut(), on: channel)
@@ -329,7 +334,9 @@ final class ProxyHandler: ChannelInboundHandler, RemovableChannelHandler {
             forwardedBody = forwarded
             armBodyTimer(on: channel)
             let reader = forwarded.reader
-            body = .stream(length: chunked ? nil : length) { AsyncThrowingStream(unfolding: { try await reader.next() }) }
+            body = .stream(length: chunked ? nil : length) {
+                AsyncThrowingStream(unfolding: { try await reader.next() })
+            }
         } else {
             body = nil
         }
@@ -349,7 +356,7 @@ final class ProxyHandler: ChannelInboundHandler, RemovableChannelHandler {
             headers.remove(name: "host")
             headers.remove(name: "content-length")
             headers.remove(name: "transfer-encoding")
-            let request = HTTPRequest(method: head.method, url: url, headers: headers, body: body)
+            let request = HTTPEngineRequest(method: head.method, url: url, headers: headers, body: body)
             do {
                 let response = try await shared.engine.execute(request)
                 var out = response.headers
@@ -374,7 +381,9 @@ final class ProxyHandler: ChannelInboundHandler, RemovableChannelHandler {
                 try await channel.writeAndFlush(HTTPServerResponsePart.end(nil))
                 loop.execute {
                     let me = bound.value
-                    me.endForwardedBody(ForwardedBodyFailure(description: "the origin answered before the request body ended"))
+                    me.endForwardedBody(
+                        ForwardedBodyFailure(description: "the origin answered before the request body ended")
+                    )
                     try? channel.syncOptions?.setOption(.autoRead, value: true)
                     me.perform(me.machine.forwardFinished(), on: channel)
                 }

@@ -5,6 +5,7 @@
 
 import HTTPDNSCore
 import HTTPDNSEngine
+import HTTPDNSPlumbing
 import NIOCore
 
 #if canImport(Network)

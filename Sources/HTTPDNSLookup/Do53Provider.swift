@@ -143,7 +143,10 @@ package struct Do53Provider: SubnetQuerying {
                 }
                 .connect(to: server).get()
         } catch {
-            let failure = ProviderError("TCP retry after a truncated answer failed to connect: \(error)", underlying: error)
+            let failure = ProviderError(
+                "TCP retry after a truncated answer failed to connect: \(error)",
+                underlying: error
+            )
             promise.fail(failure)
             throw failure
         }

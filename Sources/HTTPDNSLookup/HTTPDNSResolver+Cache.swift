@@ -144,7 +144,13 @@ extension HTTPDNSResolver {
         case .answer(let r, let lookup):
             return (r, lookup)
         case .wait(let id, let task):
-            return (try await withTaskCancellationHandler { try await task.value } onCancel: { askerLeft(id) }, nil)
+            return (
+                try await withTaskCancellationHandler {
+                    try await task.value
+                } onCancel: {
+                    askerLeft(id)
+                }, nil
+            )
         }
     }
 

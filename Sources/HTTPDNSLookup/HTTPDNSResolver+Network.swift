@@ -56,7 +56,7 @@ extension HTTPDNSResolver {
             let answer = try await localDNS.resolve(
                 NAT64Prefix.discoveryName,
                 family: .ipv6,
-                deadline: .now() + .nanoseconds(timeout.nanoseconds)
+                deadline: .now() + TimeAmount(timeout)
             )
             let prefixes = NAT64Prefix.discover(fromAAAA: answer.addresses)
             logger.debug(

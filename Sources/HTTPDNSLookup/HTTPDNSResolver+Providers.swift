@@ -76,7 +76,7 @@ extension HTTPDNSResolver {
         guard !providers.isEmpty else {
             throw ResolverError(.allProvidersFailed, name: name, "no HTTPDNS provider configured")
         }
-        let deadline = NIODeadline.now() + .nanoseconds(configuration.timeout.nanoseconds)
+        let deadline = NIODeadline.now() + TimeAmount(configuration.timeout)
         let order = state.withLockedValue { $0.health.order(count: providers.count, now: clock.now()) }
         var failures: [ProviderFailure] = []
         var messages: [String] = []

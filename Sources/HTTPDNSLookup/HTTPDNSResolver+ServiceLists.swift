@@ -1,4 +1,4 @@
-// Fetching the vendors' service-IP lists (issue 28) for the providers that have one: in the
+// Fetching the vendors' service-IP lists for the providers that have one: in the
 // background when a query finds its provider's list due (ServiceRouteState decides), never on the
 // query's path; saved beside the cache file after each new list, and restored from it at start, so a
 // restarted app uses the addresses it learnt instead of the bootstrap ones.
@@ -69,7 +69,7 @@ extension HTTPDNSResolver {
     }
 
     private func fetchServiceList(_ provider: any ServiceListProvider, _ routes: ServiceRoutes) async {
-        let deadline = NIODeadline.now() + .nanoseconds(configuration.timeout.nanoseconds)
+        let deadline = NIODeadline.now() + TimeAmount(configuration.timeout)
         do {
             let list = try await provider.fetchServiceList(deadline: deadline, now: clock.now())
             routes.finished(.success(list), now: clock.now())

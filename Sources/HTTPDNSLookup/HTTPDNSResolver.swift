@@ -33,7 +33,7 @@ import Tracing
 public final class HTTPDNSResolver: Sendable {
     package let configuration: ResolverConfiguration
     /// `configuration.tracer`, and whether there is one: the cached lookup tests the flag, as copying
-    /// the optional existential out to test it cost it about 100 instructions (issue 31).
+    /// the optional existential out to test it cost it about 100 instructions.
     let tracer: (any Tracer)?
     let isTraced: Bool
     let providers: [any DNSProvider]
@@ -103,9 +103,12 @@ public final class HTTPDNSResolver: Sendable {
     /// Builds the providers from `configuration`. Throws `HTTPDNSConfigurationError` with code
     /// `.invalidResolverSpec` for a provider that cannot be reached as configured (e.g. a hostname
     /// endpoint without a bootstrap address).
+    ///
+    /// `path` is the network path the resolver's monitor keeps current; by default the engine's.
     package convenience init(
         configuration: ResolverConfiguration,
         engine: HTTPEngine,
+        path: NetworkPath? = nil,
         clock: any WallClock = SystemWallClock(),
         logger: Logger = Logger(label: "httpdns.resolver")
     ) throws {
@@ -125,9 +128,9 @@ public final class HTTPDNSResolver: Sendable {
         let local = try ProviderFactory.make(configuration.localDNS, engine: engine, bootstrap: configuration.bootstrap)
         self.init(
             configuration: configuration,
-            providers: providers,
+            providers: providers + configuration.appProviders.map { AppProvider(provider: $0) as any DNSProvider },
             localDNS: local,
-            path: engine.path,
+            path: path ?? engine.path,
             clock: clock,
             logger: logger
         )
@@ -233,7 +236,7 @@ public final class HTTPDNSResolver: Sendable {
         }
         if !overrides.isEmpty, let pinned = try overriddenResolution(name, query) { return pinned }
         // One deadline for the whole lookup, the fallback included (see the top of this file).
-        let deadline = NIODeadline.now() + .nanoseconds(configuration.timeout.nanoseconds)
+        let deadline = NIODeadline.now() + TimeAmount(configuration.timeout)
         switch configuration.policy.route(for: name) {
         case .literal(let ip):
             return .literal(host, ip)
@@ -278,7 +281,7 @@ public final class HTTPDNSResolver: Sendable {
         let wallStart = DefaultTracerClock.now
         let query = query ?? path.query
         let started = ContinuousClock.now
-        let deadline = NIODeadline.now() + .nanoseconds(configuration.timeout.nanoseconds)
+        let deadline = NIODeadline.now() + TimeAmount(configuration.timeout)
         async let trusted = captured(host, otherwise: .invalidName) {
             try await self.resolveThroughHTTPDNS(
                 try validatedHostname(host),
@@ -343,7 +346,7 @@ public final class HTTPDNSResolver: Sendable {
         }
         guard !names.isEmpty, let first = providers.first, first.maximumBatch > 1 else { return names }
         let families = AddressFamily.allCases.filter { $0 == .ipv4 ? query.wantsIPv4 : query.wantsIPv6 }
-        let deadline = NIODeadline.now() + .nanoseconds(configuration.timeout.nanoseconds)
+        let deadline = NIODeadline.now() + TimeAmount(configuration.timeout)
         fetchServiceListIfDue(0)
         for family in families {
             for chunk in stride(from: 0, to: names.count, by: first.maximumBatch).map({
@@ -373,10 +376,9 @@ extension HTTPDNSResolver: AddressSource {
     /// The engine's view of `resolve`: the families the network can use, ranked later by the engine.
     package func addresses(for host: String) async throws -> ResolvedAddresses {
         let r = try await resolveUntraced(host, nil)
-        var addresses = ResolvedAddresses(ipv4: r.ipv4, ipv6: r.ipv6, source: r.source.description)
-        addresses.cache = r.source.cacheState
-        return addresses
+        return ResolvedAddresses(ipv4: r.ipv4, ipv6: r.ipv6, source: r.source)
     }
 
-    package var networkPath: NetworkPath? { path }
+    /// Every lookup ends within the configured timeout, the fallback to LocalDNS included.
+    package var lookupTimeout: Duration? { configuration.timeout }
 }

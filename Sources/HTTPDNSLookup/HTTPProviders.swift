@@ -39,7 +39,7 @@ struct EndpointClient: Sendable {
             addresses = ResolvedAddresses(
                 ipv4: mapped.filter { !$0.isIPv6 },
                 ipv6: mapped.filter(\.isIPv6),
-                source: "bootstrap"
+                source: .bootstrap
             )
         } else {
             throw HTTPDNSConfigurationError(
@@ -79,7 +79,7 @@ struct EndpointClient: Sendable {
         }
         var headers = HTTPHeaders([("accept", accept)])
         if let contentType { headers.add(name: "content-type", value: contentType) }
-        var request = HTTPRequest(
+        var request = HTTPEngineRequest(
             method: method,
             url: HTTPURL(
                 scheme: endpoint.scheme,
@@ -92,7 +92,7 @@ struct EndpointClient: Sendable {
         )
         let remaining = deadline - .now()
         guard remaining > .zero else { throw ProviderError("no time left for the query") }
-        request.timeout = .nanoseconds(remaining.nanoseconds)
+        request.timeout = Duration(remaining)
         do {
             let response = try await engine.execute(request, addresses: routes?.addresses ?? addresses)
             routes?.answered(from: response.metrics.ip)

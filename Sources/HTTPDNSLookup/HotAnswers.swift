@@ -1,4 +1,4 @@
-// The resolver's memo of whole answers the cache gave lately (issue 15's hot path), as a value: time is
+// The resolver's memo of whole answers the cache gave lately (the hot path), as a value: time is
 // passed in (wall-clock nanoseconds), so its rules are tested without a clock (HotAnswersTests).
 //
 // A whole answer (every family asked for) is kept so the next lookups of the name are one table read:
@@ -10,7 +10,7 @@
 // starts again.
 //
 // Each entry is served as it was stored, TTL included: it is served only until the TTL left would read
-// one second less, so a read copies the answer out and computes nothing (issue 30).
+// one second less, so a read copies the answer out and computes nothing.
 //
 // The table is open addressing with linear probing, keyed by the name's bytes under a hash of our own
 // (`NameHash`, keyed with a random number per process), not a `Dictionary`: Swift's `Hasher`

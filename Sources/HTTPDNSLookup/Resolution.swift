@@ -1,56 +1,5 @@
 import HTTPDNSCore
 
-/// Where an answer came from.
-public enum ResolutionSource: Hashable, Sendable, CustomStringConvertible {
-    /// The host was an IP literal.
-    case literal
-    /// Straight from an HTTPDNS provider (named).
-    case httpdns(String)
-    /// From the cache, first learnt from the named provider.
-    case cache(String)
-    /// Expired but within the stale window, while a refresh runs.
-    case stale(String)
-    /// The name is outside the HTTPDNS policy: LocalDNS answered.
-    case localDNS(String)
-    /// Every HTTPDNS provider failed and LocalDNS answered instead.
-    case fallback(String)
-    /// The app pinned the name to these addresses (`HTTPDNS.Configuration.addressOverrides`): nothing
-    /// was asked.
-    case override
-
-    /// The source as the CLI prints it: the provider, `cache(provider)`, `stale(provider)`, `localdns(…)`.
-    public var description: String {
-        switch self {
-        case .literal: return "literal"
-        case .httpdns(let p): return p
-        case .cache(let p): return "cache(\(p))"
-        case .stale(let p): return "stale(\(p))"
-        case .localDNS(let p): return "localdns(\(p))"
-        case .fallback(let p): return "fallback(\(p))"
-        case .override: return "override"
-        }
-    }
-
-    /// Whether the cache answered, as spans say it: "hit", "stale" (an expired answer served while it
-    /// is refreshed) or "miss" (a provider was asked); nil where no cache is involved.
-    package var cacheState: String? {
-        switch self {
-        case .cache: return "hit"
-        case .stale: return "stale"
-        case .httpdns: return "miss"
-        case .literal, .localDNS, .fallback, .override: return nil
-        }
-    }
-
-    /// True when the answer is an HTTPDNS answer (fresh, cached or stale).
-    package var isHTTPDNS: Bool {
-        switch self {
-        case .httpdns, .cache, .stale: return true
-        case .literal, .localDNS, .fallback, .override: return false
-        }
-    }
-}
-
 /// The addresses of a name, ready to connect to.
 public struct Resolution: Hashable, Sendable {
     /// The name looked up, in normal form (lower case, no trailing dot).
@@ -101,7 +50,7 @@ public struct Resolution: Hashable, Sendable {
 
     /// The fields, shared by copies until one of them changes (copy-on-write): copying a resolution is
     /// one retain instead of one per array and string, which was a third of a cached lookup served
-    /// again (issue 30). Written only through `unique()`, so a shared storage is never written: that is
+    /// again. Written only through `unique()`, so a shared storage is never written: that is
     /// what makes it safe to send.
     private final class Storage: @unchecked Sendable {
         var fields: Fields

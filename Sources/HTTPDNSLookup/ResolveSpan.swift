@@ -1,4 +1,4 @@
-// Spans of the lookups the app asks for itself (issue 31): `resolve` (what answered, whether the cache
+// Spans of the lookups the app asks for itself: `resolve` (what answered, whether the cache
 // did, how stale) and `compare` (both answers and the hijack verdict). A lookup the engine makes for a
 // request is traced by the engine, inside that request's span, from the same facts.
 

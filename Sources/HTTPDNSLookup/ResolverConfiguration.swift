@@ -10,6 +10,8 @@ import Tracing
 package struct ResolverConfiguration: Sendable {
     /// HTTPDNS providers in order of preference; the next is tried when one fails.
     package var providers: [ResolverSpec]
+    /// The app's own providers, asked after `providers` in order of preference.
+    package var appProviders: [any HTTPDNSProvider] = []
     /// The network's own resolver, used for names outside the policy and as the fallback.
     package var localDNS: ResolverSpec = .system
     /// Fall back to `localDNS` when every provider fails (names matching `policy.strict` never do).
@@ -19,7 +21,7 @@ package struct ResolverConfiguration: Sendable {
     package var cache = CacheConfiguration()
     /// Bound on one lookup, every provider and the fallback included.
     package var timeout: Duration = .seconds(5)
-    /// A span for each `resolve` and `compare` the app calls (issue 31); nil: none. The engine's own
+    /// A span for each `resolve` and `compare` the app calls; nil: none. The engine's own
     /// lookups are traced by the engine, as part of its request's span.
     package var tracer: (any Tracer)?
     /// IPs of resolver endpoints named by hostname (a resolver must be reachable without DNS).

@@ -1,4 +1,4 @@
-// What the resolver reports through swift-metrics (issue 16). The app or server picks the backend with
+// What the resolver reports through swift-metrics. The app or server picks the backend with
 // `MetricsSystem.bootstrap` before it makes its first resolver (`httpdns serve --metrics` bootstraps
 // Prometheus); without one every metric here is a no-op. Names follow Prometheus' conventions, and
 // every label has a bounded set of values (the configured providers' names, never a hostname).

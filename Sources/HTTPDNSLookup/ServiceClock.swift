@@ -1,4 +1,4 @@
-// A signing service's clock as the device sees it (issue 28). A phone whose clock is hours off signs
+// A signing service's clock as the device sees it. A phone whose clock is hours off signs
 // Alibaba queries that the service finds expired (or too far ahead) every time; the vendors' SDKs correct
 // the signing time from the service's. So do we: every answer's `Date` header (RFC 9110 §6.6.1: an origin
 // server with a clock sends one) gives the service's time, the offset is kept per service (a provider)

@@ -1,4 +1,4 @@
-// One endpoint's service addresses (issue 28): ServiceRouteState's rules under a lock, for the
+// One endpoint's service addresses: ServiceRouteState's rules under a lock, for the
 // EndpointClient that sends to them and the resolver that fetches the list. The formats and the
 // vendor sources are in HTTPDNSCore/ServiceList.swift.
 
@@ -31,7 +31,7 @@ package final class ServiceRoutes: Sendable {
         var addresses = ResolvedAddresses(
             ipv4: order.filter { !$0.isIPv6 },
             ipv6: order.filter(\.isIPv6),
-            source: "service list"
+            source: .serviceList
         )
         addresses.ordered = true
         return addresses

@@ -80,7 +80,9 @@ package final class NetworkMonitor: Sendable {
 
     /// Stops watching and waits for running discoveries.
     package func stop() async {
-        if let id = subscription.withLockedValue({ s -> Int? in defer { s = nil }; return s }) {
+        if let id = subscription.withLockedValue({ s -> Int? in
+            defer { s = nil }; return s
+        }) {
             RouteNotices.shared.unsubscribe(id)
         }
         await waitForDiscoveries()
@@ -102,7 +104,7 @@ package final class NetworkMonitor: Sendable {
             handle(.probed(probe()))
         case .scheduleDebounce:
             MultiThreadedEventLoopGroup.singleton.next().scheduleTask(
-                in: .nanoseconds(settings.debounce.nanoseconds)
+                in: TimeAmount(settings.debounce)
             ) { [weak self] in self?.handle(.debounceElapsed) }
         case .discoverPrefixes(let network):
             let task = Task { [discoverPrefixes] in

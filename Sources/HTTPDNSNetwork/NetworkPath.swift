@@ -52,7 +52,7 @@ package final class NetworkPath: Sendable {
 
     /// `connectable(_:)` for bare address lists.
     package func connectable(ipv4: [IPAddress], ipv6: [IPAddress]) async -> ResolvedAddresses {
-        await connectable(ResolvedAddresses(ipv4: ipv4, ipv6: ipv6, source: ""))
+        await connectable(ResolvedAddresses(ipv4: ipv4, ipv6: ipv6, source: .staticHosts))
     }
 
     /// Publishes a new state; wakes `settled()` callers once discovery is over.

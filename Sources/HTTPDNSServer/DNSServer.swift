@@ -9,6 +9,7 @@
 
 import HTTPDNSCore
 import HTTPDNSEngine
+import HTTPDNSPlumbing
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOExtras

@@ -3,6 +3,7 @@
 // HTTP2Requests.swift for why and for the rules.
 
 import HTTPDNSCore
+import HTTPDNSPlumbing
 import NIOCore
 import NIOHPACK
 import NIOHTTP1
@@ -120,7 +121,7 @@ final class HTTP2RequestHandler: ChannelInboundHandler {
         case .startTimer(let id):
             let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
             timers[id] = context.eventLoop.scheduleTask(
-                in: .nanoseconds(self.context.limits.requestTimeout.nanoseconds)
+                in: TimeAmount(self.context.limits.requestTimeout)
             ) {
                 let (me, context) = bound.value
                 me.timers[id] = nil

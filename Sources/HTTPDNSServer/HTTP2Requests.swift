@@ -1,5 +1,5 @@
 // The requests on one HTTP/2 connection of HTTPListener, read straight from the frames the connection's
-// NIOHTTP2Handler passes on, without a child channel per stream (issue 15: the child channel, its
+// NIOHTTP2Handler passes on, without a child channel per stream (the child channel, its
 // pipeline and the HTTP/1 codec were ~40% of the DoH server's CPU per query).
 //
 // `HTTP2Requests` decides; `HTTP2RequestHandler` (HTTP2RequestHandler.swift) does the I/O. NIOHTTP2Handler

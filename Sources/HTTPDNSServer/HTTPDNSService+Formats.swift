@@ -257,7 +257,7 @@ func decodeBase64URL(_ text: String) -> [UInt8]? {
 
 /// The DoH wire answers `httpdns serve` made within the current second, by the query's base64url text
 /// (its ID included, so an answer is reused byte for byte) and the subnet asked for: a busy name is
-/// parsed, looked up and encoded once a second, not once a query (issue 30). Everything it is made
+/// parsed, looked up and encoded once a second, not once a query. Everything it is made
 /// from holds for that second: the hosts table (a new table starts a new memo) and the resolver's
 /// cache, whose TTL may read one second lower by the end of it. Failures are never kept. At most
 /// `capacity` answers; the table empties when the second changes.

@@ -167,7 +167,12 @@ struct ServiceCore: Sendable {
                 let answers = await withTaskGroup(of: (Question, Lookup).self) { group in
                     for q in questions {
                         group.addTask {
-                            (q, await upstreamLookups.run(q, orElse: .failure) { await lookup(q.name, subnet: q.subnet) })
+                            (
+                                q,
+                                await upstreamLookups.run(q, orElse: .failure) {
+                                    await lookup(q.name, subnet: q.subnet)
+                                }
+                            )
                         }
                     }
                     var answers: [(Question, Lookup)] = []

@@ -1,5 +1,5 @@
 // The authenticated forms of the commercial services, so `httpdns serve` can stand in for them for apps
-// built on the vendors' SDKs (issue 12). The wire facts are in DNSPodCipher.swift and
+// built on the vendors' SDKs. The wire facts are in DNSPodCipher.swift and
 // AlibabaSigning.swift; how a refusal looks follows the vendors:
 //   Tencent Cloud DNSPod  a wrong id, key or token, or a `dn` that does not decrypt, is answered
 //                         HTTP 200 with an empty body (the service documents 200 for every well-formed

@@ -86,7 +86,7 @@ package final class HTTPDNSService: Sendable {
         package var metricsText: (@Sendable () -> String)?
         /// One JSON line per answered request (ServerOperations.swift).
         package var accessLog: AccessLog?
-        /// A SERVER span per answered request (issue 31), joined to the client's trace when the request
+        /// A SERVER span per answered request, joined to the client's trace when the request
         /// carries one (`traceparent`); nil: none.
         package var tracer: (any Tracer)?
         /// The name the start-up readiness probe asks the upstream, once a second until it answers

@@ -10,6 +10,7 @@
 
 import HTTPDNSCore
 import HTTPDNSEngine
+import HTTPDNSPlumbing
 import Logging
 import NIOCore
 import NIOHTTP1
@@ -135,7 +136,7 @@ package final class HTTPListener: Sendable {
                     return channel.close()
                 }
                 // The TLS handshake and the protocol choice must be over within requestTimeout.
-                let setup = channel.eventLoop.scheduleTask(in: .nanoseconds(limits.requestTimeout.nanoseconds)) {
+                let setup = channel.eventLoop.scheduleTask(in: TimeAmount(limits.requestTimeout)) {
                     logger.debug("connection closed: no protocol set up in time")
                     channel.close(promise: nil)
                 }
@@ -181,7 +182,7 @@ package final class HTTPListener: Sendable {
     static func configure(_ channel: any Channel, h2: Bool, context: ConnectionContext) throws {
         context.setup.cancel()
         let sync = channel.pipeline.syncOperations
-        let idle = TimeAmount.nanoseconds(context.limits.idleTimeout.nanoseconds)
+        let idle = TimeAmount(context.limits.idleTimeout)
         if h2 {
             // Streams are timed one by one (HTTP2RequestHandler); the connection closes when nothing at all
             // was read for idleTimeout (a client's PINGs keep it open, bounded by maxConnections).
@@ -223,7 +224,7 @@ package final class HTTPListener: Sendable {
         try? await channel.close()
         let open = connections.channels
         for connection in open { connection.pipeline.fireUserInboundEventTriggered(ChannelShouldQuiesceEvent()) }
-        let deadline = channel.eventLoop.scheduleTask(in: .nanoseconds(timeout.nanoseconds)) {
+        let deadline = channel.eventLoop.scheduleTask(in: TimeAmount(timeout)) {
             for connection in open { connection.close(promise: nil) }
         }
         for connection in open { try? await connection.closeFuture.get() }
@@ -358,7 +359,7 @@ final class RequestHandler: ChannelInboundHandler {
     private func arm(_ timeout: Duration, context: ChannelHandlerContext) {
         timer?.cancel()
         let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-        timer = context.eventLoop.scheduleTask(in: .nanoseconds(timeout.nanoseconds)) {
+        timer = context.eventLoop.scheduleTask(in: TimeAmount(timeout)) {
             let (me, context) = bound.value
             me.timedOut(context: context)
         }

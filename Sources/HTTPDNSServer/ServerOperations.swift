@@ -1,4 +1,4 @@
-// Running the server in production (issue 16): readiness apart from liveness, request metrics, the JSON
+// Running the server in production: readiness apart from liveness, request metrics, the JSON
 // access log. The graceful drain is `HTTPDNSService.drain(within:)` with `HTTPListener.drain(within:)`.
 //
 // Readiness (`/readyz`): not ready until the upstream has answered once (any DNS answer, NXDOMAIN or an

@@ -1,8 +1,9 @@
-// The SERVER span of each request `httpdns serve` answers (issue 31), named and attributed as
+// The SERVER span of each request `httpdns serve` answers, named and attributed as
 // OpenTelemetry's HTTP server conventions say, a child of the client's span when the request carries
 // its context (`traceparent`). Recorded once the answer is ready, from the time the request was whole.
 
 import HTTPDNSEngine
+import HTTPDNSPlumbing
 import NIOHTTP1
 import Tracing
 

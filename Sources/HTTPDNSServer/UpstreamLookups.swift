@@ -57,7 +57,13 @@ final class UpstreamLookups<Question: Hashable & Sendable>: Sendable {
             return full
         }
         inFlight.record(count)
-        defer { inFlight.record(gate.withLockedValue { $0.leave(question); return $0.inFlight }) }
+        defer {
+            inFlight.record(
+                gate.withLockedValue {
+                    $0.leave(question); return $0.inFlight
+                }
+            )
+        }
         return await body()
     }
 }

@@ -1,4 +1,4 @@
-// The `httpdns trace` picture (issue 16): where each request spent its time, drawn as a waterfall the
+// The `httpdns trace` picture: where each request spent its time, drawn as a waterfall the
 // way a browser's network panel draws it, as SVG, and the self-contained HTML page around it.
 //
 // Pure: timings in, text out. A row is one HTTP exchange (a redirect hop is a row of its own); its bar

@@ -55,6 +55,8 @@ public enum ServerTrustChallenges: Sendable, Hashable {
 /// Apple's URLSession wants it: without a credential the answer leaves the verdict to our check; on
 /// Linux, where there is no trust object, any credential or nil), `.cancelAuthenticationChallenge` to
 /// refuse it, `.performDefaultHandling` to keep our check's verdict.
+///
+/// `@unchecked Sendable` like its superclass on Apple platforms: every stored property is a `let`.
 public final class HTTPDNSServerTrustSpace: URLProtectionSpace, @unchecked Sendable {
     /// `"NSURLAuthenticationMethodServerTrust"`.
     public static let authenticationMethod = "NSURLAuthenticationMethodServerTrust"
@@ -98,7 +100,8 @@ public final class HTTPDNSServerTrustSpace: URLProtectionSpace, @unchecked Senda
 /// A delegate's answer.
 typealias ChallengeAnswer = (disposition: URLSession.AuthChallengeDisposition, credential: URLCredential?)
 
-/// Takes the delegate's answer through the challenge's sender (Apple platforms), once.
+/// Takes the delegate's answer through the challenge's sender (Apple platforms), once. `@unchecked
+/// Sendable`: NSObject subclasses are not inferred Sendable; its only state is a `let` Sendable closure.
 final class ChallengeSender: NSObject, URLAuthenticationChallengeSender, @unchecked Sendable {
     private let answer: @Sendable (ChallengeAnswer) -> Void
 
@@ -124,23 +127,6 @@ final class ChallengeSender: NSObject, URLAuthenticationChallengeSender, @unchec
 /// again after it is sent.
 struct UncheckedChallenge: @unchecked Sendable {
     let challenge: URLAuthenticationChallenge
-}
-
-/// Resumes a continuation with the first value given; later ones are ignored (a delegate calling back
-/// twice, a cancellation racing the answer).
-final class Once<Value: Sendable>: @unchecked Sendable {
-    private var continuation: CheckedContinuation<Value, Never>?
-    private let lock = NIOLock()
-
-    init(_ continuation: CheckedContinuation<Value, Never>) { self.continuation = continuation }
-
-    func resume(_ value: Value) {
-        let c: CheckedContinuation<Value, Never>? = lock.withLock {
-            defer { continuation = nil }
-            return continuation
-        }
-        c?.resume(returning: value)
-    }
 }
 
 /// Which connections a session's delegate had a say on: a partition of the engine's pool per URLSession
@@ -312,8 +298,8 @@ extension HTTPDNSURLProtocol {
     /// may have a delegate, the request goes again on a connection that asks the delegate (nothing was
     /// sent on the refused one); with `.always`, it asks from the start. A proxy's 407 asks the delegate
     /// for credentials.
-    static func send(_ original: HTTPRequest, setup: Setup, context: LoadContext, gate: ClientGate) async throws
-        -> HTTPResponse
+    static func send(_ original: HTTPEngineRequest, setup: Setup, context: LoadContext, gate: ClientGate) async throws
+        -> HTTPEngineResponse
     {
         var request = original
         let host = request.url.host
@@ -398,7 +384,7 @@ extension HTTPDNSURLProtocol {
     /// with its `Authorization`, or nil to deliver the 401 (no credential, a body that cannot be sent
     /// twice, too many rounds). Throws `URLError(.cancelled)` when the delegate cancels.
     static func authenticate(
-        after response: HTTPResponse,
+        after response: HTTPEngineResponse,
         as urlResponse: HTTPURLResponse,
         request: URLRequest,
         url: URL,

@@ -38,6 +38,8 @@ struct SlotTable {
 final class ConfigurationSlots: Sendable {
     static let shared = ConfigurationSlots(classes: HTTPDNSURLProtocol.slotClasses)
 
+    /// `@unchecked Sendable`: `URLSessionConfiguration` is not Sendable; the state lives only inside
+    /// the locked box below and the configurations are only held, never read.
     private struct State: @unchecked Sendable {
         var table: SlotTable
         /// The configurations, by slot: held, so an identity is never reused while it names a slot.

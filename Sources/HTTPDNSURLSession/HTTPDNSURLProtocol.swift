@@ -49,8 +49,9 @@ public struct HTTPDNSTaskMetrics: Sendable {
     public var url: URL?
     /// One entry per request sent: the first, then each redirect hop followed.
     public var hops: [RequestMetrics]
-    /// Why the task failed, nil on success or when the app cancelled it.
-    public var error: String?
+    /// Why the task failed (an `HTTPEngineError` with its code, or the resolver's error), nil on success
+    /// or when the app cancelled it. The task itself fails with the `URLError` made from it.
+    public var error: (any Error)?
 }
 
 package class HTTPDNSURLProtocol: URLProtocol {
@@ -90,7 +91,11 @@ package class HTTPDNSURLProtocol: URLProtocol {
             intercept: HostPolicy? = nil
         ) throws {
             self.resolver = resolver
-            self.engine = try HTTPEngine(configuration: engineConfiguration, addressSource: resolver)
+            self.engine = try HTTPEngine(
+                configuration: engineConfiguration,
+                addressSource: resolver,
+                path: resolver.path
+            )
             self.intercept = intercept ?? resolver.configuration.policy
         }
     }
@@ -345,7 +350,7 @@ package class HTTPDNSURLProtocol: URLProtocol {
         } catch {
             // Stopped (cancelled by the app): the session reports the cancel itself.
             let stopped = !gate.isOpen || Task.isCancelled
-            if !stopped { metrics.error = "\(error)" }
+            if !stopped { metrics.error = error }
             setup.onMetrics?(metrics)
             guard !stopped else { return }
             let urlError = Translation.urlError(error, url: original.url)
@@ -357,7 +362,7 @@ package class HTTPDNSURLProtocol: URLProtocol {
     /// delegate receives them, else (corelibs' completion handlers keep only the last chunk) all at
     /// the end, in one call to the client queue. `beforeFinishing` runs before the last client call.
     private static func deliver(
-        _ response: HTTPResponse,
+        _ response: HTTPEngineResponse,
         as urlResponse: HTTPURLResponse,
         request: URLRequest,
         context: LoadContext,
@@ -438,7 +443,7 @@ package class HTTPDNSURLProtocol: URLProtocol {
     /// writes it, and corelibs is told where it is (it hands that file to the delegate or the completion
     /// handler); the file is removed once the delegate queue has run them.
     private static func deliverDownload(
-        _ response: HTTPResponse,
+        _ response: HTTPEngineResponse,
         as urlResponse: HTTPURLResponse,
         context: LoadContext,
         gate: ClientGate,
@@ -491,7 +496,7 @@ package class HTTPDNSURLProtocol: URLProtocol {
 
     private static func makeEngineRequest(_ request: URLRequest, body: BodySource, setup: Setup, context: LoadContext)
         throws
-        -> (HTTPRequest, URL)
+        -> (HTTPEngineRequest, URL)
     {
         guard let original = request.url else { throw URLError(.badURL) }
         let url = target(of: original, setup: setup)
@@ -529,7 +534,7 @@ package class HTTPDNSURLProtocol: URLProtocol {
         )
         headers.remove(name: "cookie")
         if let cookie { headers.add(name: "Cookie", value: cookie) }
-        var engineRequest = HTTPRequest(
+        var engineRequest = HTTPEngineRequest(
             method: HTTPMethod(rawValue: method),
             url: target,
             headers: headers,
@@ -558,6 +563,9 @@ package class HTTPDNSURLProtocol: URLProtocol {
 /// a call and `stopLoading` apart; the lock only guards the gate's own state and is never held during a
 /// call, so the loading system may call back into the protocol (`stopLoading`) from inside one. Without a
 /// schedule (a load with no task) the call is made on the calling thread.
+///
+/// `@unchecked Sendable`: the client and the protocol are not Sendable; they and `open` are read and
+/// written only under `lock`, and `schedule` is a `let`.
 final class ClientGate: @unchecked Sendable {
     private let lock = NIOLock()
     private var open = true

@@ -11,6 +11,9 @@ import NIOConcurrencyHelpers
     import FoundationNetworking
 #endif
 
+/// `@unchecked Sendable`: it holds the session's Foundation objects (cookie and credential storage,
+/// cache), which are thread-safe but not marked Sendable on every platform; it is made once per load,
+/// before the load starts, and never changed after.
 struct LoadContext: @unchecked Sendable {
     var taskIdentifier: Int?
     var cookieStorage: HTTPCookieStorage?
@@ -376,7 +379,7 @@ struct LoadContext: @unchecked Sendable {
             else { return newRequest }
             let call = DelegateCall(session: session, task: task, delegate: delegate)
             return await withCheckedContinuation { continuation in
-                let once = OnceResume(continuation)
+                let once = Once(continuation)
                 session.delegateQueue.addOperation {
                     call.delegate.urlSession(
                         call.session,
@@ -414,6 +417,9 @@ struct LoadContext: @unchecked Sendable {
         }
     }
 #else
+    // The calls below are handed once to the session's delegate queue: `@unchecked Sendable` because
+    // corelibs' URLSession, its tasks and delegates are not marked Sendable; each value is made here and
+    // only read on that queue.
     private struct ChallengeCall: @unchecked Sendable {
         let session: URLSession
         let task: URLSessionTask
@@ -447,17 +453,4 @@ struct LoadContext: @unchecked Sendable {
         let delegate: any URLSessionTaskDelegate
     }
 
-    /// Resumes the continuation on the first answer; a delegate calling back twice is ignored.
-    private final class OnceResume: @unchecked Sendable {
-        private var continuation: CheckedContinuation<URLRequest?, Never>?
-        private let lock = NSLock()
-        init(_ continuation: CheckedContinuation<URLRequest?, Never>) { self.continuation = continuation }
-        func resume(_ request: URLRequest?) {
-            lock.lock()
-            let c = continuation
-            continuation = nil
-            lock.unlock()
-            c?.resume(returning: request)
-        }
-    }
 #endif

@@ -36,6 +36,8 @@ enum BodySource {
 
 /// Reads an `InputStream` in 64 KiB chunks on NIO's blocking pool, one chunk each time the connection
 /// asks for one: the body is never all in memory and no concurrency thread blocks on `read`.
+/// `@unchecked Sendable`: `InputStream` is not Sendable; every use of it and of the state below is
+/// under `lock` (reads run on the blocking pool one at a time), so no two threads touch the stream at once.
 final class InputStreamReader: @unchecked Sendable {
     private let lock = NIOLock()
     private let stream: InputStream
@@ -146,7 +148,7 @@ enum Translation {
 
     /// The response Foundation sees. Repeated fields are joined with ", " (Set-Cookie included, as on
     /// Apple platforms).
-    static func urlResponse(_ response: HTTPResponse, url: URL) -> HTTPURLResponse {
+    static func urlResponse(_ response: HTTPEngineResponse, url: URL) -> HTTPURLResponse {
         var fields: [String: String] = [:]
         for (name, value) in response.headers {
             if let existing = fields.keys.first(where: { $0.caseInsensitiveCompare(name) == .orderedSame }) {

@@ -7,6 +7,7 @@
 // Then five steps, each checked; the exit status is 0 only when every step came out as expected.
 
 import ArgumentParser
+import HTTPDNSCommandLine
 import Crypto
 import Foundation
 import HTTPDNSCore
@@ -73,8 +74,13 @@ struct DemoCommand: AsyncParsableCommand {
         ec.tls = HTTPEngineTLS(additionalTrustRoots: [TrustAnchor(der: try pki.caCertificate.toDERBytes())])
         ec.timeouts.connect = .seconds(3)
         ec.timeouts.total = .seconds(20)
-        let viaLocalDNS = try HTTPEngine(configuration: ec, addressSource: localResolver, logger: quiet)
-        let direct = try HTTPEngine(configuration: ec, addressSource: resolver, logger: quiet)
+        let viaLocalDNS = try HTTPEngine(
+            configuration: ec,
+            addressSource: localResolver,
+            path: localResolver.path,
+            logger: quiet
+        )
+        let direct = try HTTPEngine(configuration: ec, addressSource: resolver, path: resolver.path, logger: quiet)
         let naive = try HTTPEngine(configuration: ec, logger: quiet)
 
         var ok = true
@@ -94,7 +100,7 @@ struct DemoCommand: AsyncParsableCommand {
             "The network's resolver is hijacked, so the app connects to the wrong place."
         )
         do {
-            let r = try await viaLocalDNS.execute(try HTTPRequest(url: "https://a.test:\(port)/"))
+            let r = try await viaLocalDNS.execute(try HTTPEngineRequest(url: "https://a.test:\(port)/"))
             outcome(false, "unexpectedly reached \(r.metrics.ip ?? "?") with HTTP \(r.status.code)")
         } catch {
             let resolved = try? await localResolver.resolve("a.test", .ipv4)
@@ -111,7 +117,7 @@ struct DemoCommand: AsyncParsableCommand {
         )
         do {
             let r = try await naive.execute(
-                try HTTPRequest(url: "https://127.0.0.1:\(port)/", headers: ["host": "a.test"])
+                try HTTPEngineRequest(url: "https://127.0.0.1:\(port)/", headers: ["host": "a.test"])
             )
             outcome(false, "unexpectedly accepted: HTTP \(r.status.code)")
         } catch {
@@ -125,7 +131,7 @@ struct DemoCommand: AsyncParsableCommand {
         )
         for name in ["a.test", "b.test"] {
             do {
-                let r = try await direct.execute(try HTTPRequest(url: "https://\(name):\(port)/"))
+                let r = try await direct.execute(try HTTPEngineRequest(url: "https://\(name):\(port)/"))
                 let body = String(buffer: try await r.body.collect(upTo: 1 << 16)).trimmingCharacters(
                     in: .whitespacesAndNewlines
                 )
@@ -156,7 +162,7 @@ struct DemoCommand: AsyncParsableCommand {
         let digest = SHA256.hash(data: payload).map { String(format: "%02x", $0) }.joined()
         do {
             let r = try await direct.execute(
-                try HTTPRequest(method: .POST, url: "https://a.test:\(port)/echo", body: .bytes(payload))
+                try HTTPEngineRequest(method: .POST, url: "https://a.test:\(port)/echo", body: .bytes(payload))
             )
             let body = String(buffer: try await r.body.collect(upTo: 1 << 16))
             let good = body.contains("length=\(payload.count)") && body.contains("sha256=\(digest)")
@@ -170,16 +176,16 @@ struct DemoCommand: AsyncParsableCommand {
         }
         do {
             // A fresh engine (no pooled connection to b.test), so the hop to b.test is resolved again.
-            let fresh = try HTTPEngine(configuration: ec, addressSource: resolver, logger: quiet)
+            let fresh = try HTTPEngine(configuration: ec, addressSource: resolver, path: resolver.path, logger: quiet)
             defer { fresh.shutdown() }
-            let r = try await fresh.send(try HTTPRequest(url: "https://a.test:\(port)/to-b"), followRedirects: 3)
+            let r = try await fresh.send(try HTTPEngineRequest(url: "https://a.test:\(port)/to-b"), followRedirects: 3)
             let body = String(buffer: try await r.body.collect(upTo: 1 << 16)).trimmingCharacters(
                 in: .whitespacesAndNewlines
             )
             let good =
                 r.url.host == "b.test" && body.contains("vhost=b.test") && r.metrics.redirects == 1
-                && r.metrics.dnsSource?.contains(dohURL) == true
-            outcome(good, "a.test/to-b -> \(r.url): \"\(body)\", resolved via \(r.metrics.dnsSource ?? "?")")
+                && r.metrics.dnsSource?.description.contains(dohURL) == true
+            outcome(good, "a.test/to-b -> \(r.url): \"\(body)\", resolved via \(r.metrics.sourceText)")
             timings.append(("GET a.test/to-b -> b.test", r.metrics))
         } catch {
             outcome(false, "redirect: \(error)")
@@ -187,12 +193,12 @@ struct DemoCommand: AsyncParsableCommand {
 
         // 5 ---------------------------------------------------------------------------------------
         step("5. Where the time went (milliseconds; a reused connection has no connect or TLS).", "")
-        func ms(_ v: Double?) -> String { v.map { String(format: "%8.2f", $0) } ?? "       -" }
+        func ms(_ v: Duration?) -> String { v.map { String(format: "%8.2f", $0.ms) } ?? "       -" }
         print("   request                         dns  connect      tls  1st byte    total  proto  reused")
         for (label, m) in timings {
             let padded = label.padding(toLength: 26, withPad: " ", startingAt: 0)
             print(
-                "   \(padded) \(ms(m.dnsMs)) \(ms(m.connectMs)) \(ms(m.tlsMs)) \(ms(m.ttfbMs)) \(ms(m.totalMs))  \(m.protocol ?? "?")    \(m.reused)"
+                "   \(padded) \(ms(m.dns)) \(ms(m.connect)) \(ms(m.tls)) \(ms(m.timeToFirstByte)) \(ms(m.total))  \(m.protocolText)    \(m.reused)"
             )
         }
         ok = ok && timings.count == 4

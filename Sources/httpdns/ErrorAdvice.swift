@@ -3,6 +3,7 @@
 // error is printed.
 
 import Foundation
+import HTTPDNSCommandLine
 import HTTPDNSCore
 import HTTPDNSEngine
 import HTTPDNSLookup

@@ -10,6 +10,7 @@
     import Darwin
 #endif
 import ArgumentParser
+import HTTPDNSCommandLine
 import HTTPDNSKit
 import Foundation
 import HTTPDNSCore
@@ -148,7 +149,7 @@ struct FetchCommand: AsyncParsableCommand {
         }
         let engine = httpdns.engine
 
-        var request = HTTPRequest(method: HTTPMethod(rawValue: requestMethod), url: target)
+        var request = HTTPEngineRequest(method: HTTPMethod(rawValue: requestMethod), url: target)
         for (name, value) in parsedHeaders { request.headers.add(name: name, value: value) }
         if let data {
             request.body = data.hasPrefix("@") ? try .file(String(data.dropFirst())) : .bytes(Array(data.utf8))
@@ -170,7 +171,7 @@ struct FetchCommand: AsyncParsableCommand {
     }
 
     /// The request, its redirects, and the body written out.
-    private func transfer(_ request: HTTPRequest, engine: HTTPEngine, trace: Trace) async throws {
+    private func transfer(_ request: HTTPEngineRequest, engine: HTTPEngine, trace: Trace) async throws {
         let response = try await engine.send(request, followRedirects: redirectLimit)
         if location, redirectLimit == 0, let next = try? HTTPEngine.redirect(from: request, response: response) {
             // curl -L --max-redirs 0: a redirect to follow is an error, not the answer.
@@ -178,7 +179,7 @@ struct FetchCommand: AsyncParsableCommand {
         }
         let m = response.metrics
         trace.line(
-            "* Connected to \(response.url.host) (\(m.ip ?? "?")) port \(m.port ?? 0) via \(m.dnsSource ?? "?")\(m.reused ? " (reused)" : "")"
+            "* Connected to \(response.url.host) (\(m.ip ?? "?")) port \(m.port ?? 0) via \(m.sourceText)\(m.reused ? " (reused)" : "")"
         )
         if response.url.isTLS {
             trace.line(
@@ -224,11 +225,11 @@ struct FetchCommand: AsyncParsableCommand {
         trace.line(
             String(
                 format: "* dns %.1f ms, connect %.1f ms, tls %.1f ms, first byte %.1f ms, total %.1f ms, %d bytes",
-                final.dnsMs ?? 0,
-                final.connectMs ?? 0,
-                final.tlsMs ?? 0,
-                final.ttfbMs ?? 0,
-                final.totalMs ?? 0,
+                final.dns?.ms ?? 0,
+                final.connect?.ms ?? 0,
+                final.tls?.ms ?? 0,
+                final.timeToFirstByte?.ms ?? 0,
+                final.total?.ms ?? 0,
                 final.bytesReceived
             )
         )

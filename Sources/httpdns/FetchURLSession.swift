@@ -87,7 +87,7 @@ extension FetchCommand {
         if let m = metrics.withLockedValue({ $0 }), var last = m.hops.last {
             last.redirects = m.hops.count - 1
             trace.line(
-                "* Connected to \(last.ip ?? "?") port \(last.port ?? 0) via \(last.dnsSource ?? "?"), \(last.protocol ?? "?")\(last.reused ? " (reused)" : "")"
+                "* Connected to \(last.ip ?? "?") port \(last.port ?? 0) via \(last.sourceText), \(last.protocolText)\(last.reused ? " (reused)" : "")"
             )
             if last.redirects > 0 { trace.line("* Followed \(last.redirects) redirect(s) to \(last.url)") }
             try report(last, trace: trace)
@@ -96,7 +96,9 @@ extension FetchCommand {
     }
 }
 
-/// Writes the body as it arrives, allows or refuses redirects (-L), and reports the end.
+/// Writes the body as it arrives, allows or refuses redirects (-L), and reports the end. `@unchecked
+/// Sendable`: URLSession calls it on its serial delegate queue, and the state the waiting task reads
+/// (`result`, `waiter`, `_writeError`) is under `lock`; the `let`s are set once in `init`.
 final class FetchSessionDelegate: NSObject, URLSessionDataDelegate, @unchecked Sendable {
     let follow: Bool
     let sink: OutputSink

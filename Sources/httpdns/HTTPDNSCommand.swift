@@ -10,8 +10,8 @@ struct HTTPDNSCommand: AsyncParsableCommand {
             --no-fallback; --only / --except narrow which names use HTTPDNS at all.
             """,
         subcommands: [
-            ResolveCommand.self, FetchCommand.self, ServeCommand.self, ProxyCommand.self, BenchCommand.self,
-            DemoCommand.self, TraceCommand.self, SaveLoopCommand.self,
+            ResolveCommand.self, FetchCommand.self, ServeCommand.self, ProxyCommand.self, DemoCommand.self,
+            TraceCommand.self,
         ]
     )
 }

@@ -1,6 +1,7 @@
 // `httpdns proxy`: the loopback forward proxy, until SIGINT/SIGTERM.
 
 import ArgumentParser
+import HTTPDNSCommandLine
 import HTTPDNSKit
 import Foundation
 import HTTPDNSCore
@@ -60,13 +61,15 @@ struct ProxyCommand: AsyncParsableCommand {
 
     @Option(
         name: .customLong("max-connections"),
-        help: "Client connections at most; when full, the connection idle longest (no request in progress, no tunnel) makes room."
+        help:
+            "Client connections at most; when full, the connection idle longest (no request in progress, no tunnel) makes room."
     )
     var maxConnections = 1024
 
     @Option(
         name: .customLong("max-connections-per-client"),
-        help: "Client connections at most from one address (default: no cap; on loopback every client has the same address)."
+        help:
+            "Client connections at most from one address (default: no cap; on loopback every client has the same address)."
     )
     var maxConnectionsPerClient: Int?
 

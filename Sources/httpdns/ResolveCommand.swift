@@ -1,4 +1,5 @@
 import ArgumentParser
+import HTTPDNSCommandLine
 import HTTPDNSKit
 import Foundation
 import HTTPDNSCore

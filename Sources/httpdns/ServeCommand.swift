@@ -5,6 +5,7 @@
 // the command line wins over the file.
 
 import ArgumentParser
+import HTTPDNSCommandLine
 import Dispatch
 import Foundation
 import HTTPDNSCore
@@ -66,19 +67,22 @@ struct ServeCommand: AsyncParsableCommand {
 
     @Option(
         name: .customLong("max-connections"),
-        help: "Connections at most (default 1024); when full, the connection idle longest makes room, and a new one is closed at once only when every connection has a request in progress."
+        help:
+            "Connections at most (default 1024); when full, the connection idle longest makes room, and a new one is closed at once only when every connection has a request in progress."
     )
     var maxConnections: Int?
 
     @Option(
         name: .customLong("max-connections-per-client"),
-        help: "Connections at most from one client address; more are closed at once (default: no cap, as behind a load balancer every client has its address)."
+        help:
+            "Connections at most from one client address; more are closed at once (default: no cap, as behind a load balancer every client has its address)."
     )
     var maxConnectionsPerClient: Int?
 
     @Option(
         name: .customLong("max-upstream-lookups"),
-        help: "Names asked of --upstream at once at most (default 256; each holds up to two sockets); past it a query is answered SERVFAIL (DoH) or 502 at once, while the hosts file and the cache still answer."
+        help:
+            "Names asked of --upstream at once at most (default 256; each holds up to two sockets); past it a query is answered SERVFAIL (DoH) or 502 at once, while the hosts file and the cache still answer."
     )
     var maxUpstreamLookups: Int?
 
@@ -192,7 +196,10 @@ struct ServeCommand: AsyncParsableCommand {
 
     @Option(
         name: .customLong("service-list-ttl"),
-        help: ArgumentHelp("Minutes DNSPod clients keep the --service-ip list (1 to 1440, default 60).", valueName: "MINUTES")
+        help: ArgumentHelp(
+            "Minutes DNSPod clients keep the --service-ip list (1 to 1440, default 60).",
+            valueName: "MINUTES"
+        )
     )
     var serviceListTTL: Int?
 

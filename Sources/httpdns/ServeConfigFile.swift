@@ -10,6 +10,7 @@
 // be silently ignored), a value of the wrong type, a number out of range.
 
 import ArgumentParser
+import HTTPDNSCommandLine
 import Foundation
 
 struct ServeConfigFile {
@@ -30,7 +31,8 @@ struct ServeConfigFile {
     static let keys: [String: Kind] = [
         "listen": .strings, "tls-cert": .string, "tls-key": .string, "hosts": .string, "upstream": .string,
         "client-subnet": .string,
-        "ttl": .number, "max-connections": .number, "max-connections-per-client": .number, "max-upstream-lookups": .number, "request-timeout": .number, "idle-timeout": .number,
+        "ttl": .number, "max-connections": .number, "max-connections-per-client": .number,
+        "max-upstream-lookups": .number, "request-timeout": .number, "idle-timeout": .number,
         "debug": .flag, "dnspod-account": .strings, "dnspod-token": .strings, "alibaba-account": .strings,
         "alibaba-aes-key": .strings,
         "require-auth": .flag, "metrics": .flag, "access-log": .string, "shutdown-delay": .number,
@@ -146,7 +148,8 @@ struct ServeConfigFile {
         {
             command.maxConnectionsPerClient = Int(n)
         }
-        if command.maxUpstreamLookups == nil, let n = try number("max-upstream-lookups", whole: true, in: 1...1_000_000) {
+        if command.maxUpstreamLookups == nil, let n = try number("max-upstream-lookups", whole: true, in: 1...1_000_000)
+        {
             command.maxUpstreamLookups = Int(n)
         }
         func seconds(_ key: String) throws -> Double? { try number(key, in: ServeCommand.secondsBounds[key]!) }

@@ -14,6 +14,7 @@
     import Darwin
 #endif
 import ArgumentParser
+import HTTPDNSCommandLine
 import HTTPDNSKit
 import Foundation
 import HTTPDNSCore
@@ -170,7 +171,7 @@ struct TraceCommand: AsyncParsableCommand {
         let t0 = ContinuousClock.now
         var rows: [TraceTiming] = []
         for target in targets {
-            var request = HTTPRequest(url: target)
+            var request = HTTPEngineRequest(url: target)
             let deadline = ContinuousClock.now + (try seconds(maxTime, flag: "--max-time", range: 0.001...3600))
             for hop in 0...maxRedirects {
                 request.timeout = deadline - ContinuousClock.now
@@ -202,14 +203,14 @@ struct TraceCommand: AsyncParsableCommand {
         TraceTiming(
             url: url.description,
             startMs: startMs,
-            dnsMs: m.dnsMs,
-            connectMs: m.connectMs,
-            tlsMs: m.tlsMs,
-            ttfbMs: m.ttfbMs,
-            totalMs: m.totalMs,
+            dnsMs: m.dns?.ms,
+            connectMs: m.connect?.ms,
+            tlsMs: m.tls?.ms,
+            ttfbMs: m.timeToFirstByte?.ms,
+            totalMs: m.total?.ms,
             ip: m.ip,
-            protocolName: m.`protocol`,
-            dnsSource: m.dnsSource,
+            protocolName: m.httpVersion?.rawValue,
+            dnsSource: m.reused && m.dnsSource == nil ? "reused connection" : m.dnsSource?.description,
             reused: m.reused,
             status: m.status,
             redirectHop: hop

@@ -1,4 +1,4 @@
-// The pure pieces of the commercial services (issue 12): DES against known answers from independent
+// The pure pieces of the commercial services: DES against known answers from independent
 // implementations, hex, the DNSPod `|clientip` answers, Alibaba's client_ip and refusal codes, and
 // secrets that never print.
 

@@ -1,4 +1,4 @@
-// The pure-core halves of issue 10: addresses that hide an IPv4 address, text that is not an address,
+// The pure-core halves of the hardening against hostile input: addresses that hide an IPv4 address, text that is not an address,
 // answers too large to de-duplicate naively, answers for another name, impossible DoH JSON statuses.
 
 import Testing

@@ -1,4 +1,4 @@
-// The hijack verdict's rule, one case per row of the README's table, without resolvers.
+// The hijack verdict's rule, one case per row of the table in docs/CLI.md, without resolvers.
 
 import Testing
 @testable import HTTPDNSCore

@@ -45,7 +45,9 @@ import Testing
         #expect(p.extract(IPAddress("2001:db8::c0:2:2100:0")!) == IPAddress("192.0.2.33")!)
         // A DNS64 answer with 192.0.0.170 at the /40 place but u set reveals nothing.
         #expect(NAT64Prefix.discover(fromAAAA: [IPAddress("2001:db8:c0:0:ffaa::")!]) == [])
-        #expect(NAT64Prefix.discover(fromAAAA: [IPAddress("2001:db8:c0:0:aa::")!]).map(\.description) == ["2001:db8::/40"])
+        #expect(
+            NAT64Prefix.discover(fromAAAA: [IPAddress("2001:db8:c0:0:aa::")!]).map(\.description) == ["2001:db8::/40"]
+        )
     }
 
     @Test func noPrefixIsEverAssumed() {
@@ -111,7 +113,9 @@ import Testing
         let a = Self.dual.networkID
         #expect(a.hasPrefix("net-") && a.count == 20)
         // Another IPv6 address in the same /64 (privacy addresses rotate): the same network.
-        #expect(RouteProbe(ipv4Source: IPAddress("192.0.2.2"), ipv6Source: IPAddress("2001:db8:1:2::99")).networkID == a)
+        #expect(
+            RouteProbe(ipv4Source: IPAddress("192.0.2.2"), ipv6Source: IPAddress("2001:db8:1:2::99")).networkID == a
+        )
         #expect(RouteProbe(ipv4Source: IPAddress("192.0.2.3"), ipv6Source: IPAddress("2001:db8:1:2::5")).networkID != a)
         #expect(Self.v6Only.networkID != a)
         #expect(RouteProbe(ipv4Source: nil, ipv6Source: nil).networkID == "local")
@@ -119,7 +123,9 @@ import Testing
 
     @Test func theFirstProbeIsNoChangeAndABurstOfNoticesIsOneProbe() {
         var m = NetworkPathMachine(networkID: nil, nat64: .discover)
-        #expect(m.handle(.probed(Self.dual)) == [.update(NetworkPathState(id: Self.dual.networkID, stack: Self.dual.stack))])
+        #expect(
+            m.handle(.probed(Self.dual)) == [.update(NetworkPathState(id: Self.dual.networkID, stack: Self.dual.stack))]
+        )
         #expect(m.handle(.kernelNotice) == [.scheduleDebounce])
         #expect(m.handle(.kernelNotice) == [])
         #expect(m.handle(.kernelNotice) == [])
@@ -166,7 +172,9 @@ import Testing
 
     @Test func aConfiguredPrefixOrOffNeedsNoDiscovery() {
         var configured = NetworkPathMachine(networkID: nil, nat64: .prefix(.wellKnown))
-        #expect(!configured.handle(.probed(Self.v6Only)).contains { if case .discoverPrefixes = $0 { true } else { false } })
+        #expect(
+            !configured.handle(.probed(Self.v6Only)).contains { if case .discoverPrefixes = $0 { true } else { false } }
+        )
         #expect(configured.state.nat64 == [.wellKnown])
         var off = NetworkPathMachine(networkID: nil, nat64: .off)
         _ = off.handle(.probed(Self.v6Only))

@@ -1,4 +1,4 @@
-// The vendors' service-IP lists (issue 28): their two formats, read and written, and the rules for
+// The vendors' service-IP lists: their two formats, read and written, and the rules for
 // which address a query goes to and when the list is fetched, without sockets and on a clock we move.
 
 @testable import HTTPDNSCore

@@ -144,15 +144,17 @@ import Testing
         #expect(String(strictUTF8: Array("abc".utf8)[1...]) == "bc")
     }
 
-    @Test(arguments: [
-        [0xC0, 0x80],  // overlong NUL
-        [0xE2, 0x82],  // truncated three-byte sequence
-        [0x61, 0x80, 0x62],  // lone continuation byte
-        [0xED, 0xA0, 0x80],  // UTF-16 surrogate encoded in UTF-8
-        [0xF4, 0x90, 0x80, 0x80],  // above U+10FFFF
-        [0xFF],
-        [0xEF, 0xBF, 0xBD, 0xFF],  // a real U+FFFD, then a bad byte
-    ] as [[UInt8]])
+    @Test(
+        arguments: [
+            [0xC0, 0x80],  // overlong NUL
+            [0xE2, 0x82],  // truncated three-byte sequence
+            [0x61, 0x80, 0x62],  // lone continuation byte
+            [0xED, 0xA0, 0x80],  // UTF-16 surrogate encoded in UTF-8
+            [0xF4, 0x90, 0x80, 0x80],  // above U+10FFFF
+            [0xFF],
+            [0xEF, 0xBF, 0xBD, 0xFF],  // a real U+FFFD, then a bad byte
+        ] as [[UInt8]]
+    )
     func malformedBytesAreRefusedNotRepaired(_ bytes: [UInt8]) {
         #expect(String(strictUTF8: bytes) == nil)
     }
@@ -162,12 +164,14 @@ import Testing
     }
 }
 
-/// The bootstrap table is read one way by the providers and by the CLI's check (issue 32: the CLI
+/// The bootstrap table is read one way by the providers and by the CLI's check (the CLI
 /// looked names up as typed, the providers normalized).
 @Suite struct BootstrapLookupTests {
     @Test func aHostnameEndpointFindsItsEntryWhateverItsCaseOrTrailingDot() throws {
         let table = ["doh.test": [IPAddress("192.0.2.53")!]]
-        for text in ["doh:https://doh.test/dns-query", "doh:https://DoH.Test/dns-query", "doh:https://doh.test./dns-query"] {
+        for text in [
+            "doh:https://doh.test/dns-query", "doh:https://DoH.Test/dns-query", "doh:https://doh.test./dns-query",
+        ] {
             let endpoint = try #require(try ResolverSpec(parsing: text).endpoint)
             #expect(endpoint.bootstrapAddresses(in: table) == [IPAddress("192.0.2.53")!], "\(text)")
         }

@@ -161,7 +161,7 @@ private func windowUpdates(_ frames: [HTTP2Frame], on id: Int32) -> [Int] {
     }
 
     /// One decompressor per compressed response, closed when its exchange ends: an EmbeddedChannel
-    /// only dropped keeps itself alive (the soak's leak, issue 43).
+    /// only dropped keeps itself alive (the soak's leak).
     @Test func aCompressedResponsesDecompressorGoesWithItsExchange() async throws {
         let rig = try StreamRig()
         defer { rig.finish() }
@@ -172,7 +172,7 @@ private func windowUpdates(_ frames: [HTTP2Frame], on id: Int32) -> [Int] {
         for (id, endsWell) in [(Int32(1), true), (3, false)] {
             let s = rig.start(decompress: true)
             try rig.respond(id, [("content-encoding", "gzip"), ("content-length", "\(gzipHello.count)")])
-            weak var decompressor = s.stream.decompressorForTesting
+            weak let decompressor = s.stream.decompressorForTesting
             #expect(decompressor != nil)
             if endsWell {
                 try rig.receive(id, .data(.init(data: .byteBuffer(ByteBuffer(bytes: gzipHello)), endStream: true)))

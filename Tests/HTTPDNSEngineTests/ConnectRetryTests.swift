@@ -1,4 +1,4 @@
-// Which failed connects the pool tries again (issue 32): the ones a second try may fix, decided from
+// Which failed connects the pool tries again: the ones a second try may fix, decided from
 // error values, never from text. The timing of the tries is PoolStateMachine's (PoolStateMachineTests).
 
 import HTTPDNSCore
@@ -54,7 +54,7 @@ import Testing
         )
         defer { engine.shutdown() }
         do {
-            _ = try await engine.execute(try HTTPRequest(url: "http://a.test:\(port)/"))
+            _ = try await engine.execute(try HTTPEngineRequest(url: "http://a.test:\(port)/"))
             Issue.record("connected to a closed port")
         } catch let error as HTTPEngineError {
             #expect(error.code == .connectFailed)

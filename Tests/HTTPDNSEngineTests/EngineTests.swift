@@ -30,7 +30,7 @@ import Testing
         let engine = try HTTPEngine(configuration: config)
         defer { engine.shutdown() }
         do {
-            _ = try await engine.execute(try HTTPRequest(url: "http://127.0.0.1:\(server.localAddress!.port!)/"))
+            _ = try await engine.execute(try HTTPEngineRequest(url: "http://127.0.0.1:\(server.localAddress!.port!)/"))
             Issue.record("a silent server answered")
         } catch let e as HTTPEngineError {
             #expect(e.code == .readTimeout)
@@ -45,7 +45,7 @@ import Testing
         let engine = try HTTPEngine(configuration: config)
         defer { engine.shutdown() }
         do {
-            _ = try await engine.execute(try HTTPRequest(url: "https://127.0.0.1:\(server.localAddress!.port!)/"))
+            _ = try await engine.execute(try HTTPEngineRequest(url: "https://127.0.0.1:\(server.localAddress!.port!)/"))
             Issue.record("a silent server finished a handshake")
         } catch let e as HTTPEngineError {
             #expect(e.code == .tlsHandshakeTimeout)
@@ -57,7 +57,7 @@ import Testing
         defer { server.close(promise: nil) }
         let engine = try HTTPEngine()
         defer { engine.shutdown() }
-        var request = try HTTPRequest(url: "http://127.0.0.1:\(server.localAddress!.port!)/")
+        var request = try HTTPEngineRequest(url: "http://127.0.0.1:\(server.localAddress!.port!)/")
         request.timeout = .milliseconds(300)
         do {
             _ = try await engine.execute(request)
@@ -71,7 +71,7 @@ import Testing
         let engine = try HTTPEngine(addressSource: StaticAddressSource(["nowhere.test": [IPAddress("127.0.0.1")!]]))
         defer { engine.shutdown() }
         do {
-            _ = try await engine.execute(try HTTPRequest(url: "http://nowhere.test:1/"))
+            _ = try await engine.execute(try HTTPEngineRequest(url: "http://nowhere.test:1/"))
             Issue.record("connected to a closed port")
         } catch let e as HTTPEngineError {
             #expect(e.code == .connectFailed)

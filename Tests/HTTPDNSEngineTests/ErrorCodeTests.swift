@@ -27,7 +27,7 @@ import Testing
         let engine = try HTTPEngine()
         engine.shutdown()
         do {
-            _ = try await engine.execute(try HTTPRequest(url: "http://127.0.0.1:9/"))
+            _ = try await engine.execute(try HTTPEngineRequest(url: "http://127.0.0.1:9/"))
             Issue.record("a shut-down engine sent a request")
         } catch let e as HTTPEngineError {
             #expect(e.code == .shutdown)
@@ -107,7 +107,7 @@ import Testing
         )
         defer { engine.shutdown() }
         do {
-            _ = try await engine.execute(try HTTPRequest(url: "https://\(host):\(server.localAddress!.port!)/"))
+            _ = try await engine.execute(try HTTPEngineRequest(url: "https://\(host):\(server.localAddress!.port!)/"))
             return nil
         } catch let e as HTTPEngineError {
             return e

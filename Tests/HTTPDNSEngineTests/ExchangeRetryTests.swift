@@ -14,7 +14,7 @@ import Testing
         goAway: Bool = false,
         left: Int = ExchangeRetry.limit
     ) throws -> ExchangeRetry.Attempt {
-        let request = try HTTPRequest(method: method, url: "https://a.test/", body: body)
+        let request = try HTTPEngineRequest(method: method, url: "https://a.test/", body: body)
         return ExchangeRetry.Attempt(
             request: request,
             reused: reused,
@@ -25,7 +25,12 @@ import Testing
     }
 
     @Test func aStreamTheServerNeverProcessedGoesAgainWhateverItsMethod() throws {
-        #expect(ExchangeRetry.sendAgain(after: .neverProcessed, try attempt(.POST, body: .bytes(ByteBuffer(string: "x")), version: .http2)))
+        #expect(
+            ExchangeRetry.sendAgain(
+                after: .neverProcessed,
+                try attempt(.POST, body: .bytes(ByteBuffer(string: "x")), version: .http2)
+            )
+        )
         #expect(ExchangeRetry.sendAgain(after: .neverProcessed, try attempt(.PATCH, version: .http2)))
     }
 

@@ -1,4 +1,4 @@
-// Running on the event loop (issue 15): the task executor that keeps a caller's task on an engine loop,
+// Running on the event loop: the task executor that keeps a caller's task on an engine loop,
 // and the HTTP/2 connection's flush coalescing. No sockets: EmbeddedChannel and a one-thread group.
 
 @testable import HTTPDNSEngine
@@ -41,7 +41,7 @@ import Testing
     }
 
     /// The pool opens connections from its own task; the one a caller on an engine loop asked for must
-    /// still live on that caller's loop, or every exchange on it costs a thread hop (issue 32 measured
+    /// still live on that caller's loop, or every exchange on it costs a thread hop (a measured
     /// that regression: loop callers fell to the default pool's rate).
     @available(macOS 15, iOS 18, tvOS 18, watchOS 11, *)
     @Test func aConnectionIsMadeOnTheLoopOfTheCallerThatNeededIt() async throws {
@@ -50,7 +50,7 @@ import Testing
         let loops = [group.next(), group.next(), group.next()]
         for caller in loops {
             let request = Task(executorPreference: EventLoopTaskExecutor(caller)) {
-                try await engine.execute(try HTTPRequest(url: "http://127.0.0.1:\(port)/"))
+                try await engine.execute(try HTTPEngineRequest(url: "http://127.0.0.1:\(port)/"))
             }
             func made() -> (any Channel)? {
                 engine.pool.state.withLockedValue { $0.connections.values.first?.channel }
@@ -75,13 +75,15 @@ import Testing
     @Test func anExchangeFromThePoolRunsOnItsConnectionsLoopUnlessTheAppStreamsTheBody() async throws {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 2)
         let (server, port, engine) = try await silentServerAndEngine(group)
-        let waiting = Task { try await engine.execute(try HTTPRequest(url: "http://127.0.0.1:\(port)/")) }
+        let waiting = Task { try await engine.execute(try HTTPEngineRequest(url: "http://127.0.0.1:\(port)/")) }
         func leased() -> Connection? { engine.pool.state.withLockedValue { $0.connections.values.first } }
         try await eventually("the connection was made") { leased() != nil }
         let connection = try #require(leased())
         let onLoop = { @Sendable in connection.channel.eventLoop.inEventLoop }
         #expect(try await Task { try await engine.onLoop(of: connection, unless: nil) { onLoop() } }.value)
-        #expect(try await Task { try await engine.onLoop(of: connection, unless: .bytes([1, 2, 3])) { onLoop() } }.value)
+        #expect(
+            try await Task { try await engine.onLoop(of: connection, unless: .bytes([1, 2, 3])) { onLoop() } }.value
+        )
         let appStream = HTTPRequestBody.stream(length: nil) { AsyncThrowingStream { $0.finish() } }
         let streamed = try await Task { try await engine.onLoop(of: connection, unless: appStream) { onLoop() } }.value
         #expect(streamed == false)

@@ -1,4 +1,4 @@
-// The rules of the certificate check that do not depend on which TLS ran the handshake (issue 44): the
+// The rules of the certificate check that do not depend on which TLS ran the handshake: the
 // pin of a certificate read from its bytes alone, and the Security framework's verdict (Apple platforms,
 // where the system runs TLS) turned into the same engine errors and the same question to the app as
 // BoringSSL's verdict on Linux.

@@ -177,10 +177,17 @@ import Testing
     @Test func aConnectARetryMayFixIsTriedAgainAfterABackoffForEveryWaiter() {
         var m = machine(connections: 4, streams: 3)
         let late = Self.t0 + .seconds(5)
-        #expect(m.request(1, key: Self.https, deadline: late) == .wait(connect: connect(1, Self.https, for: 1, deadline: late)))
+        #expect(
+            m.request(1, key: Self.https, deadline: late)
+                == .wait(connect: connect(1, Self.https, for: 1, deadline: late))
+        )
         #expect(m.request(2, key: Self.https, deadline: late) == .wait(connect: nil))
         // A reset handshake: nobody fails; the host waits before it connects again.
-        #expect(m.connectFailed(1, retryMayHelp: true, now: Self.t0) == [.scheduleConnectRetry(Self.https, after: .milliseconds(100))])
+        #expect(
+            m.connectFailed(1, retryMayHelp: true, now: Self.t0) == [
+                .scheduleConnectRetry(Self.https, after: .milliseconds(100))
+            ]
+        )
         // A request that comes during the backoff waits for the retry too.
         #expect(m.request(3, key: Self.https, deadline: Self.t0 + .seconds(1)) == .wait(connect: nil))
         #expect(m.connectRetryDue(Self.https) == [.connect(connect(2, Self.https, for: 1, deadline: late))])
@@ -201,16 +208,28 @@ import Testing
     @Test func theBackoffDoublesAndTheTriesInARowAreBounded() {
         var m = machine()
         #expect(m.request(1, key: Self.https, deadline: nil) == .wait(connect: connect(1, Self.https, for: 1)))
-        #expect(m.connectFailed(1, retryMayHelp: true, now: Self.t0) == [.scheduleConnectRetry(Self.https, after: .milliseconds(100))])
+        #expect(
+            m.connectFailed(1, retryMayHelp: true, now: Self.t0) == [
+                .scheduleConnectRetry(Self.https, after: .milliseconds(100))
+            ]
+        )
         #expect(m.connectRetryDue(Self.https) == [.connect(connect(2, Self.https, for: 1))])
-        #expect(m.connectFailed(2, retryMayHelp: true, now: Self.t0) == [.scheduleConnectRetry(Self.https, after: .milliseconds(200))])
+        #expect(
+            m.connectFailed(2, retryMayHelp: true, now: Self.t0) == [
+                .scheduleConnectRetry(Self.https, after: .milliseconds(200))
+            ]
+        )
         #expect(m.connectRetryDue(Self.https) == [.connect(connect(3, Self.https, for: 1))])
         // The third failure in a row (`connectAttempts`): the waiter fails with it.
         #expect(m.connectFailed(3, retryMayHelp: true, now: Self.t0) == [.fail(1, .connectFailed(3))])
         #expect(m.hosts.isEmpty)
         // A later request starts a new round.
         #expect(m.request(2, key: Self.https, deadline: nil) == .wait(connect: connect(4, Self.https, for: 2)))
-        #expect(m.connectFailed(4, retryMayHelp: true, now: Self.t0) == [.scheduleConnectRetry(Self.https, after: .milliseconds(100))])
+        #expect(
+            m.connectFailed(4, retryMayHelp: true, now: Self.t0) == [
+                .scheduleConnectRetry(Self.https, after: .milliseconds(100))
+            ]
+        )
     }
 
     @Test func afterAFinalFailureWaitersWaitForAnOpenConnection() {
@@ -220,7 +239,11 @@ import Testing
         #expect(m.request(3, key: Self.http, deadline: nil) == .wait(connect: nil))
         #expect(m.connectFailed(2, retryMayHelp: false, now: Self.t0) == [])
         // The open one serves the oldest when released; the next may connect again.
-        #expect(m.released(first, reusable: true, now: Self.t0) == [.run(2, on: first), .connect(connect(3, Self.http, for: 3))])
+        #expect(
+            m.released(first, reusable: true, now: Self.t0) == [
+                .run(2, on: first), .connect(connect(3, Self.http, for: 3)),
+            ]
+        )
     }
 
     @Test func parallelConnectsThatFailForGoodEachFailOneWaiterOldestFirst() {
@@ -238,7 +261,11 @@ import Testing
         _ = m.request(1, key: Self.http, deadline: nil)
         _ = m.request(2, key: Self.http, deadline: nil)
         // One of two connects reset: the other still covers one waiter, the backoff covers the other.
-        #expect(m.connectFailed(1, retryMayHelp: true, now: Self.t0) == [.scheduleConnectRetry(Self.http, after: .milliseconds(100))])
+        #expect(
+            m.connectFailed(1, retryMayHelp: true, now: Self.t0) == [
+                .scheduleConnectRetry(Self.http, after: .milliseconds(100))
+            ]
+        )
         #expect(m.connected(2, version: .http1, now: Self.t0) == [.run(1, on: 2)])
         #expect(m.connectRetryDue(Self.http) == [.connect(connect(3, Self.http, for: 2))])
     }
@@ -258,7 +285,10 @@ import Testing
 
     @Test func aConnectGoesOnWhenItsWaiterLeavesAndBecomesAnIdleConnection() {
         var m = machine()
-        #expect(m.request(1, key: Self.http, deadline: Self.t0) == .wait(connect: connect(1, Self.http, for: 1, deadline: Self.t0)))
+        #expect(
+            m.request(1, key: Self.http, deadline: Self.t0)
+                == .wait(connect: connect(1, Self.http, for: 1, deadline: Self.t0))
+        )
         #expect(m.waiterGaveUp(1, .timedOut) == [.fail(1, .timedOut)])
         #expect(m.connected(1, version: .http1, now: Self.t0) == [.scheduleIdleTimer(1, after: .seconds(60))])
         #expect(m.request(2, key: Self.http, deadline: nil) == .run(on: 1))

@@ -6,9 +6,9 @@ import NIOHTTP1
 import Testing
 
 @Suite struct RedirectRuleTests {
-    func response(_ status: HTTPResponseStatus, _ location: String) throws -> HTTPResponse {
+    func response(_ status: HTTPResponseStatus, _ location: String) throws -> HTTPEngineResponse {
         let url = try HTTPURL("https://a.test/start")
-        return HTTPResponse(
+        return HTTPEngineResponse(
             status: status,
             headers: ["location": location],
             version: .http1,
@@ -18,8 +18,8 @@ import Testing
         )
     }
 
-    func post() throws -> HTTPRequest {
-        try HTTPRequest(
+    func post() throws -> HTTPEngineRequest {
+        try HTTPEngineRequest(
             method: .POST,
             url: "https://a.test/start",
             headers: ["content-type": "text/plain", "authorization": "secret", "cookie": "k=v"],
@@ -62,7 +62,7 @@ import Testing
     @Test func nonRedirectsAndMissingLocationAreNotFollowed() throws {
         #expect(try HTTPEngine.redirect(from: post(), response: response(.ok, "/x")) == nil)
         let url = try HTTPURL("https://a.test/")
-        let noLocation = HTTPResponse(
+        let noLocation = HTTPEngineResponse(
             status: .found,
             headers: [:],
             version: .http1,

@@ -1,4 +1,4 @@
-// The app's URLSession delegate decides on authentication (issue 26), with corelibs URLSession and the
+// The app's URLSession delegate decides on authentication, with corelibs URLSession and the
 // real peers: nginx's a.test (signed by the test CA, which the engine here is not told to trust unless a
 // test says so), nginx's /basic (HTTP Basic, alice:wonderland) and a tinyproxy that wants the same
 // credentials (407). The protocol's setup is process-wide: these tests belong to URLSessionTests, whose

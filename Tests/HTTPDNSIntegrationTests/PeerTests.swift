@@ -40,8 +40,8 @@ struct PeerTests {
         let engine = try peers.engine()
         let query = try DNSMessage.query(name: "b.test", type: .a, id: 0)
         let headers = HTTPHeaders([("accept", "application/dns-message"), ("content-type", "application/dns-message")])
-        func post(_ port: Int, _ versions: HTTPVersionPolicy) async throws -> HTTPResponse {
-            var request = HTTPRequest(
+        func post(_ port: Int, _ versions: HTTPVersionPolicy) async throws -> HTTPEngineResponse {
+            var request = HTTPEngineRequest(
                 method: .POST,
                 url: HTTPURL(scheme: "https", host: "127.0.0.1", port: port, target: "/dns-query"),
                 headers: headers,

@@ -1,4 +1,4 @@
-// Running `httpdns serve` in production (issue 16), as an operator would, against the real peers:
+// Running `httpdns serve` in production, as an operator would, against the real peers:
 // /metrics read by Prometheus' own parser (Python prometheus_client) and following the traffic; SIGTERM
 // draining with settings from --config; and two replicas behind HAProxy (Debian's, with
 // deploy/haproxy.cfg as shipped) losing one under load.

@@ -101,7 +101,7 @@ struct ServerPeerTests {
         #expect(ttl(last) >= 1, "\(last)")
         // Names kresd does not know are NXDOMAIN on the wire.
         let nx = try await engine.execute(
-            try HTTPRequest(
+            try HTTPEngineRequest(
                 url: "https://127.0.0.1:\(service.ports[0])/dns-query?dns="
                     + base64url(try DNSMessage.query(name: "x.nx.test", type: .a))
             )

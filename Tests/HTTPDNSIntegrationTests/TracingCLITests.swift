@@ -1,4 +1,4 @@
-// Traces the ecosystem can read (issue 31): `--otlp-endpoint` sends spans over OTLP/HTTP, and a real
+// Traces the ecosystem can read: `--otlp-endpoint` sends spans over OTLP/HTTP, and a real
 // decoder (OpenTelemetry's own proto classes, Tests/Fixtures/peers/otlp_receiver.py) reads them. One
 // fetch is one trace holding its resolve span and its client span; `httpdns serve` gives a SERVER span
 // per request, in the fetch's trace when the fetch carried its context.

@@ -63,7 +63,9 @@ struct URLSessionTests {
         }
         let hops = log.all.flatMap(\.hops)
         #expect(hops.count == 2)
-        #expect(hops.allSatisfy { $0.dnsSource?.contains("127.0.0.1:\(peers.doh2Port)") == true || $0.reused })
+        #expect(
+            hops.allSatisfy { $0.dnsSource?.description.contains("127.0.0.1:\(peers.doh2Port)") == true || $0.reused }
+        )
     }
 
     enum Upload: String, CaseIterable { case httpBody, stream, uploadTaskFile }

@@ -1,4 +1,4 @@
-// A configured proxy is never bypassed (issue 26), against tinyproxy, which logs every request it gets:
+// A configured proxy is never bypassed, against tinyproxy, which logs every request it gets:
 // `httpdns fetch` tunnels through it to the address HTTPDNS gave (never the name, which the proxy would
 // resolve itself), `no_proxy` and `--proxy ""` go direct, and the URLSession engine leaves a proxied
 // request to the system (corelibs' libcurl then sends it to the proxy, by name).

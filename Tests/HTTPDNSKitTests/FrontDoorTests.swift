@@ -21,13 +21,13 @@ import Testing
         defer { Task { await origin.stop() } }
         try await withHTTPDNS { httpdns in
             let response = try await httpdns.engine.send(
-                try HTTPRequest(url: "http://app.test:\(origin.port)/hello")
+                try HTTPEngineRequest(url: "http://app.test:\(origin.port)/hello")
             )
             #expect(response.status == .ok)
             let body = try await response.body.collect(upTo: 1 << 16)
             #expect(String(buffer: body) == "host=app.test:\(origin.port)")
             #expect(response.metrics.ip == "127.0.0.1")
-            #expect(response.metrics.dnsSource?.hasPrefix("dns:") == true)
+            #expect(response.metrics.dnsSource?.description.hasPrefix("dns:") == true)
         }
     }
 
@@ -39,7 +39,7 @@ import Testing
         try await withHTTPDNS { httpdns in
             let url = "http://app.test:\(origin.ports[0])/healthz"
             func send(_ access: NetworkAccess?) async throws -> RequestMetrics {
-                var request = try HTTPRequest(url: url)
+                var request = try HTTPEngineRequest(url: url)
                 request.networkAccess = access
                 let response = try await httpdns.engine.send(request)
                 _ = try await response.body.collect(upTo: 1 << 16)
@@ -169,9 +169,11 @@ import Testing
             #expect(httpdns.resolver.resolveCachedOrStart("PINNED.test")?.source == .override)
             // Other names still go to the resolver.
             #expect(try await httpdns.resolver.resolve("other.test").ipv4 == [IPAddress("192.0.2.1")!])
-            let response = try await httpdns.engine.send(try HTTPRequest(url: "http://pinned.test:\(origin.port)/"))
+            let response = try await httpdns.engine.send(
+                try HTTPEngineRequest(url: "http://pinned.test:\(origin.port)/")
+            )
             #expect(String(buffer: try await response.body.collect(upTo: 1 << 16)) == "host=pinned.test:\(origin.port)")
-            #expect(response.metrics.dnsSource == "override")
+            #expect(response.metrics.dnsSource == .override)
         } catch {
             Issue.record(error)
         }
@@ -193,7 +195,9 @@ import Testing
         configuration.watchesNetwork = false
         let httpdns = try HTTPDNS(configuration)
         do {
-            let response = try await httpdns.engine.send(try HTTPRequest(url: "http://spare.test:\(origin.port)/"))
+            let response = try await httpdns.engine.send(
+                try HTTPEngineRequest(url: "http://spare.test:\(origin.port)/")
+            )
             #expect(response.status == .ok)
             #expect(response.metrics.ip == "127.0.0.1")
             await #expect {

@@ -1,4 +1,4 @@
-// Spans through swift-distributed-tracing (issue 31), hermetic: an in-process DNS server and origin, and
+// Spans through swift-distributed-tracing, hermetic: an in-process DNS server and origin, and
 // swift-distributed-tracing's InMemoryTracer standing in for a backend. The OTLP export and a real
 // decoder are HTTPDNSIntegrationTests/TracingCLITests.
 
@@ -50,7 +50,9 @@ import Tracing
         try await withTracedHTTPDNS(tracer) { httpdns, origin in
             port = origin
             try await tracer.withSpan("app") { _ in
-                let response = try await httpdns.engine.send(try HTTPRequest(url: "http://app.test:\(port)/a?token=x"))
+                let response = try await httpdns.engine.send(
+                    try HTTPEngineRequest(url: "http://app.test:\(port)/a?token=x")
+                )
                 _ = try await response.body.collect(upTo: 1 << 16)
             }
         }
@@ -84,11 +86,11 @@ import Tracing
         let origin = try await startService()
         try await withTracedHTTPDNS(tracer) { httpdns, _ in
             let port = origin.ports[0]
-            let first = try await httpdns.engine.send(try HTTPRequest(url: "http://app.test:\(port)/healthz"))
+            let first = try await httpdns.engine.send(try HTTPEngineRequest(url: "http://app.test:\(port)/healthz"))
             #expect(tracer.finishedSpans.allSatisfy { $0.kind != .client }, "ended before its body was read")
             _ = try await first.body.collect(upTo: 1 << 16)
             #expect(tracer.finishedSpans.filter { $0.kind == .client }.count == 1)
-            let second = try await httpdns.engine.send(try HTTPRequest(url: "http://app.test:\(port)/nowhere"))
+            let second = try await httpdns.engine.send(try HTTPEngineRequest(url: "http://app.test:\(port)/nowhere"))
             _ = try await second.body.collect(upTo: 1 << 16)
         }
         await origin.stop()
@@ -109,7 +111,9 @@ import Tracing
         }
         try await withTracedHTTPDNS(tracer) { httpdns, _ in
             do {
-                let response = try await httpdns.engine.send(try HTTPRequest(url: "http://app.test:\(origin.port)/"))
+                let response = try await httpdns.engine.send(
+                    try HTTPEngineRequest(url: "http://app.test:\(origin.port)/")
+                )
                 for try await _ in response.body { break }  // one chunk of 4 MiB, then the body is dropped
             }
             // Whether the exchange was still running when the body went or had already finished.
@@ -129,7 +133,7 @@ import Tracing
             let closed = gone.port
             await gone.stop()
             await #expect(throws: HTTPEngineError.self) {
-                _ = try await httpdns.engine.send(try HTTPRequest(url: "http://app.test:\(closed)/"))
+                _ = try await httpdns.engine.send(try HTTPEngineRequest(url: "http://app.test:\(closed)/"))
             }
         }
         let client = try #require(tracer.finishedSpans.first { $0.kind == .client })
@@ -142,7 +146,7 @@ import Tracing
             let tracer = InMemoryTracer()
             var received = ""
             try await withTracedHTTPDNS(tracer, propagates: propagates) { httpdns, port in
-                let response = try await httpdns.engine.send(try HTTPRequest(url: "http://app.test:\(port)/"))
+                let response = try await httpdns.engine.send(try HTTPEngineRequest(url: "http://app.test:\(port)/"))
                 received = String(buffer: try await response.body.collect(upTo: 1 << 16))
             }
             let client = try #require(tracer.finishedSpans.first { $0.kind == .client })
@@ -172,7 +176,7 @@ import Tracing
         // Nothing is bootstrapped in this process: the engine and resolver carry no tracer at all.
         try await withTracedHTTPDNS(nil) { httpdns, port in
             #expect(httpdns.engine.configuration.tracing == nil)
-            let response = try await httpdns.engine.send(try HTTPRequest(url: "http://app.test:\(port)/"))
+            let response = try await httpdns.engine.send(try HTTPEngineRequest(url: "http://app.test:\(port)/"))
             #expect(String(buffer: try await response.body.collect(upTo: 1 << 16)) == "none")
         }
         try await withTracedHTTPDNS(NoOpTracer()) { httpdns, _ in

@@ -1,4 +1,4 @@
-// Attacks from issue 10, each against the real binary or the real handler, each asserting the bound
+// Attacks by hostile peers, each against the real binary or the real handler, each asserting the bound
 // that now holds: exit code, time, bytes delivered, memory (RSS from /proc). Hermetic: the hostile peers
 // are written in HostilePeers.swift and run on loopback; no external peer is needed.
 // MARK: - A hostile HTTP/2 origin against `httpdns fetch`
@@ -53,7 +53,7 @@ import Testing
         #expect(took < .seconds(10), "the tunnel ended after \(took) (idle timeout 20 s)")
     }
 
-    /// Hostile round 2 (issue 29): a CONNECT to the proxy's own address and port, with that port allowed
+    /// Hostile round 2: a CONNECT to the proxy's own address and port, with that port allowed
     /// (an operator who allows every port). Refused with 508 instead of a tunnel into itself, which a
     /// client could nest without end; other clients are still served.
     @Test func aTunnelToTheProxyItselfIsRefused() async throws {
@@ -145,7 +145,12 @@ import Testing
                     firstHalf.continuation.yield()
                 }
                 if body >= 2000 {
-                    try await outbound.write(ByteBuffer(string: "HTTP/1.1 200 OK\r\ncontent-length: \(body)\r\n\r\n" + String(repeating: "x", count: body)))
+                    try await outbound.write(
+                        ByteBuffer(
+                            string: "HTTP/1.1 200 OK\r\ncontent-length: \(body)\r\n\r\n"
+                                + String(repeating: "x", count: body)
+                        )
+                    )
                     return
                 }
             }
@@ -184,7 +189,10 @@ import Testing
         let reply = try await withRawConnection(port: proxy.port) { inbound, outbound -> String in
             let framing = chunked ? "Transfer-Encoding: chunked" : "Content-Length: \(128 * part.count)"
             try await outbound.write(
-                ByteBuffer(string: "POST http://127.0.0.1:\(port)/ HTTP/1.1\r\nHost: x\r\n\(framing)\r\nConnection: close\r\n\r\n")
+                ByteBuffer(
+                    string:
+                        "POST http://127.0.0.1:\(port)/ HTTP/1.1\r\nHost: x\r\n\(framing)\r\nConnection: close\r\n\r\n"
+                )
             )
             for i in 0..<128 {
                 for j in part.indices { part[j] = UInt8(truncatingIfNeeded: i &+ j) }
@@ -216,7 +224,8 @@ import Testing
         let reply = try await withRawConnection(port: proxy.port) { inbound, outbound -> String in
             try await outbound.write(
                 ByteBuffer(
-                    string: "POST http://127.0.0.1:\(port)/ HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n\r\n0123456789"
+                    string:
+                        "POST http://127.0.0.1:\(port)/ HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n\r\n0123456789"
                 )
             )
             return String(decoding: try await readToEnd(inbound), as: UTF8.self)

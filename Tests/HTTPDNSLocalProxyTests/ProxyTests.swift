@@ -162,7 +162,7 @@ import Testing
         }
         let engine = try HTTPEngine()
         defer { engine.shutdown() }
-        let response = try await engine.execute(try HTTPRequest(url: "http://127.0.0.1:\(proxy.port)/proxy.pac"))
+        let response = try await engine.execute(try HTTPEngineRequest(url: "http://127.0.0.1:\(proxy.port)/proxy.pac"))
         #expect(response.headers.first(name: "content-type") == "application/x-ns-proxy-autoconfig")
         let pac = String(buffer: try await response.body.collect(upTo: 4096))
         #expect(pac.contains("dnsDomainIs(host, \".example.com\")"))

@@ -1,4 +1,4 @@
-// Serve-expired for cold start (issue 26): an app relaunched an hour after its last run connects at
+// Serve-expired for cold start: an app relaunched an hour after its last run connects at
 // once to the last good answer from its cache file, and one refresh runs behind it. Time is an injected
 // clock; the upstream is an in-process provider that counts its queries (round trips).
 

@@ -1,4 +1,4 @@
-// Attacks from issue 10, each against the real binary or the real handler, each asserting the bound
+// Attacks by hostile peers, each against the real binary or the real handler, each asserting the bound
 // that now holds: exit code, time, bytes delivered, memory (RSS from /proc). Hermetic: the hostile peers
 // are written in HostilePeers.swift and run on loopback; no external peer is needed.
 // MARK: - A hostile HTTP/2 origin against `httpdns fetch`

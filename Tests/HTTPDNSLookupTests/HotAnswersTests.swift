@@ -9,7 +9,14 @@ import Testing
     static let t0: Int64 = 1_700_000_000 * second
 
     func answer(_ name: String = "a.test", ttl: UInt32 = 60) -> Resolution {
-        Resolution(name: name, ipv4: [IPAddress("192.0.2.1")!], ipv6: [], ttl: ttl, source: .cache("doh"), elapsed: .zero)
+        Resolution(
+            name: name,
+            ipv4: [IPAddress("192.0.2.1")!],
+            ipv6: [],
+            ttl: ttl,
+            source: .cache("doh"),
+            elapsed: .zero
+        )
     }
 
     /// Remembers `name`'s answer at t0, `left` before it expires, served as it is until `until`.
@@ -170,7 +177,12 @@ import Testing
 @Suite struct ResolutionStorageTests {
     @Test func aCopyChangedLeavesTheOriginalAsItWasAndEqualityReadsTheFields() {
         let original = Resolution(
-            name: "a.test", ipv4: [IPAddress("192.0.2.1")!], ipv6: [], ttl: 60, source: .cache("doh"), elapsed: .zero
+            name: "a.test",
+            ipv4: [IPAddress("192.0.2.1")!],
+            ipv6: [],
+            ttl: 60,
+            source: .cache("doh"),
+            elapsed: .zero
         )
         var copy = original
         #expect(copy == original)

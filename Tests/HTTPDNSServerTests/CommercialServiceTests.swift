@@ -1,4 +1,4 @@
-// Our client against our server in every authenticated form (issue 12): Tencent Cloud DNSPod AES, DES
+// Our client against our server in every authenticated form: Tencent Cloud DNSPod AES, DES
 // and HTTPS token, Alibaba Cloud EMAS signed queries; wrong keys, tokens and signatures, expired and
 // future-dated signatures, and --require-auth.
 
@@ -46,7 +46,9 @@ import Testing
         config.fallbackToLocalDNS = false
         config.timeout = .seconds(10)
         config.bootstrap = ["dnspod.test": [IPAddress("127.0.0.1")!]]
-        let tls = HTTPEngineTLS(additionalTrustRoots: try pki.map { [TrustAnchor(der: try $0.caCertificate.toDERBytes())] } ?? [])
+        let tls = HTTPEngineTLS(
+            additionalTrustRoots: try pki.map { [TrustAnchor(der: try $0.caCertificate.toDERBytes())] } ?? []
+        )
         return try HTTPDNSResolver(configuration: config, engine: try HTTPEngine(tls: tls), logger: testLogger)
     }
 
@@ -158,7 +160,7 @@ import Testing
         }
     }
 
-    /// A device whose clock is hours off (issue 28): the service's clock is moved instead. Our 10-minute
+    /// A device whose clock is hours off: the service's clock is moved instead. Our 10-minute
     /// signatures are expired by a clock 2 h ahead, and more than 24 h ahead of one 2 days behind; the
     /// refusal's `Date` gives the offset, the query goes once more on the service's time and succeeds,
     /// and later queries are signed on it from the start. A clock 2 h behind accepts the first query;

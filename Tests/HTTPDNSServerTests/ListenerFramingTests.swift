@@ -5,6 +5,7 @@
 // second in a row, which two empty answers on one connection used to be (the DNSPod "wrong
 // credentials" answer is an empty 200).
 
+import HTTPDNSPlumbing
 @testable import HTTPDNSServer
 import HTTPDNSCore
 import HTTPDNSEngine
@@ -263,7 +264,7 @@ import Testing
 
     private func post(_ engine: HTTPEngine, port: Int, _ body: HTTPRequestBody) async throws -> String {
         let response = try await engine.execute(
-            try HTTPRequest(method: .POST, url: "https://upload.test:\(port)/up", body: body)
+            try HTTPEngineRequest(method: .POST, url: "https://upload.test:\(port)/up", body: body)
         )
         #expect(response.status == .ok)
         return String(buffer: try await response.body.collect(upTo: 1024))

@@ -1,5 +1,5 @@
-// The DoH server's query-string and base64url decoding, on the bytes (issue 15 took Foundation's string
-// search off this path); what they accept and refuse.
+// The DoH server's query-string and base64url decoding, on the bytes (Foundation's string search is
+// kept off this path); what they accept and refuse.
 
 import HTTPDNSCore
 @testable import HTTPDNSServer

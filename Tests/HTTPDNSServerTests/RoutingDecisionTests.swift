@@ -1,4 +1,4 @@
-// The server's routing as a decision (issue 32): which names a request needs before it can be answered,
+// The server's routing as a decision: which names a request needs before it can be answered,
 // all of them in one pass, and the answer once they are at hand. No sockets, no upstream.
 
 import HTTPDNSCore

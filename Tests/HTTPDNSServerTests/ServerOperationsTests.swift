@@ -1,4 +1,4 @@
-// Running the server in production (issue 16), in-process on loopback: readiness apart from liveness,
+// Running the server in production, in-process on loopback: readiness apart from liveness,
 // the graceful drain (the request in progress is answered, then nothing new is taken), the JSON access
 // log, /metrics. The metrics backend itself (Prometheus) is bootstrapped once per process, so it is
 // tested through `httpdns serve --metrics` and a real Prometheus parser (HTTPDNSIntegrationTests).
@@ -89,7 +89,9 @@ final class SilentUpstream: ChannelInboundHandler, Sendable {
         defer { Task { await service.stop() } }
         let engine = try engine()
         defer { engine.shutdown() }
-        let response = try await engine.execute(try HTTPRequest(url: "http://127.0.0.1:\(service.ports[0])/metrics"))
+        let response = try await engine.execute(
+            try HTTPEngineRequest(url: "http://127.0.0.1:\(service.ports[0])/metrics")
+        )
         #expect(response.headers.first(name: "content-type") == "text/plain; version=0.0.4; charset=utf-8")
         #expect(String(buffer: try await response.body.collect(upTo: 1 << 16)) == "httpdns_lookups_total 3\n")
     }

@@ -67,7 +67,7 @@ import Testing
         let engine = try HTTPEngine(configuration: config)
         defer { engine.shutdown() }
         let response = try await engine.execute(
-            try HTTPRequest(url: "http://127.0.0.1:\(service.ports[0])/resolve?host=a.example.com&query=4,6")
+            try HTTPEngineRequest(url: "http://127.0.0.1:\(service.ports[0])/resolve?host=a.example.com&query=4,6")
         )
         #expect(response.version == .http2)
         let body = String(buffer: try await response.body.collect(upTo: 1 << 16))

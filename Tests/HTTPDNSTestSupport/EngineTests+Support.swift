@@ -22,11 +22,9 @@ struct Echo: Decodable {
     var uri: String
 }
 
-func text(_ response: HTTPResponse) async throws -> String {
+func text(_ response: HTTPEngineResponse) async throws -> String {
     String(buffer: try await response.body.collect(upTo: 1 << 20))
 }
-
-
 
 /// The `pin-sha256` value of a PEM certificate's public key.
 enum NIOSSLCertificateSPKI {

@@ -29,7 +29,6 @@ func lastJSONLine<T: Decodable>(_ text: String, as type: T.Type) throws -> T {
     return try JSONDecoder().decode(T.self, from: Data(line.utf8))
 }
 
-
 /// Runs any program with the blocking wait on NIO's thread pool.
 func runProcess(_ path: String, _ arguments: [String]) async throws -> CLIResult {
     try await processThreads.runIfActive { try runProcessBlocking(path, arguments) }

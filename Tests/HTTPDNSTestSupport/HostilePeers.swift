@@ -142,7 +142,8 @@ enum H2 {
     static func postHeaders(stream: UInt32, path: String) -> [UInt8] {
         let type = Array("application/dns-message".utf8)
         let block: [UInt8] =
-            [0x83, 0x86, 0x44, UInt8(path.utf8.count)] + Array(path.utf8) + [0x41, 0x01, 0x78, 0x5F, UInt8(type.count)] + type
+            [0x83, 0x86, 0x44, UInt8(path.utf8.count)] + Array(path.utf8) + [0x41, 0x01, 0x78, 0x5F, UInt8(type.count)]
+            + type
         return frame(type: 1, flags: 4, stream: stream, block)
     }
     /// PUSH_PROMISE for stream 2 on `stream`, with a GET / request block.
@@ -179,13 +180,16 @@ func residentBytes(pid: Int32) -> Int? {
     return kib.map { $0 * 1024 }
 }
 
-/// The built `httpdns` binary.
 /// The `httpdns` binary every CLI test runs: `HTTPDNS_BINARY` when set (a sanitizer build's, so the
 /// processes the tests start are checked too), else the plain debug build's.
 let httpdnsBinary: String =
     ProcessInfo.processInfo.environment["HTTPDNS_BINARY"]
     ?? URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
     .deletingLastPathComponent().appendingPathComponent(".build/debug/httpdns").path
+
+/// The `httpdns-bench` binary beside `httpdns`: the benchmarks and the crash-test driver (`save-loop`).
+let httpdnsBenchBinary: String =
+    URL(fileURLWithPath: httpdnsBinary).deletingLastPathComponent().appendingPathComponent("httpdns-bench").path
 
 /// A CLI run with the time it took.
 func timedCLI(_ arguments: [String]) async throws -> (CLIResult, Duration) {

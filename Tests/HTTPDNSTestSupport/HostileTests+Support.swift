@@ -1,4 +1,4 @@
-// Attacks from issue 10, each against the real binary or the real handler, each asserting the bound
+// Attacks by hostile peers, each against the real binary or the real handler, each asserting the bound
 // that now holds: exit code, time, bytes delivered, memory (RSS from /proc). Hermetic: the hostile peers
 // are written in HostilePeers.swift and run on loopback; no external peer is needed.
 // MARK: - A hostile HTTP/2 origin against `httpdns fetch`
@@ -46,10 +46,18 @@ let originAttacks: [OriginAttack] = [
         bytes: H2.settings() + H2.responseHeaders(stream: 1, endHeaders: false),
         flood: Array((0..<4096).map { _ in H2.continuation(stream: 1) }.joined())
     ),
-    // Hostile round 2 (issue 29): control-frame floods against the engine, each of which costs it work
+    // Hostile round 2: control-frame floods against the engine, each of which costs it work
     // (a PING answered, SETTINGS acknowledged, a window added up) while no response comes.
-    OriginAttack(name: "PING flood", bytes: H2.settings(), flood: Array((0..<4096).map { H2.ping(UInt8($0 & 0xFF)) }.joined())),
-    OriginAttack(name: "SETTINGS flood", bytes: H2.settings(), flood: Array((0..<4096).map { _ in H2.settings() }.joined())),
+    OriginAttack(
+        name: "PING flood",
+        bytes: H2.settings(),
+        flood: Array((0..<4096).map { H2.ping(UInt8($0 & 0xFF)) }.joined())
+    ),
+    OriginAttack(
+        name: "SETTINGS flood",
+        bytes: H2.settings(),
+        flood: Array((0..<4096).map { _ in H2.settings() }.joined())
+    ),
     OriginAttack(
         name: "WINDOW_UPDATE flood",
         bytes: H2.settings(),
@@ -86,7 +94,6 @@ func containsFrame(_ bytes: [UInt8], type: UInt8) -> Bool {
     return false
 }
 
-
 // MARK: - Hostile clients against `httpdns serve`
 
 /// What a raw HTTP/2 client sends after its preface and SETTINGS, then keeps sending.
@@ -117,9 +124,7 @@ let clientAttacks: [ClientAttack] = [
     ),
 ]
 
-
 // MARK: - Hostile resolvers
-
 
 /// For each query: a response with the query's id for another name (6.6.6.6), then the real one.
 final class ForgingDNSHandler: ChannelInboundHandler {

@@ -69,9 +69,6 @@ func startProxy(
     return try await HTTPDNSProxy.start(config, resolver: resolver, engine: engine, logger: testLogger)
 }
 
-
-
-
 /// curl with `arguments`, through `proxy`, bounded by `maxTime` seconds.
 func curl(through proxy: HTTPDNSProxy, maxTime: Int, _ arguments: [String]) async throws -> CLIResult {
     try await runProcess(

@@ -35,11 +35,10 @@ func rawGet(
     body: [UInt8]? = nil
 ) async throws -> (Int, String) {
     let response = try await engine.execute(
-        try HTTPRequest(method: method, url: url, headers: headers, body: body.map { .bytes($0) })
+        try HTTPEngineRequest(method: method, url: url, headers: headers, body: body.map { .bytes($0) })
     )
     return (Int(response.status.code), String(buffer: try await response.body.collect(upTo: 1 << 20)))
 }
-
 
 package func base64url(_ bytes: [UInt8]) -> String {
     Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")

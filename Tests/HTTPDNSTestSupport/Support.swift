@@ -97,7 +97,8 @@ struct Peers {
         config.tls = HTTPEngineTLS(additionalTrustRoots: try HTTPEngineTLS.loadPEM(file: ca))
         config.timeouts.total = .seconds(60)
         tweak(&config)
-        return try HTTPEngine(configuration: config, addressSource: try resolver(), logger: testLogger)
+        let resolver = try resolver()
+        return try HTTPEngine(configuration: config, addressSource: resolver, path: resolver.path, logger: testLogger)
     }
 
     func url(_ host: String, _ path: String) -> String { "https://\(host):\(nginxTLS)\(path)" }

@@ -100,7 +100,6 @@ final class DownloadProbe: NSObject, URLSessionDataDelegate, @unchecked Sendable
     }
 }
 
-
 /// A TCP server that accepts and never answers.
 func startSilentTCP() async throws -> (any Channel, Int) {
     let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)

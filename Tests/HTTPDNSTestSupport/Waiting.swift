@@ -1,4 +1,4 @@
-// Waiting for the event that matters instead of sleeping a fixed time (issue 11): a test polls the
+// Waiting for the event that matters instead of sleeping a fixed time: a test polls the
 // condition it needs with `eventually`, or waits on a signal the code under test gives (a log message
 // caught by `LogRecorder`). Fixed sleeps are left only where time passing is the scenario itself.
 

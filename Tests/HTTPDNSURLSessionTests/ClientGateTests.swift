@@ -1,5 +1,5 @@
 // The client gate lets go of its protocol and client once the load has finished or been stopped
-// (issue 29's soak found the cycle protocol -> gate -> protocol keeping every finished URLSession load,
+// (the soak found the cycle protocol -> gate -> protocol keeping every finished URLSession load,
 // its request body and its client alive: corelibs never calls stopLoading after a finished load).
 
 @testable import HTTPDNSURLSession
@@ -66,14 +66,18 @@ import Testing
         // held then (a held lock trapped in debug builds and deadlocked in release ones).
         let (gate, _, _) = gate()
         let reentered = NIOLockedValueBox(false)
-        #expect(gate.send { _, _ in
-            gate.close()
-            reentered.withLockedValue { $0 = true }
-        })
+        #expect(
+            gate.send { _, _ in
+                gate.close()
+                reentered.withLockedValue { $0 = true }
+            }
+        )
         #expect(reentered.withLockedValue { $0 })
         #expect(!gate.isOpen)
         let (other, _, _) = self.gate()
-        other.finish { _, _ in _ = other.isOpen; other.close() }
+        other.finish { _, _ in
+            _ = other.isOpen; other.close()
+        }
         #expect(!other.isOpen)
     }
 }

@@ -3,7 +3,7 @@ import Foundation
 import NIOHTTP1
 import HTTPDNSCore
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 import Testing
 @testable import HTTPDNSTestSupport

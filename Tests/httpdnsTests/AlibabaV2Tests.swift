@@ -1,4 +1,4 @@
-// Alibaba Cloud EMAS v2's encrypted modes and batches (issue 28), against a vendor-style endpoint this
+// Alibaba Cloud EMAS v2's encrypted modes and batches, against a vendor-style endpoint this
 // project did not write (Tests/Fixtures/vendors/ecs_peer.py: AES-CBC and AES-GCM from Python's
 // cryptography): the CLI with --alibaba-aes-key-file in each mode, several names in one query (v2 and
 // the older sign_resolve), and AES-key mistakes as usage errors naming the flag.

@@ -143,7 +143,7 @@ import Testing
         let engine = try HTTPEngine()
         defer { engine.shutdown() }
         let response = try await engine.execute(
-            try HTTPRequest(url: "http://127.0.0.1:\(port)/d?dn=served.example.com&ttl=1")
+            try HTTPEngineRequest(url: "http://127.0.0.1:\(port)/d?dn=served.example.com&ttl=1")
         )
         #expect(String(buffer: try await response.body.collect(upTo: 4096)) == "198.51.0.7,60")
         process.terminate()

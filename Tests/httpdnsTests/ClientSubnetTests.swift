@@ -1,4 +1,4 @@
-// Client subnet (issue 28): the CLI asks every kind of resolver on behalf of a subnet only when told to,
+// Client subnet: the CLI asks every kind of resolver on behalf of a subnet only when told to,
 // against a peer this project did not write (Tests/Fixtures/vendors/ecs_peer.py: DNS parsed with struct,
 // AES from Python's cryptography), which answers a.b.c.N for the ECS option a.b.c.d/N it saw and a.b.c.99
 // for a vendor's ip=a.b.c.d; and `httpdns serve` passes a request's subnet (ip=, a DoH query's own ECS,

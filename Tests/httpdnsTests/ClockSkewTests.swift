@@ -1,4 +1,4 @@
-// Clock skew (issue 28): a device whose clock is hours off still gets signed Alibaba answers, against a
+// Clock skew: a device whose clock is hours off still gets signed Alibaba answers, against a
 // vendor-style endpoint this project did not write (Tests/Fixtures/vendors/ecs_peer.py), whose clock is
 // moved instead and which judges signatures by it (expired before its now, refused more than 24 h
 // after). The first query's answer or refusal carries the service's `Date`; a query refused for its

@@ -1,4 +1,4 @@
-// The commercial forms through the CLI (issue 12): `httpdns resolve` and `fetch` with credentials from
+// The commercial forms through the CLI: `httpdns resolve` and `fetch` with credentials from
 // files against `httpdns serve` playing each vendor; an independent client (OpenSSL and Python,
 // Tests/Fixtures/vendors/vendor_client.py) against the same server; secrets in no output, log or cache
 // file; every credential mistake a usage error naming the flag.

@@ -1,7 +1,7 @@
-// Crash safety of what we persist (issue 29): the cache file and the service-list file beside it
+// Crash safety of what we persist: the cache file and the service-list file beside it
 // survive SIGKILL at any moment (always loadable, never older than the last save that returned), and
 // the next start removes the temporaries a killed save left behind, but never one a live writer holds.
-// The writer is `httpdns save-loop` (the resolver's own save code), killed at random moments.
+// The writer is `httpdns-bench save-loop` (the resolver's own save code), killed at random moments.
 
 @testable import HTTPDNSCore
 @testable import HTTPDNSLookup
@@ -37,7 +37,7 @@ import Testing
         let kills = Int(ProcessInfo.processInfo.environment["HTTPDNS_KILL_LOOP"] ?? "") ?? 40
         for iteration in 0..<kills {
             let process = Process()
-            process.executableURL = URL(fileURLWithPath: httpdnsBinary)
+            process.executableURL = URL(fileURLWithPath: httpdnsBenchBinary)
             process.arguments = ["save-loop", path]
             let out = Pipe()
             process.standardOutput = out
@@ -80,7 +80,10 @@ import Testing
 
             // Both files load, and hold the last round that returned or the one after it (renamed just
             // before the kill), never an older one.
-            let snapshot = try #require(CachePersistence.load(path: path, logger: testLogger), "cache file after round \(last)")
+            let snapshot = try #require(
+                CachePersistence.load(path: path, logger: testLogger),
+                "cache file after round \(last)"
+            )
             #expect(snapshot.entries.count == 2000)
             let rounds = Set(snapshot.entries.map(\.entry.source))
             #expect(rounds == ["round-\(last)"] || rounds == ["round-\(last + 1)"], "\(rounds) after round \(last)")

@@ -1,4 +1,4 @@
-// Hostile round 2 (issue 29): the HTTP/2 corners round 1 left, against `httpdns serve` as an operator
+// Hostile round 2: the HTTP/2 corners round 1 left, against `httpdns serve` as an operator
 // runs it and against the engine (`httpdns fetch`). Each case asserts the bound it must hold: the connection is closed (within the timeout, or
 // before the flood ends), memory stays bounded, and other clients are still served.
 
@@ -26,11 +26,15 @@ import Testing
             case "window never opened":
                 // The response (404 to GET /) can never be sent: its window is 0.
                 try await outbound.write(
-                    ByteBuffer(bytes: H2.preface + H2.settings([(4, 0)]) + H2.settingsAck + H2.requestHeaders(stream: 1))
+                    ByteBuffer(
+                        bytes: H2.preface + H2.settings([(4, 0)]) + H2.settingsAck + H2.requestHeaders(stream: 1)
+                    )
                 )
             case "stalled mid-frame":
                 // Half a HEADERS frame's 9-byte header, then nothing.
-                try await outbound.write(ByteBuffer(bytes: H2.preface + H2.settings() + Array(H2.requestHeaders(stream: 1).prefix(5))))
+                try await outbound.write(
+                    ByteBuffer(bytes: H2.preface + H2.settings() + Array(H2.requestHeaders(stream: 1).prefix(5)))
+                )
             case "DoH POST body never ends (h2)":
                 // A DoH POST that sends 10 of the bytes of a query and then nothing.
                 try await outbound.write(
@@ -91,7 +95,9 @@ import Testing
             }
             if stall == "stalled mid-frame" {
                 // SETTINGS, then the first 5 bytes of a HEADERS frame's 9-byte header, then nothing.
-                try await outbound.write(ByteBuffer(bytes: H2.settings() + Array(H2.responseHeaders(stream: 1).prefix(5))))
+                try await outbound.write(
+                    ByteBuffer(bytes: H2.settings() + Array(H2.responseHeaders(stream: 1).prefix(5)))
+                )
             }
             while let chunk = try await iterator.next() {
                 bytes += chunk.readableBytesView

@@ -329,7 +329,12 @@ func manyConnectionEngine(connections: Int = 200) throws -> HTTPEngine {
 func dohRcode(_ engine: HTTPEngine, _ port: Int, _ name: String) async throws -> UInt16 {
     let query = base64url(try DNSMessage.query(name: name, type: .a))
     let response = try await engine.execute(
-        try HTTPRequest(method: .GET, url: "http://127.0.0.1:\(port)/dns-query?dns=\(query)", headers: [:], body: nil)
+        try HTTPEngineRequest(
+            method: .GET,
+            url: "http://127.0.0.1:\(port)/dns-query?dns=\(query)",
+            headers: [:],
+            body: nil
+        )
     )
     let body = Array(try await response.body.collect(upTo: 1 << 16).readableBytesView)
     return UInt16(try DNSMessage(parsing: body).rcode.rawValue)

@@ -1,4 +1,4 @@
-// Service-IP lists (issue 28) against a vendor-style peer this project did not write
+// Service-IP lists against a vendor-style peer this project did not write
 // (Tests/Fixtures/vendors/ecs_peer.py, listening on 127.0.0.1, .2 and .3 at one port, logging which
 // address each request came in on) and against `httpdns serve` moving its clients to a replica: the list
 // is fetched as the vendors' SDKs fetch it, queries go to the listed addresses in order (a dead one

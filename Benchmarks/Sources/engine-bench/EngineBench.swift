@@ -87,7 +87,7 @@ struct EngineBench: AsyncParsableCommand {
             )
             func oursGET(_ httpdns: HTTPDNS) -> @Sendable () async throws -> Void {
                 {
-                    let response = try await httpdns.engine.send(HTTPRequest(url: target.url))
+                    let response = try await httpdns.engine.send(HTTPEngineRequest(url: target.url))
                     for try await _ in response.body {}
                     guard response.status == .ok else { throw ValidationError("ours: HTTP \(response.status.code)") }
                 }
@@ -143,7 +143,7 @@ struct EngineBench: AsyncParsableCommand {
             let rounds = 5
             func asker(_ u: Target) -> @Sendable () async throws -> Void {
                 {
-                    let response = try await httpdns.engine.send(HTTPRequest(url: u.url))
+                    let response = try await httpdns.engine.send(HTTPEngineRequest(url: u.url))
                     for try await _ in response.body {}
                     guard response.status == .ok else {
                         throw ValidationError("\(u.host): HTTP \(response.status.code)")
@@ -214,7 +214,7 @@ struct EngineBench: AsyncParsableCommand {
             }
             let httpdns = try makeOurs()
             let t0 = ContinuousClock.now
-            let response = try await httpdns.engine.send(HTTPRequest(url: target.url))
+            let response = try await httpdns.engine.send(HTTPEngineRequest(url: target.url))
             for try await _ in response.body {}
             let oursTime = ContinuousClock.now - t0
             await httpdns.shutdown()

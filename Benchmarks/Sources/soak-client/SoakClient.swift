@@ -1,4 +1,4 @@
-// The load of `scripts/soak.sh` (issue 29): an app's traffic through the public API, for as long as the
+// The load of `scripts/soak.sh`: an app's traffic through the public API, for as long as the
 // soak runs, while the script injects faults around it. Each worker loops over every kind of request an
 // app makes, in turn:
 //   h2-get, h1-get         the engine, GET of a file whose SHA-256 is known (HTTP/2 by ALPN; an
@@ -83,14 +83,15 @@ struct SoakClient: AsyncParsableCommand {
             tlsB: "https://b.test:\(tlsPort)",
             h1: "https://a.test:\(h1Port)"
         )
-        let chosen = try kinds.map { list in
-            try list.split(separator: ",").map { name in
-                guard let kind = Load.Kind(rawValue: String(name)) else {
-                    throw ValidationError("--kinds: \(name) is not one of \(Load.Kind.allCases.map(\.rawValue))")
+        let chosen =
+            try kinds.map { list in
+                try list.split(separator: ",").map { name in
+                    guard let kind = Load.Kind(rawValue: String(name)) else {
+                        throw ValidationError("--kinds: \(name) is not one of \(Load.Kind.allCases.map(\.rawValue))")
+                    }
+                    return kind
                 }
-                return kind
-            }
-        } ?? Load.Kind.rotation
+            } ?? Load.Kind.rotation
         let until = ContinuousClock.now + .seconds(seconds)
         await withTaskGroup(of: Void.self) { group in
             for worker in 0..<workers {
@@ -171,10 +172,20 @@ struct Load: Sendable {
         case .getCancel: return try await cancelledGet(tls + "/files/big.bin")
         case .urlSessionGet:
             let (data, response) = try await session.data(from: URL(string: tls + "/files/small.bin")!)
-            return check(status: (response as? HTTPURLResponse)?.statusCode, sha: hex(SHA256.hash(data: data)), files["small.bin"]!)
+            return check(
+                status: (response as? HTTPURLResponse)?.statusCode,
+                sha: hex(SHA256.hash(data: data)),
+                files["small.bin"]!
+            )
         case .plainURLSessionGet:
-            let (data, response) = try await URLSession.shared.data(from: URL(string: "http://127.0.0.1:8080/files/small.bin")!)
-            return check(status: (response as? HTTPURLResponse)?.statusCode, sha: hex(SHA256.hash(data: data)), files["small.bin"]!)
+            let (data, response) = try await URLSession.shared.data(
+                from: URL(string: "http://127.0.0.1:8080/files/small.bin")!
+            )
+            return check(
+                status: (response as? HTTPURLResponse)?.statusCode,
+                sha: hex(SHA256.hash(data: data)),
+                files["small.bin"]!
+            )
         case .urlSessionPost:
             let body = randomBytes(Int.random(in: 1...(128 << 10)))
             var request = URLRequest(url: URL(string: tlsB + "/echo")!)
@@ -185,7 +196,7 @@ struct Load: Sendable {
     }
 
     func get(_ client: HTTPDNS, _ url: String, _ file: String, close: Bool = false) async throws -> Outcome {
-        var request = try HTTPRequest(url: url, headers: close ? ["connection": "close"] : [:])
+        var request = try HTTPEngineRequest(url: url, headers: close ? ["connection": "close"] : [:])
         request.timeout = .seconds(20)
         let response = try await client.engine.send(request)
         var hash = SHA256()
@@ -200,8 +211,10 @@ struct Load: Sendable {
 
     func post(_ url: String) async throws -> Outcome {
         let body = randomBytes(Int.random(in: 1...(512 << 10)))
-        let chunks = stride(from: 0, to: body.count, by: 16 << 10).map { Array(body[$0..<min($0 + (16 << 10), body.count)]) }
-        var request = try HTTPRequest(method: .POST, url: url)
+        let chunks = stride(from: 0, to: body.count, by: 16 << 10).map {
+            Array(body[$0..<min($0 + (16 << 10), body.count)])
+        }
+        var request = try HTTPEngineRequest(method: .POST, url: url)
         request.timeout = .seconds(20)
         request.body = .stream(length: Bool.random() ? body.count : nil) {
             let rest = NIOLockedValueBox(chunks[...])
@@ -231,12 +244,14 @@ struct Load: Sendable {
     /// A POST whose body stops after two chunks; cancelled once the second one was taken.
     func cancelledPost(_ url: String) async throws -> Outcome {
         let (taken, tookTwo) = AsyncStream<Void>.makeStream()
-        var request = try HTTPRequest(method: .POST, url: url)
+        var request = try HTTPEngineRequest(method: .POST, url: url)
         request.timeout = .seconds(20)
         request.body = .stream(length: 1 << 20) {
             let count = NIOLockedValueBox(0)
             return AsyncThrowingStream(unfolding: {
-                let n = count.withLockedValue { $0 += 1; return $0 }
+                let n = count.withLockedValue {
+                    $0 += 1; return $0
+                }
                 if n > 2 {
                     tookTwo.yield()
                     try await untilCancelled()
@@ -250,11 +265,11 @@ struct Load: Sendable {
 
     /// A large download, cancelled after its first chunk.
     func cancelledGet(_ url: String) async throws -> Outcome {
-        var request = try HTTPRequest(url: url)
+        var request = try HTTPEngineRequest(url: url)
         request.timeout = .seconds(20)
         let engine = httpdns.engine
         let (first, gotFirst) = AsyncStream<Void>.makeStream()
-        let task = Task { () -> HTTPResponse in
+        let task = Task { () -> HTTPEngineResponse in
             let response = try await engine.send(request)
             for try await _ in response.body {
                 gotFirst.yield()
@@ -268,7 +283,7 @@ struct Load: Sendable {
     /// Cancels `task` when `moment` yields, and says how it ended. A task that ends first (a fault
     /// before the moment) finishes the stream, so this never waits for a moment that cannot come.
     func cancel(
-        _ task: Task<HTTPResponse, any Error>,
+        _ task: Task<HTTPEngineResponse, any Error>,
         when moment: AsyncStream<Void>,
         signal: AsyncStream<Void>.Continuation
     ) async throws -> Outcome {

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""An OTLP/HTTP trace receiver for the tests (issue 31): decodes what `httpdns --otlp-endpoint` sends
+"""An OTLP/HTTP trace receiver for the tests: decodes what `httpdns --otlp-endpoint` sends
 with the official opentelemetry-proto classes, the decoder a collector uses, and writes one JSON line
 per span to OUT. A body the classes cannot decode is answered 400 and recorded as {"error": ...}, so a
 test sees it.

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """A DNS and vendor-style HTTPDNS endpoint written without any of swift-httpdns, that shows in its
-answers which client subnet it was asked for (issue 28). Nothing of ours is used: the DNS wire format is
+answers which client subnet it was asked for. Nothing of ours is used: the DNS wire format is
 parsed here with struct, AES is Python's `cryptography`, the signatures hashlib/hmac.
 
 Answers for every name (A only; AAAA is empty):

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """An independent client of the commercial HTTPDNS forms, to check `httpdns serve` speaks them as the
-vendors' SDKs do (issue 12). Nothing of ours is used: the ciphers are OpenSSL's (`openssl enc`), the
+vendors' SDKs do. Nothing of ours is used: the ciphers are OpenSSL's (`openssl enc`), the
 signature is Python's hashlib, the HTTP is Python's http.client.
 
 Usage: vendor_client.py FORM BASE_URL ID SECRET_FILE NAME [CA_FILE]

@@ -1,10 +1,11 @@
-// `httpdns save-loop PATH` (hidden): saves the cache file PATH and its service-list file beside it, over
+// `httpdns-bench save-loop PATH` (hidden): saves the cache file PATH and its service-list file beside it, over
 // and over, each time one number higher, printing "saved N" once both saves of round N have returned.
-// The crash-safety test (issue 29) kills it with SIGKILL at random moments and checks that both files
+// The crash-safety test kills it with SIGKILL at random moments and checks that both files
 // still load and are never older than the last round printed, and that the next start removes what the
 // killed save left behind. It writes through the same code the resolver saves with.
 
 import ArgumentParser
+import HTTPDNSCommandLine
 import Foundation
 import HTTPDNSCore
 import HTTPDNSLookup

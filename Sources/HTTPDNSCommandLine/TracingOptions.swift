@@ -1,4 +1,4 @@
-// `--otlp-endpoint` (issue 31): the CLI, and only the CLI, picks a tracing backend. With the flag, spans
+// `--otlp-endpoint`: the CLI, and only the CLI, picks a tracing backend. With the flag, spans
 // of fetch, trace, proxy and serve go to an OpenTelemetry collector over OTLP/HTTP (protobuf) through
 // swift-otel; without it nothing is bootstrapped and the library makes no spans at all.
 //
@@ -13,7 +13,9 @@ import OTel
 import ServiceLifecycle
 import Tracing
 
-struct TracingOptions: ParsableArguments {
+package struct TracingOptions: ParsableArguments {
+    package init() {}
+
     @Option(
         name: .customLong("otlp-endpoint"),
         help: ArgumentHelp(
@@ -21,16 +23,16 @@ struct TracingOptions: ParsableArguments {
             valueName: "URL"
         )
     )
-    var otlpEndpoint: String?
+    package var otlpEndpoint: String?
 
-    func validate() throws {
+    package func validate() throws {
         guard let otlpEndpoint else { return }
         _ = try Self.tracesURL(otlpEndpoint)
     }
 
     /// The traces URL for a collector's base URL, as OTEL_EXPORTER_OTLP_ENDPOINT is read: `/v1/traces`
     /// added, unless the URL already ends with it.
-    static func tracesURL(_ endpoint: String) throws -> String {
+    package static func tracesURL(_ endpoint: String) throws -> String {
         guard let url = URL(string: endpoint), url.scheme == "http" || url.scheme == "https", url.host != nil,
             url.query == nil
         else {
@@ -45,7 +47,7 @@ struct TracingOptions: ParsableArguments {
     /// Runs `body` with spans exported when `--otlp-endpoint` is given: the tracer is bootstrapped
     /// before `body` runs (so the `HTTPDNS` it makes picks it up), and the spans still queued are sent
     /// before this returns, whether `body` threw or not.
-    func exporting<T: Sendable>(logger: Logger, _ body: () async throws -> T) async throws -> T {
+    package func exporting<T: Sendable>(logger: Logger, _ body: () async throws -> T) async throws -> T {
         guard let otlpEndpoint else { return try await body() }
         var configuration = OTel.Configuration.default
         configuration.serviceName = "httpdns"

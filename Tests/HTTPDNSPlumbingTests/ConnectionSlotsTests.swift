@@ -1,7 +1,7 @@
 // The rules a full listener follows (ConnectionSlots): the connection idle longest makes room, a busy
 // one never does, and one client address can be capped. Pure: no socket, no clock.
 
-@testable import HTTPDNSEngine
+@testable import HTTPDNSPlumbing
 import Testing
 
 @Suite struct ConnectionSlotsTests {

@@ -1,14 +1,14 @@
-// `httpdns bench urlsession`: URLSession with HTTPDNSURLProtocol against its peers, in one run.
+// `httpdns-bench urlsession`: URLSession with HTTPDNSURLProtocol against its peers, in one run.
 //   1. A streamed upload (httpBodyStream from a file, default 256 MiB) through the protocol vs
 //      `curl --data-binary @file`, to the same origin: speed, byte-exactness (the origin hashes what
 //      it receives), and the peak RSS growth of this process during ours.
 //   2. Small GETs, one in flight, through the protocol vs plain URLSession (libcurl) to the same origin.
-// The origin is a NIO HTTP/1.1 server on loopback, in a process of its own (`httpdns bench origin`, so
+// The origin is a NIO HTTP/1.1 server on loopback, in a process of its own (`httpdns-bench origin`, so
 // it shares no event loop with the clients measured), that streams what it receives into SHA-256;
 // names resolve through an in-process DNS server, so nothing needs installing but curl.
 
-#if HTTPDNS_SPEED_BENCH  // built only for scripts/speed-bench.sh (Package.swift)
 import ArgumentParser
+import HTTPDNSCommandLine
 import Crypto
 import Foundation
 import HTTPDNSCore
@@ -127,7 +127,7 @@ struct URLSessionBench: AsyncParsableCommand {
         _ = try await ours.data(from: oursURL)
         _ = try await plain.data(from: plainURL)
         let engine = setup.engine
-        let request = try HTTPRequest(url: oursURL.absoluteString)
+        let request = try HTTPEngineRequest(url: oursURL.absoluteString)
         for inFlight in [1, concurrency] {
             var oursRates: [Double] = []
             var plainRates: [Double] = []
@@ -222,7 +222,7 @@ struct URLSessionBench: AsyncParsableCommand {
     }
 }
 
-/// `httpdns bench origin`, started by the benchmark as a child process.
+/// `httpdns-bench origin`, started by the benchmark as a child process.
 struct OriginProcess {
     let process: Process
     let port: Int
@@ -230,7 +230,7 @@ struct OriginProcess {
     static func start() async throws -> OriginProcess {
         let process = Process()
         process.executableURL = Bundle.main.executableURL ?? URL(fileURLWithPath: CommandLine.arguments[0])
-        process.arguments = ["bench", "origin"]
+        process.arguments = ["origin"]
         let out = Pipe()
         process.standardOutput = out
         try process.run()
@@ -259,7 +259,7 @@ struct OriginProcess {
 struct BenchOriginCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "origin",
-        abstract: "The benchmark's origin server (started by `bench urlsession`).",
+        abstract: "The benchmark's origin server (started by `httpdns-bench urlsession`).",
         shouldDisplay: false
     )
 
@@ -354,4 +354,3 @@ final class BenchOrigin: Sendable {
         }
     }
 }
-#endif

@@ -6,7 +6,7 @@ import Logging
 import ServiceLifecycle
 
 /// Runs until SIGTERM or SIGINT, then `stop`, then returns.
-func runUntilSignalled(logger: Logger, stop: @escaping @Sendable () async -> Void) async throws {
+package func runUntilSignalled(logger: Logger, stop: @escaping @Sendable () async -> Void) async throws {
     let group = ServiceGroup(
         configuration: ServiceGroupConfiguration(
             services: [.init(service: StopOnShutdown(stop: stop))],

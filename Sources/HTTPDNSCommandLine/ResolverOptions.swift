@@ -8,7 +8,9 @@ import Logging
 import NIOSSL
 
 /// The resolver options shared by every subcommand that resolves names (resolve, fetch, proxy, bench).
-struct ResolverOptions: ParsableArguments {
+package struct ResolverOptions: ParsableArguments {
+    package init() {}
+
     @Option(
         name: .customLong("resolver"),
         help: ArgumentHelp(
@@ -16,7 +18,7 @@ struct ResolverOptions: ParsableArguments {
             valueName: "SPEC"
         )
     )
-    var resolvers: [String] = []
+    package var resolvers: [String] = []
 
     @Option(
         name: .customLong("bootstrap"),
@@ -25,10 +27,10 @@ struct ResolverOptions: ParsableArguments {
             valueName: "NAME=IP"
         )
     )
-    var bootstrap: [String] = []
+    package var bootstrap: [String] = []
 
     @Option(help: ArgumentHelp("PEM file of extra trusted CA certificates for TLS to resolvers.", valueName: "FILE"))
-    var cacert: String?
+    package var cacert: String?
 
     @Option(
         name: .customLong("local-dns"),
@@ -37,16 +39,16 @@ struct ResolverOptions: ParsableArguments {
             valueName: "SPEC"
         )
     )
-    var localDNS: String = "system"
+    package var localDNS: String = "system"
 
     @Flag(name: .customLong("no-fallback"), help: "Never fall back to --local-dns when every resolver fails.")
-    var noFallback = false
+    package var noFallback = false
 
     @Option(
         parsing: .unconditional,  // so that "-1" is a value, refused as negative, not a missing one
         help: ArgumentHelp("Bound on each lookup, every resolver and the fallback included.", valueName: "SECONDS")
     )
-    var timeout: Double = 5
+    package var timeout: Double = 5
 
     @Option(
         name: .customLong("only"),
@@ -55,19 +57,19 @@ struct ResolverOptions: ParsableArguments {
             valueName: "PATTERN"
         )
     )
-    var only: [String] = []
+    package var only: [String] = []
 
     @Option(
         name: .customLong("except"),
         help: ArgumentHelp("Never use HTTPDNS for names matching PATTERN (repeatable).", valueName: "PATTERN")
     )
-    var except: [String] = []
+    package var except: [String] = []
 
     @Option(
         name: .customLong("strict"),
         help: ArgumentHelp("Names matching PATTERN never fall back to --local-dns (repeatable).", valueName: "PATTERN")
     )
-    var strict: [String] = []
+    package var strict: [String] = []
 
     @Option(
         name: .customLong("allow-private"),
@@ -76,13 +78,13 @@ struct ResolverOptions: ParsableArguments {
             valueName: "PATTERN"
         )
     )
-    var allowPrivate: [String] = []
+    package var allowPrivate: [String] = []
 
     @Option(
         name: .customLong("cache-file"),
         help: ArgumentHelp("Keep the DNS cache in FILE across runs.", valueName: "FILE")
     )
-    var cacheFile: String?
+    package var cacheFile: String?
 
     @Option(
         name: .customLong("proxy"),
@@ -91,7 +93,7 @@ struct ResolverOptions: ParsableArguments {
             valueName: "URL"
         )
     )
-    var proxy: String?
+    package var proxy: String?
 
     @Option(
         name: .customLong("noproxy"),
@@ -100,13 +102,13 @@ struct ResolverOptions: ParsableArguments {
             valueName: "LIST"
         )
     )
-    var noProxy: String?
+    package var noProxy: String?
 
     @Flag(
         name: .customLong("proxy-resolves"),
         help: "Let the proxy resolve names: tunnels name the host instead of the address HTTPDNS gave."
     )
-    var proxyResolves = false
+    package var proxyResolves = false
 
     @Option(
         name: .customLong("serve-expired"),
@@ -116,7 +118,7 @@ struct ResolverOptions: ParsableArguments {
             valueName: "SECONDS"
         )
     )
-    var serveExpired: Double?
+    package var serveExpired: Double?
 
     @Option(
         name: .customLong("client-subnet"),
@@ -125,19 +127,23 @@ struct ResolverOptions: ParsableArguments {
             valueName: "CIDR"
         )
     )
-    var clientSubnet: String?
+    package var clientSubnet: String?
 
     @Flag(
         name: .customLong("service-list"),
-        help: "Fetch the vendor's service-IP list (Alibaba /ACCOUNT/ss, DNSPod /conf) for json: account and dnspod: credentialed resolvers, and query the listed addresses, the resolver's own last. Saved beside --cache-file."
+        help:
+            "Fetch the vendor's service-IP list (Alibaba /ACCOUNT/ss, DNSPod /conf) for json: account and dnspod: credentialed resolvers, and query the listed addresses, the resolver's own last. Saved beside --cache-file."
     )
-    var serviceList = false
+    package var serviceList = false
 
     @Option(
         name: .customLong("service-list-region"),
-        help: ArgumentHelp("Alibaba's region= for --service-list (default global: chosen by proximity).", valueName: "REGION")
+        help: ArgumentHelp(
+            "Alibaba's region= for --service-list (default global: chosen by proximity).",
+            valueName: "REGION"
+        )
     )
-    var serviceListRegion: String?
+    package var serviceListRegion: String?
 
     @Option(
         name: .customLong("network-id"),
@@ -146,7 +152,7 @@ struct ResolverOptions: ParsableArguments {
             valueName: "ID"
         )
     )
-    var networkID: String?
+    package var networkID: String?
 
     @Option(
         name: .customLong("nat64"),
@@ -155,27 +161,27 @@ struct ResolverOptions: ParsableArguments {
             valueName: "auto|off|PREFIX"
         )
     )
-    var nat64: String = "auto"
+    package var nat64: String = "auto"
 
     @Flag(name: .customLong("debug"), help: "Log the resolver's decisions on stderr.")
-    var debug = false
+    package var debug = false
 
     @OptionGroup(title: "Commercial HTTPDNS credentials (secrets from files or the environment)")
-    var credentials: CredentialOptions
+    package var credentials: CredentialOptions
 
-    func validate() throws {
+    package func validate() throws {
         _ = try parsed()
     }
 
-    struct Parsed {
-        var resolvers: [ResolverSpec]
-        var localDNS: ResolverSpec
-        var bootstrap: [String: [IPAddress]]
-        var policy: HostPolicy
+    package struct Parsed {
+        package var resolvers: [ResolverSpec]
+        package var localDNS: ResolverSpec
+        package var bootstrap: [String: [IPAddress]]
+        package var policy: HostPolicy
     }
 
     /// Parses every option, turning a bad value into a usage error (exit 64) that names the flag.
-    func parsed() throws -> Parsed {
+    package func parsed() throws -> Parsed {
         func spec(_ text: String, flag: String) throws -> ResolverSpec {
             do {
                 return try ResolverSpec(parsing: text)
@@ -226,7 +232,7 @@ struct ResolverOptions: ParsableArguments {
     /// The proxies to use: `--proxy` (for every URL; `""` for none), else curl's environment variables;
     /// `--noproxy` replaces `no_proxy`. A usage error naming the flag (or variable) when one is unusable;
     /// `--proxy` may not carry a password (a command line is readable by every process).
-    func proxySettings(environment: [String: String] = ProcessInfo.processInfo.environment) throws
+    package func proxySettings(environment: [String: String] = ProcessInfo.processInfo.environment) throws
         -> HTTPProxySettings?
     {
         var settings: HTTPProxySettings?
@@ -256,7 +262,7 @@ struct ResolverOptions: ParsableArguments {
 
     /// A usage error when no `--resolver` is given and `urls` name a host (IP literals need none), as
     /// `resolve` refuses: without one every name would go to the network's own resolver.
-    func requireResolver(for urls: [String]) throws {
+    package func requireResolver(for urls: [String]) throws {
         guard resolvers.isEmpty else { return }
         let named = urls.contains { url in (try? HTTPURL(url)).map { IPAddress($0.host) == nil } ?? false }
         guard named else { return }
@@ -264,7 +270,7 @@ struct ResolverOptions: ParsableArguments {
     }
 
     /// The --serve-expired window, nil when not given.
-    func subnet() throws -> ClientSubnet? {
+    package func subnet() throws -> ClientSubnet? {
         do {
             return try clientSubnet.map(ClientSubnet.init)
         } catch let error as HTTPDNSConfigurationError {
@@ -272,12 +278,12 @@ struct ResolverOptions: ParsableArguments {
         }
     }
 
-    func serveExpiredWindow() throws -> Duration? {
+    package func serveExpiredWindow() throws -> Duration? {
         try serveExpired.map { try seconds($0, flag: "--serve-expired", range: 0...604_800) }
     }
 
     /// The --nat64 value.
-    func nat64Mode() throws -> NAT64Mode {
+    package func nat64Mode() throws -> NAT64Mode {
         switch nat64 {
         case "auto": return .discover
         case "off": return .off
@@ -292,7 +298,7 @@ struct ResolverOptions: ParsableArguments {
     }
 
     /// `--service-list` and its region.
-    func serviceListSettings() throws -> ServiceListSettings? {
+    package func serviceListSettings() throws -> ServiceListSettings? {
         guard serviceList else {
             if serviceListRegion != nil { throw ValidationError("--service-list-region: give --service-list too") }
             return nil
@@ -306,7 +312,7 @@ struct ResolverOptions: ParsableArguments {
     }
 
     /// Where `--otlp-endpoint`'s exporter reports its own trouble (a collector that cannot be reached).
-    var tracingLogger: Logger {
+    package var tracingLogger: Logger {
         var logger = Logger(label: "httpdns.otlp")
         logger.logLevel = debug ? .debug : .warning
         return logger
@@ -316,7 +322,7 @@ struct ResolverOptions: ParsableArguments {
     /// resolver, the engine that reaches the resolvers and the engine for the command's own requests.
     /// `watch`: follow the operating system's network-change notices (long-running commands). `tweak`
     /// sets what only the command decides (HTTP versions, pins, the total timeout, upgrades).
-    func makeHTTPDNS(
+    package func makeHTTPDNS(
         watch: Bool = false,
         _ tweak: (inout HTTPDNS.Configuration) throws -> Void = { _ in }
     ) throws -> HTTPDNS {

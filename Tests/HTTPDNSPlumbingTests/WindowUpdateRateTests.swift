@@ -1,8 +1,8 @@
-// The WINDOW_UPDATE flood bound (issue 29, hostile round 2): WindowUpdateRate's rule on a moved clock,
+// The WINDOW_UPDATE flood bound (hostile round 2): WindowUpdateRate's rule on a moved clock,
 // and the connection guard closing an EmbeddedChannel on a flood of tiny connection-level updates while
 // what real peers send passes, NIO's split returns (16383 then 1) included.
 
-@testable import HTTPDNSEngine
+@testable import HTTPDNSPlumbing
 import NIOCore
 import NIOEmbedded
 import NIOHTTP2
@@ -31,7 +31,9 @@ import Testing
         // What a real peer sends, NIO's split returns included: 1000 frames averaging 8 KiB.
         for i in 0..<1000 {
             let increment = i % 2 == 0 ? 16383 : 1
-            try channel.writeInbound(HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: increment)))
+            try channel.writeInbound(
+                HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: increment))
+            )
         }
         #expect(channel.isActive)
         // Then tiny ones: the average falls under 1 KiB after about 8000 more, and the connection closes.

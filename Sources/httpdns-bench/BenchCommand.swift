@@ -1,4 +1,4 @@
-// `httpdns bench resolver`: the resolver's figures next to the peer's, from the same run.
+// `httpdns-bench resolver`: the resolver's figures next to the peer's, from the same run.
 //   1. cached lookup latency (p50/p99; the synchronous resolveCachedOrStart, then await resolve) vs
 //      getaddrinfo of an /etc/hosts name, and the ratio;
 //   2. upstream queries made for N concurrent cold lookups of one name (coalescing; target exactly 1).
@@ -13,26 +13,26 @@
 import ArgumentParser
 import HTTPDNSKit
 import Foundation
+import HTTPDNSCommandLine
 import HTTPDNSCore
 import HTTPDNSLookup
 import HTTPDNSServer
 
+@main
 struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "bench",
+        commandName: "httpdns-bench",
         abstract: "Print our figures next to a peer's from the same run, with the ratio.",
-        subcommands: [ResolverBench.self] + speedBenches,
+        discussion: """
+            The benchmarks of this repository, and the crash-test driver its tests run. Not part of \
+            the shipped `httpdns`. scripts/speed-bench.sh runs every row in release.
+            """,
+        subcommands: [
+            ResolverBench.self, URLSessionBench.self, BenchOriginCommand.self, EngineSpeedBench.self,
+            HotPathBench.self, SaveLoopCommand.self,
+        ],
         defaultSubcommand: ResolverBench.self
     )
-
-    /// The speed benchmarks, in builds made for scripts/speed-bench.sh (`HTTPDNS_SPEED_BENCH=1`).
-    #if HTTPDNS_SPEED_BENCH
-        static let speedBenches: [any ParsableCommand.Type] = [
-            URLSessionBench.self, BenchOriginCommand.self, EngineSpeedBench.self, HotPathBench.self,
-        ]
-    #else
-        static let speedBenches: [any ParsableCommand.Type] = []
-    #endif
 }
 
 struct ResolverBench: AsyncParsableCommand {

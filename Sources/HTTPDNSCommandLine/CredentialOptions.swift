@@ -1,4 +1,4 @@
-// Credentials of commercial HTTPDNS services for the commands that resolve (issue 12). Secrets come
+// Credentials of commercial HTTPDNS services for the commands that resolve. Secrets come
 // from files or the environment, never from flag values: a command line is visible to every process on
 // the machine (`ps`, /proc/PID/cmdline). They are read once, held as `ResolverSecret` (which never
 // prints its bytes), and apply to every `dnspod:` / `json:` resolver of the command.
@@ -7,12 +7,14 @@ import ArgumentParser
 import Foundation
 import HTTPDNSCore
 
-struct CredentialOptions: ParsableArguments {
+package struct CredentialOptions: ParsableArguments {
+    package init() {}
+
     @Option(
         name: .customLong("dnspod-id"),
         help: ArgumentHelp("Tencent Cloud HTTPDNS (DNSPod) account id, for every dnspod: resolver.", valueName: "ID")
     )
-    var dnspodID: String?
+    package var dnspodID: String?
 
     @Option(
         name: .customLong("dnspod-key-file"),
@@ -21,7 +23,7 @@ struct CredentialOptions: ParsableArguments {
             valueName: "FILE"
         )
     )
-    var dnspodKeyFile: String?
+    package var dnspodKeyFile: String?
 
     @Option(
         name: .customLong("dnspod-alg"),
@@ -30,7 +32,7 @@ struct CredentialOptions: ParsableArguments {
             valueName: "aes|des"
         )
     )
-    var dnspodAlg: String?
+    package var dnspodAlg: String?
 
     @Option(
         name: .customLong("dnspod-token-file"),
@@ -39,7 +41,7 @@ struct CredentialOptions: ParsableArguments {
             valueName: "FILE"
         )
     )
-    var dnspodTokenFile: String?
+    package var dnspodTokenFile: String?
 
     @Option(
         name: .customLong("alibaba-secret-file"),
@@ -48,7 +50,7 @@ struct CredentialOptions: ParsableArguments {
             valueName: "FILE"
         )
     )
-    var alibabaSecretFile: String?
+    package var alibabaSecretFile: String?
 
     @Option(
         name: .customLong("alibaba-aes-key-file"),
@@ -57,7 +59,7 @@ struct CredentialOptions: ParsableArguments {
             valueName: "FILE"
         )
     )
-    var alibabaAESKeyFile: String?
+    package var alibabaAESKeyFile: String?
 
     @Option(
         name: .customLong("alibaba-mode"),
@@ -66,17 +68,17 @@ struct CredentialOptions: ParsableArguments {
             valueName: "cbc|gcm"
         )
     )
-    var alibabaMode: String?
+    package var alibabaMode: String?
 
-    static let keyVariable = "HTTPDNS_DNSPOD_KEY"
-    static let tokenVariable = "HTTPDNS_DNSPOD_TOKEN"
-    static let alibabaVariable = "HTTPDNS_ALIBABA_SECRET"
-    static let alibabaAESVariable = "HTTPDNS_ALIBABA_AES_KEY"
+    package static let keyVariable = "HTTPDNS_DNSPOD_KEY"
+    package static let tokenVariable = "HTTPDNS_DNSPOD_TOKEN"
+    package static let alibabaVariable = "HTTPDNS_ALIBABA_SECRET"
+    package static let alibabaAESVariable = "HTTPDNS_ALIBABA_AES_KEY"
 
     /// `specs` with the credentials attached, each checked by `ResolverSpec.credentialProblem` (the
     /// library's own check). Every mistake is a usage error (exit 64) naming the flag; no message ever
     /// carries a secret.
-    func apply(to specs: [ResolverSpec], environment: [String: String] = ProcessInfo.processInfo.environment)
+    package func apply(to specs: [ResolverSpec], environment: [String: String] = ProcessInfo.processInfo.environment)
         throws -> [ResolverSpec]
     {
         let dnspodResolvers = specs.filter { if case .dnspod = $0 { return true } else { return false } }
@@ -100,7 +102,7 @@ struct CredentialOptions: ParsableArguments {
     }
 
     /// The flag (or environment variable) that gave `credential`; `--resolver` for the URL itself.
-    func flag(for credential: ResolverCredential?) -> String {
+    package func flag(for credential: ResolverCredential?) -> String {
         switch credential {
         case .dnspodID: return "--dnspod-id"
         case .dnspodKey: return dnspodKeyFile != nil ? "--dnspod-key-file" : Self.keyVariable
@@ -111,7 +113,7 @@ struct CredentialOptions: ParsableArguments {
         }
     }
 
-    func dnspodAuth(environment: [String: String], hasResolver: Bool) throws -> DNSPodAuth? {
+    package func dnspodAuth(environment: [String: String], hasResolver: Bool) throws -> DNSPodAuth? {
         let flagged = [
             ("--dnspod-id", dnspodID), ("--dnspod-key-file", dnspodKeyFile), ("--dnspod-alg", dnspodAlg),
             ("--dnspod-token-file", dnspodTokenFile),
@@ -156,7 +158,7 @@ struct CredentialOptions: ParsableArguments {
         return auth
     }
 
-    func alibabaSecret(environment: [String: String], hasResolver: Bool) throws -> ResolverSecret? {
+    package func alibabaSecret(environment: [String: String], hasResolver: Bool) throws -> ResolverSecret? {
         if alibabaSecretFile != nil, !hasResolver {
             throw ValidationError(
                 "--alibaba-secret-file: no json: resolver to use it with; add --resolver json:http://HOST/ACCOUNT/d"
@@ -172,7 +174,7 @@ struct CredentialOptions: ParsableArguments {
     }
 
     /// The AES key and mode of Alibaba's encrypted v2 forms; nil when no key is given.
-    func alibabaEncryption(environment: [String: String], hasResolver: Bool) throws -> AlibabaEncryption? {
+    package func alibabaEncryption(environment: [String: String], hasResolver: Bool) throws -> AlibabaEncryption? {
         if let flag = alibabaAESKeyFile != nil ? "--alibaba-aes-key-file" : alibabaMode != nil ? "--alibaba-mode" : nil,
             !hasResolver
         {
@@ -205,7 +207,7 @@ struct CredentialOptions: ParsableArguments {
     }
 
     /// The secret in `file`, else in the environment `variable`; nil when neither is given.
-    func secret(file: String?, flag: String, variable: String, _ environment: [String: String]) throws
+    package func secret(file: String?, flag: String, variable: String, _ environment: [String: String]) throws
         -> ResolverSecret?
     {
         if let file { return try readSecret(file, flag: flag) }
@@ -215,7 +217,7 @@ struct CredentialOptions: ParsableArguments {
 
 /// The secret in `file` (its text without surrounding white space); a usage error naming `flag` when the
 /// file cannot be read, is empty or is not text of at most 4 KiB. Shared with `serve`.
-func readSecret(_ file: String, flag: String) throws -> ResolverSecret {
+package func readSecret(_ file: String, flag: String) throws -> ResolverSecret {
     guard let data = FileManager.default.contents(atPath: file) else {
         throw ValidationError("\(flag): cannot read \(file)")
     }

@@ -1,4 +1,4 @@
-// Small channel handlers and helpers shared by the server and the proxy.
+// Small channel handlers and helpers the server and the proxy share.
 
 import NIOCore
 

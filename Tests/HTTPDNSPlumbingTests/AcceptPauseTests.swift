@@ -2,7 +2,7 @@
 // first such failure, once however many follow, and starts again after the pause; other errors pass on.
 // On EmbeddedChannel, with the loop's clock moved by hand.
 
-@testable import HTTPDNSEngine
+@testable import HTTPDNSPlumbing
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOEmbedded
@@ -45,7 +45,9 @@ import Testing
         let toggles = NIOLockedValueBox<[Bool]>([])
         let channel = EmbeddedChannel()
         let recorder = ErrorRecorder()
-        try channel.pipeline.syncOperations.addHandler(AcceptPause { _, on in toggles.withLockedValue { $0.append(on) } })
+        try channel.pipeline.syncOperations.addHandler(
+            AcceptPause { _, on in toggles.withLockedValue { $0.append(on) } }
+        )
         try channel.pipeline.syncOperations.addHandler(recorder)
         channel.pipeline.fireErrorCaught(IOError(errnoCode: ECONNABORTED, reason: "accept"))
         #expect(toggles.withLockedValue { $0 }.isEmpty)

@@ -124,7 +124,7 @@ package struct NetworkPathState: Hashable, Sendable {
 
     /// `connectable(_:)` for bare address lists (who answered left empty).
     package func connectable(ipv4: [IPAddress], ipv6: [IPAddress]) -> ResolvedAddresses {
-        connectable(ResolvedAddresses(ipv4: ipv4, ipv6: ipv6, source: ""))
+        connectable(ResolvedAddresses(ipv4: ipv4, ipv6: ipv6, source: .staticHosts))
     }
 
     /// One line for logs and `resolve -v`: `network net-…: IPv6 only, NAT64 fd00:64:64::/96`.
@@ -147,18 +147,15 @@ package struct NetworkPathState: Hashable, Sendable {
 package struct ResolvedAddresses: Sendable, Hashable {
     package var ipv4: [IPAddress]
     package var ipv6: [IPAddress]
-    /// Who answered (for metrics), e.g. `doh:https://…`, `cache(…)`, `system`.
-    package var source: String
-    /// Whether the resolver's cache answered ("hit", "stale", "miss"), for the request's span; nil where
-    /// no cache is involved.
-    package var cache: String?
+    /// Who answered: a provider, the cache, LocalDNS (the request's metrics and span read it).
+    package var source: ResolutionSource
     /// NAT64-synthesized addresses among `ipv6`, each to the IPv4 address it reaches.
     package var synthesized: [IPAddress: IPAddress] = [:]
     /// The order is meant (a service's list, used in order): connecting moves only recently failed
     /// addresses back, never a known-fast one forward.
     package var ordered = false
 
-    package init(ipv4: [IPAddress], ipv6: [IPAddress], source: String) {
+    package init(ipv4: [IPAddress], ipv6: [IPAddress], source: ResolutionSource) {
         self.ipv4 = ipv4
         self.ipv6 = ipv6
         self.source = source

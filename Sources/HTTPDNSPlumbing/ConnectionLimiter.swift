@@ -29,7 +29,10 @@ package final class ConnectionLimiter: Sendable {
         self.limit = limit
         self.state = NIOLockedValueBox(State(slots: ConnectionSlots(limit: limit, maxPerClient: maxPerClient)))
         self.evicted = Counter(label: "\(metricsPrefix)_connections_evicted_total")
-        self.refusedFull = Counter(label: "\(metricsPrefix)_connections_refused_total", dimensions: [("reason", "full")])
+        self.refusedFull = Counter(
+            label: "\(metricsPrefix)_connections_refused_total",
+            dimensions: [("reason", "full")]
+        )
         self.refusedClient = Counter(
             label: "\(metricsPrefix)_connections_refused_total",
             dimensions: [("reason", "client_limit")]
@@ -42,7 +45,8 @@ package final class ConnectionLimiter: Sendable {
     package func admit(_ channel: any Channel) -> ConnectionSlot? {
         let id = ObjectIdentifier(channel)
         let client = channel.remoteAddress?.ipAddress ?? "?"
-        let (admission, victim) = state.withLockedValue { state -> (ConnectionSlots<ObjectIdentifier>.Admission, (any Channel)?) in
+        let (admission, victim) = state.withLockedValue {
+            state -> (ConnectionSlots<ObjectIdentifier>.Admission, (any Channel)?) in
             let admission = state.slots.accepted(id, client: client)
             var victim: (any Channel)?
             switch admission {
