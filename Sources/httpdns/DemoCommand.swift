@@ -193,7 +193,7 @@ struct DemoCommand: AsyncParsableCommand {
 
         // 5 ---------------------------------------------------------------------------------------
         step("5. Where the time went (milliseconds; a reused connection has no connect or TLS).", "")
-        func ms(_ v: Duration?) -> String { v.map { String(format: "%8.2f", $0.ms) } ?? "       -" }
+        func ms(_ v: Duration?) -> String { v.map { String(format: "%8.2f", $0.milliseconds) } ?? "       -" }
         print("   request                         dns  connect      tls  1st byte    total  proto  reused")
         for (label, m) in timings {
             let padded = label.padding(toLength: 26, withPad: " ", startingAt: 0)

@@ -225,11 +225,11 @@ struct FetchCommand: AsyncParsableCommand {
         trace.line(
             String(
                 format: "* dns %.1f ms, connect %.1f ms, tls %.1f ms, first byte %.1f ms, total %.1f ms, %d bytes",
-                final.dns?.ms ?? 0,
-                final.connect?.ms ?? 0,
-                final.tls?.ms ?? 0,
-                final.timeToFirstByte?.ms ?? 0,
-                final.total?.ms ?? 0,
+                final.dns?.milliseconds ?? 0,
+                final.connect?.milliseconds ?? 0,
+                final.tls?.milliseconds ?? 0,
+                final.timeToFirstByte?.milliseconds ?? 0,
+                final.total?.milliseconds ?? 0,
                 final.bytesReceived
             )
         )
