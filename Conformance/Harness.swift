@@ -54,7 +54,7 @@ final class Harness: @unchecked Sendable {
                 policy: try HostPolicy(only: ["localhost"])
             )
             configuration.fallbackToLocalDNS = false
-            configuration.watchesNetwork = false
+            configuration.network.watchesChanges = false
             let httpdns = try HTTPDNS(configuration)
             let counter = intercepted
             httpdns.onURLSessionMetrics { _ in

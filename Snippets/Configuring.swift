@@ -13,12 +13,12 @@ var configuration = HTTPDNS.Configuration(
 )
 configuration.bootstrap = ["dns.example": [IPAddress("203.0.113.53")!]]  // a DoH server's own address
 configuration.persistencePath = cacheURL.path  // the cache survives launches, kept per network
-configuration.upgradeToHTTPS = ["api.example.com"]  // http:// sent as https (h2 when offered)
+configuration.http.upgradeToHTTPS = ["api.example.com"]  // http:// sent as https (h2 when offered)
 configuration.cache.serveExpired = .seconds(86_400)  // cold start: last good answer at once, refreshed behind
 configuration.cache.ttlOverrides = ["api.example.com": 600]  // and minTTL / maxTTL
 configuration.addressOverrides = ["staging.example.com": [IPAddress("10.0.0.7")!]]  // pinned, nothing asked
-configuration.httpVersions = .http1Only  // or .http2Only; default: ALPN chooses
-configuration.requestTimeout = .seconds(30)
+configuration.http.versions = .http1Only  // or .http2Only; default: ALPN chooses
+configuration.timeouts.request = .seconds(30)
 let httpdns = try HTTPDNS(configuration)
 // snippet.hide
 await httpdns.shutdown()

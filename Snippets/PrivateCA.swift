@@ -15,7 +15,7 @@ let webPort = env["HTTPDNS_NGINX_TLS_PORT"] ?? "443"
 let httpdns = try HTTPDNS(
     resolvers: ["doh:https://127.0.0.1:\(dohPort)/dns-query"],
     only: ["a.test"],
-    trusting: [caFile]  // in the full form: configuration.trustedCertificateFiles = [caFile]
+    trusting: [caFile]  // in the full form: configuration.tls.trustedCertificateFiles = [caFile]
 )
 let session = URLSession(configuration: httpdns.urlSessionConfiguration())
 let (data, _) = try await session.data(from: URL(string: "https://a.test:\(webPort)/whoami")!)

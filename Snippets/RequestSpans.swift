@@ -10,7 +10,7 @@ var configuration = HTTPDNS.Configuration(
     policy: try HostPolicy(only: ["*.example.com"])
 )
 // `traceparent` on every request, so the API's own spans join the app's trace (off by default).
-configuration.propagatesTraceContext = true
+configuration.tracing.propagatesContext = true
 let httpdns = try HTTPDNS(configuration)
 try await withSpan("checkout") { _ in
     // A CLIENT span per attempt, a child of "checkout": method, address, status, protocol version;

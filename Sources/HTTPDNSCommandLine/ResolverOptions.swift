@@ -332,20 +332,20 @@ package struct ResolverOptions: ParsableArguments {
         var config = HTTPDNS.Configuration(resolvers: p.resolvers, policy: p.policy)
         config.localDNS = p.localDNS
         config.fallbackToLocalDNS = !noFallback
-        config.lookupTimeout = try seconds(timeout, flag: "--timeout", range: 0.001...600)
+        config.timeouts.lookup = try seconds(timeout, flag: "--timeout", range: 0.001...600)
         config.bootstrap = p.bootstrap
         config.persistencePath = cacheFile
         if let window = try serveExpiredWindow() { config.cache.serveExpired = window }
-        config.proxy = try proxySettings()
+        config.network.proxy = try proxySettings()
         config.clientSubnet = try subnet()
         config.serviceLists = try serviceListSettings()
-        config.networkID = networkID
-        config.nat64 = try nat64Mode()
+        config.network.monitor.networkID = networkID
+        config.network.monitor.nat64 = try nat64Mode()
         // Only with --otlp-endpoint is there a tracer; then the command's requests carry its trace
         // context, so a server that traces too (`httpdns serve --otlp-endpoint`) joins the same trace.
-        config.propagatesTraceContext = true
-        config.watchesNetwork = watch
-        config.trustedCertificateFiles = cacert.map { [$0] } ?? []
+        config.tracing.propagatesContext = true
+        config.network.watchesChanges = watch
+        config.tls.trustedCertificateFiles = cacert.map { [$0] } ?? []
         try tweak(&config)
         do {
             return try HTTPDNS(config, logger: logger)

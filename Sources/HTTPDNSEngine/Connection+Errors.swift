@@ -74,7 +74,7 @@ func describeSocketError(_ error: any Error) -> String {
 func untrustedCertificate(host: String, address: String, underlying: (any Error)? = nil) -> HTTPEngineError {
     HTTPEngineError(
         .untrustedCertificate,
-        "the certificate presented for \(host) at \(address) is not trusted (signed by a private CA? trust that CA: HTTPDNS.Configuration.trustedCertificateFiles, or trusting: in the short form)",
+        "the certificate presented for \(host) at \(address) is not trusted (signed by a private CA? trust that CA: HTTPDNS.Configuration.tls.trustedCertificateFiles, or trusting: in the short form)",
         underlying: underlying
     )
 }

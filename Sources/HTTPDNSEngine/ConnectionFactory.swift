@@ -122,8 +122,10 @@ struct ConnectionFactory: Sendable {
         var lookup: AddressLookup?
         do {
             let url = recipe.url
-            let proxy = configuration.proxy?.proxy(scheme: url.scheme, host: url.host)?.with(recipe.proxyCredentials)
-            let proxyResolves = configuration.proxy?.proxyResolvesNames == true
+            let proxy = configuration.network.proxy?.proxy(scheme: url.scheme, host: url.host)?.with(
+                recipe.proxyCredentials
+            )
+            let proxyResolves = configuration.network.proxy?.proxyResolvesNames == true
             // Through a proxy that resolves, or to an IP literal: the tunnel names the host as given.
             if let proxy, recipe.given == nil, proxyResolves || IPAddress(url.host) != nil {
                 let named = AddressLookup(source: proxyResolves ? .proxy : .literal)
@@ -179,7 +181,7 @@ struct ConnectionFactory: Sendable {
                 host: host,
                 port: port,
                 addresses: addresses,
-                access: configuration.networkAccess,
+                access: configuration.network.access,
                 on: loop,
                 timeout: left
             )
@@ -212,22 +214,19 @@ struct ConnectionFactory: Sendable {
             found = given
         } else if let addressSource {
             do {
-                // The request's deadline bounds the lookup only where the source's own bound would
-                // not: a lookup the resolver ends by its timeout needs no second timer and Task.
-                let bound = deadline.flatMap { deadline in
-                    addressSource.lookupTimeout.map { NIODeadline.now() + TimeAmount($0) < deadline } == true
-                        ? nil : deadline
-                }
-                found = try await Self.within(
-                    bound,
-                    on: group.any(),
-                    orFail: HTTPEngineError(.totalTimeout, "\(host): no address before the request's total timeout")
-                ) {
-                    try await addressSource.addresses(for: host)
-                }
+                // The source ends the lookup by the request's deadline itself (the resolver leaves a
+                // shared query at it): no timer or Task here.
+                found = try await addressSource.addresses(for: host, deadline: deadline)
             } catch let error as HTTPEngineError {
                 throw error
             } catch {
+                if let deadline, deadline <= .now() {
+                    throw HTTPEngineError(
+                        .totalTimeout,
+                        "\(host): no address before the request's total timeout",
+                        underlying: error
+                    )
+                }
                 // The resolver's text usually starts with the name already: say it once.
                 var reason = "\(error)"
                 if reason.hasPrefix(host + ": ") { reason.removeFirst(host.count + 2) }
@@ -250,32 +249,6 @@ struct ConnectionFactory: Sendable {
             startedAt: wallStart
         )
         return (await path.connectable(ranked), lookup)
-    }
-
-    /// `body`'s result, or `error` once `deadline` has passed, whichever comes first. The deadline
-    /// covers the lookup too, even through an address source that does not stop when cancelled (it is
-    /// cancelled, and its late answer is dropped).
-    static func within<T: Sendable>(
-        _ deadline: NIODeadline?,
-        on loop: any EventLoop,
-        orFail error: HTTPEngineError,
-        _ body: @escaping @Sendable () async throws -> T
-    ) async throws -> T {
-        guard let deadline else { return try await body() }
-        let promise = loop.makePromise(of: T.self)
-        let task = Task {
-            do { promise.succeed(try await body()) } catch { promise.fail(error) }
-        }
-        let timer = loop.scheduleTask(deadline: deadline) {
-            promise.fail(error)  // a later answer finds the promise completed and is dropped
-            task.cancel()
-        }
-        defer { timer.cancel() }
-        return try await withTaskCancellationHandler {
-            try await promise.futureResult.get()
-        } onCancel: {
-            task.cancel()
-        }
     }
 
     private func connect(

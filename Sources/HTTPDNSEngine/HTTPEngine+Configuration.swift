@@ -8,17 +8,12 @@ extension HTTPEngine {
     /// How the engine connects and what it allows. A `Sendable` value with defaults for every field.
     package struct Configuration: Sendable {
         package var tls = HTTPEngineTLS()
-        /// Which HTTP versions to offer through ALPN for https.
-        package var versions: HTTPVersionPolicy = .automatic
-        /// HTTP proxies the engine tunnels through (nil: straight to every origin).
-        package var proxy: HTTPProxySettings?
-        /// The networks every connection may use (each request may narrow them further).
-        package var networkAccess = NetworkAccess.unrestricted
-        /// Speak HTTP/2 without TLS (h2c, prior knowledge) to http:// URLs.
-        package var http2PriorKnowledge = false
-        package var timeouts = Timeouts()
-        /// HTTP/1.1 connections kept per (scheme, host, port) at most; requests beyond wait for one.
-        package var maxConnectionsPerHost = 8
+        package var timeouts = TimeoutSettings()
+        /// The networks every connection may use (each request may narrow them further), and the
+        /// proxy the engine tunnels through (nil: straight to every origin).
+        package var network = NetworkSettings()
+        /// Which HTTP versions to offer through ALPN for https, connections per origin, h2c.
+        package var http = HTTPSettings()
         /// Streams on one HTTP/2 connection at most (lower if the server says so).
         package var maxConcurrentStreams = 100
         /// An idle pooled connection is closed after this long.
@@ -27,19 +22,6 @@ extension HTTPEngine {
         package var userAgent = "swift-httpdns/0.1"
         /// Spans of each request attempt; nil: none, at the cost of a nil check.
         package var tracing: EngineTracing?
-
-        package init() {}
-    }
-
-    /// Each phase has its own bound and its own error code.
-    package struct Timeouts: Sendable {
-        /// TCP connect, all happy-eyeballs attempts together.
-        package var connect: Duration = .seconds(10)
-        package var tlsHandshake: Duration = .seconds(10)
-        /// No byte from the server for this long while waiting for or reading a response.
-        package var idleRead: Duration = .seconds(30)
-        /// The whole request, body included; nil for none.
-        package var total: Duration?
 
         package init() {}
     }
@@ -56,6 +38,15 @@ package struct HTTPEngineTLS: Sendable {
     package init(additionalTrustRoots: [TrustAnchor] = [], pins: [String: Set<String>] = [:]) {
         self.additionalTrustRoots = additionalTrustRoots
         self.pins = pins
+    }
+
+    /// The trust `settings` describe: its PEM files loaded, its pins as they are. Throws
+    /// `HTTPDNSConfigurationError` (`.invalidCertificate`) naming a file that cannot be used.
+    package init(loading settings: TLSSettings) throws {
+        self.init(
+            additionalTrustRoots: try settings.trustedCertificateFiles.flatMap(Self.loadPEM(file:)),
+            pins: settings.pins
+        )
     }
 
     /// Loads PEM certificates from a file. Throws `HTTPDNSConfigurationError` with code
@@ -138,15 +129,9 @@ public enum HTTPVersionUsed: String, Sendable, Hashable {
 
 /// Where the engine gets the addresses of a host: the resolver, at connect time.
 package protocol AddressSource: Sendable {
-    /// Addresses of `host`, each family in preference order, and who answered.
-    func addresses(for host: String) async throws -> ResolvedAddresses
-    /// The longest `addresses(for:)` can take: the source ends every lookup within it. nil: no such
-    /// bound, so the engine bounds the lookup with the request's deadline.
-    var lookupTimeout: Duration? { get }
-}
-
-extension AddressSource {
-    package var lookupTimeout: Duration? { nil }
+    /// Addresses of `host`, each family in preference order, and who answered. Ends by `deadline`
+    /// (the request's; nil: none) with an error when it passes: the engine adds no timer of its own.
+    func addresses(for host: String, deadline: NIODeadline?) async throws -> ResolvedAddresses
 }
 
 /// Fixed addresses per host, e.g. a resolver endpoint's bootstrap IPs; unknown hosts fail.
@@ -154,7 +139,7 @@ package struct StaticAddressSource: AddressSource {
     package var table: [String: [IPAddress]]
     package init(_ table: [String: [IPAddress]]) { self.table = table }
 
-    package func addresses(for host: String) async throws -> ResolvedAddresses {
+    package func addresses(for host: String, deadline: NIODeadline?) async throws -> ResolvedAddresses {
         guard let ips = table[normalizeHostname(host)], !ips.isEmpty else {
             throw HTTPEngineError(.nameNotResolved, "no address configured for \(host)")
         }

@@ -35,7 +35,7 @@ extension HTTPEngine {
             host: request.url.host,
             inline: inline,
             decompress: request.decompress,
-            idleTimeout: TimeAmount(request.idleTimeout ?? configuration.timeouts.idleRead),
+            idleTimeout: TimeAmount(request.idleTimeout ?? configuration.timeouts.read),
             deadline: deadline,
             headPromise: loop.makePromise(of: HTTPResponseHead.self),
             endPromise: loop.makePromise(of: Bool.self),

@@ -14,7 +14,7 @@ extension HTTPEngine {
     public func send(_ request: HTTPEngineRequest, followRedirects: Int = 0) async throws -> HTTPEngineResponse {
         var current = request
         var hops = 0
-        let deadline = (request.timeout ?? configuration.timeouts.total).map { ContinuousClock.now + $0 }
+        let deadline = (request.timeout ?? configuration.timeouts.request).map { ContinuousClock.now + $0 }
         while true {
             if let deadline {
                 let left = deadline - ContinuousClock.now

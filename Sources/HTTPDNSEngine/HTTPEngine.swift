@@ -25,7 +25,7 @@ import NIOPosix
 /// Thread-safe; share one instance. Call `shutdown()` to close pooled connections.
 public final class HTTPEngine: Sendable {
     package let configuration: Configuration
-    let group: any EventLoopGroup
+    package let group: any EventLoopGroup
     let logger: Logger
     let addressSource: (any AddressSource)?
     let pool: ConnectionPool
@@ -63,7 +63,7 @@ public final class HTTPEngine: Sendable {
             group: eventLoopGroup
         )
         let limits = PoolStateMachine.Limits(
-            maxConnectionsPerHost: configuration.maxConnectionsPerHost,
+            maxConnectionsPerHost: configuration.http.maxConnectionsPerHost,
             maxConcurrentStreams: configuration.maxConcurrentStreams,
             idleTimeout: TimeAmount(configuration.idleConnectionTimeout)
         )
@@ -192,9 +192,10 @@ public final class HTTPEngine: Sendable {
         span: AttemptSpan?
     ) async throws -> HTTPEngineResponse {
         let url = request.url
-        let versions = request.versions ?? configuration.versions
-        let h2c = !url.isTLS && configuration.http2PriorKnowledge
-        let access = request.networkAccess.map(configuration.networkAccess.narrowed(by:)) ?? configuration.networkAccess
+        let versions = request.versions ?? configuration.http.versions
+        let h2c = !url.isTLS && configuration.http.http2PriorKnowledge
+        let access =
+            request.networkAccess.map(configuration.network.access.narrowed(by:)) ?? configuration.network.access
         let key = PoolKey(
             scheme: url.scheme,
             host: url.host,
@@ -205,9 +206,11 @@ public final class HTTPEngine: Sendable {
             proxyCredentials: request.proxyCredentials,
             networkAccess: access,
             route: given.map { [$0.ipv4.first, $0.ipv6.first].compactMap { $0 } },
-            connectionLimit: request.connectionLimit.flatMap { $0 < configuration.maxConnectionsPerHost ? $0 : nil }
+            connectionLimit: request.connectionLimit.flatMap {
+                $0 < configuration.http.maxConnectionsPerHost ? $0 : nil
+            }
         )
-        let deadline = (request.timeout ?? configuration.timeouts.total).map {
+        let deadline = (request.timeout ?? configuration.timeouts.request).map {
             NIODeadline.now() + TimeAmount($0)
         }
 

@@ -105,7 +105,7 @@ public struct HTTPProxy: Sendable, Hashable, CustomStringConvertible, CustomRefl
 }
 
 /// Which proxy each request uses: one for https URLs, one for http URLs, and the hosts that go
-/// direct. Set it on `HTTPDNS.Configuration.proxy`, or read curl's environment variables with
+/// direct. Set it on `HTTPDNS.Configuration.network.proxy`, or read curl's environment variables with
 /// ``environment(_:)``.
 public struct HTTPProxySettings: Sendable, Hashable {
     /// The proxy for https:// URLs (nil: direct).

@@ -155,18 +155,18 @@ public struct HTTPEngineRequest: Sendable {
     public var body: HTTPRequestBody?
     /// Ask for gzip/deflate and decompress the response body.
     package var decompress = false
-    /// Bound on the whole request, body included (overrides `Configuration.timeouts.total`).
+    /// Bound on the whole request, body included (overrides `Configuration.timeouts.request`).
     public var timeout: Duration?
     /// Longest wait for the connection and then between two received bytes (overrides
-    /// `Configuration.timeouts.connect` and `.idleRead`; URLRequest's `timeoutInterval` means this).
+    /// `Configuration.timeouts.connect` and `.read`; URLRequest's `timeoutInterval` means this).
     package var idleTimeout: Duration?
-    /// HTTP versions for this request (overrides `Configuration.versions`).
+    /// HTTP versions for this request (overrides `Configuration.http.versions`).
     package var versions: HTTPVersionPolicy?
     /// The app's say on the server's certificate beyond the engine's check (a URLSession delegate's).
     package var serverTrust: ServerTrustEvaluation?
     /// Credentials for the proxy instead of the configured ones (a URLSession delegate's, after a 407).
     package var proxyCredentials: ProxyCredentials?
-    /// The networks this request may use, on top of the engine's `Configuration.networkAccess` (a
+    /// The networks this request may use, on top of the engine's `Configuration.network.access` (a
     /// URLSession configuration's and request's rules).
     package var networkAccess: NetworkAccess?
     /// Told the body bytes handed to the connection so far, each time a chunk goes (an inline body:
@@ -174,7 +174,7 @@ public struct HTTPEngineRequest: Sendable {
     /// connection's event loop or the sending task: keep it short.
     package var onBodySent: (@Sendable (Int) -> Void)?
     /// At most this many connections to the request's host (a URLSession configuration's
-    /// `httpMaximumConnectionsPerHost`); nil or one above `Configuration.maxConnectionsPerHost`: the
+    /// `httpMaximumConnectionsPerHost`); nil or one above `Configuration.http.maxConnectionsPerHost`: the
     /// engine's limit.
     package var connectionLimit: Int?
 

@@ -14,7 +14,7 @@
 // Linux. NWParameters carry the network rules; `waitForActivity` is off, so an attempt with no usable
 // path fails and the next address is tried instead of waiting for connectivity.
 //
-// Not here: https through an HTTP proxy of `HTTPDNS.Configuration.proxy`. The system runs TLS beneath
+// Not here: https through an HTTP proxy of `HTTPDNS.Configuration.network.proxy`. The system runs TLS beneath
 // NIO's pipeline, so it cannot start inside a CONNECT tunnel the pipeline opened; such a request fails
 // with a clear error (plain http through the proxy works). A proxy in the system's settings never gets
 // here: the URLSession integration leaves those requests to the system.
@@ -54,7 +54,7 @@
             if let via, url.isTLS {
                 throw HTTPEngineError(
                     .connectFailed,
-                    "https to \(url.host) through the HTTP proxy \(via.proxy) is not available on Apple platforms: the system runs TLS and cannot start it inside a CONNECT tunnel; leave HTTPDNS.Configuration.proxy unset for https hosts (the system's own proxy settings are honoured by leaving such requests to URLSession)"
+                    "https to \(url.host) through the HTTP proxy \(via.proxy) is not available on Apple platforms: the system runs TLS and cannot start it inside a CONNECT tunnel; leave HTTPDNS.Configuration.network.proxy unset for https hosts (the system's own proxy settings are honoured by leaving such requests to URLSession)"
                 )
             }
             let tls = url.isTLS

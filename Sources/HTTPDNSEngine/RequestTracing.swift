@@ -32,6 +32,14 @@ package struct EngineTracing: Sendable {
     }
 }
 
+extension EngineTracing {
+    /// What `settings` ask for, the tracer bootstrapped in `InstrumentationSystem` when they name none;
+    /// nil when that is the no-op tracer.
+    package init?(_ settings: TracingSettings) {
+        self.init(settings.tracer ?? InstrumentationSystem.tracer, propagatesContext: settings.propagatesContext)
+    }
+}
+
 /// The CLIENT span of one attempt, and the rules that fill it in.
 struct AttemptSpan: Sendable {
     let span: any Span

@@ -112,13 +112,19 @@ extension HTTPDNSResolver {
 
     /// One family of one name: cache, else join or start the upstream query. The returned lookup is the
     /// cache outcome (nil: answered upstream); the FamilyResult's TTL is the time left.
-    func lookup(_ name: String, _ family: AddressFamily, _ budget: QueryBudget) async throws
-        -> (FamilyResult, CacheLookup?)
-    {
+    ///
+    /// A caller whose `deadline` comes before the query's own end leaves at it (`.timeout`), and the
+    /// query runs on for its other callers; the others wait for the query, which ends by its budget.
+    func lookup(
+        _ name: String,
+        _ family: AddressFamily,
+        _ budget: QueryBudget,
+        until deadline: NIODeadline = .distantFuture
+    ) async throws -> (FamilyResult, CacheLookup?) {
         let now = clock.now()
         enum Step {
             case answer(FamilyResult, CacheLookup)
-            case wait(QueryID, Task<FamilyResult, any Error>)
+            case wait(QueryID, Task<FamilyResult, any Error>, waiter: Int)
         }
         let step: Step = state.withLockedValue { state in
             let key = CacheKey(network: state.network, normalizedName: name, family: family)
@@ -131,38 +137,88 @@ extension HTTPDNSResolver {
                 metrics.cacheMisses.increment()
                 // The machine names only queries whose task is on record (both change under this lock).
                 state.queries[id]!.askers += 1
-                return .wait(id, state.queries[id]!.task)
+                state.lastWaiter &+= 1
+                return .wait(id, state.queries[id]!.task, waiter: state.lastWaiter)
             case .startQuery(let id):
                 metrics.cacheMisses.increment()
                 let task = start(id, key, budget, &state)
                 state.queries[id]!.askers = 1
                 state.queries[id]!.forCallers = true
-                return .wait(id, task)
+                state.lastWaiter &+= 1
+                return .wait(id, task, waiter: state.lastWaiter)
             }
         }
         switch step {
         case .answer(let r, let lookup):
             return (r, lookup)
-        case .wait(let id, let task):
-            return (
-                try await withTaskCancellationHandler {
-                    try await task.value
-                } onCancel: {
-                    askerLeft(id)
-                }, nil
-            )
+        case .wait(let id, let task, let waiter):
+            // Only a deadline before the query's own end needs a timer.
+            let until = deadline < .now() + TimeAmount(configuration.timeout) ? deadline : nil
+            if let result = try await wait(for: id, as: waiter, name: name, until: until) { return (result, nil) }
+            return (try await task.value, nil)  // the query ended before the wait began
         }
     }
 
-    /// A caller waiting for query `id` was cancelled. The last one to go cancels the query (which then
-    /// ends as failed, and is not held against its provider); while others wait it runs on for them.
-    func askerLeft(_ id: QueryID) {
-        let orphaned = state.withLockedValue { state -> Task<FamilyResult, any Error>? in
-            guard let query = state.queries[id], query.askers > 0 else { return nil }
-            state.queries[id]!.askers -= 1
-            return query.askers == 1 && query.forCallers ? query.task : nil
+    /// Waits for query `id` as caller `waiter`, until `deadline` if there is one: its result, or `.timeout` at the deadline,
+    /// or nil when the query ended before the wait began (its task holds the result). No task of its
+    /// own: the query resumes the caller when it ends (`queryAndStore`), a timer on an event loop when
+    /// the deadline comes first, the cancellation handler at once when the caller is cancelled.
+    func wait(for id: QueryID, as waiter: Int, name: String, until deadline: NIODeadline?) async throws
+        -> FamilyResult?
+    {
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<FamilyResult?, any Error>) in
+                enum Outcome {
+                    case waiting, ended
+                    case cancelled(orphaned: Task<FamilyResult, any Error>?)
+                }
+                let outcome = state.withLockedValue { state -> Outcome in
+                    guard let query = state.queries[id] else { return .ended }
+                    // Cancelled before this point: the handler below has run already (it takes this lock)
+                    // and found no waiter to resume. This caller leaves as one that waited would.
+                    guard !Task.isCancelled else {
+                        state.queries[id]!.askers -= 1
+                        return .cancelled(orphaned: query.askers == 1 && query.forCallers ? query.task : nil)
+                    }
+                    let timer = deadline.map { deadline in
+                        timerLoops.next().scheduleTask(deadline: deadline) {
+                            self.waiterLeft(id, waiter, name: name, timedOut: true)
+                        }
+                    }
+                    state.queries[id]!.waiters[waiter] = Waiter(continuation: continuation, timer: timer)
+                    return .waiting
+                }
+                switch outcome {
+                case .waiting: break
+                case .ended: continuation.resume(returning: nil)
+                case .cancelled(let orphaned):
+                    orphaned?.cancel()
+                    continuation.resume(throwing: CancellationError())
+                }
+            }
+        } onCancel: {
+            waiterLeft(id, waiter, name: name, timedOut: false)
         }
+    }
+
+    /// A caller leaves query `id`: its deadline passed, or it was cancelled. The last one to go cancels
+    /// the query (which then ends as failed, and is not held against its provider); while others wait
+    /// it runs on for them. A background refresh has no caller and runs on.
+    func waiterLeft(_ id: QueryID, _ waiter: Int, name: String, timedOut: Bool) {
+        let (left, orphaned) = state.withLockedValue { state -> (Waiter?, Task<FamilyResult, any Error>?) in
+            guard let left = state.queries[id]?.waiters.removeValue(forKey: waiter) else { return (nil, nil) }
+            state.queries[id]!.askers -= 1
+            let query = state.queries[id]!
+            return (left, query.askers == 0 && query.forCallers ? query.task : nil)
+        }
+        guard let left else { return }  // already resumed by the query's end
+        left.timer?.cancel()
         orphaned?.cancel()
+        left.continuation.resume(
+            throwing: timedOut
+                ? ResolverError(.timeout, name: name, "\(name): no answer before the request's deadline")
+                : CancellationError()
+        )
     }
 
     /// What a cache hit answers (nil on a miss), counting it and starting the background refresh the
@@ -207,12 +263,21 @@ extension HTTPDNSResolver {
     func queryAndStore(_ key: CacheKey, _ id: QueryID, _ budget: QueryBudget) async throws -> FamilyResult {
         do {
             let result = try await queryProviders(key.name, key.family, budget)
-            store(key: key, by: id, answer: result.answer, source: result.source)
+            let waiters = store(key: key, by: id, answer: result.answer, source: result.source)
+            for waiter in waiters {
+                waiter.timer?.cancel()
+                waiter.continuation.resume(returning: result)
+            }
             return result
         } catch {
-            state.withLockedValue {
-                $0.machine.failed(key, by: id)
-                $0.queries[id] = nil
+            let waiters = state.withLockedValue { state in
+                state.machine.failed(key, by: id)
+                defer { state.queries[id] = nil }
+                return state.queries[id]?.waiters.values.map { $0 } ?? []
+            }
+            for waiter in waiters {
+                waiter.timer?.cancel()
+                waiter.continuation.resume(throwing: error)
             }
             throw error
         }
@@ -226,9 +291,11 @@ extension HTTPDNSResolver {
     }
 
     /// Stores an answer, from query `id` (which then ends) or from a batch (nil), and saves the cache
-    /// if the machine says so.
-    func store(key: CacheKey, by id: QueryID?, answer: FamilyAnswer, source: String) {
+    /// if the machine says so. Returns the query's callers waiting with deadlines, for it to resume.
+    @discardableResult
+    func store(key: CacheKey, by id: QueryID?, answer: FamilyAnswer, source: String) -> [Waiter] {
         let now = clock.now()
+        var waiters: [Waiter] = []
         let write = state.withLockedValue { state -> Bool in
             let action = state.machine.stored(
                 key,
@@ -239,10 +306,14 @@ extension HTTPDNSResolver {
                 clientAddress: answer.clientAddress,
                 now: now
             )
-            if let id { state.queries[id] = nil }
+            if let id {
+                waiters = state.queries[id]?.waiters.values.map { $0 } ?? []
+                state.queries[id] = nil
+            }
             hot.withLockedValue { $0.forget(key.name) }
             return apply(action, &state)
         }
         if write { writeCacheLogging() }
+        return waiters
     }
 }

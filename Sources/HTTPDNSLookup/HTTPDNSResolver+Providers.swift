@@ -10,13 +10,14 @@ extension HTTPDNSResolver {
         _ name: String,
         _ query: AddressQuery,
         started: ContinuousClock.Instant,
-        reserveForFallback: Bool
+        reserveForFallback: Bool,
+        until callerDeadline: NIODeadline = .distantFuture
     ) async throws -> Resolution {
         let budget = QueryBudget(reserveForFallback: reserveForFallback)
         async let v4: Result<(FamilyResult, CacheLookup?), any Error>? =
-            query.wantsIPv4 ? result { try await self.lookup(name, .ipv4, budget) } : nil
+            query.wantsIPv4 ? result { try await self.lookup(name, .ipv4, budget, until: callerDeadline) } : nil
         async let v6: Result<(FamilyResult, CacheLookup?), any Error>? =
-            query.wantsIPv6 ? result { try await self.lookup(name, .ipv6, budget) } : nil
+            query.wantsIPv6 ? result { try await self.lookup(name, .ipv6, budget, until: callerDeadline) } : nil
         let (r4, r6) = await (v4, v6)
         var ipv4: [IPAddress] = []
         var ipv6: [IPAddress] = []

@@ -53,6 +53,8 @@ public final class HTTPDNSResolver: Sendable {
     let overrides: [String: [IPAddress]]
     /// Keeps `path` current and tells `pathChanged(from:to:)` when the device changes network.
     package let monitor: NetworkMonitor
+    /// Where the timers of callers with deadlines run (the engine's loops).
+    let timerLoops: any EventLoopGroup
     /// Serializes writes of the service-list file.
     let listWrites = NIOLock()
 
@@ -67,6 +69,15 @@ public final class HTTPDNSResolver: Sendable {
         var askers = 0
         /// Started for a caller (not a background refresh): it ends when its callers are all gone.
         var forCallers = false
+        /// The callers waiting, resumed with the query's outcome unless they leave first (cancelled, or
+        /// at a deadline of their own before the query's end: the engine's requests).
+        var waiters: [Int: Waiter] = [:]
+    }
+
+    /// A caller waiting for a query, and the timer that ends the wait at its deadline, if it has one.
+    struct Waiter {
+        var continuation: CheckedContinuation<FamilyResult?, any Error>
+        var timer: Scheduled<Void>?
     }
 
     struct State {
@@ -82,6 +93,8 @@ public final class HTTPDNSResolver: Sendable {
         var reResolving: Task<Void, Never>?
         /// Service-list fetches running, by provider index (see `HTTPDNSResolver+ServiceLists.swift`).
         var listFetches: [Int: Task<Void, Never>] = [:]
+        /// The last `Waiter` key handed out.
+        var lastWaiter = 0
     }
 
     /// Counters, for benchmarks and diagnostics.
@@ -131,6 +144,7 @@ public final class HTTPDNSResolver: Sendable {
             providers: providers + configuration.appProviders.map { AppProvider(provider: $0) as any DNSProvider },
             localDNS: local,
             path: path ?? engine.path,
+            group: engine.group,
             clock: clock,
             logger: logger
         )
@@ -140,12 +154,13 @@ public final class HTTPDNSResolver: Sendable {
     /// `configuration.localDNS` are ignored.
     ///
     /// `path` is the one the engines connect on (the resolver's own engine's); `routeProbe` stands in for
-    /// the real route probe in tests.
+    /// the real route probe in tests; `group` runs the timers of callers with deadlines.
     package init(
         configuration: ResolverConfiguration,
         providers: [any DNSProvider],
         localDNS: any DNSProvider,
         path: NetworkPath = NetworkPath(),
+        group: any EventLoopGroup = HTTPEngine.defaultEventLoopGroup,
         routeProbe: @escaping @Sendable () -> RouteProbe = { RouteProbe.current() },
         clock: any WallClock = SystemWallClock(),
         logger: Logger = Logger(label: "httpdns.resolver")
@@ -155,6 +170,7 @@ public final class HTTPDNSResolver: Sendable {
         self.isTraced = configuration.tracer != nil
         self.providers = providers
         self.localDNS = localDNS
+        self.timerLoops = group
         self.clock = clock
         self.logger = logger
         self.validator = AnswerValidator(policy: configuration.policy)
@@ -216,8 +232,13 @@ public final class HTTPDNSResolver: Sendable {
 
     /// `resolve` without a span: what the engine asks (its request's span holds the lookup). Inlined:
     /// a call to another async function costs a cached lookup a third more.
+    ///
+    /// With a `callerDeadline` (a request's), the lookup ends by it too: a shared upstream query runs on
+    /// for its other callers while this one leaves with `.timeout`.
     @inline(__always)
-    func resolveUntraced(_ host: String, _ query: AddressQuery?) async throws -> Resolution {
+    func resolveUntraced(_ host: String, _ query: AddressQuery?, until callerDeadline: NIODeadline? = nil)
+        async throws -> Resolution
+    {
         let query = query ?? path.query
         metrics.lookups.increment()
         // Hot path: a name in normal form that the cache answers needs no parsing, validation or policy
@@ -235,8 +256,10 @@ public final class HTTPDNSResolver: Sendable {
             throw ResolverError(.invalidName, name: host, "\(error)")
         }
         if !overrides.isEmpty, let pinned = try overriddenResolution(name, query) { return pinned }
-        // One deadline for the whole lookup, the fallback included (see the top of this file).
-        let deadline = NIODeadline.now() + TimeAmount(configuration.timeout)
+        // One deadline for the whole lookup, the fallback included (see the top of this file), and the
+        // caller's when it comes first.
+        let callerDeadline = callerDeadline ?? .distantFuture
+        let deadline = min(NIODeadline.now() + TimeAmount(configuration.timeout), callerDeadline)
         switch configuration.policy.route(for: name) {
         case .literal(let ip):
             return .literal(host, ip)
@@ -253,9 +276,16 @@ public final class HTTPDNSResolver: Sendable {
             if let cached = cachedResolution(name, query, started: started) { return cached }
             let mayFallBack = !strict && configuration.fallbackToLocalDNS
             do {
-                return try await resolveThroughHTTPDNS(name, query, started: started, reserveForFallback: mayFallBack)
+                return try await resolveThroughHTTPDNS(
+                    name,
+                    query,
+                    started: started,
+                    reserveForFallback: mayFallBack,
+                    until: callerDeadline
+                )
             } catch let error as ResolverError
                 where mayFallBack && (error.code == .allProvidersFailed || error.code == .timeout)
+                && callerDeadline > .now()
             {
                 state.withLockedValue { $0.statistics.fallbacks += 1 }
                 metrics.fallbacks.increment()
@@ -267,7 +297,7 @@ public final class HTTPDNSResolver: Sendable {
                     name,
                     query,
                     started: started,
-                    deadline: max(deadline, .now() + share),
+                    deadline: min(max(deadline, .now() + share), callerDeadline),
                     fallback: true,
                     reason: error
                 )
@@ -374,11 +404,11 @@ public final class HTTPDNSResolver: Sendable {
 
 extension HTTPDNSResolver: AddressSource {
     /// The engine's view of `resolve`: the families the network can use, ranked later by the engine.
-    package func addresses(for host: String) async throws -> ResolvedAddresses {
-        let r = try await resolveUntraced(host, nil)
+    /// The lookup ends by the configured timeout (the fallback to LocalDNS included) or by `deadline`,
+    /// whichever comes first: at `deadline` this caller leaves with `.timeout`, and a query it shares
+    /// runs on for the others.
+    package func addresses(for host: String, deadline: NIODeadline?) async throws -> ResolvedAddresses {
+        let r = try await resolveUntraced(host, nil, until: deadline)
         return ResolvedAddresses(ipv4: r.ipv4, ipv6: r.ipv6, source: r.source)
     }
-
-    /// Every lookup ends within the configured timeout, the fallback to LocalDNS included.
-    package var lookupTimeout: Duration? { configuration.timeout }
 }

@@ -33,18 +33,6 @@ import NIOConcurrencyHelpers
     import Security
 #endif
 
-/// When a URLSession delegate is asked about an origin's certificate.
-public enum ServerTrustChallenges: Sendable, Hashable {
-    /// Only when our check refuses it (an untrusted CA, a name mismatch): the delegate may accept it
-    /// (its own pinning, a private CA), and a delegate that never answers about server trust costs
-    /// nothing. The default.
-    case whenOurCheckFails
-    /// For every new connection, as Apple's URLSession does: the delegate sees every chain (a pinning
-    /// delegate that also checks trusted servers). Such connections serve only that session (on Apple
-    /// platforms, only that task).
-    case always
-}
-
 /// The protection space of the server trust challenges HTTPDNS puts to a URLSession delegate: its
 /// `authenticationMethod` is ``authenticationMethod`` (the value of Apple's
 /// `NSURLAuthenticationMethodServerTrust`, which corelibs marks unavailable), and it carries the chain
@@ -64,7 +52,7 @@ public final class HTTPDNSServerTrustSpace: URLProtectionSpace, @unchecked Senda
     /// The certificates the server presented, DER-encoded, the leaf first.
     public let certificates: [Data]
     /// Why our check refused the server (untrusted, name mismatch); nil when it passed and the app
-    /// asked to see every chain (``ServerTrustChallenges/always``).
+    /// asked to see every chain (`ServerTrustChallenges.always`).
     public let failureReason: String?
 
     #if canImport(Darwin)
@@ -329,7 +317,7 @@ extension HTTPDNSURLProtocol {
                 askAboutTrust()
             } catch let error as HTTPEngineError where error.proxyRefusalStatus == 407 && context.mayHaveDelegate {
                 guard
-                    let proxy = setup.engine.configuration.proxy?.proxy(
+                    let proxy = setup.engine.configuration.network.proxy?.proxy(
                         scheme: request.url.scheme,
                         host: request.url.host
                     ), proxyFailures < maxAuthenticationAttempts

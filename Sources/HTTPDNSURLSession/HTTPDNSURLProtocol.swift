@@ -152,7 +152,7 @@ package class HTTPDNSURLProtocol: URLProtocol {
         // `route` takes the host as URL gives it: an IP literal bracketed or not, a name in any case.
         guard case .httpdns = setup.intercept.route(for: host) else { return false }
         // A proxy the system would use, and none given to HTTPDNS: the system's request (SystemProxy).
-        if setup.engine.configuration.proxy == nil, SystemProxy.applies(to: url) { return false }
+        if setup.engine.configuration.network.proxy == nil, SystemProxy.applies(to: url) { return false }
         if let reason = HandBack.reason(
             cachePolicy: request.cachePolicy,
             forbidsSomeNetworks: NetworkAccess(of: request) != .unrestricted,
@@ -565,7 +565,8 @@ package class HTTPDNSURLProtocol: URLProtocol {
 /// schedule (a load with no task) the call is made on the calling thread.
 ///
 /// `@unchecked Sendable`: the client and the protocol are not Sendable; they and `open` are read and
-/// written only under `lock`, and `schedule` is a `let`.
+/// written only under `lock`, and `schedule` is a `let`. A plain `NIOLock`, not a `NIOLockedValueBox`:
+/// the box is `Sendable` only for `Sendable` state.
 final class ClientGate: @unchecked Sendable {
     private let lock = NIOLock()
     private var open = true

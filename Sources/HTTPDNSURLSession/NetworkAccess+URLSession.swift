@@ -1,6 +1,6 @@
 // The networks a load may use, read from the URLSession configuration and the request, as the system
 // honours them: each may only forbid (a session that forbids cellular access is not overruled by a
-// request that allows it). The engine narrows its own `HTTPDNS.Configuration.networkAccess` by the
+// request that allows it). The engine narrows its own `HTTPDNS.Configuration.network.access` by the
 // result, and on Apple platforms Network.framework applies it to the connection (NWParameters).
 //
 // Apple platforms: a URLProtocol does not see its session, but the request it is given already carries

@@ -38,6 +38,7 @@ enum BodySource {
 /// asks for one: the body is never all in memory and no concurrency thread blocks on `read`.
 /// `@unchecked Sendable`: `InputStream` is not Sendable; every use of it and of the state below is
 /// under `lock` (reads run on the blocking pool one at a time), so no two threads touch the stream at once.
+/// A plain `NIOLock`, not a `NIOLockedValueBox`: the box is `Sendable` only for `Sendable` state.
 final class InputStreamReader: @unchecked Sendable {
     private let lock = NIOLock()
     private let stream: InputStream

@@ -1,5 +1,5 @@
 // Whether the system would send a request through a proxy, for `HTTPDNSURLProtocol.canInit`: when it
-// would, and the app gave HTTPDNS no proxy of its own (`HTTPDNS.Configuration.proxy`), the protocol
+// would, and the app gave HTTPDNS no proxy of its own (`HTTPDNS.Configuration.network.proxy`), the protocol
 // leaves the request to the system (docs/CLI.md, "Proxies"). A proxy the user or the company
 // set is there on purpose (policy, a debugging proxy); the proxy, not the device, connects to the
 // origin; and a PAC file may choose per URL. Intercepting would bypass all of that.

@@ -46,8 +46,8 @@ func benchEngine(url: String, connectTo: String, cacert: String?, h2: Bool, conn
     let target = try HTTPURL(url)
     guard let ip = IPAddress(connectTo) else { throw ValidationError("--connect-to: give an IP address") }
     var configuration = HTTPEngine.Configuration()
-    configuration.versions = h2 ? .http2Only : .http1Only
-    configuration.maxConnectionsPerHost = h2 ? 1 : connections
+    configuration.http.versions = h2 ? .http2Only : .http1Only
+    configuration.http.maxConnectionsPerHost = h2 ? 1 : connections
     // Spans only when --otlp-endpoint bootstrapped a tracer, as an app's `HTTPDNS` picks it up.
     configuration.tracing = EngineTracing(InstrumentationSystem.tracer, propagatesContext: true)
     if let cacert {

@@ -73,7 +73,7 @@ struct DemoCommand: AsyncParsableCommand {
         var ec = HTTPEngine.Configuration()
         ec.tls = HTTPEngineTLS(additionalTrustRoots: [TrustAnchor(der: try pki.caCertificate.toDERBytes())])
         ec.timeouts.connect = .seconds(3)
-        ec.timeouts.total = .seconds(20)
+        ec.timeouts.request = .seconds(20)
         let viaLocalDNS = try HTTPEngine(
             configuration: ec,
             addressSource: localResolver,

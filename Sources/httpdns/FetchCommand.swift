@@ -137,11 +137,11 @@ struct FetchCommand: AsyncParsableCommand {
             throw failure(error)
         }
         let httpdns = try self.resolver.makeHTTPDNS { config in
-            config.pins = pins.isEmpty ? [:] : [target.host: Set(pins)]
-            config.httpVersions = http11 ? .http1Only : http2 ? .http2Only : .automatic
-            config.http2PriorKnowledge = http2
+            config.tls.pins = pins.isEmpty ? [:] : [target.host: Set(pins)]
+            config.http.versions = http11 ? .http1Only : http2 ? .http2Only : .automatic
+            config.http.http2PriorKnowledge = http2
             if let maxTime {
-                config.requestTimeout = try seconds(maxTime, flag: "--max-time", range: 0.001...604_800)
+                config.timeouts.request = try seconds(maxTime, flag: "--max-time", range: 0.001...604_800)
             }
         }
         if self.engine == .urlsession {

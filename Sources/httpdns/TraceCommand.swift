@@ -104,7 +104,7 @@ struct TraceCommand: AsyncParsableCommand {
     private func traceAll() async throws {
         let targets = try urls.map { try HTTPURL($0) }
         let versions: HTTPVersionPolicy = http11 ? .http1Only : http2 ? .http2Only : .automatic
-        let httpdns = try resolver.makeHTTPDNS { $0.httpVersions = versions }
+        let httpdns = try resolver.makeHTTPDNS { $0.http.versions = versions }
         var panels: [TracePanel] = []
         var comparisons: [TraceComparison] = []
         if compareLocal {
@@ -112,7 +112,7 @@ struct TraceCommand: AsyncParsableCommand {
             var localOptions = resolver
             localOptions.only = []
             localOptions.except = ["*"]
-            let local = try localOptions.makeHTTPDNS { $0.httpVersions = versions }
+            let local = try localOptions.makeHTTPDNS { $0.http.versions = versions }
             panels.append(
                 TracePanel(title: "through LocalDNS (\(resolver.localDNS))", rows: try await fetchAll(targets, local))
             )

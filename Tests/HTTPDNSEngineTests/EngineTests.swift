@@ -26,7 +26,7 @@ import Testing
         let server = try await silentServer()
         defer { server.close(promise: nil) }
         var config = HTTPEngine.Configuration()
-        config.timeouts.idleRead = .milliseconds(300)
+        config.timeouts.read = .milliseconds(300)
         let engine = try HTTPEngine(configuration: config)
         defer { engine.shutdown() }
         do {

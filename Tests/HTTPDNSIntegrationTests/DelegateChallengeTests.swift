@@ -267,7 +267,7 @@ extension URLSessionTests {
             "the Basic tinyproxy is not running"
         )
         let setup = try installForChallenges(peers, trustCA: true) { engine in
-            engine.proxy = HTTPProxySettings(all: HTTPProxy(host: "127.0.0.1", port: port))
+            engine.network.proxy = HTTPProxySettings(all: HTTPProxy(host: "127.0.0.1", port: port))
         }
         defer { setup.engine.shutdown() }
         let delegate = ChallengeDelegate { challenge in

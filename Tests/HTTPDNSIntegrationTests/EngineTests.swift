@@ -19,7 +19,7 @@ struct EngineTests {
     @Test(arguments: [HTTPVersionPolicy.http2Only, .http1Only])
     func eachNameGetsItsOwnCertificateByItsSNI(_ versions: HTTPVersionPolicy) async throws {
         let peers = try Peers.require()
-        let engine = try peers.appEngine { $0.versions = versions }
+        let engine = try peers.appEngine { $0.http.versions = versions }
         defer { engine.shutdown() }
         for name in ["a.test", "b.test"] {
             let response = try await engine.execute(try HTTPEngineRequest(url: peers.url(name, "/")))
@@ -64,7 +64,7 @@ struct EngineTests {
     @Test(arguments: [HTTPVersionPolicy.http2Only, .http1Only])
     func fiftyMegabytePostArrivesByteExact(_ versions: HTTPVersionPolicy) async throws {
         let peers = try Peers.require()
-        let engine = try peers.appEngine { $0.versions = versions }
+        let engine = try peers.appEngine { $0.http.versions = versions }
         defer { engine.shutdown() }
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("httpdns-50mb-\(UUID()).bin").path
         defer { try? FileManager.default.removeItem(atPath: path) }
@@ -83,7 +83,7 @@ struct EngineTests {
 
     @Test func cancellingOneDownloadLeavesTheOtherStreamsOnTheConnectionAlone() async throws {
         let peers = try Peers.require()
-        let engine = try peers.appEngine { $0.versions = .http2Only }
+        let engine = try peers.appEngine { $0.http.versions = .http2Only }
         defer { engine.shutdown() }
         let size = try FileManager.default.attributesOfItem(atPath: peers.www + "/big.bin")[.size] as! Int
         let url = peers.url("a.test", "/files/big.bin")
@@ -120,7 +120,7 @@ struct EngineTests {
 
     @Test func http1KeepAliveConnectionIsReused() async throws {
         let peers = try Peers.require()
-        let engine = try peers.appEngine { $0.versions = .http1Only }
+        let engine = try peers.appEngine { $0.http.versions = .http1Only }
         defer { engine.shutdown() }
         let first = try await engine.execute(try HTTPEngineRequest(url: peers.url("a.test", "/whoami")))
         _ = try await text(first)
@@ -136,7 +136,7 @@ struct EngineTests {
     @Test func anIdleKeptAliveConnectionClosesAfterTheIdleTimeoutNotBefore() async throws {
         let peers = try Peers.require()
         let engine = try peers.appEngine {
-            $0.versions = .http1Only
+            $0.http.versions = .http1Only
             $0.idleConnectionTimeout = .milliseconds(400)
         }
         defer { engine.shutdown() }
@@ -177,7 +177,7 @@ struct EngineTests {
 
     @Test func anHTTPSHostThatSpeaksOnlyHTTP1GetsAConnectionPerRequestInFlight() async throws {
         let peers = try Peers.require()
-        let engine = try peers.appEngine { $0.maxConnectionsPerHost = 8 }
+        let engine = try peers.appEngine { $0.http.maxConnectionsPerHost = 8 }
         defer { engine.shutdown() }
         // Eight responses held at their heads (their 64 MiB bodies unread) need eight connections at
         // once. ALPN offers h2 and nginx takes http/1.1 on this port: the first request connects alone
@@ -272,7 +272,7 @@ struct EngineTests {
 
     @Test func h2cPriorKnowledgeOverPlainHTTP() async throws {
         let peers = try Peers.require()
-        let engine = try peers.appEngine { $0.http2PriorKnowledge = true }
+        let engine = try peers.appEngine { $0.http.http2PriorKnowledge = true }
         defer { engine.shutdown() }
         let response = try await engine.execute(try HTTPEngineRequest(url: "http://127.0.0.1:\(peers.nginxH2C)/"))
         #expect(response.version == .http2)
@@ -281,7 +281,7 @@ struct EngineTests {
 
     @Test func requestsCaughtByAServersGOAWAYAreSentAgainOnANewConnection() async throws {
         let peers = try Peers.require()
-        let engine = try peers.appEngine { $0.http2PriorKnowledge = true }
+        let engine = try peers.appEngine { $0.http.http2PriorKnowledge = true }
         defer { engine.shutdown() }
         // This port's nginx sends GOAWAY after 20 streams (as it does after 1000 by default). With 10 in
         // flight, streams opened after its last one are refused unprocessed, and streams handed out as

@@ -53,10 +53,10 @@ import Testing
 
     func makeHTTPDNS(_ providers: [any HTTPDNSProvider], lookupTimeout: Duration = .seconds(5)) throws -> HTTPDNS {
         var configuration = HTTPDNS.Configuration(resolvers: [], policy: try HostPolicy(only: ["*.test"]))
-        configuration.lookupTimeout = lookupTimeout
+        configuration.timeouts.lookup = lookupTimeout
         configuration.providers = providers
         configuration.fallbackToLocalDNS = false
-        configuration.watchesNetwork = false
+        configuration.network.watchesChanges = false
         return try HTTPDNS(configuration)
     }
 

@@ -160,7 +160,7 @@ import Testing
             policy: try HostPolicy(only: ["*.test"])
         )
         configuration.addressOverrides = ["Pinned.TEST.": [IPAddress("127.0.0.1")!]]
-        configuration.watchesNetwork = false
+        configuration.network.watchesChanges = false
         let httpdns = try HTTPDNS(configuration)
         do {
             let resolution = try await httpdns.resolver.resolve("pinned.test")
@@ -192,7 +192,7 @@ import Testing
             "spare.test": [IPAddress("127.0.0.2")!, IPAddress("127.0.0.1")!],
             "six.test": [IPAddress("::1")!],
         ]
-        configuration.watchesNetwork = false
+        configuration.network.watchesChanges = false
         let httpdns = try HTTPDNS(configuration)
         do {
             let response = try await httpdns.engine.send(

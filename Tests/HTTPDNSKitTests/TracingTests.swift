@@ -28,8 +28,8 @@ import Tracing
             resolvers: [try ResolverSpec(parsing: "dns:127.0.0.1:\(dns.port)")],
             policy: try HostPolicy(only: ["*.test"])
         )
-        configuration.tracer = tracer
-        configuration.propagatesTraceContext = propagates
+        configuration.tracing.tracer = tracer
+        configuration.tracing.propagatesContext = propagates
         let httpdns = try HTTPDNS(configuration)
         do {
             try await body(httpdns, origin.port)

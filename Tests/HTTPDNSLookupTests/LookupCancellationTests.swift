@@ -5,6 +5,7 @@
 @testable import HTTPDNSLookup
 @testable import HTTPDNSTestSupport
 import HTTPDNSCore
+import HTTPDNSEngine
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
@@ -49,9 +50,9 @@ final class HeldProvider: DNSProvider {
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (c: CheckedContinuation<Void, any Error>) in
                 let resume: Result<Void, any Error>? = state.withLockedValue { state in
-                    if state.released { return .success(()) }
                     // Cancelled before this point: the handler below has run already (it takes this lock).
                     if Task.isCancelled { return .failure(CancellationError()) }
+                    if state.released { return .success(()) }
                     state.waiting.append(c)
                     return nil
                 }
@@ -81,6 +82,11 @@ final class HeldProvider: DNSProvider {
         #expect(provider.cancelled == 1)
         let result = await caller.result
         #expect(throws: (any Error).self) { try result.get() }
+        // The caller left at once; the query ends once its provider call has unwound (no event says so:
+        // the record is read until it does, a hang check, not a speed bound).
+        try await eventually("the cancelled query ended", within: .seconds(60)) {
+            resolver.state.withLockedValue { $0.queries.isEmpty }
+        }
         // The provider is not marked down for it: the next question goes to it and is answered.
         provider.release()
         #expect(try await resolver.resolve("a.example.com", .ipv4).ipv4 == [IPAddress("203.119.0.7")!])
@@ -100,6 +106,65 @@ final class HeldProvider: DNSProvider {
         #expect(try await staying.value.ipv4 == [IPAddress("203.119.0.7")!])
         #expect(provider.started == 1)
         #expect(provider.cancelled == 0)
+    }
+}
+
+/// A caller with a deadline of its own (the engine's request) leaves at it; the resolver, not the
+/// engine, ends the wait, with no Task of its own.
+@Suite struct LookupDeadlineTests {
+    @Test func aLoneCallerLeavesAtItsDeadlineAndItsQueryIsCancelled() async throws {
+        let provider = HeldProvider()
+        let resolver = makeResolver([provider]) { $0.fallbackToLocalDNS = false }
+        let error = await #expect(throws: ResolverError.self) {
+            _ = try await resolver.addresses(for: "a.example.com", deadline: .now() + .milliseconds(100))
+        }
+        #expect(error?.code == .timeout || error?.code == .allProvidersFailed, "\(String(describing: error))")
+        await provider.nextCancellation()  // the last caller went: the query stops
+        provider.release()
+    }
+
+    @Test func aCallerWithAnEarlierDeadlineLeavesASharedQueryThatRunsOnForTheOther() async throws {
+        let provider = HeldProvider()
+        let resolver = makeResolver([provider]) { $0.fallbackToLocalDNS = false }
+        let patient = Task { try await resolver.addresses(for: "b.example.com", deadline: nil) }
+        await provider.nextQuestion()
+        await #expect(throws: ResolverError.self) {
+            _ = try await resolver.addresses(for: "b.example.com", deadline: .now() + .milliseconds(100))
+        }
+        provider.release()
+        #expect(try await patient.value.ipv4 == [IPAddress("203.119.0.7")!])
+        // The hurried caller joined the patient one's query (one per family asked): no question of its
+        // own, and leaving cancelled nothing.
+        #expect(resolver.statistics.coalesced >= 1)
+        #expect(provider.started <= 2)
+        #expect(provider.cancelled == 0)
+    }
+
+    /// Cancelled, a caller leaves at once (not when the shared query ends), and the query runs on.
+    @Test func aCancelledCallerLeavesASharedQueryAtOnce() async throws {
+        let provider = HeldProvider()
+        let resolver = makeResolver([provider]) { $0.fallbackToLocalDNS = false }
+        let patient = Task { try await resolver.addresses(for: "c.example.com", deadline: nil) }
+        await provider.nextQuestion()
+        let hurried = Task { try await resolver.addresses(for: "c.example.com", deadline: nil) }
+        try await eventually("the second caller joined", within: .seconds(60)) { resolver.statistics.coalesced >= 1 }
+        hurried.cancel()
+        await #expect(throws: (any Error).self) { _ = try await hurried.value }
+        provider.release()
+        #expect(try await patient.value.ipv4 == [IPAddress("203.119.0.7")!])
+        #expect(provider.cancelled == 0)
+    }
+
+    @Test func aRequestWhoseTotalTimeoutPassesDuringTheLookupFailsWithTotalTimeout() async throws {
+        let provider = HeldProvider()
+        let resolver = makeResolver([provider]) { $0.fallbackToLocalDNS = false }
+        let engine = try HTTPEngine(addressSource: resolver)
+        defer { engine.shutdown() }
+        var request = try HTTPEngineRequest(url: "https://d.example.com/")
+        request.timeout = .milliseconds(100)
+        await #expect(throws: HTTPEngineError(.totalTimeout, "")) { _ = try await engine.execute(request) }
+        await provider.nextCancellation()
+        provider.release()
     }
 }
 

@@ -22,8 +22,8 @@
             policy: try HostPolicy(only: ["*.test"])
         )
         configuration.fallbackToLocalDNS = false
-        configuration.trustedCertificateFiles = [peers.ca]
-        configuration.httpVersions = versions
+        configuration.tls.trustedCertificateFiles = [peers.ca]
+        configuration.http.versions = versions
         return try HTTPDNS(configuration)
     }
 

@@ -35,8 +35,8 @@ final class SilentUpstream: ChannelInboundHandler, Sendable {
 @Suite(.serialized) struct ServerOperationsTests {
     func engine(h2: Bool = false) throws -> HTTPEngine {
         var config = HTTPEngine.Configuration()
-        config.versions = h2 ? .http2Only : .http1Only
-        config.http2PriorKnowledge = h2
+        config.http.versions = h2 ? .http2Only : .http1Only
+        config.http.http2PriorKnowledge = h2
         return try HTTPEngine(configuration: config)
     }
 

@@ -63,7 +63,7 @@ import Testing
         let service = try await startService()
         defer { Task { await service.stop() } }
         var config = HTTPEngine.Configuration()
-        config.http2PriorKnowledge = true
+        config.http.http2PriorKnowledge = true
         let engine = try HTTPEngine(configuration: config)
         defer { engine.shutdown() }
         let response = try await engine.execute(

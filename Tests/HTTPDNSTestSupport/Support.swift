@@ -95,7 +95,7 @@ struct Peers {
     func appEngine(_ tweak: (inout HTTPEngine.Configuration) -> Void = { _ in }) throws -> HTTPEngine {
         var config = HTTPEngine.Configuration()
         config.tls = HTTPEngineTLS(additionalTrustRoots: try HTTPEngineTLS.loadPEM(file: ca))
-        config.timeouts.total = .seconds(60)
+        config.timeouts.request = .seconds(60)
         tweak(&config)
         let resolver = try resolver()
         return try HTTPEngine(configuration: config, addressSource: resolver, path: resolver.path, logger: testLogger)

@@ -320,8 +320,8 @@ struct SilentUDPServer {
 /// An engine that may open `connections` HTTP/1.1 connections to one host, for floods.
 func manyConnectionEngine(connections: Int = 200) throws -> HTTPEngine {
     var configuration = HTTPEngine.Configuration()
-    configuration.maxConnectionsPerHost = connections
-    configuration.timeouts.total = .seconds(20)
+    configuration.http.maxConnectionsPerHost = connections
+    configuration.timeouts.request = .seconds(20)
     return try HTTPEngine(configuration: configuration)
 }
 

@@ -62,8 +62,8 @@ struct EngineBench: AsyncParsableCommand {
         // (A URL with an IP literal for a host needs no override.)
         var ours = HTTPDNS.Configuration(resolvers: [])
         if IPAddress(target.host) == nil { ours.addressOverrides[target.host] = ips }
-        ours.trustedCertificateFiles = [cacert]
-        ours.watchesNetwork = false
+        ours.tls.trustedCertificateFiles = [cacert]
+        ours.network.watchesChanges = false
         func makeOurs() throws -> HTTPDNS { try HTTPDNS(ours) }
         var tls = TLSConfiguration.makeClientConfiguration()
         tls.additionalTrustRoots = [.file(cacert)]
@@ -74,8 +74,8 @@ struct EngineBench: AsyncParsableCommand {
         case "h1", "h2", "h1-alpn":
             let cold = scenario == "h1-alpn"
             let inFlight = concurrency ?? (scenario == "h1" ? 1 : cold ? 8 : 100)
-            ours.httpVersions = cold ? .automatic : scenario == "h1" ? .http1Only : .http2Only
-            ours.maxConnectionsPerHost = inFlight
+            ours.http.versions = cold ? .automatic : scenario == "h1" ? .http1Only : .http2Only
+            ours.http.maxConnectionsPerHost = inFlight
             theirs.httpVersion = scenario == "h1" ? .http1Only : .automatic
             theirs.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = inFlight
             var httpdns = try makeOurs()

@@ -66,11 +66,14 @@ struct SoakClient: AsyncParsableCommand {
         )
         var configuration = HTTPDNS.Configuration(resolvers: [try ResolverSpec(parsing: resolver)], policy: .all)
         configuration.fallbackToLocalDNS = false
-        configuration.trustedCertificateFiles = [cacert]
-        configuration.lookupTimeout = .seconds(3)
+        configuration.tls.trustedCertificateFiles = [cacert]
+        configuration.timeouts.lookup = .seconds(3)
         var proxied = configuration
         // The resolver's own queries go straight to the server; only the origin is reached through the proxy.
-        proxied.proxy = HTTPProxySettings(all: HTTPProxy(host: "127.0.0.1", port: proxyPort), noProxy: ["127.0.0.1"])
+        proxied.network.proxy = HTTPProxySettings(
+            all: HTTPProxy(host: "127.0.0.1", port: proxyPort),
+            noProxy: ["127.0.0.1"]
+        )
         let viaProxy = try HTTPDNS(proxied)
         let httpdns = try HTTPDNS(configuration)
         let session = URLSession(configuration: httpdns.urlSessionConfiguration())

@@ -1,0 +1,126 @@
+// The groups `HTTPDNS.Configuration` is made of, one per concern, each handed as it is to the parts
+// that use it: timeouts to both engines (and the lookup bound to the resolver), TLS to both engines
+// (the URLSession route reads its server-trust rule), the network to the resolver's monitor and both
+// engines, HTTP to the app's engine (the resolvers' own connections always let ALPN choose), tracing
+// to the resolver and the app's engine.
+
+import HTTPDNSCore
+import HTTPDNSNetwork
+import Tracing
+
+/// How long each phase of a lookup and a request may take.
+public struct TimeoutSettings: Sendable, Hashable {
+    /// Bound on one lookup, every resolver and the fallback to LocalDNS included.
+    public var lookup: Duration = .seconds(5)
+    /// Bound on connecting to the addresses of one host, every RFC 8305 attempt together (the next
+    /// address is tried while one is slow).
+    public var connect: Duration = .seconds(10)
+    /// Longest wait for the next byte of a response.
+    public var read: Duration = .seconds(30)
+    /// Bound on a whole request, lookup and body included (nil: none beyond the other timeouts).
+    public var request: Duration?
+    /// Bound on the TLS handshake after the connect.
+    package var tlsHandshake: Duration = .seconds(10)
+
+    /// The defaults: 5 s lookup, 10 s connect, 30 s between bytes, no bound on the whole request.
+    public init() {}
+}
+
+/// Whom the library's TLS trusts, and when a URLSession delegate is asked about it. Verification is
+/// never off: these only add trust (a private CA, a delegate's own check) or narrow it (pins).
+public struct TLSSettings: Sendable, Hashable {
+    /// PEM files of certificate authorities trusted on top of the system's (a private resolver or
+    /// origin); loaded when the `HTTPDNS` is made.
+    public var trustedCertificateFiles: [String] = []
+    /// Public-key pins: host to the base64 SHA-256 of the certificate's SubjectPublicKeyInfo. A host
+    /// listed here connects only when one of its keys matches (on top of the normal verification).
+    public var pins: [String: Set<String>] = [:]
+    /// When the app's URLSession delegate is asked about an origin's certificate: when our check
+    /// refuses it (the default), or for every new connection. Its answer is honoured as the system
+    /// stack would (see `HTTPDNSServerTrustSpace`); HTTP 401 and proxy 407 challenges always go
+    /// to the delegate.
+    public var serverTrustChallenges = ServerTrustChallenges.whenOurCheckFails
+
+    /// The system's trust, no pins, the delegate asked only when our check refuses a certificate.
+    public init() {}
+}
+
+/// When a URLSession delegate is asked about an origin's certificate.
+public enum ServerTrustChallenges: Sendable, Hashable {
+    /// Only when our check refuses it (an untrusted CA, a name mismatch): the delegate may accept it
+    /// (its own pinning, a private CA), and a delegate that never answers about server trust costs
+    /// nothing. The default.
+    case whenOurCheckFails
+    /// For every new connection, as Apple's URLSession does: the delegate sees every chain (a pinning
+    /// delegate that also checks trusted servers). Such connections serve only that session (on Apple
+    /// platforms, only that task).
+    case always
+}
+
+/// The device's network as the library sees it: following its changes, which networks connections may
+/// use, and the proxy they go through.
+public struct NetworkSettings: Sendable {
+    /// Follow the device's network by itself (the default): which address families have a route,
+    /// the NAT64 prefix of an IPv6-only network, and changes of network, from the operating
+    /// system's notices (rtnetlink on Linux, `NWPathMonitor` on Apple platforms). On a change the
+    /// cache switches to the new network's answers, pooled connections are retired and the names in
+    /// use are resolved again in the background. Off: the app tells changes with
+    /// `HTTPDNS.networkChanged(to:)`.
+    public var watchesChanges: Bool {
+        get { monitor.watch }
+        set { monitor.watch = newValue }
+    }
+    /// The networks the library's connections may use, its lookups' and the app's requests' alike:
+    /// cellular, expensive (a personal hotspot) and constrained (Low Data Mode) networks. On Apple
+    /// platforms Network.framework honours it for each connection, and a URLSession request narrows it
+    /// further by its session's and its own rules (`allowsCellularAccess` and the like). Linux's
+    /// sockets cannot honour it: there it only keeps connections made under other rules apart.
+    public var access = NetworkAccess.unrestricted
+    /// HTTP proxies every connection goes through (the app's requests and the DoH/HTTPDNS queries
+    /// alike), by CONNECT tunnels to the addresses HTTPDNS gave; TLS, SNI and the certificate check
+    /// stay end to end on the hostname. Nil (the default): no proxy. `HTTPProxySettings.environment()`
+    /// reads curl's `https_proxy`, `http_proxy`, `all_proxy` and `no_proxy`. Classic DNS resolvers
+    /// (`dns:`, `system`) do not go through it.
+    public var proxy: HTTPProxySettings?
+    /// The monitor's own settings (the app's network identifier at start, NAT64 discovery), given to
+    /// it as they are.
+    package var monitor = NetworkMonitor.Settings()
+
+    /// Watch the network, any network allowed, no proxy.
+    public init() {}
+}
+
+/// How the app's requests speak HTTP. The resolvers' own connections always let ALPN choose.
+public struct HTTPSettings: Sendable, Hashable {
+    /// The HTTP versions the app's requests offer to https servers (the CLI's `--http1.1` /
+    /// `--http2`).
+    public var versions: HTTPVersionPolicy = .automatic
+    /// HTTP/1.1 connections to one origin at most; further requests wait for one to be free. An
+    /// HTTP/2 origin gets one connection and up to 100 concurrent streams on it. Below 1 counts as 1.
+    public var maxConnectionsPerHost = 8
+    /// http:// hosts (patterns such as `api.example.com`, `*.example.com`) whose requests are sent
+    /// over https instead, HTTP/2 when the server offers it (URLSession and the proxy).
+    public var upgradeToHTTPS: [String] = []
+    /// HTTP/2 without TLS to http:// URLs (the CLI's `--http2` on http://).
+    package var http2PriorKnowledge = false
+
+    /// ALPN's choice, 8 connections per host, no upgrade.
+    public init() {}
+}
+
+/// Where spans go (swift-distributed-tracing) and whether requests carry the trace context.
+public struct TracingSettings: Sendable {
+    /// The tracer: a CLIENT span per request attempt with the lookup and connection in it, and a span
+    /// per `HTTPDNSResolver.resolve(_:_:)` and `HTTPDNSResolver.compare(_:_:)` the app calls. Nil
+    /// (the default): the tracer bootstrapped in `InstrumentationSystem` when the `HTTPDNS` is made,
+    /// so bootstrap first. With none bootstrapped, or `NoOpTracer()` here, there are no spans and
+    /// nothing is paid for them.
+    public var tracer: (any Tracer)?
+    /// Put the request span's trace context into each request's headers (W3C `traceparent` with an
+    /// OpenTelemetry tracer), so the server's spans join the app's trace. Off by default: it tells
+    /// every origin the app's trace IDs.
+    public var propagatesContext = false
+
+    /// The bootstrapped tracer, no context in requests.
+    public init() {}
+}
