@@ -159,10 +159,11 @@ extension HTTPDNSResolver {
         }
     }
 
-    /// Waits for query `id` as caller `waiter`, until `deadline` if there is one: its result, or `.timeout` at the deadline,
-    /// or nil when the query ended before the wait began (its task holds the result). No task of its
-    /// own: the query resumes the caller when it ends (`queryAndStore`), a timer on an event loop when
-    /// the deadline comes first, the cancellation handler at once when the caller is cancelled.
+    /// Waits for query `id` as caller `waiter`, until `deadline` if there is one: its result, `.timeout`
+    /// at the deadline, or nil when the query ended before the wait began (its task holds the result).
+    /// No task of its own: the query resumes the caller when it ends (`queryAndStore`), a timer on an
+    /// event loop when the deadline comes first, the cancellation handler at once when the caller is
+    /// cancelled.
     func wait(for id: QueryID, as waiter: Int, name: String, until deadline: NIODeadline?) async throws
         -> FamilyResult?
     {
@@ -291,7 +292,7 @@ extension HTTPDNSResolver {
     }
 
     /// Stores an answer, from query `id` (which then ends) or from a batch (nil), and saves the cache
-    /// if the machine says so. Returns the query's callers waiting with deadlines, for it to resume.
+    /// if the machine says so. Returns the query's waiting callers, for it to resume.
     @discardableResult
     func store(key: CacheKey, by id: QueryID?, answer: FamilyAnswer, source: String) -> [Waiter] {
         let now = clock.now()
