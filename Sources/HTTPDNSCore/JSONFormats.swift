@@ -232,6 +232,10 @@ package enum AlibabaV2Format {
     struct Family: Codable {
         var ips: [String]?
         var ttl: UInt32?
+        /// Why the family has no address (`RRNotExist`, `DomainNotExist`, …), sent with an empty `ips`.
+        /// The SDKs read any non-empty value as "no record" (Alibaba's Android SDK,
+        /// resolve/ResolveHostResponse.java; its iOS SDK, HttpdnsRemoteResolver.m), and so do we.
+        var no_ip_code: String?
     }
 
     struct Answer: Codable {
@@ -270,8 +274,32 @@ package enum AlibabaV2Format {
 
     struct Body: Codable {
         var code: String
-        var mode: Int?
+        var mode: Mode?
         var data: Payload?
+    }
+
+    /// `mode`, a number or the same number as a string (`"1"`): Alibaba's Android SDK reads it with
+    /// `getString("mode")` and compares it with "1" and "2" (resolve/ResolveHostResponseParser.java), its
+    /// iOS SDK with `integerValue` (HttpdnsRemoteResolver.m), so both forms work with them. A string that
+    /// is not a number is plain mode, as Android falls back to PLAIN for it.
+    struct Mode: Codable {
+        var value: Int
+
+        init(_ value: Int) { self.value = value }
+
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.singleValueContainer()
+            if let number = try? container.decode(Int.self) {
+                value = number
+            } else {
+                value = Int(try container.decode(String.self).trimmingCharacters(in: .whitespaces)) ?? 0
+            }
+        }
+
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.singleValueContainer()
+            try container.encode(value)
+        }
     }
 
     /// Names asked in one request at most: the vendor's SDKs batch 5 (`HTTPDNS_PRE_RESOLVE_BATCH_SIZE`,
@@ -296,7 +324,7 @@ package enum AlibabaV2Format {
         guard decoded.code == "success" else {
             throw AnswerFormatError("v2 answer has code \(AlibabaJSONFormat.sanitizedCode(decoded.code) ?? "?")")
         }
-        let mode = decoded.mode ?? 0
+        let mode = decoded.mode?.value ?? 0
         switch decoded.data {
         case .plain(let data)?:
             guard mode == 0 else { throw AnswerFormatError("v2 answer in mode \(mode) carries plain data") }
@@ -347,7 +375,14 @@ package enum AlibabaV2Format {
     /// in the others.
     package static func data(_ answers: [(String, HostAnswer)], clientAddress: IPAddress?) -> [UInt8] {
         func family(_ f: FamilyAnswer?) -> Family? {
-            f.map { Family(ips: $0.addresses.map(\.description), ttl: $0.ttl ?? 0) }
+            // A family asked for with no address says so, as the service does (`RRNotExist`).
+            f.map {
+                Family(
+                    ips: $0.addresses.map(\.description),
+                    ttl: $0.ttl ?? 0,
+                    no_ip_code: $0.addresses.isEmpty ? "RRNotExist" : nil
+                )
+            }
         }
         let data = Data(
             cip: clientAddress?.description,
@@ -361,7 +396,7 @@ package enum AlibabaV2Format {
         let payload: Payload? =
             encrypted.map { .encrypted($0) }
             ?? data.flatMap { try? JSONDecoder().decode(Data.self, from: Foundation.Data($0)) }.map { .plain($0) }
-        let body = Body(code: "success", mode: mode, data: payload)
+        let body = Body(code: "success", mode: Mode(mode), data: payload)
         return Array((try? JSONEncoder().encode(body)) ?? Foundation.Data("{}".utf8))
     }
 

@@ -62,6 +62,12 @@ package struct ServiceList: Hashable, Sendable, Codable {
 package enum ServiceListFormat {
     /// Alibaba's lists live a day (the iOS and Android SDKs refresh after 24 h).
     package static let alibabaLifetime: Duration = .seconds(24 * 3600)
+    /// A list that switches the service off is asked again after 5 minutes: the iOS SDK's rule while it
+    /// still read `service_status` (aliyun/alibabacloud-httpdns-ios-sdk before d832843, April 2024,
+    /// `HttpdnsScheduleCenter.m`: off until the next list, fetched at most every
+    /// `ABLE_TO_CONNECT_SCHEDULE_CENTER_INTERVAL`, 5 min), and the C SDK's cadence until a list is had
+    /// (`hdns_scheduler.c`). Not Android's: it stays off for good once told (`HttpDnsConfig.java`, "永久禁用").
+    package static let alibabaDisabledLifetime: Duration = .seconds(300)
     /// Tencent's `ttl` is in minutes, 1…1440; 60 when absent or out of range.
     package static let tencentDefaultMinutes = 60
 
@@ -96,7 +102,7 @@ package enum ServiceListFormat {
             ipv6: addresses(body.service_ipv6, ipv6: true),
             disabled: body.service_status == "disable",
             fetched: now,
-            lifetime: alibabaLifetime
+            lifetime: body.service_status == "disable" ? alibabaDisabledLifetime : alibabaLifetime
         )
         guard list.disabled || !list.all.isEmpty else {
             throw AnswerFormatError("scheduling answer lists no service IP")

@@ -38,6 +38,17 @@ package enum AlibabaSigning {
         return hexEncoded(Insecure.MD5.hash(data: input))
     }
 
+    /// The `s` parameter of a signed scheduling request (`/ACCOUNT/ss?…&s=&t=&n=`), as Alibaba's C SDK
+    /// signs it (alibabacloud-httpdns-c-sdk `hdns_sign.c`, `hdns_gen_sched_req_sign`): lower-case hex
+    /// MD5 of "NONCE-SECRET-TIME", the account's signing secret, `t` the time of signing (now, not an
+    /// expiry) and `n` 12 hex digits. The other SDKs send `/ss` unsigned.
+    package static func scheduleSignature(nonce: String, secret: ResolverSecret, time: Int) -> String {
+        var input = Array("\(nonce)-".utf8)
+        input += secret.bytes
+        input += Array("-\(time)".utf8)
+        return hexEncoded(Insecure.MD5.hash(data: input))
+    }
+
     /// The v2 API's version parameter, as the iOS and Android SDKs send it.
     package static let v2Version = "1.0"
 

@@ -229,7 +229,7 @@ struct ServiceCore: Sendable {
             default:
                 if let account = ServiceListFormat.alibabaAccount(path: path), account.utf8.count <= 64 {
                     try require(request, .GET)
-                    return dated(alibabaServiceList(account: account))
+                    return dated(alibabaServiceList(account: account, query))
                 }
                 if let (account, signed) = AlibabaJSONFormat.accountPath(path), account.utf8.count <= 64 {
                     try require(request, .GET)

@@ -9,7 +9,9 @@
 //                         than 24 h ahead, which the service does not accept), SignatureExpired (`t` in
 //                         the past by the server's clock), InvalidAccount (an account this server does
 //                         not know; the vendor's code for it is not public, this one is ours). A signed
-//                         query without `t` or `s` is 400 `{"code":"MissingArgument"}`. The v2 API
+//                         query without `t` or `s` is 400 `{"code":"MissingArgument"}`; an unsigned v2
+//                         query where only signed ones are taken is 403 `UnsignedInterfaceDisabled`,
+//                         the code Alibaba's Android SDK knows (it then stops retrying). The v2 API
 //                         (`/v2/d`) is answered in plain mode only (`m=0`); `m=1`/`m=2` get 400
 //                         `{"code":"UnsupportedMode"}` (ours). Its signature is checked like the
 //                         vendor's (HMAC-SHA256 keyed with the hex-decoded secret; a secret that is
@@ -219,7 +221,9 @@ extension ServiceCore {
                 return alibabaRefusal("InvalidSignature")
             }
         } else if configuration.requireAuth {
-            return alibabaRefusal("MissingArgument")
+            // The code Alibaba's Android SDK knows for it: no retry, no other server, an empty answer
+            // kept for an hour (request/HttpException.java, ERROR_MSG_UNSIGNED).
+            return alibabaRefusal("UnsignedInterfaceDisabled")
         }
         // The fields: in the clear, or inside `enc` for the encrypted modes.
         var fields = query
@@ -248,7 +252,11 @@ extension ServiceCore {
         case .answered(let given): answers = given
         case .refused(let response): return response
         }
-        let data = AlibabaV2Format.data(answers, clientAddress: request.remoteIP)
+        // `cip`: the address the answers are for, the one the request named if it named one.
+        let data = AlibabaV2Format.data(
+            answers,
+            clientAddress: fields["cip"].flatMap(IPAddress.init) ?? request.remoteIP
+        )
         let body: [UInt8]
         if let cipher {
             do {
@@ -273,13 +281,28 @@ extension ServiceCore {
         )
     }
 
-    /// Alibaba's `/ACCOUNT/ss`: the configured service addresses. Unsigned, as the vendor's iOS and
-    /// Android SDKs send it; an account this server does not know is refused like its queries, unless
-    /// the server knows no Alibaba account and answers unauthenticated forms.
-    func alibabaServiceList(account: String) -> ListenerResponse {
+    /// Alibaba's `/ACCOUNT/ss`: the configured service addresses. Unsigned, as the vendor's iOS,
+    /// Android, Go and Node SDKs send it, or signed as its C SDK signs it (`s`, `t`, `n`; see
+    /// `AlibabaSigning.scheduleSignature`): a signature that is there is checked, always, and `t` must be
+    /// within `AlibabaSigning.maximumValidity` of the server's clock. An account this server does not
+    /// know is refused like its queries, unless the server knows no Alibaba account and answers
+    /// unauthenticated forms.
+    func alibabaServiceList(account: String, _ query: [String: String]) -> ListenerResponse {
         let accounts = configuration.accounts
         if accounts.alibaba[account] == nil, !accounts.alibaba.isEmpty || configuration.requireAuth {
             return alibabaRefusal("InvalidAccount")
+        }
+        if let s = query["s"] {
+            guard let secret = accounts.alibaba[account] else { return alibabaRefusal("InvalidAccount") }
+            guard let time = query["t"].flatMap({ Int($0) }), let nonce = query["n"] else {
+                return alibabaRefusal("MissingArgument", status: .badRequest)
+            }
+            let now = configuration.unixTime()
+            if time < now - AlibabaSigning.maximumValidity { return alibabaRefusal("SignatureExpired") }
+            let expected = AlibabaSigning.scheduleSignature(nonce: nonce, secret: secret, time: time)
+            guard time <= now + AlibabaSigning.maximumValidity,
+                constantTimeEqual(Array(s.lowercased().utf8), Array(expected.utf8))
+            else { return alibabaRefusal("InvalidSignature") }
         }
         let addresses = configuration.serviceAddresses
         guard !addresses.isEmpty else { return noServiceList }
@@ -292,21 +315,27 @@ extension ServiceCore {
         )
     }
 
-    /// DNSPod's `/conf?id=ID&alg=aes|des` (the text encrypted with the account's key) or `?id=ID&token=`.
-    /// Refusals are an empty 200, as for `/d`.
+    /// DNSPod's `/conf?id=ID&alg=aes|des` (the text encrypted with the account's key), or `?token=T`
+    /// with or without `id`: DNSPod's Android and iOS SDKs send the token alone over HTTPS
+    /// (httpdns-sdk-android `ConfigFromServer.java`, httpdns-sdk-ios `MSDKDnsManager.m`), so without an
+    /// `id` any account's token is accepted. Refusals are an empty 200, as for `/d`.
     func dnspodServiceList(_ query: [String: String]) -> ListenerResponse {
         let refused = ListenerResponse(body: [UInt8]())
-        guard let id = query["id"], !id.isEmpty else { return refused }
+        let id = query["id"].flatMap { $0.isEmpty ? nil : $0 }
+        guard id != nil || query["token"] != nil else { return refused }
         let addresses = configuration.serviceAddresses
         guard !addresses.isEmpty else { return noServiceList }
         let text = ServiceListFormat.formatTencent(addresses, minutes: configuration.serviceListMinutes)
         let accounts = configuration.accounts
         if let token = query["token"] {
-            guard let expected = accounts.dnspodTokens[id], constantTimeEqual(Array(token.utf8), expected.bytes) else {
+            let candidates =
+                id.map { accounts.dnspodTokens[$0].map { [$0] } ?? [] } ?? Array(accounts.dnspodTokens.values)
+            guard candidates.contains(where: { constantTimeEqual(Array(token.utf8), $0.bytes) }) else {
                 return refused
             }
             return ListenerResponse(body: Array(text.utf8))
         }
+        guard let id else { return refused }
         let algorithm = DNSPodCipher.Algorithm(rawValue: query["alg"]?.lowercased() ?? "des")
         guard let algorithm, let cipher = accounts.dnspodKeys[id], cipher.algorithm == algorithm else {
             return refused

@@ -22,6 +22,8 @@ import Testing
         #expect(list.lifetime == .seconds(86400))
         let off = try ServiceListFormat.parseAlibaba(Array(#"{"service_status":"disable"}"#.utf8), now: t0)
         #expect(off.disabled && off.all.isEmpty)
+        // Switched off, the scheduler is asked again after 5 minutes (the iOS SDK's rule), not a day.
+        #expect(off.lifetime == .seconds(300))
         for bad in [#"{"service_ip":[]}"#, "[]", "<html>", #"{"service_ip":"1.2.3.4"}"#] {
             #expect(throws: AnswerFormatError.self, "\(bad)") {
                 try ServiceListFormat.parseAlibaba(Array(bad.utf8), now: t0)
