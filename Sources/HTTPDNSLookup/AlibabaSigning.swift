@@ -42,11 +42,9 @@ package enum AlibabaSigning {
     /// signs it (alibabacloud-httpdns-c-sdk `hdns_sign.c`, `hdns_gen_sched_req_sign`): lower-case hex
     /// MD5 of "NONCE-SECRET-TIME", the account's signing secret, `t` the time of signing (now, not an
     /// expiry) and `n` 12 hex digits. The other SDKs send `/ss` unsigned.
+    /// The same MD5 as `signature(host:secret:expiry:)`, with the nonce where the name goes.
     package static func scheduleSignature(nonce: String, secret: ResolverSecret, time: Int) -> String {
-        var input = Array("\(nonce)-".utf8)
-        input += secret.bytes
-        input += Array("-\(time)".utf8)
-        return hexEncoded(Insecure.MD5.hash(data: input))
+        signature(host: nonce, secret: secret, expiry: time)
     }
 
     /// The v2 API's version parameter, as the iOS and Android SDKs send it.

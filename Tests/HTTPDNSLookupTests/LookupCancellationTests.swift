@@ -168,6 +168,42 @@ final class HeldProvider: DNSProvider {
     }
 }
 
+/// Answers every question after one yield, so that callers pile up on shared queries.
+final class YieldingProvider: DNSProvider {
+    let name = "yielding"
+    func resolve(_ name: String, family: AddressFamily, deadline: NIODeadline) async throws -> FamilyAnswer {
+        await Task.yield()
+        return FamilyAnswer(addresses: [IPAddress(family == .ipv4 ? "203.119.0.7" : "2400:3200::1")!], ttl: 1)
+    }
+}
+
+@Suite struct SharedQueryWaiterTests {
+    /// Many callers on few names, some with deadlines that pass at once and some with long ones, the
+    /// cache emptied each round: every caller without a deadline gets its answer, none waits forever (a
+    /// caller the query forgot to resume would hang here until the time limit).
+    @Test(.timeLimit(.minutes(1))) func everyCallerOfASharedQueryIsResumed() async throws {
+        let resolver = makeResolver([YieldingProvider()]) { $0.fallbackToLocalDNS = false }
+        for _ in 0..<100 {
+            resolver.clearCache()
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for i in 0..<40 {
+                    let name = "n\(i % 5).example.com"
+                    group.addTask {
+                        if i % 3 == 0 {
+                            let deadline = NIODeadline.now() + (i % 2 == 0 ? .milliseconds(1) : .seconds(30))
+                            _ = try? await resolver.addresses(for: name, deadline: deadline)
+                        } else {
+                            let resolution = try await resolver.resolve(name)
+                            #expect(resolution.ipv4 == [IPAddress("203.119.0.7")!])
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+        }
+    }
+}
+
 @Suite struct Do53SocketFailureTests {
     /// A UDP socket that cannot be set up (here: connect(2) refuses a broadcast address without
     /// SO_BROADCAST, EACCES; in production EMFILE, ENFILE or ENOBUFS) is a failed lookup. The promise
