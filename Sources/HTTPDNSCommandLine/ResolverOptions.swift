@@ -318,6 +318,15 @@ package struct ResolverOptions: ParsableArguments {
         return logger
     }
 
+    /// Before a one-shot command's first lookup: with `--service-list`, each provider's list is fetched
+    /// now when none is saved beside `--cache-file` or the saved one is due, as the vendors' SDKs fetch
+    /// theirs at start, so even a run without a cache file uses the service's addresses. A
+    /// long-running command (proxy) leaves it to the background fetch its first query starts.
+    package func fetchServiceLists(_ httpdns: HTTPDNS) async {
+        guard serviceList else { return }
+        await httpdns.resolver.refreshServiceLists()
+    }
+
     /// The `HTTPDNS` these options describe, made through the front door as an app makes it: the
     /// resolver, the engine that reaches the resolvers and the engine for the command's own requests.
     /// `watch`: follow the operating system's network-change notices (long-running commands). `tweak`

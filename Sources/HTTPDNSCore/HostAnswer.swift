@@ -43,6 +43,11 @@ package struct HostAnswer: Hashable, Sendable {
 
     package var allAddresses: [IPAddress] { (ipv4?.addresses ?? []) + (ipv6?.addresses ?? []) }
 
+    /// The answer for one family, if it was asked.
+    package subscript(family: AddressFamily) -> FamilyAnswer? {
+        family == .ipv4 ? ipv4 : ipv6
+    }
+
     /// The same answer with `clientAddress` recorded on each family given.
     package func seenFrom(_ clientAddress: IPAddress?) -> HostAnswer {
         guard let clientAddress else { return self }
@@ -68,4 +73,9 @@ package struct AnswerFormatError: Error, Hashable, Sendable, CustomStringConvert
     package var reason: String
     package init(_ reason: String) { self.reason = reason }
     package var description: String { reason }
+}
+
+extension AddressFamily {
+    /// The query for this family alone.
+    package var query: AddressQuery { self == .ipv4 ? .ipv4 : .ipv6 }
 }

@@ -44,6 +44,11 @@ package enum AlibabaJSONFormat {
         return (String(parts[1]), parts[2] == "sign_resolve")
     }
 
+    /// The batch path for an account's unsigned path: `/ACCOUNT/d` becomes `/ACCOUNT/resolve`.
+    package static func batchPath(for path: String) -> String? {
+        accountPath(path).flatMap { $0.signed ? nil : "/\($0.account)/resolve" }
+    }
+
     /// The signed batch path for an account's path: `/ACCOUNT/d` becomes `/ACCOUNT/sign_resolve`.
     package static func signedBatchPath(for path: String) -> String? {
         accountPath(path).map { "/\($0.account)/sign_resolve" }

@@ -21,9 +21,13 @@
 //                     `MSDKDnsManager.m`). A failed fetch is tried again after 5 min; when every service
 //                     IP has failed the SDK fetches again (iOS `switchDnsServer`).
 // What we take from both: IPv4 and IPv6 lists, used in the order given, starting from the one that last
-// answered; the bootstrap addresses after them as the last resort. Per-IP ports (`service_ip_port`)
-// are not used: every service address is reached on the endpoint's own port, as the Tencent list
-// (which has no ports) and the vendors' documented services do.
+// answered; the bootstrap addresses after them as the last resort. Alibaba's per-address ports
+// (`service_ip_port`, `service_ipv6_port`) are read as its Android SDK reads them, the only SDK that does
+// (`config/ServerConfig.java` `getPort()`: port i goes with address i; `utils/CommonUtil.java`
+// `getPort`: a missing or non-positive one means the scheme's default): port i belongs to address i, and
+// an address without a valid port (1…65535) is reached on the endpoint's own port, which is the scheme's
+// default for the vendor's endpoints. The iOS, C, Go and Node SDKs read only the addresses. The
+// Tencent list has no ports.
 
 import Foundation
 
@@ -38,21 +42,37 @@ package struct ServiceList: Hashable, Sendable, Codable {
     package var fetched: Timestamp
     /// How long it is good for before the next fetch.
     package var lifetime: Duration
+    /// The port of each address that has its own (Alibaba's `service_ip_port`), by the address's text;
+    /// the others are reached on the endpoint's port. Optional so lists saved before it still load.
+    package var ports: [String: Int]?
 
-    /// Each address is kept once, at its first place.
-    package init(ipv4: [IPAddress], ipv6: [IPAddress], disabled: Bool = false, fetched: Timestamp, lifetime: Duration) {
+    /// Each address is kept once, at its first place (with the port it had there).
+    package init(
+        ipv4: [IPAddress],
+        ipv6: [IPAddress],
+        ports: [IPAddress: Int] = [:],
+        disabled: Bool = false,
+        fetched: Timestamp,
+        lifetime: Duration
+    ) {
         func unique(_ list: [IPAddress]) -> [IPAddress] {
             var seen: Set<IPAddress> = []
             return list.filter { seen.insert($0).inserted }
         }
         self.ipv4 = unique(ipv4)
         self.ipv6 = unique(ipv6)
+        let valid = ports.filter { (1...65535).contains($0.value) }
+        self.ports =
+            valid.isEmpty ? nil : Dictionary(uniqueKeysWithValues: valid.map { ($0.key.description, $0.value) })
         self.disabled = disabled
         self.fetched = fetched
         self.lifetime = lifetime
     }
 
     package var all: [IPAddress] { ipv4 + ipv6 }
+
+    /// The port `address` is reached on, when the list gave it one.
+    package func port(of address: IPAddress) -> Int? { ports?[address.description] }
 
     /// At most this many addresses per family are kept from an answer (the vendors list a handful).
     package static let maximumPerFamily = 16
@@ -89,6 +109,8 @@ package enum ServiceListFormat {
         struct Body: Decodable {
             var service_ip: [String]?
             var service_ipv6: [String]?
+            var service_ip_port: [Int]?
+            var service_ipv6_port: [Int]?
             var service_status: String?
         }
         let body: Body
@@ -97,9 +119,15 @@ package enum ServiceListFormat {
         } catch {
             throw AnswerFormatError("scheduling answer is not the expected {\"service_ip\",\"service_ipv6\"} object")
         }
+        let ipv4 = addresses(body.service_ip, ports: body.service_ip_port, ipv6: false)
+        let ipv6 = addresses(body.service_ipv6, ports: body.service_ipv6_port, ipv6: true)
+        // The first port an address had, if it is listed twice (the list keeps its first place).
+        var ports: [IPAddress: Int] = [:]
+        for (address, port) in ipv4 + ipv6 where ports[address] == nil { ports[address] = port }
         let list = ServiceList(
-            ipv4: addresses(body.service_ip, ipv6: false),
-            ipv6: addresses(body.service_ipv6, ipv6: true),
+            ipv4: ipv4.map(\.address),
+            ipv6: ipv6.map(\.address),
+            ports: ports,
             disabled: body.service_status == "disable",
             fetched: now,
             lifetime: body.service_status == "disable" ? alibabaDisabledLifetime : alibabaLifetime
@@ -110,11 +138,18 @@ package enum ServiceListFormat {
         return list
     }
 
-    /// An Alibaba `ss` answer for `list` (the server's side).
-    package static func formatAlibaba(ipv4: [IPAddress], ipv6: [IPAddress]) -> [UInt8] {
+    /// An Alibaba `ss` answer for `list` (the server's side); `ports`, when given, as
+    /// `service_ip_port` / `service_ipv6_port` in the addresses' order (0 for an address without one).
+    package static func formatAlibaba(ipv4: [IPAddress], ipv6: [IPAddress], ports: [IPAddress: Int] = [:]) -> [UInt8] {
         let v4 = ipv4.map { "\"\($0)\"" }.joined(separator: ",")
         let v6 = ipv6.map { "\"\($0)\"" }.joined(separator: ",")
-        return Array("{\"service_ip\":[\(v4)],\"service_ipv6\":[\(v6)],\"service_status\":\"enable\"}".utf8)
+        var text = "{\"service_ip\":[\(v4)],\"service_ipv6\":[\(v6)]"
+        if !ports.isEmpty {
+            let v4Ports = ipv4.map { "\(ports[$0] ?? 0)" }.joined(separator: ",")
+            let v6Ports = ipv6.map { "\(ports[$0] ?? 0)" }.joined(separator: ",")
+            text += ",\"service_ip_port\":[\(v4Ports)],\"service_ipv6_port\":[\(v6Ports)]"
+        }
+        return Array((text + ",\"service_status\":\"enable\"}").utf8)
     }
 
     /// Reads a Tencent `/conf` text (already decrypted): `log:1|domain:0|ip:A;B|ttl:60`. Fields other
@@ -151,10 +186,15 @@ package enum ServiceListFormat {
         "log:0|domain:0|ip:\(ips.map(\.description).joined(separator: ";"))|ttl:\(minutes)"
     }
 
-    private static func addresses(_ texts: [String]?, ipv6: Bool) -> [IPAddress] {
-        Array(
-            (texts ?? []).compactMap(IPAddress.init).filter { $0.isIPv6 == ipv6 }.prefix(ServiceList.maximumPerFamily)
-        )
+    /// The addresses of one family with their ports: the port at an address's index in the raw lists
+    /// (paired before bad entries are dropped, as the Android SDK indexes them).
+    private static func addresses(_ texts: [String]?, ports: [Int]?, ipv6: Bool) -> [(address: IPAddress, port: Int)] {
+        let ports = ports ?? []
+        let paired = (texts ?? []).enumerated().compactMap { i, text -> (address: IPAddress, port: Int)? in
+            guard let address = IPAddress(text), address.isIPv6 == ipv6 else { return nil }
+            return (address, i < ports.count ? ports[i] : 0)
+        }
+        return Array(paired.prefix(ServiceList.maximumPerFamily))
     }
 }
 
@@ -199,6 +239,12 @@ package struct ServiceRouteState: Hashable, Sendable {
         // Once each (a list read from disk was never checked for repeats), the bootstrap ones last.
         var seen: Set<IPAddress> = []
         return (order + bootstrap).filter { seen.insert($0).inserted }
+    }
+
+    /// The port the list gives `address` (nil: the endpoint's own; always for bootstrap addresses).
+    package func port(of address: IPAddress) -> Int? {
+        guard let list, !list.disabled, list.all.contains(address) else { return nil }
+        return list.port(of: address)
     }
 
     /// True when the scheduler switched the service off.
@@ -256,7 +302,8 @@ package struct ServiceRouteState: Hashable, Sendable {
 /// Turns on the vendors' service-IP lists for the resolvers that have one: Alibaba Cloud EMAS account
 /// endpoints (`/ACCOUNT/d`, `/v2/d?id=`) and Tencent DNSPod endpoints with credentials. The endpoint's
 /// own address (or its bootstrap addresses) is where the list is asked for and the last resort; queries
-/// go to the listed addresses, on the endpoint's port, with the endpoint's name for TLS and Host.
+/// go to the listed addresses, on the port the list gives an address (Alibaba's `service_ip_port`) or
+/// else the endpoint's, with the endpoint's name for TLS and Host.
 /// Off by default: a self-hosted endpoint may have no scheduling API, and asking it costs a request.
 public struct ServiceListSettings: Hashable, Sendable {
     /// Sent as Alibaba's `region=`. `global` (the default) lets the service choose by proximity, which is

@@ -17,9 +17,12 @@ package protocol DNSProvider: Sendable {
     /// The device moved to another network: forget what was learnt about the service on the old one
     /// (its clock's offset). The default does nothing.
     func networkChanged()
-    /// Resolves several names at once. The default asks for each concurrently.
-    func resolveBatch(_ names: [String], family: AddressFamily, deadline: NIODeadline) async throws -> [String:
-        FamilyAnswer]
+    /// Resolves several names at once, for the families `query` asks: a provider whose API takes both
+    /// in one request (DNSPod's `type=addrs`, Alibaba's `4,6`) asks once. Answers are keyed by the
+    /// normalized name; a name left out got no answer. The default asks for each name and family
+    /// concurrently.
+    func resolveBatch(_ names: [String], query: AddressQuery, deadline: NIODeadline) async throws -> [String:
+        HostAnswer]
 }
 
 extension DNSProvider {
@@ -27,15 +30,25 @@ extension DNSProvider {
 
     package func networkChanged() {}
 
-    package func resolveBatch(_ names: [String], family: AddressFamily, deadline: NIODeadline) async throws -> [String:
-        FamilyAnswer]
+    package func resolveBatch(_ names: [String], query: AddressQuery, deadline: NIODeadline) async throws -> [String:
+        HostAnswer]
     {
-        try await withThrowingTaskGroup(of: (String, FamilyAnswer?).self) { group in
+        let families = AddressFamily.allCases.filter { $0 == .ipv4 ? query.wantsIPv4 : query.wantsIPv6 }
+        return await withTaskGroup(of: (String, AddressFamily, FamilyAnswer?).self) { group in
             for name in names {
-                group.addTask { (name, try? await self.resolve(name, family: family, deadline: deadline)) }
+                for family in families {
+                    group.addTask { (name, family, try? await self.resolve(name, family: family, deadline: deadline)) }
+                }
             }
-            var out: [String: FamilyAnswer] = [:]
-            for try await (name, answer) in group { if let answer { out[name] = answer } }
+            var out: [String: HostAnswer] = [:]
+            for await (name, family, answer) in group {
+                guard let answer else { continue }
+                if family == .ipv4 {
+                    out[normalizeHostname(name), default: HostAnswer()].ipv4 = answer
+                } else {
+                    out[normalizeHostname(name), default: HostAnswer()].ipv6 = answer
+                }
+            }
             return out
         }
     }

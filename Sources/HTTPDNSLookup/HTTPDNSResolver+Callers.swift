@@ -105,10 +105,22 @@ extension HTTPDNSResolver {
         _ query: AddressQuery? = nil
     ) async -> [String: Result<Resolution, ResolverError>] {
         let uncached = Set(hosts).filter { cached($0, query ?? path.query) == nil }
-        if uncached.count > 1 { await resolveInBatches(uncached.sorted(), query) }
+        let batched = uncached.count > 1 ? await resolveInBatches(uncached.sorted(), query).answered : [:]
         return await withTaskGroup(of: (String, Result<Resolution, ResolverError>).self) { group in
             for host in Set(hosts) {
-                group.addTask { (host, await self.result(host, query)) }
+                group.addTask {
+                    var result = await self.result(host, query)
+                    // A name the batch answered in this call is the provider's answer, not a cache hit,
+                    // and took the batch's time.
+                    if case .success(var resolution) = result, case .cache(let provider) = resolution.source,
+                        let elapsed = (try? validatedHostname(host)).flatMap({ batched[$0] })
+                    {
+                        resolution.source = .httpdns(provider)
+                        resolution.elapsed += elapsed
+                        result = .success(resolution)
+                    }
+                    return (host, result)
+                }
             }
             var results: [String: Result<Resolution, ResolverError>] = [:]
             for await (host, result) in group { results[host] = result }

@@ -357,7 +357,7 @@ public final class HTTPDNSResolver: Sendable {
     /// Resolves many names ahead of use (e.g. at app start), batching where the first provider can.
     /// Failures are logged, not thrown.
     package func preResolve(_ hosts: [String], _ query: AddressQuery? = nil) async {
-        let names = await resolveInBatches(hosts, query)
+        let names = await resolveInBatches(hosts, query).considered
         await withTaskGroup(of: Void.self) { group in
             for name in names {
                 group.addTask { _ = try? await self.resolve(name, query) }
@@ -366,39 +366,48 @@ public final class HTTPDNSResolver: Sendable {
     }
 
     /// Asks the first provider for `hosts` (those HTTPDNS serves) in batches, when it takes several
-    /// names per query, and caches the answers; failures are logged. Returns the names it considered.
+    /// names per query: one request per batch, for every family `query` asks where the provider's API
+    /// allows. The answers are cached; failures are logged. Returns the names it considered, and how
+    /// long the request took for each name a batch answered in full.
     @discardableResult
-    func resolveInBatches(_ hosts: [String], _ query: AddressQuery? = nil) async -> [String] {
+    func resolveInBatches(_ hosts: [String], _ query: AddressQuery? = nil) async -> (
+        considered: [String], answered: [String: Duration]
+    ) {
         let query = query ?? path.query
         let names = hosts.compactMap { try? validatedHostname($0) }.filter {
             if case .httpdns = configuration.policy.route(for: $0) { return true }
             return false
         }
-        guard !names.isEmpty, let first = providers.first, first.maximumBatch > 1 else { return names }
+        guard !names.isEmpty, let first = providers.first, first.maximumBatch > 1 else { return (names, [:]) }
         let families = AddressFamily.allCases.filter { $0 == .ipv4 ? query.wantsIPv4 : query.wantsIPv6 }
         let deadline = NIODeadline.now() + TimeAmount(configuration.timeout)
         fetchServiceListIfDue(0)
-        for family in families {
-            for chunk in stride(from: 0, to: names.count, by: first.maximumBatch).map({
-                Array(names[$0..<min($0 + first.maximumBatch, names.count)])
-            }) {
-                do {
-                    state.withLockedValue { $0.statistics.upstreamQueries += 1 }
-                    metrics.upstreamQueries[0].increment()
-                    let answers = try await first.resolveBatch(chunk, family: family, deadline: deadline)
-                    for (name, answer) in answers {
-                        store(name: name, family: family, answer: answer, source: first.name)
+        var answered: [String: Duration] = [:]
+        for chunk in stride(from: 0, to: names.count, by: first.maximumBatch).map({
+            Array(names[$0..<min($0 + first.maximumBatch, names.count)])
+        }) {
+            let started = ContinuousClock.now
+            do {
+                state.withLockedValue { $0.statistics.upstreamQueries += 1 }
+                metrics.upstreamQueries[0].increment()
+                let answers = try await first.resolveBatch(chunk, query: query, deadline: deadline)
+                let elapsed = ContinuousClock.now - started
+                for (name, answer) in answers {
+                    for family in families {
+                        guard let part = answer[family] else { continue }
+                        store(name: name, family: family, answer: part, source: first.name)
                     }
-                } catch {
-                    metrics.upstreamFailures[0].increment()
-                    logger.debug(
-                        "batch pre-resolve failed",
-                        metadata: ["provider": "\(first.name)", "error": "\(error)"]
-                    )
+                    if families.allSatisfy({ answer[$0] != nil }) { answered[name] = elapsed }
                 }
+            } catch {
+                metrics.upstreamFailures[0].increment()
+                logger.debug(
+                    "batch pre-resolve failed",
+                    metadata: ["provider": "\(first.name)", "error": "\(error)"]
+                )
             }
         }
-        return names
+        return (names, answered)
     }
 }
 

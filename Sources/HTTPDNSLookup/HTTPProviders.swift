@@ -79,22 +79,59 @@ struct EndpointClient: Sendable {
         }
         var headers = HTTPHeaders([("accept", accept)])
         if let contentType { headers.add(name: "content-type", value: contentType) }
-        var request = HTTPEngineRequest(
-            method: method,
-            url: HTTPURL(
-                scheme: endpoint.scheme,
-                host: endpoint.host,
-                port: endpoint.port,
-                target: endpoint.target(adding: parameters, path: path)
-            ),
-            headers: headers,
-            body: body.map { .bytes($0) }
-        )
-        let remaining = deadline - .now()
-        guard remaining > .zero else { throw ProviderError("no time left for the query") }
-        request.timeout = Duration(remaining)
+        // The service list's addresses, grouped by port (usually one group on the endpoint's port), or the
+        // endpoint's own; a group none of whose addresses connects passes on to the next.
+        let attempts: [(port: Int, addresses: ResolvedAddresses?)] =
+            routes?.attempts(defaultPort: endpoint.port).map { ($0.port, $0.addresses) } ?? [(endpoint.port, addresses)]
+        for (index, attempt) in attempts.enumerated() {
+            var request = HTTPEngineRequest(
+                method: method,
+                url: HTTPURL(
+                    scheme: endpoint.scheme,
+                    host: endpoint.host,
+                    port: attempt.port,
+                    target: endpoint.target(adding: parameters, path: path)
+                ),
+                headers: headers,
+                body: body.map { .bytes($0) }
+            )
+            let remaining = deadline - .now()
+            guard remaining > .zero else { throw ProviderError("no time left for the query") }
+            request.timeout = Duration(remaining)
+            do {
+                return try await exchange(
+                    request,
+                    attempt.addresses,
+                    refusalCode: refusalCode,
+                    redacting: secret,
+                    clock: clock,
+                    maxBytes: maxBytes
+                )
+            } catch let error as ProviderError
+                where index < attempts.count - 1 && (error.underlying as? HTTPEngineError).map(Self.unreachable) == true
+            {
+                continue
+            }
+        }
+        throw ProviderError("has no address to send to")
+    }
+
+    /// An engine error that says no address of the attempt could be reached.
+    static func unreachable(_ error: HTTPEngineError) -> Bool {
+        [.connectFailed, .connectTimeout, .noAddresses].contains(error.code)
+    }
+
+    /// One request to `addresses`, its answer's body.
+    private func exchange(
+        _ request: HTTPEngineRequest,
+        _ addresses: ResolvedAddresses?,
+        refusalCode: (@Sendable ([UInt8]) -> String?)?,
+        redacting secret: ResolverSecret?,
+        clock: ServiceClock?,
+        maxBytes: Int
+    ) async throws -> [UInt8] {
         do {
-            let response = try await engine.execute(request, addresses: routes?.addresses ?? addresses)
+            let response = try await engine.execute(request, addresses: addresses)
             routes?.answered(from: response.metrics.ip)
             if let clock, let date = response.headers.first(name: "date") { clock.learn(dateHeader: date) }
             let body = try await response.body.collect(upTo: maxBytes)
@@ -111,7 +148,7 @@ struct EndpointClient: Sendable {
             }
             return Array(body.readableBytesView)
         } catch let error as HTTPEngineError {
-            if [.connectFailed, .connectTimeout, .noAddresses].contains(error.code) { routes?.unreachable() }
+            if Self.unreachable(error) { routes?.unreachable() }
             throw ProviderError(error.description, underlying: error)
         }
     }
@@ -245,17 +282,17 @@ package struct DNSPodProvider: DNSProvider {
     }
 
     package func resolve(_ name: String, family: AddressFamily, deadline: NIODeadline) async throws -> FamilyAnswer {
-        let answers = try await resolveBatch([name], family: family, deadline: deadline)
-        guard let answer = answers[normalizeHostname(name)] else {
+        let answers = try await resolveBatch([name], query: family.query, deadline: deadline)
+        guard let answer = answers[normalizeHostname(name)]?[family] else {
             throw ProviderError("gave no line for \(name)")
         }
         return answer
     }
 
-    package func resolveBatch(_ names: [String], family: AddressFamily, deadline: NIODeadline) async throws -> [String:
-        FamilyAnswer]
+    /// One request for up to 8 names, both families with `type=addrs` (DNSPod's Android and iOS SDKs).
+    package func resolveBatch(_ names: [String], query: AddressQuery, deadline: NIODeadline) async throws -> [String:
+        HostAnswer]
     {
-        let query: AddressQuery = family == .ipv4 ? .ipv4 : .ipv6
         let body = try await client.send(
             parameters(names, query: query),
             accept: "text/plain",
@@ -263,13 +300,11 @@ package struct DNSPodProvider: DNSProvider {
             maxBytes: 256 * 1024,
             redacting: auth?.token
         )
-        let parsed: [String: HostAnswer]
         do {
-            parsed = try DNSPodFormat.parse(try text(of: body), names: names, query: query)
+            return try DNSPodFormat.parse(try text(of: body), names: names, query: query)
         } catch let error as AnswerFormatError {
             throw ProviderError("\(error)")
         }
-        return parsed.compactMapValues { family == .ipv4 ? $0.ipv4 : $0.ipv6 }
     }
 
     /// The query's parameters, in the order the vendor's iOS SDK sends them.
@@ -317,8 +352,8 @@ package struct DNSPodProvider: DNSProvider {
 /// speaks Alibaba Cloud's newer API in plain mode, signed when given a secret (see AlibabaSigning).
 package struct AlibabaJSONProvider: DNSProvider {
     enum Form {
-        /// `/resolve` or `/ACCOUNT/d`, as given.
-        case unsigned
+        /// `/resolve` or `/ACCOUNT/d`, as given; several names go to `/ACCOUNT/resolve` (nil: no batch).
+        case unsigned(batchPath: String?)
         /// `/ACCOUNT/sign_d` with the MD5 signature; several names go to `/ACCOUNT/sign_resolve`.
         case signD(path: String, batchPath: String, secret: ResolverSecret)
         /// `/v2/d`, HMAC-SHA256-signed when `key` is given, its names and answer encrypted with `cipher`
@@ -334,12 +369,12 @@ package struct AlibabaJSONProvider: DNSProvider {
     let clock: ServiceClock
     package var name: String { client.name("json") }
 
-    /// v2 and `sign_resolve` take up to 5 names in one query, as the vendor's SDKs send them.
+    /// v2, `resolve` and `sign_resolve` take up to 5 names in one query, as the vendor's SDKs send them.
     package var maximumBatch: Int {
         switch form {
         case .v2: return AlibabaV2Format.maximumBatch
-        case .signD: return AlibabaJSONFormat.maximumBatch
-        case .unsigned: return 1
+        case .signD, .unsigned(batchPath: _?): return AlibabaJSONFormat.maximumBatch
+        case .unsigned(batchPath: nil): return 1
         }
     }
 
@@ -370,35 +405,36 @@ package struct AlibabaJSONProvider: DNSProvider {
         {
             form = .signD(path: signed, batchPath: batch, secret: secret)
         } else {
-            form = .unsigned
+            form = .unsigned(batchPath: AlibabaJSONFormat.batchPath(for: endpoint.path))
         }
     }
 
     package func resolve(_ name: String, family: AddressFamily, deadline: NIODeadline) async throws -> FamilyAnswer {
-        let answers = try await resolveBatch([name], family: family, deadline: deadline)
-        return answers[normalizeHostname(name)] ?? .empty
+        let answers = try await resolveBatch([name], query: family.query, deadline: deadline)
+        return answers[normalizeHostname(name)]?[family] ?? .empty
     }
 
-    package func resolveBatch(_ names: [String], family: AddressFamily, deadline: NIODeadline) async throws -> [String:
-        FamilyAnswer]
+    /// One request for up to 5 names and both families: `q=4,6` on v2, `query=4,6` on the v1 forms, as
+    /// the vendor's C SDK and older Android SDK send it (`hdns_resolver.c`, `InterpretHostHelper.java`).
+    package func resolveBatch(_ names: [String], query: AddressQuery, deadline: NIODeadline) async throws -> [String:
+        HostAnswer]
     {
         let offset = clock.currentOffset
         do {
-            return try await resolveOnce(names, family: family, deadline: deadline)
+            return try await resolveOnce(names, query: query, deadline: deadline)
         } catch let error as ProviderError
             where ["SignatureExpired", "InvalidSignature"].contains(error.vendorCode) && clock.currentOffset != offset
         {
             // Refused for its time, and the refusal's Date says our clock is off: once more, on the
             // service's time. (Unsigned forms carry no time: their refusals are never for it.)
-            return try await resolveOnce(names, family: family, deadline: deadline)
+            return try await resolveOnce(names, query: query, deadline: deadline)
         }
     }
 
-    /// One query for `names` (one, except on v2).
-    private func resolveOnce(_ names: [String], family: AddressFamily, deadline: NIODeadline) async throws
-        -> [String: FamilyAnswer]
+    /// One query for `names`.
+    private func resolveOnce(_ names: [String], query: AddressQuery, deadline: NIODeadline) async throws
+        -> [String: HostAnswer]
     {
-        let query: AddressQuery = family == .ipv4 ? .ipv4 : .ipv6
         let types = AlibabaJSONFormat.queryParameter(for: query)
         let name = names.joined(separator: ",")
         var parameters: [(String, String)]
@@ -408,8 +444,9 @@ package struct AlibabaJSONProvider: DNSProvider {
         let ip = clientSubnet.map { [("ip", $0.address.description)] } ?? []
         let cip = clientSubnet.map { [("cip", $0.address.description)] } ?? []
         switch form {
-        case .unsigned:
+        case .unsigned(let batchPath):
             parameters = [("host", name), ("query", types)] + ip
+            if names.count > 1 { path = batchPath }
         case .signD(let signedPath, let batchPath, let secret):
             // Several names: `sign_resolve`, signed over the comma-joined list as sent (the Go and C SDKs).
             let expiry = clock.now() + AlibabaSigning.validity
@@ -463,7 +500,7 @@ package struct AlibabaJSONProvider: DNSProvider {
             } else {
                 answers = [normalizeHostname(name): try AlibabaJSONFormat.parse(body, query: query, host: name)]
             }
-            return answers.compactMapValues { (family == .ipv4 ? $0.ipv4 : $0.ipv6) ?? .empty }
+            return answers
         } catch let error as AnswerFormatError {
             throw ProviderError("\(error)")
         }

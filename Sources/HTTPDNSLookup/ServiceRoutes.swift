@@ -25,16 +25,28 @@ package final class ServiceRoutes: Sendable {
         state.withLockedValue { $0.fetched(list) }
     }
 
-    /// Where to send the next request, in order.
-    var addresses: ResolvedAddresses {
-        let order = state.withLockedValue { $0.addresses }
-        var addresses = ResolvedAddresses(
-            ipv4: order.filter { !$0.isIPv6 },
-            ipv6: order.filter(\.isIPv6),
-            source: .serviceList
-        )
-        addresses.ordered = true
-        return addresses
+    /// Where to send the next request, in order: runs of addresses on one port, each tried as one
+    /// connect race (`defaultPort`, the endpoint's, for an address the list gives no port). Without
+    /// per-address ports that is one run.
+    func attempts(defaultPort: Int) -> [(port: Int, addresses: ResolvedAddresses)] {
+        let ordered = state.withLockedValue { state in state.addresses.map { ($0, state.port(of: $0) ?? defaultPort) } }
+        var runs: [(port: Int, addresses: [IPAddress])] = []
+        for (address, port) in ordered {
+            if runs.last?.port == port {
+                runs[runs.count - 1].addresses.append(address)
+            } else {
+                runs.append((port, [address]))
+            }
+        }
+        return runs.map { run in
+            var addresses = ResolvedAddresses(
+                ipv4: run.addresses.filter { !$0.isIPv6 },
+                ipv6: run.addresses.filter(\.isIPv6),
+                source: .serviceList
+            )
+            addresses.ordered = true
+            return (run.port, addresses)
+        }
     }
 
     var disabled: Bool { state.withLockedValue { $0.disabled } }

@@ -15,7 +15,8 @@
 //                         (`/v2/d`) is answered in plain mode only (`m=0`); `m=1`/`m=2` get 400
 //                         `{"code":"UnsupportedMode"}` (ours). Its signature is checked like the
 //                         vendor's (HMAC-SHA256 keyed with the hex-decoded secret; a secret that is
-//                         not hex cannot sign v2 queries, so they are InvalidSignature).
+//                         not hex cannot sign v2 queries, so they are InvalidSignature). An account may have
+//                         several secrets (a v1 MD5 secret and a v2 hex one): any of them signs.
 // Signatures and tokens are compared in constant time. `requireAuth` refuses the unauthenticated forms
 // with 403 and a text saying which forms are accepted.
 
@@ -30,8 +31,11 @@ package struct VendorAccounts: Sendable {
     package var dnspodKeys: [String: DNSPodCipher] = [:]
     /// DNSPod enterprise accounts with an HTTPS token, by account id.
     package var dnspodTokens: [String: ResolverSecret] = [:]
-    /// Alibaba Cloud EMAS accounts and their signing secrets, by account id.
-    package var alibaba: [String: ResolverSecret] = [:]
+    /// Alibaba Cloud EMAS accounts and their signing secrets, by account id. An account may have
+    /// several: a query is taken when it is signed with any of them. The vendor's SDKs sign v1 (MD5) and v2
+    /// (HMAC-SHA256, hex-decoded key) with one `secretKey`, but an account moving from one protocol to
+    /// the other, or rotating its secret, has apps in the field signing with each.
+    package var alibaba: [String: [ResolverSecret]] = [:]
     /// The AES keys (hex) of the accounts that take v2's encrypted modes, by account id.
     package var alibabaAES: [String: ResolverSecret] = [:]
 
@@ -49,6 +53,17 @@ extension ServiceCore {
             text:
                 "\(form) is refused: this server answers only authenticated queries (/d with id= and alg=aes|des or token=, /ACCOUNT/sign_d, /v2/d with s=)"
         )
+    }
+
+    /// Whether `signature` is the one `sign` makes with any of `secrets` (each compared in constant time,
+    /// all of them compared, so the time taken does not say which secret came close).
+    func signedByAny(
+        _ signature: String,
+        _ secrets: [ResolverSecret],
+        _ sign: (ResolverSecret) -> String
+    ) -> Bool {
+        let given = Array(signature.lowercased().utf8)
+        return secrets.reduce(false) { found, secret in constantTimeEqual(given, Array(sign(secret).utf8)) || found }
     }
 
     /// The refusal of a signature expiring at `expiry` by the server's clock: expired, or further ahead
@@ -128,14 +143,13 @@ extension ServiceCore {
         _ lookup: (String) throws -> Lookup
     ) throws -> ListenerResponse {
         if signed {
-            guard let secret = configuration.accounts.alibaba[account] else { return alibabaRefusal("InvalidAccount") }
+            guard let secrets = configuration.accounts.alibaba[account] else { return alibabaRefusal("InvalidAccount") }
             guard let host = query["host"], let t = query["t"], let s = query["s"] else {
                 return alibabaRefusal("MissingArgument", status: .badRequest)
             }
             guard let expiry = Int(t), t.utf8.count <= 12 else { return alibabaRefusal("InvalidSignature") }
             if let refusal = expiryRefusal(expiry) { return refusal }
-            let expected = AlibabaSigning.signature(host: host, secret: secret, expiry: expiry)
-            guard constantTimeEqual(Array(s.lowercased().utf8), Array(expected.utf8)) else {
+            guard signedByAny(s, secrets, { AlibabaSigning.signature(host: host, secret: $0, expiry: expiry) }) else {
                 return alibabaRefusal("InvalidSignature")
             }
         } else if configuration.requireAuth {
@@ -208,16 +222,20 @@ extension ServiceCore {
             return alibabaRefusal("UnsupportedMode", status: .badRequest)
         }
         if let s = query["s"] {
-            guard let secret = configuration.accounts.alibaba[account] else { return alibabaRefusal("InvalidAccount") }
+            guard let secrets = configuration.accounts.alibaba[account] else { return alibabaRefusal("InvalidAccount") }
             guard let expiry = query["exp"].flatMap({ Int($0) }) else {
                 return alibabaRefusal("MissingArgument", status: .badRequest)
             }
             if let refusal = expiryRefusal(expiry) { return refusal }
-            guard let key = secret.hexBytes else {
-                return alibabaRefusal("InvalidSignature")
-            }
-            let expected = AlibabaSigning.v2Signature(AlibabaSigning.v2Signed(query), key: key)
-            guard constantTimeEqual(Array(s.lowercased().utf8), Array(expected.utf8)) else {
+            // Only a hex secret can key v2's HMAC.
+            let signed = AlibabaSigning.v2Signed(query)
+            guard
+                signedByAny(
+                    s,
+                    secrets.filter { $0.hexBytes != nil },
+                    { AlibabaSigning.v2Signature(signed, key: $0.hexBytes!) }
+                )
+            else {
                 return alibabaRefusal("InvalidSignature")
             }
         } else if configuration.requireAuth {
@@ -293,15 +311,14 @@ extension ServiceCore {
             return alibabaRefusal("InvalidAccount")
         }
         if let s = query["s"] {
-            guard let secret = accounts.alibaba[account] else { return alibabaRefusal("InvalidAccount") }
+            guard let secrets = accounts.alibaba[account] else { return alibabaRefusal("InvalidAccount") }
             guard let time = query["t"].flatMap({ Int($0) }), let nonce = query["n"] else {
                 return alibabaRefusal("MissingArgument", status: .badRequest)
             }
             let now = configuration.unixTime()
             if time < now - AlibabaSigning.maximumValidity { return alibabaRefusal("SignatureExpired") }
-            let expected = AlibabaSigning.scheduleSignature(nonce: nonce, secret: secret, time: time)
             guard time <= now + AlibabaSigning.maximumValidity,
-                constantTimeEqual(Array(s.lowercased().utf8), Array(expected.utf8))
+                signedByAny(s, secrets, { AlibabaSigning.scheduleSignature(nonce: nonce, secret: $0, time: time) })
             else { return alibabaRefusal("InvalidSignature") }
         }
         let addresses = configuration.serviceAddresses
@@ -310,7 +327,8 @@ extension ServiceCore {
             contentType: "application/json",
             body: ServiceListFormat.formatAlibaba(
                 ipv4: addresses.filter { !$0.isIPv6 },
-                ipv6: addresses.filter(\.isIPv6)
+                ipv6: addresses.filter(\.isIPv6),
+                ports: configuration.servicePorts
             )
         )
     }

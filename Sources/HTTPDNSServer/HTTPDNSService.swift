@@ -77,6 +77,9 @@ package final class HTTPDNSService: Sendable {
         /// DNSPod `/conf`), so a self-hosted deployment can move its clients between replicas; empty:
         /// those requests get 404.
         package var serviceAddresses: [IPAddress] = []
+        /// The ports of the service addresses that have their own, sent to Alibaba's clients as
+        /// `service_ip_port` / `service_ipv6_port`; DNSPod's list cannot carry them.
+        package var servicePorts: [IPAddress: Int] = [:]
         /// How long clients keep that list, in minutes (DNSPod's `ttl:`; Alibaba's clients keep it a day).
         package var serviceListMinutes = 60
         /// Unix seconds now, for signature expiry; tests move it to make signatures expired or early.

@@ -144,6 +144,7 @@ struct FetchCommand: AsyncParsableCommand {
                 config.timeouts.request = try seconds(maxTime, flag: "--max-time", range: 0.001...604_800)
             }
         }
+        await resolver.fetchServiceLists(httpdns)
         if self.engine == .urlsession {
             return try await runThroughURLSession(httpdns)
         }

@@ -170,7 +170,7 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(
         name: .customLong("alibaba-account"),
         help: ArgumentHelp(
-            "Answer Alibaba Cloud EMAS signed queries (/ACCOUNT/sign_d) for this account (repeatable); the secret is read from FILE.",
+            "Answer Alibaba Cloud EMAS signed queries (/ACCOUNT/sign_d, /v2/d) for this account; the secret is read from FILE. Repeatable; an account given twice takes either secret (a v1 secret and a v2 hex one).",
             valueName: "ACCOUNT:FILE"
         )
     )
@@ -188,8 +188,8 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(
         name: .customLong("service-ip"),
         help: ArgumentHelp(
-            "A service address answered to the vendors' scheduling requests (Alibaba /ACCOUNT/ss, DNSPod /conf), so clients move to it; repeatable, IPv4 or IPv6.",
-            valueName: "IP"
+            "A service address answered to the vendors' scheduling requests (Alibaba /ACCOUNT/ss, DNSPod /conf), so clients move to it; repeatable, IPv4 or IPv6. IP:PORT gives Alibaba clients its port (service_ip_port); DNSPod's list has no ports.",
+            valueName: "IP[:PORT]"
         )
     )
     var serviceIPs: [String] = []
@@ -272,14 +272,22 @@ struct ServeCommand: AsyncParsableCommand {
         }
     }
 
-    /// The addresses of --service-ip.
-    func serviceAddresses() throws -> [IPAddress] {
-        try serviceIPs.map {
-            guard let ip = IPAddress($0) else {
-                throw ValidationError("--service-ip: \"\($0)\" is not an IP address; give one address per flag")
+    /// The addresses of --service-ip, and the ports given with some of them (`IP:PORT`, `[IPv6]:PORT`).
+    func serviceAddresses() throws -> (addresses: [IPAddress], ports: [IPAddress: Int]) {
+        var ports: [IPAddress: Int] = [:]
+        let addresses = try serviceIPs.map { text in
+            if let ip = IPAddress(text) { return ip }
+            guard let (host, portText) = splitHostPort(Substring(text)), let ip = IPAddress(String(host)),
+                let portText, let port = parsePort(portText)
+            else {
+                throw ValidationError(
+                    "--service-ip: \"\(text)\" is not an IP address or IP:PORT ([IPv6]:PORT); give one address per flag"
+                )
             }
+            ports[ip] = port
             return ip
         }
+        return (addresses, ports)
     }
 
     func vendorAccounts() throws -> VendorAccounts {
@@ -310,7 +318,8 @@ struct ServeCommand: AsyncParsableCommand {
             guard parts.count == 2, !parts[0].isEmpty, !parts[0].contains("/") else {
                 throw ValidationError("--alibaba-account: \"\(entry)\" is not ACCOUNT:FILE")
             }
-            accounts.alibaba[parts[0]] = try readSecret(parts[1], flag: "--alibaba-account")
+            // Repeated for one account: each secret signs (a v1 MD5 secret beside a v2 hex one).
+            accounts.alibaba[parts[0], default: []].append(try readSecret(parts[1], flag: "--alibaba-account"))
         }
         for entry in alibabaAESKeys {
             let parts = entry.split(separator: ":", maxSplits: 1).map(String.init)
@@ -404,7 +413,7 @@ struct ServeCommand: AsyncParsableCommand {
         config.maxUpstreamLookups = settings.maxUpstreamLookups
         config.accounts = try vendorAccounts()
         config.requireAuth = requireAuth
-        config.serviceAddresses = try serviceAddresses()
+        (config.serviceAddresses, config.servicePorts) = try serviceAddresses()
         config.serviceListMinutes = serviceListTTL ?? 60
         if metrics {
             // The one backend for every module's swift-metrics (resolver, engine, server), bootstrapped

@@ -118,6 +118,7 @@ struct TraceCommand: AsyncParsableCommand {
             )
             await local.shutdown()
         }
+        await resolver.fetchServiceLists(httpdns)
         let rows = try await fetchAll(targets, httpdns)
         let failed = rows.contains { $0.error != nil }
         if compareLocal {

@@ -139,4 +139,46 @@ import Testing
         #expect(!state.fetchDue(now: t0 + .seconds(60)), "a fresh saved list is used without a fetch")
         #expect(state.fetchDue(now: t0 + .seconds(1800)))
     }
+
+    /// Port i goes with address i of the raw list, as the Android SDK indexes it (`ServerConfig.getPort`):
+    /// a dropped entry keeps its index, a port of 0 or less (or none) means the endpoint's own.
+    @Test func alibabaPortsGoWithTheAddressAtTheirIndex() throws {
+        let body = Array(
+            #"{"service_ip":["10.0.0.1","junk","10.0.0.3","10.0.0.4","10.0.0.5"],"service_ip_port":[8080,9,0,-1],"service_ipv6":["fd00::1"],"service_ipv6_port":[8443]}"#
+                .utf8
+        )
+        let list = try ServiceListFormat.parseAlibaba(body, now: t0)
+        #expect(list.ipv4 == ["10.0.0.1", "10.0.0.3", "10.0.0.4", "10.0.0.5"].map(ip))
+        #expect(list.port(of: ip("10.0.0.1")) == 8080)
+        for none in ["10.0.0.3", "10.0.0.4", "10.0.0.5"] { #expect(list.port(of: ip(none)) == nil, "\(none)") }
+        #expect(list.port(of: ip("fd00::1")) == 8443)
+        // Ports out of range are not kept.
+        let wide = ServiceList(
+            ipv4: [ip("10.0.0.1")],
+            ipv6: [],
+            ports: [ip("10.0.0.1"): 70000],
+            fetched: t0,
+            lifetime: .seconds(60)
+        )
+        #expect(wide.port(of: ip("10.0.0.1")) == nil)
+        // Our server writes them in order, 0 for an address without; the client reads them back.
+        let written = ServiceListFormat.formatAlibaba(
+            ipv4: [ip("10.0.0.1"), ip("10.0.0.2")],
+            ipv6: [ip("fd00::1")],
+            ports: [ip("10.0.0.2"): 8443]
+        )
+        #expect(String(decoding: written, as: UTF8.self).contains(#""service_ip_port":[0,8443]"#))
+        let read = try ServiceListFormat.parseAlibaba(written, now: t0)
+        #expect(read.port(of: ip("10.0.0.2")) == 8443 && read.port(of: ip("10.0.0.1")) == nil)
+        // The state gives a port only to a listed address, and none while the service is off.
+        let state = ServiceRouteState(bootstrap: [ip("203.107.1.1")], saved: read)
+        #expect(state.port(of: ip("10.0.0.2")) == 8443 && state.port(of: ip("203.107.1.1")) == nil)
+        // Saved and loaded with its ports; a list saved before ports existed still loads.
+        let decoded = try JSONDecoder().decode(ServiceList.self, from: JSONEncoder().encode(read))
+        #expect(decoded == read)
+        var old = try JSONSerialization.jsonObject(with: JSONEncoder().encode(read)) as! [String: Any]
+        old["ports"] = nil
+        let legacy = try JSONDecoder().decode(ServiceList.self, from: JSONSerialization.data(withJSONObject: old))
+        #expect(legacy.all == read.all && legacy.ports == nil)
+    }
 }

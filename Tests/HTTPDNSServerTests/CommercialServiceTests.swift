@@ -30,7 +30,7 @@ import Testing
             config.accounts.dnspodKeys["1001"] = DNSPodCipher(.aes, key: aesKey)
             config.accounts.dnspodKeys["1002"] = DNSPodCipher(.des, key: desKey)
             config.accounts.dnspodTokens["1003"] = token
-            config.accounts.alibaba["139450"] = aliSecret
+            config.accounts.alibaba["139450"] = [aliSecret]
             config.accounts.alibabaAES["139450"] = aliAESKey
             config.requireAuth = requireAuth
             config.unixTime = unixTime

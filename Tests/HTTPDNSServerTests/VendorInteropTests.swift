@@ -1,6 +1,6 @@
 // What `httpdns serve` accepts and answers as the vendors' own SDKs expect, beyond the forms
 // CommercialServiceTests covers: the Android SDK's unsigned-refusal code, `cip`, `no_ip_code`, DNSPod's
-// `/conf?token=` without an id, and the C SDK's signed `/ss`.
+// `/conf?token=` without an id, the C SDK's signed `/ss`, and one account with a v1 and a v2 secret.
 
 @testable import HTTPDNSTestSupport
 import Foundation
@@ -16,7 +16,7 @@ import Testing
     static func start(requireAuth: Bool = false) async throws -> HTTPDNSService {
         try await startService { config in
             config.accounts.dnspodTokens["1003"] = CommercialServiceTests.token
-            config.accounts.alibaba["139450"] = CommercialServiceTests.aliSecret
+            config.accounts.alibaba["139450"] = [CommercialServiceTests.aliSecret]
             config.requireAuth = requireAuth
             config.serviceAddresses = serviceIPs
         }
@@ -83,7 +83,8 @@ import Testing
         func signed(_ time: Int, secret: ResolverSecret = CommercialServiceTests.aliSecret) -> String {
             "&t=\(time)&s=" + AlibabaSigning.scheduleSignature(nonce: "0a1b2c3d4e5f", secret: secret, time: time)
         }
-        // Signed as Alibaba's C SDK signs it, and unsigned as its other SDKs send it.
+        // Signed as Alibaba's C SDK signs it, and unsigned as its other SDKs send it (no per-address port
+        // configured: no service_ip_port).
         for query in [signed(now), ""] {
             let (status, body) = try await rawGet(engine, base + query)
             #expect(status == 200, "\(query): \(body)")
@@ -100,5 +101,61 @@ import Testing
             #expect(status == 403 || status == 400, "\(query)")
             #expect(Self.json(body)["code"] as? String == code, "\(query): \(body)")
         }
+    }
+
+    @Test func anAccountWithAV1SecretAndAV2SecretTakesQueriesSignedWithEither() async throws {
+        let v1Secret = ResolverSecret("plain-v1-secret")
+        let v2Secret = CommercialServiceTests.aliSecret
+        let service = try await startService { config in
+            config.accounts.alibaba["139450"] = [v1Secret, v2Secret]
+            config.requireAuth = true
+        }
+        defer { Task { await service.stop() } }
+        let engine = try HTTPEngine()
+        defer { engine.shutdown() }
+        let base = "http://127.0.0.1:\(service.ports[0])"
+        let expiry = Int(Date().timeIntervalSince1970) + 600
+        func signD(_ secret: ResolverSecret) -> String {
+            let s = AlibabaSigning.signature(host: "a.example.com", secret: secret, expiry: expiry)
+            return base + "/139450/sign_d?host=a.example.com&t=\(expiry)&s=\(s)"
+        }
+        func v2(_ key: [UInt8]) -> String {
+            let fields = [("id", "139450"), ("m", "0"), ("exp", "\(expiry)"), ("dn", "a.example.com"), ("q", "4")]
+            let s = AlibabaSigning.v2Signature(fields, key: key)
+            return base + "/v2/d?" + fields.map { "\($0.0)=\($0.1)" }.joined(separator: "&") + "&s=\(s)"
+        }
+        let other = ResolverSecret("ffeeddccbbaa99887766554433221100")
+        for (url, taken) in [
+            (signD(v1Secret), true), (signD(v2Secret), true), (v2(v2Secret.hexBytes!), true),
+            (signD(other), false), (v2(other.hexBytes!), false),
+            // The v1 secret is not hex: it cannot key v2's HMAC, so a v2 query is never taken on it.
+            (v2(Array("plain-v1-secret".utf8)), false),
+        ] {
+            let (status, body) = try await rawGet(engine, url)
+            #expect((status == 200) == taken, "\(url): \(status) \(body)")
+            if !taken { #expect(Self.json(body)["code"] as? String == "InvalidSignature", "\(body)") }
+        }
+    }
+
+    @Test func aServiceAddressWithItsOwnPortIsListedWithIt() async throws {
+        let service = try await startService { config in
+            config.serviceAddresses = [IPAddress("10.0.0.1")!, IPAddress("10.0.0.2")!, IPAddress("fd00::1")!]
+            config.servicePorts = [IPAddress("10.0.0.2")!: 8443]
+            config.accounts.dnspodTokens["1003"] = CommercialServiceTests.token
+        }
+        defer { Task { await service.stop() } }
+        let engine = try HTTPEngine()
+        defer { engine.shutdown() }
+        let (status, body) = try await rawGet(engine, "http://127.0.0.1:\(service.ports[0])/139450/ss?region=global")
+        #expect(status == 200)
+        #expect(Self.json(body)["service_ip_port"] as? [Int] == [0, 8443], "\(body)")
+        #expect(Self.json(body)["service_ipv6_port"] as? [Int] == [0], "\(body)")
+        let list = try ServiceListFormat.parseAlibaba(Array(body.utf8), now: .seconds(0))
+        #expect(list.port(of: IPAddress("10.0.0.2")!) == 8443 && list.port(of: IPAddress("10.0.0.1")!) == nil)
+        // DNSPod's list cannot carry a port: the address is listed alone.
+        let token = String(decoding: CommercialServiceTests.token.bytes, as: UTF8.self)
+        let (_, conf) = try await rawGet(engine, "http://127.0.0.1:\(service.ports[0])/conf?token=\(token)")
+        #expect(try ServiceListFormat.parseTencent(conf, now: .seconds(0)).ipv4.count == 2, "\(conf)")
+        #expect(!conf.contains("8443"), "\(conf)")
     }
 }

@@ -137,7 +137,10 @@ import Testing
         #expect(try await resolve(peer.flags("doh"), ["--client-subnet", "2001:db8:1:2:3::9"]) == "192.0.2.56")
         let seen = peer.seen
         #expect(seen.contains("doh a.test subnet=2001:db8:1::/56"), "\(seen)")
-        #expect(seen.contains("dnspod-aes a.test subnet=203.0.113.0"), "the ip= of the AES form decrypts: \(seen)")
+        #expect(
+            seen.contains("dnspod-aes a.test type=a subnet=203.0.113.0"),
+            "the ip= of the AES form decrypts: \(seen)"
+        )
         #expect(seen.filter { $0.hasSuffix("subnet=none") }.count >= 6, "\(seen)")
     }
 

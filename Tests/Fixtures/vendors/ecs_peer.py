@@ -10,22 +10,31 @@ Answers for every name (A only; AAAA is empty):
 Endpoints:
   UDP DNS                                   Do53, reading the ECS option of the query's OPT record
   GET /dns-query?dns=BASE64URL              RFC 8484 DoH, the same
-  GET /d?dn=NAME[&ip=IP]                    DNSPod, plain; with &id=ID&alg=aes, dn and ip AES-128-CBC
-                                            (hex(IV) + hex(ciphertext)), the answer encrypted the same way
+  GET /d?dn=NAME[,NAME…][&ip=IP][&type=aaaa|addrs]  DNSPod, plain; with &id=ID&alg=aes, dn and ip
+                                            AES-128-CBC (hex(IV) + hex(ciphertext)), the answer encrypted
+                                            the same way. Several names: one line each, "name.:ip,60" (the
+                                            Android SDK's ResponseParser form); type=addrs: "ip,60-0" (no
+                                            IPv6, "0")
   GET /ACCOUNT/sign_d?host=&query=&ip=&t=&s=  Alibaba, s = md5("HOST-SECRET-T")
   GET /ACCOUNT/sign_resolve?host=a,b&…      Alibaba's signed batch, s = md5("a,b-SECRET-T"), answered
-                                            {"dns":[{"host","ips","type":1,"ttl"}…]} (the Android SDK's form)
+                                            {"dns":[{"host","ips","type":1,"ttl"}…]} (the Android SDK's form),
+                                            with query=4,6 also an empty {"type":28} item per name
   GET /v2/d?id=&m=0&exp=&v=&dn=&q=&cip=&s=  Alibaba v2 plain mode, s = hex HMAC-SHA256 of the sorted
-                                            k=v pairs, keyed with the hex-decoded secret
+                                            k=v pairs, keyed with the hex-decoded secret. "mode" is sent as
+                                            a string ("0"), the form the Android SDK's getString reads;
+                                            with q=4,6 each answer's v6 is {"ips":[],"no_ip_code":"RRNotExist"}
   every HTTP answer carries a Date header from a clock SKEW seconds off, and signatures are judged by
   that clock: expired before it, refused more than 24 h after it (for clock-skew tests); each signed
   query is logged with its expiry minus that clock's now ("t-now=600" for a client on its time)
 
   GET /ACCOUNT/ss?region=&platform=&sdk_version=   Alibaba's scheduling: {"service_ip":[…],"service_ipv6":[…]}
-                                            from SERVICE_IPS ("disable": {"service_status":"disable"})
+                                            from SERVICE_IPS ("disable": {"service_status":"disable"});
+                                            an entry IP:alt (or IP:PORT) adds "service_ip_port", port i for
+                                            address i and 0 for one without, as the Android SDK reads it
   GET /conf?id=ID&alg=aes                   DNSPod's: "log:1|domain:0|ip:A;B|ttl:1" AES-sealed like /d
   The HTTP endpoints listen on 127.0.0.1, 127.0.0.2 and 127.0.0.3 at one port (service IPs to move
-  between); each request is also logged as "at=<address it came in on> <path>".
+  between), and on 127.0.0.3 at a second port ("alt"); each request is also logged as
+  "at=<address it came in on> <path>" ("at=alt <path>" on the second port).
 
   v2's encrypted modes with V2_AES_KEY_HEX: m=1 AES-CBC (16-byte IV, PKCS#7), m=2 AES-GCM (12-byte
   nonce, tag after the ciphertext); enc = hex(IV ‖ ciphertext) of {"dn","q"[,"cip"]}, signed over
@@ -33,7 +42,7 @@ Endpoints:
 
 Usage: ecs_peer.py AES_KEY ALIBABA_ACCOUNT ALIBABA_SECRET_HEX [SKEW_SECONDS [V2_AES_KEY_HEX|- [SERVICE_IPS]]]
 (SERVICE_IPS comma-separated; default 127.0.0.2)
-Prints "udp=PORT http=PORT" once both listen, then serves until killed. Every query it gets is printed
+Prints "udp=PORT http=PORT alt=PORT" once all listen, then serves until killed. Every query it gets is printed
 on stderr as one line: "<form> <name> subnet=<what it saw>".
 """
 import base64
@@ -144,6 +153,17 @@ class UDP(socketserver.BaseRequestHandler):
 
 # --- the vendors' forms ---
 
+def split_entry(entry):
+    """A SERVICE_IPS entry: IP, IP:PORT, [IPv6]:PORT or a bare IPv6 address; PORT may be "alt"."""
+    if entry.startswith("["):
+        address, _, port = entry[1:].partition("]:")
+        return address, port
+    if entry.count(":") == 1:
+        address, _, port = entry.partition(":")
+        return address, port
+    return entry, ""
+
+
 def aes_open(text):
     raw = bytes.fromhex(text)
     decryptor = Cipher(algorithms.AES(AES_KEY), modes.CBC(raw[:16])).decryptor()
@@ -199,13 +219,21 @@ class HTTP(http.server.BaseHTTPRequestHandler):
         url = urllib.parse.urlsplit(self.path)
         q = dict(urllib.parse.parse_qsl(url.query, keep_blank_values=True))
         now = int(time.time()) + SKEW
-        log(f"at={self.server.server_address[0]} {url.path}")
+        where = "alt" if self.server is alt else self.server.server_address[0]
+        log(f"at={where} {url.path}")
         if url.path == f"/{ACCOUNT}/ss":
             if SERVICE_IPS == "disable":
                 return self.reply(200, '{"service_status":"disable"}', "application/json")
-            ips = SERVICE_IPS.split(",")
-            body = {"service_ip": [i for i in ips if ":" not in i], "service_ipv6": [i for i in ips if ":" in i],
-                    "service_status": "enable"}
+            entries = []  # (address, port or 0)
+            for entry in SERVICE_IPS.split(","):
+                address, port = split_entry(entry)
+                entries.append((address, alt.server_address[1] if port == "alt" else int(port or 0)))
+            v4 = [e for e in entries if ":" not in e[0]]
+            v6 = [e for e in entries if ":" in e[0]]
+            body = {"service_ip": [a for a, _ in v4], "service_ipv6": [a for a, _ in v6], "service_status": "enable"}
+            if any(p for _, p in entries):
+                body["service_ip_port"] = [p for _, p in v4]
+                body["service_ipv6_port"] = [p for _, p in v6]
             log(f"alibaba-ss region={q.get('region')} platform={q.get('platform')}")
             return self.reply(200, json.dumps(body), "application/json")
         if url.path == "/conf":
@@ -222,8 +250,11 @@ class HTTP(http.server.BaseHTTPRequestHandler):
             ip = q.get("ip")
             if ip and encrypted:
                 ip = aes_open(ip)
-            log(f"dnspod{'-aes' if encrypted else ''} {names} subnet={ip or 'none'}")
-            text = "\n".join(f"{answer_for(ip=ip)},60" for _ in names.split(","))
+            kind = q.get("type", "a")
+            log(f"dnspod{'-aes' if encrypted else ''} {names} type={kind} subnet={ip or 'none'}")
+            family = {"a": f"{answer_for(ip=ip)},60", "aaaa": "0", "addrs": f"{answer_for(ip=ip)},60-0"}[kind]
+            listed = names.split(",")
+            text = "\n".join(f"{n}.:{family}" if len(listed) > 1 else family for n in listed)
             return self.reply(200, aes_seal(text) if encrypted else text)
         if url.path == f"/{ACCOUNT}/sign_d":
             host, t = q["host"], q["t"]
@@ -244,8 +275,10 @@ class HTTP(http.server.BaseHTTPRequestHandler):
             names = hosts.split(",")
             if len(names) > 5:
                 return self.reply(400, '{"code":"TooManyHosts"}', "application/json")
-            log(f"alibaba-batch {hosts} subnet={q.get('ip', 'none')}")
+            log(f"alibaba-batch {hosts} query={q.get('query', '4')} subnet={q.get('ip', 'none')}")
             items = [{"host": h, "ips": [answer_for(ip=q.get("ip"))], "type": 1, "ttl": 60} for h in names]
+            if "6" in q.get("query", "4"):
+                items += [{"host": h, "ips": [], "type": 28, "ttl": 60} for h in names]
             return self.reply(200, json.dumps({"dns": items}), "application/json")
         if url.path == "/v2/d":
             signed = "&".join(f"{k}={q[k]}" for k in sorted(q) if k != "s")
@@ -261,12 +294,18 @@ class HTTP(http.server.BaseHTTPRequestHandler):
             names = fields["dn"].split(",")
             if len(names) > 5:
                 return self.reply(400, '{"code":"TooManyHosts"}', "application/json")
-            log(f"alibaba-v2 m={mode} {fields['dn']} subnet={fields.get('cip', 'none')}")
-            answers = [{"dn": dn, "v4": {"ips": [answer_for(ip=fields.get("cip"))], "ttl": 60}} for dn in names]
+            log(f"alibaba-v2 m={mode} {fields['dn']} q={fields.get('q', '4')} subnet={fields.get('cip', 'none')}")
+            families = fields.get("q", "4").split(",")
+            answers = [{"dn": dn} for dn in names]
+            for answer in answers:
+                if "4" in families:
+                    answer["v4"] = {"ips": [answer_for(ip=fields.get("cip"))], "ttl": 60}
+                if "6" in families:
+                    answer["v6"] = {"ips": [], "ttl": 60, "no_ip_code": "RRNotExist"}
             data = {"cip": "127.0.0.1", "answers": answers}
             if mode:
                 data = base64.b64encode(v2_seal(mode, json.dumps(data).encode())).decode()
-            body = {"code": "success", "mode": mode, "data": data}
+            body = {"code": "success", "mode": str(mode), "data": data}
             return self.reply(200, json.dumps(body), "application/json")
         self.reply(404, "not found")
 
@@ -298,7 +337,9 @@ udp = ThreadingUDP(("127.0.0.1", 0), UDP)
 web = ThreadingHTTP(("127.0.0.1", 0), HTTP)
 # The same port on two more loopback addresses: the service IPs the scheduling answers point to.
 replicas = [ThreadingHTTP((a, web.server_address[1]), HTTP) for a in ("127.0.0.2", "127.0.0.3")]
-for server in (udp, web, *replicas):
+# And one at its own port: the service IP with a port of its own (service_ip_port).
+alt = ThreadingHTTP(("127.0.0.3", 0), HTTP)
+for server in (udp, web, *replicas, alt):
     threading.Thread(target=server.serve_forever, daemon=True).start()
-print(f"udp={udp.server_address[1]} http={web.server_address[1]}", flush=True)
+print(f"udp={udp.server_address[1]} http={web.server_address[1]} alt={alt.server_address[1]}", flush=True)
 threading.Event().wait()
