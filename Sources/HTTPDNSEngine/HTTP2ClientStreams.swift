@@ -238,6 +238,14 @@ final class ClientStream: ExchangeDriver {
     /// through `send` and ends with `send(.end)`.
     func start(_ request: HTTPRequestHead, scheme: String, body: ByteBuffer??) {
         run(machine.handlerAdded(now: eventLoop.now))
+        // The server sent GOAWAY or allows no streams, and the pool had not heard of it yet when it gave
+        // this connection the request (that news crosses threads; this check is on the connection's
+        // loop, after it): NIOHTTP2Handler would hold the stream until the server raised its limit,
+        // perhaps forever. Never sent, so the engine sends it again elsewhere.
+        if connection.goAway.wasReceived {
+            refusedBeforeSending()
+            return
+        }
         guard let id = connection.open(self) else {
             run(machine.channelInactive())
             return
@@ -344,6 +352,16 @@ final class ClientStream: ExchangeDriver {
         let error = HTTPEngineError(
             .protocolError,
             "\(machine.host) allows no streams on this connection (SETTINGS_MAX_CONCURRENT_STREAMS 0)"
+        )
+        run(machine.errorCaught(error))
+    }
+
+    /// Never sent: the connection had been retired by its server before this stream was opened.
+    private func refusedBeforeSending() {
+        outcome.refused()
+        let error = HTTPEngineError(
+            .protocolError,
+            "\(machine.host) refused new streams on this connection (GOAWAY, or SETTINGS_MAX_CONCURRENT_STREAMS 0)"
         )
         run(machine.errorCaught(error))
     }

@@ -38,12 +38,15 @@ import Testing
     }
 
     /// `httpdns serve` with one account of each kind, HTTPS when `tls`, and its port.
-    static func serve(_ ws: Workspace, tls: Bool, log: String) async throws -> (Process, Int) {
-        var arguments = [
-            "serve", "--listen", "127.0.0.1:0", "--hosts", ws.path("hosts"), "--require-auth", "--debug",
-            "--dnspod-account", "1001:aes:\(ws.path("aes.key"))", "--dnspod-account", "1002:des:\(ws.path("des.key"))",
-            "--dnspod-token", "1003:\(ws.path("token"))", "--alibaba-account", "139450:\(ws.path("alibaba.secret"))",
-        ]
+    static func serve(_ ws: Workspace, tls: Bool, log: String, _ extra: [String] = []) async throws -> (Process, Int) {
+        var arguments =
+            [
+                "serve", "--listen", "127.0.0.1:0", "--hosts", ws.path("hosts"), "--require-auth", "--debug",
+                "--dnspod-account", "1001:aes:\(ws.path("aes.key"))", "--dnspod-account",
+                "1002:des:\(ws.path("des.key"))",
+                "--dnspod-token", "1003:\(ws.path("token"))", "--alibaba-account",
+                "139450:\(ws.path("alibaba.secret"))",
+            ] + extra
         if tls { arguments += ["--tls-cert", ws.path("cert.pem"), "--tls-key", ws.path("key.pem")] }
         let (process, line) = try await startInBackground(
             httpdnsBinary,
@@ -172,6 +175,60 @@ import Testing
             #expect(result.stdout.hasPrefix("127.0.0.1,60-2001:db8::7,60|127.0.0.1"), "\(result.stdout)")
             #expect(wrong.status != 0)
         }
+    }
+
+    /// The SDKs' other requests, from the same independent client: the C SDK's signed `/ss` (with
+    /// per-address ports in the answer), DNSPod's `/conf?token=` without an id, an unsigned v2 query
+    /// under `--require-auth`, v2's `cip` and `no_ip_code`, and a v1 and a v2 secret on one account.
+    @Test func anIndependentClientsOtherRequestsAreAnsweredAsTheSDKsExpect() async throws {
+        let opensslPresent = FileManager.default.isExecutableFile(atPath: "/usr/bin/openssl")
+        try #require(opensslPresent || !Peers.shouldRun, "openssl is needed (scripts/test.sh installs it)")
+        guard opensslPresent else { return }
+        let ws = try Workspace()
+        try "127.0.0.1 a.test\n2001:db8::7 a.test\n127.0.0.9 v4.test\n".write(
+            toFile: ws.path("hosts"),
+            atomically: true,
+            encoding: .utf8
+        )
+        try "plain-v1-secret".write(toFile: ws.path("v1.secret"), atomically: true, encoding: .utf8)
+        let (server, port) = try await Self.serve(
+            ws,
+            tls: true,
+            log: ws.path("serve.log"),
+            [
+                "--alibaba-account", "139450:\(ws.path("v1.secret"))", "--service-ip", "127.0.0.2:8443",
+                "--service-ip", "::1",
+            ]
+        )
+        let base = "https://localhost:\(port)"
+        let client = Self.root.appendingPathComponent("Tests/Fixtures/vendors/vendor_client.py").path
+        func run(_ form: String, _ account: String, _ file: String, _ name: String = "a.test") async throws
+            -> CLIResult
+        {
+            try await processThreads.runIfActive {
+                try runProcessBlocking(
+                    "/usr/bin/env",
+                    ["python3", client, form, base, account, ws.path(file), name, ws.path("ca.pem")]
+                )
+            }
+        }
+        let list = try await run("alibaba-ss", "139450", "alibaba.secret")
+        let listWrongKey = try await run("alibaba-ss", "139450", "short.key")
+        let conf = try await run("dnspod-conf", "-", "token")
+        let unsigned = try await run("alibaba-v2-unsigned", "139450", "alibaba.secret")
+        let cip = try await run("alibaba-v2-cip", "139450", "alibaba.secret", "v4.test")
+        let v1 = try await run("alibaba", "139450", "v1.secret")
+        let v2 = try await run("alibaba-v2", "139450", "alibaba.secret")
+        try await Self.stop(server)
+        #expect(list.stdout.contains(#""service_ip":["127.0.0.2"]"#), "\(list.stdout) \(list.stderr)")
+        #expect(list.stdout.contains(#""service_ip_port":[8443]"#), "\(list.stdout)")
+        #expect(listWrongKey.stderr.contains("403") && listWrongKey.stderr.contains("InvalidSignature"))
+        #expect(conf.stdout.contains("ip:127.0.0.2;::1|"), "\(conf.stdout) \(conf.stderr)")
+        #expect(unsigned.stderr.contains("HTTP 403") && unsigned.stderr.contains("UnsignedInterfaceDisabled"))
+        #expect(cip.stdout.contains(#""cip":"203.0.113.7""#), "\(cip.stdout) \(cip.stderr)")
+        #expect(cip.stdout.contains(#""no_ip_code":"RRNotExist""#), "\(cip.stdout)")
+        #expect(v1.status == 0 && v1.stdout.contains(#""ips":["127.0.0.1"]"#), "\(v1.stderr)")
+        #expect(v2.status == 0 && v2.stdout.contains(#""code":"success""#), "\(v2.stderr)")
     }
 
     /// Each mistake exits 64 naming the flag, and never prints the secret.

@@ -7,6 +7,13 @@ Usage: vendor_client.py FORM BASE_URL ID SECRET_FILE NAME [CA_FILE]
   FORM  aes | des | token      Tencent Cloud DNSPod /d (prints the decrypted answer text)
         alibaba                Alibaba Cloud EMAS /ID/sign_d (prints the JSON answer)
         alibaba-v2             Alibaba Cloud EMAS /v2/d, plain mode, HMAC-SHA256 (prints the JSON answer)
+        alibaba-v2-cip         the same with cip=203.0.113.7 inside the signature (the Android SDK's signer
+                               lists cip)
+        alibaba-v2-unsigned    /v2/d with no exp and no s, as an app without a secret sends it
+        alibaba-ss             /ID/ss signed as the C SDK signs it (hdns_sign.c): n = 12 hex characters,
+                               t = now, s = md5("n-SECRET-t") (prints the JSON list)
+        dnspod-conf            DNSPod /conf?token=TOKEN with no id, as the Android SDK's ConfigFromServer
+                               sends it over HTTPS (prints the text)
 Exit 0 with the answer on stdout; 1 with the HTTP status and body on stderr.
 """
 import hashlib
@@ -43,14 +50,36 @@ def main():
     form, base, account, secret_file, name = sys.argv[1:6]
     ca = sys.argv[6] if len(sys.argv) > 6 else None
     secret = open(secret_file, "rb").read().strip()
-    if form == "alibaba-v2":
+    if form == "alibaba-ss":
+        nonce, now = os.urandom(6).hex(), int(time.time())
+        signature = hashlib.md5(f"{nonce}-".encode() + secret + f"-{now}".encode()).hexdigest()
+        query = urllib.parse.urlencode(
+            {"region": "global", "platform": "linux", "sdk_version": "2.4.0", "n": nonce, "t": now, "s": signature}
+        )
+        status, body = get(base, f"/{account}/ss?{query}", ca)
+        if status != 200:
+            sys.exit(f"HTTP {status} {body.decode(errors='replace')}")
+        print(body.decode())
+        return
+    if form == "dnspod-conf":
+        status, body = get(base, "/conf?" + urllib.parse.urlencode({"token": secret.decode()}), ca)
+        if status != 200 or not body:
+            sys.exit(f"HTTP {status} with {'an empty' if not body else 'a'} body")
+        print(body.decode())
+        return
+    if form.startswith("alibaba-v2"):
         try:
             key = bytes.fromhex(secret.decode())
         except ValueError:
             key = secret  # not hex: a wrong key on purpose, the signature will not match
         params = {"id": account, "m": "0", "exp": str(int(time.time()) + 600), "v": "1.0", "dn": name, "q": "4,6"}
-        signed = "&".join(f"{k}={params[k]}" for k in sorted(params))
-        params["s"] = hmac.new(key, signed.encode(), hashlib.sha256).hexdigest()
+        if form == "alibaba-v2-cip":
+            params["cip"] = "203.0.113.7"
+        if form == "alibaba-v2-unsigned":
+            del params["exp"]
+        else:
+            signed = "&".join(f"{k}={params[k]}" for k in sorted(params))
+            params["s"] = hmac.new(key, signed.encode(), hashlib.sha256).hexdigest()
         status, body = get(base, "/v2/d?" + urllib.parse.urlencode(params), ca)
         if status != 200:
             sys.exit(f"HTTP {status} {body.decode(errors='replace')}")
