@@ -382,32 +382,49 @@ public final class HTTPDNSResolver: Sendable {
         let families = AddressFamily.allCases.filter { $0 == .ipv4 ? query.wantsIPv4 : query.wantsIPv6 }
         let deadline = NIODeadline.now() + TimeAmount(configuration.timeout)
         fetchServiceListIfDue(0)
-        var answered: [String: Duration] = [:]
-        for chunk in stride(from: 0, to: names.count, by: first.maximumBatch).map({
+        // The batches go out together: a cold start with many names waits for one round trip, not one
+        // per batch.
+        let batches = stride(from: 0, to: names.count, by: first.maximumBatch).map {
             Array(names[$0..<min($0 + first.maximumBatch, names.count)])
-        }) {
-            let started = ContinuousClock.now
-            do {
-                state.withLockedValue { $0.statistics.upstreamQueries += 1 }
-                metrics.upstreamQueries[0].increment()
-                let answers = try await first.resolveBatch(chunk, query: query, deadline: deadline)
-                let elapsed = ContinuousClock.now - started
-                for (name, answer) in answers {
-                    for family in families {
-                        guard let part = answer[family] else { continue }
-                        store(name: name, family: family, answer: part, source: first.name)
-                    }
-                    if families.allSatisfy({ answer[$0] != nil }) { answered[name] = elapsed }
-                }
-            } catch {
-                metrics.upstreamFailures[0].increment()
-                logger.debug(
-                    "batch pre-resolve failed",
-                    metadata: ["provider": "\(first.name)", "error": "\(error)"]
-                )
+        }
+        let answered = await withTaskGroup(of: [String: Duration].self) { group in
+            for batch in batches {
+                group.addTask { await self.sendBatch(batch, query, families, first, deadline: deadline) }
             }
+            return await group.reduce(into: [:]) { $0.merge($1) { a, _ in a } }
         }
         return (names, answered)
+    }
+
+    /// One batch request to `provider` (the first), its answers cached; the names it answered in full,
+    /// with the time it took.
+    private func sendBatch(
+        _ batch: [String],
+        _ query: AddressQuery,
+        _ families: [AddressFamily],
+        _ provider: any DNSProvider,
+        deadline: NIODeadline
+    ) async -> [String: Duration] {
+        let started = ContinuousClock.now
+        do {
+            state.withLockedValue { $0.statistics.upstreamQueries += 1 }
+            metrics.upstreamQueries[0].increment()
+            let answers = try await provider.resolveBatch(batch, query: query, deadline: deadline)
+            let elapsed = ContinuousClock.now - started
+            var answered: [String: Duration] = [:]
+            for (name, answer) in answers {
+                for family in families {
+                    guard let part = answer[family] else { continue }
+                    store(name: name, family: family, answer: part, source: provider.name)
+                }
+                if families.allSatisfy({ answer[$0] != nil }) { answered[name] = elapsed }
+            }
+            return answered
+        } catch {
+            metrics.upstreamFailures[0].increment()
+            logger.debug("batch pre-resolve failed", metadata: ["provider": "\(provider.name)", "error": "\(error)"])
+            return [:]
+        }
     }
 }
 
