@@ -99,7 +99,7 @@ public final class HTTPDNSResolver: Sendable {
 
     /// Counters, for benchmarks and diagnostics.
     package struct ResolverStatistics: Hashable, Sendable {
-        /// Queries sent to HTTPDNS providers (one per family per name per attempt).
+        /// Queries sent to HTTPDNS providers (one per family per name per attempt; a batch counts once).
         package var upstreamQueries = 0
         package var cacheHits = 0
         package var staleServed = 0
