@@ -57,10 +57,10 @@ extension ServiceCore {
 
     /// Whether `signature` is the one `sign` makes with any of `secrets` (each compared in constant time,
     /// all of them compared, so the time taken does not say which secret came close).
-    func signedByAny(
+    func signedByAny<Key>(
         _ signature: String,
-        _ secrets: [ResolverSecret],
-        _ sign: (ResolverSecret) -> String
+        _ secrets: [Key],
+        _ sign: (Key) -> String
     ) -> Bool {
         let given = Array(signature.lowercased().utf8)
         return secrets.reduce(false) { found, secret in constantTimeEqual(given, Array(sign(secret).utf8)) || found }
@@ -232,8 +232,8 @@ extension ServiceCore {
             guard
                 signedByAny(
                     s,
-                    secrets.filter { $0.hexBytes != nil },
-                    { AlibabaSigning.v2Signature(signed, key: $0.hexBytes!) }
+                    secrets.compactMap(\.hexBytes),
+                    { AlibabaSigning.v2Signature(signed, key: $0) }
                 )
             else {
                 return alibabaRefusal("InvalidSignature")
