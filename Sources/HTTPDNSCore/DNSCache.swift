@@ -206,6 +206,9 @@ package struct DNSCache: Sendable {
         return now < prefetchAt ? prefetchAt : entry.expiresAt
     }
 
+    /// The addresses stored for `key`, expired or not, without counting a use.
+    package func addresses(of key: CacheKey) -> [IPAddress]? { entries[key]?.addresses }
+
     /// Stores an answer (empty addresses: a negative answer). Clears the refresh mark.
     @discardableResult
     package mutating func store(

@@ -2,7 +2,8 @@
 // one lock and carries out its actions after the lock is released: hand a connection to a waiting
 // request, open a connection through the factory, fail a request, close a connection, arm an idle or a
 // connect-retry timer. It maps the machine's numbers to the `Connection`s and suspended tasks they
-// stand for, and nothing more.
+// stand for, keeps the connect parameters of pre-connected hosts, and finds the connections to an
+// address a resolver's answer no longer holds.
 
 import HTTPDNSCore
 import NIOConcurrencyHelpers
@@ -66,8 +67,16 @@ final class ConnectionPool: Sendable {
         /// Per host, the error of its last failed connect, named when a waiter times out after it.
         /// Cleared when a connect to the host succeeds; at most `lastErrorLimit` hosts.
         var lastConnectError: [PoolKey: any Error] = [:]
+        /// How to connect to each pre-connected host, for the machine's pre-connects (which name no
+        /// waiter); at most `preconnectLimit` hosts, those the pool has forgotten dropped first.
+        var preconnectRecipes: [PoolKey: ConnectRecipe] = [:]
+        /// The latest answers that moved (`answerChanged`), per host and family: a connection to a stale
+        /// answer's address that comes up after its refresh moved the answer is retired at once. At
+        /// most `lastErrorLimit` hosts.
+        var movedAnswers: [String: [AddressFamily: Set<IPAddress>]] = [:]
     }
     static let lastErrorLimit = 256
+    static let preconnectLimit = 256
 
     /// What was decided under the lock, to be done after it.
     struct Effects {
@@ -156,40 +165,67 @@ final class ConnectionPool: Sendable {
         }
     }
 
+    /// Opens a connection to `key` ahead of its first request, as `recipe` says, and returns when it is
+    /// in the pool; the first request to `key` runs on it. Returns at once when the host has a
+    /// connection that can take a request or one on its way. Throws the connect's error.
+    func preconnect(_ key: PoolKey, recipe: ConnectRecipe) async throws {
+        let connect = state.withLockedValue { state -> PoolStateMachine.Connect? in
+            if state.preconnectRecipes[key] == nil, state.preconnectRecipes.count >= Self.preconnectLimit {
+                state.preconnectRecipes = state.preconnectRecipes.filter { state.machine.hosts[$0.key] != nil }
+                guard state.preconnectRecipes.count < Self.preconnectLimit else { return nil }
+            }
+            state.preconnectRecipes[key] = recipe
+            return state.machine.preconnect(key)
+        }
+        guard let connect else { return }
+        if let error = await establish(connect, recipe: recipe) {
+            throw (error as? ConnectAttemptFailed)?.error ?? error
+        }
+    }
+
     /// Opens a connection the machine asked for, and tells the machine how it went.
     private func open(_ connect: PoolStateMachine.Connect, recipe: ConnectRecipe) {
-        let factory = self.factory
-        Task {
-            let conn: Connection
-            do {
-                conn = try await factory(recipe, connect.deadline)
-            } catch {
-                let cause = (error as? ConnectAttemptFailed)?.error ?? error
-                let effects = state.withLockedValue { state in
-                    if state.lastConnectError.count >= Self.lastErrorLimit { state.lastConnectError = [:] }
-                    state.lastConnectError[connect.key] = cause
-                    let actions = state.machine.connectFailed(
-                        connect.connection,
-                        retryMayHelp: ConnectAttemptFailed.retryMayHelp(cause),
-                        now: .now()
-                    )
-                    return Self.apply(actions, &state, connectError: error)
-                }
-                run(effects)
-                return
-            }
+        Task { await establish(connect, recipe: recipe) }
+    }
+
+    /// `open`'s work: the connect, then the machine's event. Returns the connect's error, if it failed.
+    @discardableResult
+    private func establish(_ connect: PoolStateMachine.Connect, recipe: ConnectRecipe) async -> (any Error)? {
+        let conn: Connection
+        do {
+            conn = try await factory(recipe, connect.deadline)
+        } catch {
+            let cause = (error as? ConnectAttemptFailed)?.error ?? error
             let effects = state.withLockedValue { state in
-                state.connections[connect.connection] = conn
-                state.ids[ObjectIdentifier(conn)] = connect.connection
-                state.fresh.insert(connect.connection)
-                state.lastConnectError[connect.key] = nil
-                let actions = state.machine.connected(connect.connection, version: conn.version, now: .now())
-                return Self.apply(actions, &state, connectError: nil)
+                if state.lastConnectError.count >= Self.lastErrorLimit { state.lastConnectError = [:] }
+                state.lastConnectError[connect.key] = cause
+                let actions = state.machine.connectFailed(
+                    connect.connection,
+                    retryMayHelp: ConnectAttemptFailed.retryMayHelp(cause),
+                    now: .now()
+                )
+                return Self.apply(actions, &state, connectError: error)
             }
             run(effects)
-            conn.channel.closeFuture.whenComplete { _ in self.connectionClosed(conn) }
-            conn.goAway?.onReceived { [weak self] in self?.event(conn) { $0.goingAway($1) } }
+            return error
         }
+        let effects = state.withLockedValue { state in
+            state.connections[connect.connection] = conn
+            state.ids[ObjectIdentifier(conn)] = connect.connection
+            state.fresh.insert(connect.connection)
+            state.lastConnectError[connect.key] = nil
+            var actions = state.machine.connected(connect.connection, version: conn.version, now: .now())
+            // Made to an address the answer has moved away from since its lookup (a stale answer
+            // whose refresh came first): it takes no further request.
+            if Self.isMoved(connect.connection, conn, state) {
+                actions += state.machine.goingAway(connect.connection)
+            }
+            return Self.apply(actions, &state, connectError: nil)
+        }
+        run(effects)
+        conn.channel.closeFuture.whenComplete { _ in self.connectionClosed(conn) }
+        conn.goAway?.onReceived { [weak self] in self?.event(conn) { $0.goingAway($1) } }
+        return nil
     }
 
     /// Gives a leased connection back. `reusable`: an HTTP/1.1 connection whose exchange ended cleanly.
@@ -219,7 +255,35 @@ final class ConnectionPool: Sendable {
 
     /// The network path changed: connections made on the old one are not used for new requests.
     func retireConnections() {
-        perform { $0.networkChanged() }
+        run(
+            state.withLockedValue { state in
+                state.movedAnswers = [:]  // answers are the new network's from now on
+                return Self.apply(state.machine.networkChanged(), &state, connectError: nil)
+            }
+        )
+    }
+
+    /// The resolver's answer for `host` changed to `addresses` (one family's, `family`): connections to
+    /// `host` at an address of that family the answer no longer has take no new request, as after a
+    /// GOAWAY. Only connections whose address came from the resolver are looked at (not a literal, a
+    /// proxy's or a configured one).
+    func answerChanged(host: String, family: AddressFamily, addresses: [IPAddress]) {
+        perform(each: { state in
+            if state.movedAnswers[host] == nil, state.movedAnswers.count >= Self.lastErrorLimit {
+                state.movedAnswers = [:]
+            }
+            state.movedAnswers[host, default: [:]][family] = Set(addresses)
+            return state.connections.compactMap { id, conn in Self.isMoved(id, conn, state) ? id : nil }
+        }) { $0.goingAway($1) }
+    }
+
+    /// Whether `conn` (`id`) goes to an address its host's latest moved answer no longer gives.
+    private static func isMoved(_ id: ConnectionID, _ conn: Connection, _ state: State) -> Bool {
+        guard conn.lookup.source.isResolverAnswer, let key = state.machine.connections[id]?.key, key.route == nil,
+            let ip = conn.synthesizedFrom ?? conn.remote.httpdnsIP,
+            let latest = state.movedAnswers[key.host]?[ip.isIPv6 ? .ipv6 : .ipv4]
+        else { return false }
+        return !latest.contains(ip)
     }
 
     /// Closes every connection not in use (the others when they are released); waiting and later
@@ -236,6 +300,19 @@ final class ConnectionPool: Sendable {
     /// Feeds the machine one event under the lock and carries out its actions after.
     private func perform(_ event: (inout PoolStateMachine) -> [PoolStateMachine.Action]) {
         run(state.withLockedValue { Self.apply(event(&$0.machine), &$0, connectError: nil) })
+    }
+
+    /// Feeds the machine one event per connection `select` picks, under one lock.
+    private func perform(
+        each select: (inout State) -> [ConnectionID],
+        _ event: (inout PoolStateMachine, ConnectionID) -> [PoolStateMachine.Action]
+    ) {
+        run(
+            state.withLockedValue { state in
+                let actions = select(&state).flatMap { event(&state.machine, $0) }
+                return Self.apply(actions, &state, connectError: nil)
+            }
+        )
     }
 
     private func event(
@@ -273,8 +350,15 @@ final class ConnectionPool: Sendable {
             case .run(let id, let conn):
                 grant(id, .run(state.connections[conn]!, reused: state.fresh.remove(conn) == nil))
             case .connect(let connect):
-                // The machine names a request still in its queue, so its recipe is here.
-                if let recipe = state.waiters[connect.recipeOf]?.recipe { effects.connects.append((connect, recipe)) }
+                // The machine names a request still in its queue, so its recipe is here; a pre-connect's
+                // is kept per host.
+                let recipe: ConnectRecipe?
+                if let waiter = connect.recipeOf {
+                    recipe = state.waiters[waiter]?.recipe
+                } else {
+                    recipe = state.preconnectRecipes[connect.key]
+                }
+                if let recipe { effects.connects.append((connect, recipe)) }
             case .fail(let id, let failure):
                 grant(id, .fail(failure, connectError: connectError))
             case .close(let conn):
@@ -320,6 +404,16 @@ final class ConnectionPool: Sendable {
             return HTTPEngineError(.cancelled, "\(key.host): the request was cancelled while waiting for a connection")
         case .connectFailed:
             return connectError ?? HTTPEngineError(.connectFailed, "could not connect to \(key.host)")
+        }
+    }
+}
+
+extension ResolutionSource {
+    /// An answer the resolver gave (upstream or from its cache), which a later answer may move.
+    fileprivate var isResolverAnswer: Bool {
+        switch self {
+        case .httpdns, .cache, .stale, .localDNS, .fallback: return true
+        case .literal, .override, .system, .proxy, .staticHosts, .bootstrap, .serviceList: return false
         }
     }
 }

@@ -132,6 +132,15 @@ package protocol AddressSource: Sendable {
     /// Addresses of `host`, each family in preference order, and who answered. Ends by `deadline`
     /// (the request's; nil: none) with an error when it passes: the engine adds no timer of its own.
     func addresses(for host: String, deadline: NIODeadline?) async throws -> ResolvedAddresses
+
+    /// Calls `body` each time the source's answer for a host changes: the host, the family and its new
+    /// addresses (an engine retires its connections to addresses no longer given).
+    func onAnswerChanged(_ body: @escaping @Sendable (String, AddressFamily, [IPAddress]) -> Void)
+}
+
+extension AddressSource {
+    /// A source whose answers never change (fixed tables) tells nobody.
+    package func onAnswerChanged(_ body: @escaping @Sendable (String, AddressFamily, [IPAddress]) -> Void) {}
 }
 
 /// Fixed addresses per host, e.g. a resolver endpoint's bootstrap IPs; unknown hosts fail.

@@ -72,6 +72,9 @@ public final class HTTPEngine: Sendable {
             try await factory.connect(recipe, deadline: deadline)
         }
         self.path.onChange { [weak pool] in pool?.retireConnections() }
+        addressSource?.onAnswerChanged { [weak pool] host, family, addresses in
+            pool?.answerChanged(host: host, family: family, addresses: addresses)
+        }
     }
 
     /// An engine with default settings and extra trust roots.
@@ -192,24 +195,7 @@ public final class HTTPEngine: Sendable {
         span: AttemptSpan?
     ) async throws -> HTTPEngineResponse {
         let url = request.url
-        let versions = request.versions ?? configuration.http.versions
-        let h2c = !url.isTLS && configuration.http.http2PriorKnowledge
-        let access =
-            request.networkAccess.map(configuration.network.access.narrowed(by:)) ?? configuration.network.access
-        let key = PoolKey(
-            scheme: url.scheme,
-            host: url.host,
-            port: url.port,
-            versions: versions,
-            h2c: h2c,
-            trustPartition: url.isTLS ? request.serverTrust?.partition : nil,
-            proxyCredentials: request.proxyCredentials,
-            networkAccess: access,
-            route: given.map { [$0.ipv4.first, $0.ipv6.first].compactMap { $0 } },
-            connectionLimit: request.connectionLimit.flatMap {
-                $0 < configuration.http.maxConnectionsPerHost ? $0 : nil
-            }
-        )
+        let key = poolKey(request, given: given)
         let deadline = (request.timeout ?? configuration.timeouts.request).map {
             NIODeadline.now() + TimeAmount($0)
         }
@@ -224,13 +210,13 @@ public final class HTTPEngine: Sendable {
                 recipe: ConnectRecipe(
                     url: url,
                     given: given,
-                    versions: versions,
-                    h2c: h2c,
+                    versions: key.versions,
+                    h2c: key.h2c,
                     idleTimeout: request.idleTimeout,
                     eventLoop: loop,
                     serverTrust: url.isTLS ? request.serverTrust : nil,
                     proxyCredentials: request.proxyCredentials,
-                    networkAccess: access
+                    networkAccess: key.networkAccess
                 ),
                 deadline: deadline,
                 eventLoop: loop
@@ -284,6 +270,50 @@ public final class HTTPEngine: Sendable {
             guard ExchangeRetry.sendAgain(after: .neverProcessed, attempt()) else { throw refused.error }
             throw SendAgain(cause: refused.error, reason: "retrying a stream the server never processed")
         }
+    }
+}
+
+extension HTTPEngine {
+    /// The pool key of `request` (to `given` addresses, if it names them): requests with equal keys
+    /// share connections.
+    func poolKey(_ request: HTTPEngineRequest, given: ResolvedAddresses?) -> PoolKey {
+        let url = request.url
+        return PoolKey(
+            scheme: url.scheme,
+            host: url.host,
+            port: url.port,
+            versions: request.versions ?? configuration.http.versions,
+            h2c: !url.isTLS && configuration.http.http2PriorKnowledge,
+            trustPartition: url.isTLS ? request.serverTrust?.partition : nil,
+            proxyCredentials: request.proxyCredentials,
+            networkAccess: request.networkAccess.map(configuration.network.access.narrowed(by:))
+                ?? configuration.network.access,
+            route: given.map { [$0.ipv4.first, $0.ipv6.first].compactMap { $0 } },
+            connectionLimit: request.connectionLimit.flatMap {
+                $0 < configuration.http.maxConnectionsPerHost ? $0 : nil
+            }
+        )
+    }
+
+    /// Opens a connection to `url`'s origin (scheme, host, port) and completes its TLS handshake ahead of
+    /// the first request, which then runs on it: the app pays the lookup, TCP and TLS round trips before
+    /// the user waits. The connection is pooled like any other (closed by the idle timeout if no request
+    /// comes, opened again after a network change while it is in use). It serves requests with the
+    /// engine's defaults: not one whose app evaluates the server's certificate itself, sends its own
+    /// proxy credentials or narrows the network rules. Returns at once when a connection to the origin is
+    /// open or on its way. Throws the connect's `HTTPEngineError`.
+    package func preconnect(_ url: HTTPURL) async throws {
+        let key = poolKey(HTTPEngineRequest(url: url), given: nil)
+        let recipe = ConnectRecipe(
+            url: url,
+            given: nil,
+            versions: key.versions,
+            h2c: key.h2c,
+            idleTimeout: nil,
+            eventLoop: group.any(),
+            networkAccess: key.networkAccess
+        )
+        try await pool.preconnect(key, recipe: recipe)
     }
 }
 

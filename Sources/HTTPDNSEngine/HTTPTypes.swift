@@ -31,6 +31,13 @@ package struct HTTPURL: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
+    /// An origin as an app names it for a pre-connect: a host name (`api.example.com`, meaning https on
+    /// 443) or a URL (`https://api.example.com:8443/`, whose path is ignored). Throws `.invalidRequest`.
+    package init(origin text: String) throws {
+        try self.init(text.contains("://") ? text : "https://\(text)/")
+        target = "/"
+    }
+
     /// The URL the parser split, its port filled in when it had none.
     package init(_ parts: HTTPURLParts) {
         self.init(scheme: parts.scheme, host: parts.host, port: parts.port, target: parts.target)

@@ -26,7 +26,14 @@
 // - A waiter that times out or is cancelled leaves the queue; a connect on its way goes on for the
 //   others (and, with nobody left, becomes an idle connection).
 // - An idle connection closes after `idleTimeout`: one timer per connection, re-armed for the time left
-//   (a timer per release piled up on the event loop, and NIO cancels timers by a linear scan).
+//   (a timer per release piled up on the event loop, and NIO cancels timers by a linear scan). An
+//   HTTP/2 connection is idle while no stream is open on it.
+// - A pre-connect (an app warming a host up before its first request) opens a connection with no
+//   request waiting, unless the host has one that can take a request or one on its way. It joins the
+//   pool like any other: the first request runs on it, the idle rules close it if none comes. On a
+//   network change, a pre-connected host that still has a connection gets a new one on the new network.
+// - The resolver's answer for a host moved (a stale answer was used, its refresh gave other addresses):
+//   the executor retires the connections to addresses no longer in the answer, as a GOAWAY does.
 // - A network change retires every connection: idle ones close, busy ones close when their work ends.
 //   A server's GOAWAY retires its connection the same way.
 // - A host with nothing left (no connection, connect or waiter) is dropped; what its ALPN chose is kept
@@ -49,12 +56,13 @@ struct PoolStateMachine {
     }
 
     /// A connection the executor opens now for `key`, with the connect parameters of request
-    /// `recipeOf` (any waiter of the host: they share the key), within `deadline` (the latest of the
-    /// host's waiters' deadlines; nil when one of them has none).
+    /// `recipeOf` (any waiter of the host: they share the key; nil for a pre-connect, whose parameters
+    /// the executor keeps), within `deadline` (the latest of the host's waiters' deadlines; nil when one
+    /// of them has none, or for a pre-connect).
     struct Connect: Equatable {
         var connection: ConnectionID
         var key: PoolKey
-        var recipeOf: RequestID
+        var recipeOf: RequestID?
         var deadline: NIODeadline?
     }
 
@@ -119,6 +127,8 @@ struct PoolStateMachine {
         var failedConnects = 0
         /// A failed connect's backoff is running: no connect until `connectRetryDue`.
         var retryPending = false
+        /// The app pre-connected this host: a network change connects it again.
+        var preconnected = false
 
         var isEmpty: Bool { connections.isEmpty && connecting == 0 && waiters.isEmpty }
     }
@@ -167,6 +177,17 @@ struct PoolStateMachine {
         return .wait(connect: nextConnect(&host, key))
     }
 
+    /// The app wants a connection to `key` before its first request. Returns the connect to open, or nil
+    /// when the host has a connection that can take a request, one on its way, or no room for another.
+    mutating func preconnect(_ key: PoolKey) -> Connect? {
+        guard !isShutDown else { return nil }
+        var host = hosts.removeValue(forKey: key) ?? Host(learned: remembered[key])
+        host.preconnected = true
+        defer { store(host, key) }
+        guard host.http2 == nil, host.idle.isEmpty, host.connecting == 0, canConnect(host, key) else { return nil }
+        return newConnect(&host, key, recipeOf: nil)
+    }
+
     /// Connection `conn` is up with the protocol ALPN chose (or h2c / plain HTTP/1.1): the oldest
     /// waiters run on it.
     mutating func connected(_ conn: ConnectionID, version: HTTPVersionUsed, now: NIODeadline) -> [Action] {
@@ -184,6 +205,7 @@ struct PoolStateMachine {
         } else if version == .http2 {
             if host.http2 == nil {
                 host.http2 = conn
+                record.idleSince = now
             } else {
                 // Two connects raced (the host was known as HTTP/1.1) and both came up h2: one is enough.
                 record.retired = true
@@ -264,6 +286,13 @@ struct PoolStateMachine {
             if record.retired, record.inUse == 0, !record.closing {
                 record.closing = true
                 actions.append(.close(conn))
+            } else if record.inUse == 0, !record.closing, !isShutDown {
+                // No stream open: idle, closed if no stream comes in time.
+                record.idleSince = now
+                if !record.idleTimerArmed {
+                    record.idleTimerArmed = true
+                    actions.append(.scheduleIdleTimer(conn, after: limits.idleTimeout))
+                }
             }
         } else if reusable, !record.retired, !record.closing, !isShutDown {
             record.idleSince = now
@@ -296,12 +325,14 @@ struct PoolStateMachine {
         return actions
     }
 
-    /// The server sent GOAWAY on `conn` (HTTP/2): it takes no new stream; it closes when its last
-    /// stream ends, and waiters get a new connection.
+    /// The server sent GOAWAY on `conn` (HTTP/2), or its address left the host's answer: it takes no
+    /// new request; it closes when its last request ends (now, if idle), and waiters get a new
+    /// connection.
     mutating func goingAway(_ conn: ConnectionID) -> [Action] {
         guard var record = connections[conn], var host = hosts.removeValue(forKey: record.key) else { return [] }
         record.retired = true
         if host.http2 == conn { host.http2 = nil }
+        host.idle.removeAll { $0 == conn }
         var actions: [Action] = []
         if record.inUse == 0, !record.closing {
             record.closing = true
@@ -330,6 +361,7 @@ struct PoolStateMachine {
         record.idleSince = nil
         record.closing = true
         hosts[record.key]?.idle.removeAll { $0 == conn }
+        if hosts[record.key]?.http2 == conn { hosts[record.key]?.http2 = nil }
         return [.close(conn)]
     }
 
@@ -357,8 +389,14 @@ struct PoolStateMachine {
             connections[id] = record
         }
         for key in Array(hosts.keys) {
-            hosts[key]!.idle = []
-            hosts[key]!.http2 = nil
+            var host = hosts.removeValue(forKey: key)!
+            host.idle = []
+            host.http2 = nil
+            // A pre-connected host in use (or still warm) is warmed up again on the new network.
+            if host.preconnected, host.connecting == 0, canConnect(host, key) {
+                actions.append(.connect(newConnect(&host, key, recipeOf: nil)))
+            }
+            hosts[key] = host
         }
         return actions
     }
@@ -388,6 +426,7 @@ struct PoolStateMachine {
     private mutating func take(_ host: inout Host) -> ConnectionID? {
         if let h2 = host.http2, connections[h2]!.inUse < limits.maxConcurrentStreams {
             connections[h2]!.inUse += 1
+            connections[h2]!.idleSince = nil
             return h2
         }
         guard let conn = host.idle.popLast() else { return nil }
@@ -413,10 +452,16 @@ struct PoolStateMachine {
         guard let oldest = host.waiters.first, host.connecting < host.waiters.count, canConnect(host, key) else {
             return nil
         }
+        return newConnect(&host, key, recipeOf: oldest)
+    }
+
+    /// Counts a new connect on its way for `key`: for waiter `recipeOf`, or a pre-connect (nil).
+    private mutating func newConnect(_ host: inout Host, _ key: PoolKey, recipeOf: RequestID?) -> Connect {
         nextConnection += 1
         host.connecting += 1
         connecting[nextConnection] = key
-        return Connect(connection: nextConnection, key: key, recipeOf: oldest, deadline: latestDeadline(of: host))
+        let deadline = recipeOf == nil ? nil : latestDeadline(of: host)
+        return Connect(connection: nextConnection, key: key, recipeOf: recipeOf, deadline: deadline)
     }
 
     /// The latest deadline among the host's waiters; nil when one of them waits without one.

@@ -97,7 +97,9 @@ public struct HTTPSettings: Sendable, Hashable {
     public var versions: HTTPVersionPolicy = .automatic
     /// HTTP/1.1 connections to one origin at most; further requests wait for one to be free. An
     /// HTTP/2 origin gets one connection and up to 100 concurrent streams on it. Below 1 counts as 1.
-    public var maxConnectionsPerHost = 8
+    /// 6 by default, URLSession's `httpMaximumConnectionsPerHost`: URLSession's requests and the
+    /// engine's own share connections (a pre-connected one included) unless a session sets it lower.
+    public var maxConnectionsPerHost = 6
     /// http:// hosts (patterns such as `api.example.com`, `*.example.com`) whose requests are sent
     /// over https instead, HTTP/2 when the server offers it (URLSession and the proxy).
     public var upgradeToHTTPS: [String] = []

@@ -177,6 +177,56 @@ public final class HTTPDNS: Sendable {
         await resolver.preResolve(hosts)
     }
 
+    /// Resolves every name in `hosts` ahead of use and, with `preconnect`, then opens a connection to
+    /// each as ``preconnect(_:)`` does: the first request to each finds its answer cached and its
+    /// connection ready.
+    @discardableResult
+    public func preResolve(_ hosts: [String], preconnect: Bool) async -> [String: HTTPEngineError] {
+        await resolver.preResolve(hosts)
+        return preconnect ? await self.preconnect(hosts) : [:]
+    }
+
+    /// Opens a connection to each of `origins` and completes its TLS handshake ahead of the first
+    /// request, which then runs on it: the lookup, TCP and TLS round trips are paid before the user
+    /// waits, and the first request costs one round trip.
+    ///
+    /// An origin is a host name (`api.example.com`, meaning `https://api.example.com`) or a URL's
+    /// origin (`https://api.example.com:8443`, `http://…`); a path is ignored. The connections are
+    /// pooled like any other: closed after 60 s without a request (the pool's idle timeout), and opened again on the new network after ``networkChanged(to:)`` while in use.
+    /// With `serveExpired`, a stale answer's address is connected to at once; if its refresh gives other
+    /// addresses, later requests go there and the stale connection closes when idle.
+    ///
+    /// A pre-connected connection serves requests with the default settings: not those of a URLSession
+    /// whose delegate evaluates the server's certificate itself, sends its own proxy credentials or has a
+    /// lower `httpMaximumConnectionsPerHost` than `HTTPSettings.maxConnectionsPerHost`.
+    ///
+    /// Returns the origins that could not be connected to, with why; nothing throws (the first request
+    /// connects on its own then). An origin with a connection open or on its way is left as it is.
+    @discardableResult
+    public func preconnect(_ origins: [String]) async -> [String: HTTPEngineError] {
+        await withTaskGroup(of: (String, HTTPEngineError?).self) { group in
+            for origin in origins {
+                group.addTask {
+                    do {
+                        try await self.engine.preconnect(try HTTPURL(origin: origin))
+                        return (origin, nil)
+                    } catch let error as HTTPEngineError {
+                        return (origin, error)
+                    } catch {
+                        return (origin, HTTPEngineError(.connectFailed, "\(origin): \(error)", underlying: error))
+                    }
+                }
+            }
+            var failed: [String: HTTPEngineError] = [:]
+            for await (origin, error) in group {
+                guard let error else { continue }
+                logger.debug("pre-connect failed", metadata: ["origin": "\(origin)", "error": "\(error)"])
+                failed[origin] = error
+            }
+            return failed
+        }
+    }
+
     /// Tells HTTPDNS the device moved to another network (Wi-Fi to cellular, another Wi-Fi), named by
     /// the app (never a user-visible name such as an SSID): answers are cached per network, failure
     /// back-offs start afresh, pooled connections are retired, the address families and NAT64 prefix

@@ -297,7 +297,16 @@ extension HTTPDNSResolver {
     func store(key: CacheKey, by id: QueryID?, answer: FamilyAnswer, source: String) -> [Waiter] {
         let now = clock.now()
         var waiters: [Waiter] = []
+        var moved = false
         let write = state.withLockedValue { state -> Bool in
+            // An answer that replaces one with other addresses, on the network in use: the engines
+            // retire their connections to addresses no longer given.
+            if key.network == state.network, !answer.addresses.isEmpty,
+                let before = state.machine.cache.addresses(of: key), !before.isEmpty,
+                Set(before) != Set(answer.addresses)
+            {
+                moved = true
+            }
             let action = state.machine.stored(
                 key,
                 by: id,
@@ -315,6 +324,11 @@ extension HTTPDNSResolver {
             return apply(action, &state)
         }
         if write { writeCacheLogging() }
+        if moved {
+            for subscriber in answerSubscribers.withLockedValue({ $0 }) {
+                subscriber(key.name, key.family, answer.addresses)
+            }
+        }
         return waiters
     }
 }

@@ -47,6 +47,8 @@ public final class HTTPDNSResolver: Sendable {
     /// lock, so a cached lookup never waits behind the cache's work; taken inside `state`'s lock where
     /// both are needed, never the other way round.
     let hot: NIOLockedValueBox<HotAnswers>
+    /// Told when a stored answer differs from the one it replaces (the engines' pools).
+    let answerSubscribers = NIOLockedValueBox<[@Sendable (String, AddressFamily, [IPAddress]) -> Void]>([])
     /// The network path the engines connect on; the families asked for follow it.
     package let path: NetworkPath
     /// The app's pinned names (`addressOverrides`), keys in normal form.
@@ -436,5 +438,12 @@ extension HTTPDNSResolver: AddressSource {
     package func addresses(for host: String, deadline: NIODeadline?) async throws -> ResolvedAddresses {
         let r = try await resolveUntraced(host, nil, until: deadline)
         return ResolvedAddresses(ipv4: r.ipv4, ipv6: r.ipv6, source: r.source)
+    }
+
+    /// `body` learns of each answer stored on the current network that gives other addresses than the
+    /// one it replaces (a refresh after a stale answer was served, a changed record): the name, the
+    /// family and the new addresses.
+    package func onAnswerChanged(_ body: @escaping @Sendable (String, AddressFamily, [IPAddress]) -> Void) {
+        answerSubscribers.withLockedValue { $0.append(body) }
     }
 }

@@ -377,6 +377,82 @@ import Testing
         #expect(m.request(2, key: Self.http, deadline: nil) == .fail(.shutdown))
     }
 
+    // MARK: Pre-connect
+
+    /// A pre-connect's connect, which names no waiter and has no deadline.
+    func preconnect(_ conn: Int, _ key: PoolKey) -> Connect {
+        Connect(connection: conn, key: key, recipeOf: nil, deadline: nil)
+    }
+
+    @Test func aPreconnectOpensOneConnectionThatTheFirstRequestWaitsForAndRunsOn() {
+        var m = machine()
+        #expect(m.preconnect(Self.https) == preconnect(1, Self.https))
+        // Asked again while it is on its way: nothing more.
+        #expect(m.preconnect(Self.https) == nil)
+        // The first request opens no connect of its own: the pre-connect covers it.
+        #expect(m.request(1, key: Self.https, deadline: nil) == .wait(connect: nil))
+        #expect(m.connected(1, version: .http2, now: Self.t0) == [.run(1, on: 1)])
+        // Up and able to take a request: a pre-connect leaves it as it is.
+        #expect(m.preconnect(Self.https) == nil)
+    }
+
+    @Test func anUnusedPreconnectedConnectionWaitsIdleAndClosesAfterTheIdleTimeout() {
+        var m = machine(idle: .seconds(60))
+        #expect(m.preconnect(Self.https) == preconnect(1, Self.https))
+        #expect(m.connected(1, version: .http2, now: Self.t0) == [.scheduleIdleTimer(1, after: .seconds(60))])
+        // A request that comes within the timeout runs on it, with no connect.
+        #expect(m.request(1, key: Self.https, deadline: nil) == .run(on: 1))
+        // Its last stream ended: idle again from then on (the armed timer re-arms for the time left).
+        #expect(m.released(1, reusable: true, now: Self.t0 + .seconds(10)) == [])
+        #expect(m.idleTimerFired(1, now: Self.t0 + .seconds(60)) == [.scheduleIdleTimer(1, after: .seconds(10))])
+        #expect(m.idleTimerFired(1, now: Self.t0 + .seconds(70)) == [.close(1)])
+        // Gone from the host: the next request connects again.
+        #expect(m.request(2, key: Self.https, deadline: nil) == .wait(connect: connect(2, Self.https, for: 2)))
+    }
+
+    @Test func aPreconnectedHTTP1ConnectionIsIdleForTheFirstRequest() {
+        var m = machine()
+        #expect(m.preconnect(Self.http) == preconnect(1, Self.http))
+        #expect(m.connected(1, version: .http1, now: Self.t0) == [.scheduleIdleTimer(1, after: .seconds(60))])
+        #expect(m.request(1, key: Self.http, deadline: nil) == .run(on: 1))
+        // Leased: a pre-connect now warms up a second one for the next request.
+        #expect(m.preconnect(Self.http) == preconnect(2, Self.http))
+    }
+
+    @Test func aFailedPreconnectLeavesNothingBehind() {
+        var m = machine()
+        #expect(m.preconnect(Self.https) == preconnect(1, Self.https))
+        #expect(m.connectFailed(1, retryMayHelp: true, now: Self.t0) == [])
+        #expect(m.hosts.isEmpty)
+        // The first request connects on its own.
+        #expect(m.request(1, key: Self.https, deadline: nil) == .wait(connect: connect(2, Self.https, for: 1)))
+    }
+
+    @Test func aNetworkChangeConnectsAPreconnectedHostAgainButNotOthers() {
+        var m = machine()
+        var other = Self.https
+        other.host = "b.test"
+        #expect(m.preconnect(Self.https) == preconnect(1, Self.https))
+        _ = m.connected(1, version: .http2, now: Self.t0)
+        let conn = open(&m, other, request: 1, version: .http2)
+        #expect(m.released(conn, reusable: true, now: Self.t0) == [.scheduleIdleTimer(conn, after: .seconds(60))])
+        // Both idle connections close; only the pre-connected host gets a new one, on the new network.
+        let actions = m.networkChanged()
+        #expect(Set(actions.compactMap { if case .close(let c) = $0 { c } else { nil } }) == [1, conn])
+        #expect(
+            actions.filter { if case .connect = $0 { true } else { false } } == [.connect(preconnect(3, Self.https))]
+        )
+    }
+
+    @Test func anIdleHTTP1ConnectionRetiredForAMovedAnswerIsNeverLeased() {
+        var m = machine()
+        let conn = open(&m, Self.http, request: 1, version: .http1)
+        _ = m.released(conn, reusable: true, now: Self.t0)
+        // Its address left the host's answer: it closes, and the next request connects anew.
+        #expect(m.goingAway(conn) == [.close(conn)])
+        #expect(m.request(2, key: Self.http, deadline: nil) == .wait(connect: connect(2, Self.http, for: 2)))
+    }
+
     // MARK: Bounded state
 
     @Test func aHostWithNothingLeftIsDroppedAndALPNMemoryIsBounded() {
