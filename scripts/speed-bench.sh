@@ -4,7 +4,7 @@
 #
 #   scripts/speed-bench.sh            # every row, ROUNDS=3 alternating rounds (medians)
 #   ROUNDS=5 scripts/speed-bench.sh
-#   ROWS="h1 h2" scripts/speed-bench.sh     # some rows: lookup h1 h2 urlsession doh coldstart instr tracing
+#   ROWS="h1 h2" scripts/speed-bench.sh     # some rows: lookup h1 h2 urlsession doh coldstart instr tracing rtt
 #
 # Rows:
 #   lookup      cached A+AAAA lookup (httpdns-bench resolver: resolveCachedOrStart, then await resolve)
@@ -22,12 +22,16 @@
 #               3N operations; the difference over 2N cancels start-up)
 #   tracing     the h1 row and the instructions of a cached await resolve and an h1 exchange, with no
 #               tracer (off) and with every span exported over OTLP/HTTP to the peers' receiver (on)
+#   rtt         round trips to the first byte on a simulated mobile link (50 ms each way through a
+#               delay relay), `httpdns fetch` by name vs curl (system resolver, --doh-url, --resolve): a
+#               cold launch, a persisted expired answer, a pre-connected host, a cached answer
+#               (scripts/rtt-bench.sh, which explains the accounting; its own table)
 # The URL is an IP literal (https://127.0.0.1:PORT/whoami), so every client reaches the same nginx
 # server block without a name (wrk and h2load do not verify certificates; ours checks the IP SAN).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-3}
-ROWS=${ROWS:-"lookup h1 h2 urlsession doh coldstart instr tracing"}
+ROWS=${ROWS:-"lookup h1 h2 urlsession doh coldstart instr tracing rtt"}
 
 missing=()
 command -v wrk >/dev/null || missing+=(wrk)
@@ -361,6 +365,7 @@ for r in $ROWS; do
         coldstart) run_coldstart ;;
         instr) run_instr ;;
         tracing) run_tracing ;;
-        *) echo "unknown row $r (lookup h1 h2 urlsession doh coldstart instr tracing)" >&2; exit 2 ;;
+        rtt) echo; ROUNDS=$ROUNDS scripts/rtt-bench.sh "$H" "$dir" ;;
+        *) echo "unknown row $r (lookup h1 h2 urlsession doh coldstart instr tracing rtt)" >&2; exit 2 ;;
     esac
 done

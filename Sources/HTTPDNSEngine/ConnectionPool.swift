@@ -212,7 +212,9 @@ final class ConnectionPool: Sendable {
         let effects = state.withLockedValue { state in
             state.connections[connect.connection] = conn
             state.ids[ObjectIdentifier(conn)] = connect.connection
-            state.fresh.insert(connect.connection)
+            // A pre-connect's connection counts as reused for its first request, which paid none of its
+            // lookup, connect or handshake.
+            if connect.recipeOf != nil { state.fresh.insert(connect.connection) }
             state.lastConnectError[connect.key] = nil
             var actions = state.machine.connected(connect.connection, version: conn.version, now: .now())
             // Made to an address the answer has moved away from since its lookup (a stale answer

@@ -230,7 +230,8 @@ public struct RequestMetrics: Sendable, Hashable {
     public var timeToFirstByte: Duration?
     /// From the start of the request to the last body byte (or the failure).
     public var total: Duration?
-    /// True when the request went on a pooled connection.
+    /// True when the request went on a pooled connection: one an earlier request used, or one opened
+    /// ahead of it by a pre-connect.
     public var reused: Bool = false
     /// The response's status code (nil when none came).
     public var status: Int?

@@ -77,6 +77,13 @@ struct FetchCommand: AsyncParsableCommand {
     @Flag(name: .customLong("trace-json"), help: "Print one JSON object of metrics on stderr at the end.")
     var traceJSON = false
 
+    @Flag(
+        name: .customLong("preconnect"),
+        help:
+            "Open the connection (lookup, TCP, TLS) before the request, as an app does at launch with HTTPDNS.preconnect: the request's metrics are its own."
+    )
+    var preconnect = false
+
     @Option(
         name: .customLong("pin"),
         help: ArgumentHelp("Pin the target's public key (base64 SHA-256 of SPKI), repeatable.", valueName: "SHA256")
@@ -162,6 +169,14 @@ struct FetchCommand: AsyncParsableCommand {
 
         let trace = Trace(enabled: verbose)
         trace.line("* Resolving \(target.host) through \(self.resolver.resolvers.joined(separator: ", "))")
+        if preconnect {
+            let origin = "\(target.scheme)://\(target.authority)"
+            if let failed = await httpdns.preconnect([origin])[origin] {
+                trace.line("* Pre-connect to \(origin) failed (\(failed)); the request connects itself")
+            } else {
+                trace.line("* Pre-connected to \(origin)")
+            }
+        }
         do {
             try await transfer(request, engine: engine, trace: trace)
         } catch {
@@ -223,16 +238,10 @@ struct FetchCommand: AsyncParsableCommand {
 
     /// The -v timing line and the --trace-json object (the same keys for both engines).
     func report(_ final: RequestMetrics, trace: Trace) throws {
+        // One number at a time: a phase that did not happen (a reused connection's lookup) prints 0.0.
+        func ms(_ d: Duration?) -> String { String(format: "%.1f", d.map(\.milliseconds) ?? 0.0) }
         trace.line(
-            String(
-                format: "* dns %.1f ms, connect %.1f ms, tls %.1f ms, first byte %.1f ms, total %.1f ms, %d bytes",
-                final.dns?.milliseconds ?? 0,
-                final.connect?.milliseconds ?? 0,
-                final.tls?.milliseconds ?? 0,
-                final.timeToFirstByte?.milliseconds ?? 0,
-                final.total?.milliseconds ?? 0,
-                final.bytesReceived
-            )
+            "* dns \(ms(final.dns)) ms, connect \(ms(final.connect)) ms, tls \(ms(final.tls)) ms, first byte \(ms(final.timeToFirstByte)) ms, total \(ms(final.total)) ms, \(final.bytesReceived) bytes"
         )
         if traceJSON {
             let encoder = JSONEncoder()

@@ -26,6 +26,9 @@ import Testing
             _ = try await response.body.collect(upTo: 1 << 16)
             #expect(relay.accepted == 1, "the first request opened a connection of its own")
             #expect(response.metrics.ip == "127.0.0.1")
+            // It paid no lookup, connect or handshake: its metrics say so, as for any reused connection.
+            #expect(response.metrics.reused)
+            #expect(response.metrics.connect == nil)
             // On a network change the connection in use is made again, on the new network.
             httpdns.networkChanged(to: "cellular-1")
             try await eventually("the pre-connected host was connected again") { relay.accepted == 2 }

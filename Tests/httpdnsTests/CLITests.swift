@@ -119,6 +119,20 @@ import Testing
         #expect(!r.stderr.contains("errno") && !r.stderr.contains("error set"), "\(r.stderr)")
     }
 
+    @Test func aPreconnectedFetchReportsTheRequestAloneAsReused() async throws {
+        let origin = try await startService()
+        let url = "http://127.0.0.1:\(origin.ports[0])/healthz"
+        let r = try await runCLI(["fetch", "-v", "--preconnect", url])
+        await origin.stop()
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stderr.contains("* Pre-connected to http://127.0.0.1:\(origin.ports[0])"), "\(r.stderr)")
+        #expect(r.stderr.contains("(reused)"), "\(r.stderr)")
+        // No lookup, connect or TLS: zeros in their places, the body's size in its own.
+        let timing = try #require(r.stderr.split(separator: "\n").first { $0.hasPrefix("* dns ") })
+        #expect(timing.hasPrefix("* dns 0.0 ms, connect 0.0 ms, tls 0.0 ms, first byte "), "\(timing)")
+        #expect(timing.hasSuffix(", \(r.stdout.utf8.count) bytes"), "\(timing)")
+    }
+
     @Test func demoRunsEveryStepAndExitsZero() async throws {
         let r = try await runCLI(["demo"])
         #expect(r.status == 0, "\(r.stdout)\(r.stderr)")
