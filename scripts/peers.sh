@@ -35,6 +35,7 @@ ensure_packages() {
     command -v tayga >/dev/null || missing+=(tayga)
     command -v haproxy >/dev/null || missing+=(haproxy)
     command -v tinyproxy >/dev/null || missing+=(tinyproxy)
+    [ -x /usr/sbin/named ] || missing+=(bind9)
     # The Prometheus text parser the metrics tests check /metrics with (PyPI).
     python3 -c 'import prometheus_client' 2>/dev/null || python3 -m pip install -q prometheus_client >&2
     # The OTLP decoder the tracing tests read exported spans with: OpenTelemetry's own proto classes.
@@ -321,6 +322,17 @@ start() {
     wait_dns 127.0.0.2 "$hj_port" a.test "dnsmasq"
     wait_tcp 127.0.0.1 "$proxy_port" "tinyproxy" || { cat "$dir/tinyproxy.log" >&2; return 1; }
     wait_tcp 127.0.0.1 "$auth_proxy_port" "tinyproxy (Basic)" || { cat "$dir/tinyproxy-auth.out" >&2; return 1; }
+    # BIND 9.18, authoritative for svcb.test: HTTPS records (RFC 9460) over Do53 and DoH.
+    local bind_dns_port bind_doh_port
+    bind_dns_port=$(free_port 127.0.0.1); bind_doh_port=$(free_port 127.0.0.1)
+    mkdir -p "$dir/bind-https"
+    cp "$fixtures/https.zone" "$dir/bind-https/https.zone"
+    sed -e "s|@ROOT@|$dir|g" -e "s|@DNS_PORT@|$bind_dns_port|g" -e "s|@DOH_PORT@|$bind_doh_port|g" \
+        "$fixtures/bind-https.conf" > "$dir/bind-https/named.conf"
+    /usr/sbin/named -g -c "$dir/bind-https/named.conf" > "$dir/bind-https/named.log" 2>&1 &
+    echo $! > "$dir/bind-https.pid"
+    wait_dns 127.0.0.1 "$bind_dns_port" a.svcb.test "bind (Do53)" || { cat "$dir/bind-https/named.log" >&2; return 1; }
+    wait_tcp 127.0.0.1 "$bind_doh_port" "bind (DoH)" || { cat "$dir/bind-https/named.log" >&2; return 1; }
     # An OTLP/HTTP receiver: every span exported to it, decoded, one JSON line each in otlp-spans.jsonl.
     local otlp_port
     otlp_port=$(free_port 127.0.0.1)
@@ -345,6 +357,8 @@ export HTTPDNS_NGINX_H1_TLS_PORT='$(cat "$dir/nginx/h1_tls_port")'
 export HTTPDNS_WWW='$dir/www'
 export HTTPDNS_OTLP_ENDPOINT='http://127.0.0.1:$otlp_port'
 export HTTPDNS_OTLP_SPANS='$dir/otlp-spans.jsonl'
+export HTTPDNS_BIND_DNS='127.0.0.1:$bind_dns_port'
+export HTTPDNS_BIND_DOH_PORT='$bind_doh_port'
 export HTTPDNS_NETNS='$(cat "$dir/netns/name")'
 export HTTPDNS_NAT64_CLIENT_NS='$(cat "$dir/nat64/client")'
 export HTTPDNS_NAT64_DUAL_NS='$(cat "$dir/nat64/dual")'
@@ -363,7 +377,7 @@ stop() {
     stop_nat64 "$dir"
     stop_netns "$dir"
     for f in "$dir/kresd.pid" "$dir/dnsmasq.pid" "$dir/nginx/nginx.pid" "$dir/tinyproxy.pid" "$dir/tinyproxy-auth.pid" \
-        "$dir/otlp.pid"; do
+        "$dir/otlp.pid" "$dir/bind-https.pid"; do
         [ -s "$f" ] && kill "$(cat "$f")" 2>/dev/null || true
     done
 }

@@ -13,6 +13,8 @@ package struct DNSRecordType: RawRepresentable, Hashable, Sendable, CustomString
     package static let soa = DNSRecordType(rawValue: 6)
     package static let aaaa = DNSRecordType(rawValue: 28)
     package static let opt = DNSRecordType(rawValue: 41)
+    /// HTTPS (RFC 9460): `ServiceBinding`.
+    package static let https = DNSRecordType(rawValue: 65)
 
     package var description: String {
         switch self {
@@ -21,6 +23,7 @@ package struct DNSRecordType: RawRepresentable, Hashable, Sendable, CustomString
         case .cname: return "CNAME"
         case .soa: return "SOA"
         case .opt: return "OPT"
+        case .https: return "HTTPS"
         default: return "TYPE\(rawValue)"
         }
     }
@@ -277,6 +280,23 @@ package struct DNSMessage: Hashable, Sendable {
             }
         }
         return (result.addresses, result.addresses.isEmpty ? nil : ttl)
+    }
+}
+
+extension DNSMessage {
+    /// The HTTPS records that answer the question, following the CNAME chain from the question name,
+    /// with the smallest TTL among those used (nil when there are none). A record that does not parse or
+    /// is unusable (RFC 9460 §8) is left out; the rest are sorted by priority.
+    package func serviceBindings() -> ServiceBindingAnswer {
+        let chain = CNAMEChain(
+            from: questionName,
+            aliases: answers.compactMap { r in r.type == .cname ? r.target.map { (r.name, $0, r.ttl) } : nil }
+        )
+        return ServiceBindingAnswer(
+            collecting: answers.lazy.filter { $0.type == .https && chain.answers($0.name) }
+                .map { (try? ServiceBinding(rdata: $0.data), $0.ttl) },
+            chainTTL: chain.ttl
+        )
     }
 }
 

@@ -439,22 +439,7 @@ package enum DoHJSONFormat {
     /// TTL is the smallest of the records used, aliases included.
     /// Status 3 (NXDOMAIN) and an empty answer are negative answers; other non-zero statuses are errors.
     package static func parse(_ body: [UInt8], name: String, type: DNSRecordType) throws -> FamilyAnswer {
-        let decoded: Body
-        do {
-            decoded = try JSONDecoder().decode(Body.self, from: Data(body))
-        } catch {
-            throw AnswerFormatError("DoH JSON answer is not the expected {\"Status\",\"Answer\"} object")
-        }
-        guard (0...4095).contains(decoded.Status) else {
-            throw AnswerFormatError("DoH JSON Status \(decoded.Status) is not a DNS response code")
-        }
-        if decoded.Status == Int(DNSResponseCode.nameError.rawValue) { return .empty }
-        guard decoded.Status == 0 else {
-            let code =
-                decoded.Status < 16 ? "\(DNSResponseCode(rawValue: UInt8(decoded.Status)))" : "RCODE\(decoded.Status)"
-            throw AnswerFormatError("DoH JSON server answered \(code)")
-        }
-        let records = decoded.Answer ?? []
+        guard let records = try answerRecords(body) else { return .empty }
         let chain = CNAMEChain(
             from: name,
             aliases: records.filter { $0.type == DNSRecordType.cname.rawValue }.map { ($0.name, $0.data, $0.TTL) }
@@ -470,6 +455,41 @@ package enum DoHJSONFormat {
             if let t = r.TTL { ttl = min(ttl ?? t, t) }
         }
         return FamilyAnswer(addresses: out.addresses, ttl: out.addresses.isEmpty ? nil : ttl)
+    }
+
+    /// Parses an answer to a query for `name`'s HTTPS records (type 65), in the presentation form or
+    /// RFC 3597's generic one, following CNAMEs. A record that does not read is left out.
+    package static func parseServiceBindings(_ body: [UInt8], name: String) throws -> ServiceBindingAnswer {
+        guard let records = try answerRecords(body) else { return ServiceBindingAnswer(bindings: [], ttl: nil) }
+        let chain = CNAMEChain(
+            from: name,
+            aliases: records.filter { $0.type == DNSRecordType.cname.rawValue }.map { ($0.name, $0.data, $0.TTL) }
+        )
+        return ServiceBindingAnswer(
+            collecting: records.lazy.filter { $0.type == DNSRecordType.https.rawValue && chain.answers($0.name) }
+                .map { (try? ServiceBinding(parsing: $0.data), $0.TTL) },
+            chainTTL: chain.ttl
+        )
+    }
+
+    /// The answer section of a JSON DoH body; nil for NXDOMAIN. Throws for another error status.
+    private static func answerRecords(_ body: [UInt8]) throws -> [Record]? {
+        let decoded: Body
+        do {
+            decoded = try JSONDecoder().decode(Body.self, from: Data(body))
+        } catch {
+            throw AnswerFormatError("DoH JSON answer is not the expected {\"Status\",\"Answer\"} object")
+        }
+        guard (0...4095).contains(decoded.Status) else {
+            throw AnswerFormatError("DoH JSON Status \(decoded.Status) is not a DNS response code")
+        }
+        if decoded.Status == Int(DNSResponseCode.nameError.rawValue) { return nil }
+        guard decoded.Status == 0 else {
+            let code =
+                decoded.Status < 16 ? "\(DNSResponseCode(rawValue: UInt8(decoded.Status)))" : "RCODE\(decoded.Status)"
+            throw AnswerFormatError("DoH JSON server answered \(code)")
+        }
+        return decoded.Answer ?? []
     }
 
     package static func format(name: String, type: DNSRecordType, rcode: DNSResponseCode, answer: FamilyAnswer)

@@ -23,10 +23,21 @@ package protocol DNSProvider: Sendable {
     /// concurrently.
     func resolveBatch(_ names: [String], query: AddressQuery, deadline: NIODeadline) async throws -> [String:
         HostAnswer]
+    /// Whether the provider answers HTTPS records (DoH, JSON DoH, classic DNS; not the vendors' APIs).
+    var answersServiceBindings: Bool { get }
+    /// The HTTPS records (RFC 9460) of `name`, before `deadline`. The default throws: the provider's API
+    /// has no such query.
+    func serviceBindings(_ name: String, deadline: NIODeadline) async throws -> ServiceBindingAnswer
 }
 
 extension DNSProvider {
     package var maximumBatch: Int { 1 }
+
+    package var answersServiceBindings: Bool { false }
+
+    package func serviceBindings(_ name: String, deadline: NIODeadline) async throws -> ServiceBindingAnswer {
+        throw ProviderError("\(self.name) has no query for HTTPS records")
+    }
 
     package func networkChanged() {}
 

@@ -53,19 +53,38 @@ package struct Do53Provider: SubnetQuerying {
     package func resolve(_ name: String, family: AddressFamily, deadline: NIODeadline, clientSubnet: ClientSubnet?)
         async throws -> FamilyAnswer
     {
-        let id = UInt16.random(in: 1...UInt16.max)
-        let query = try DNSMessage.query(name: name, type: family.recordType, id: id, clientSubnet: clientSubnet)
-        let bytes = try await udpExchange(
-            query,
-            expecting: ExpectedAnswer(id: id, name: name, type: family.recordType),
+        let (bytes, id) = try await exchange(
+            name,
+            type: family.recordType,
+            clientSubnet: clientSubnet,
             deadline: deadline
         )
-        let message = try? DNSMessage(parsing: bytes)
-        if message?.truncated == true {
-            let tcpBytes = try await tcpExchange(query, deadline: deadline)
-            return try interpretWireAnswer(tcpBytes, name: name, family: family, expectedID: id)
-        }
         return try interpretWireAnswer(bytes, name: name, family: family, expectedID: id)
+    }
+
+    package var answersServiceBindings: Bool { true }
+
+    package func serviceBindings(_ name: String, deadline: NIODeadline) async throws -> ServiceBindingAnswer {
+        let (bytes, id) = try await exchange(name, type: .https, clientSubnet: clientSubnet, deadline: deadline)
+        return try interpretWireBindings(bytes, name: name, expectedID: id)
+    }
+
+    /// One query over UDP, again over TCP when the answer was truncated: the answer's bytes and the
+    /// query's id.
+    private func exchange(_ name: String, type: DNSRecordType, clientSubnet: ClientSubnet?, deadline: NIODeadline)
+        async throws -> ([UInt8], UInt16)
+    {
+        let id = UInt16.random(in: 1...UInt16.max)
+        let query = try DNSMessage.query(name: name, type: type, id: id, clientSubnet: clientSubnet)
+        let bytes = try await udpExchange(
+            query,
+            expecting: ExpectedAnswer(id: id, name: name, type: type),
+            deadline: deadline
+        )
+        if (try? DNSMessage(parsing: bytes))?.truncated == true {
+            return (try await tcpExchange(query, deadline: deadline), id)
+        }
+        return (bytes, id)
     }
 
     private func udpExchange(_ query: [UInt8], expecting expected: ExpectedAnswer, deadline: NIODeadline) async throws

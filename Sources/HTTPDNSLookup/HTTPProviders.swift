@@ -185,9 +185,20 @@ package struct DoHProvider: SubnetQuerying {
         async throws -> FamilyAnswer
     {
         let query = try DNSMessage.query(name: name, type: family.recordType, id: 0, clientSubnet: clientSubnet)
-        let body: [UInt8]
+        return try interpretWireAnswer(try await exchange(query, deadline: deadline), name: name, family: family)
+    }
+
+    package var answersServiceBindings: Bool { true }
+
+    package func serviceBindings(_ name: String, deadline: NIODeadline) async throws -> ServiceBindingAnswer {
+        let query = try DNSMessage.query(name: name, type: .https, id: 0, clientSubnet: clientSubnet)
+        return try interpretWireBindings(try await exchange(query, deadline: deadline), name: name)
+    }
+
+    /// Sends one wire-format query and returns the answer's bytes.
+    private func exchange(_ query: [UInt8], deadline: NIODeadline) async throws -> [UInt8] {
         if usePOST {
-            body = try await client.send(
+            return try await client.send(
                 method: .POST,
                 [],
                 accept: "application/dns-message",
@@ -195,14 +206,8 @@ package struct DoHProvider: SubnetQuerying {
                 contentType: "application/dns-message",
                 deadline: deadline
             )
-        } else {
-            body = try await client.send(
-                [("dns", base64URL(query))],
-                accept: "application/dns-message",
-                deadline: deadline
-            )
         }
-        return try interpretWireAnswer(body, name: name, family: family)
+        return try await client.send([("dns", base64URL(query))], accept: "application/dns-message", deadline: deadline)
     }
 }
 
@@ -210,6 +215,26 @@ package struct DoHProvider: SubnetQuerying {
 /// anything else is the server's failure.
 func interpretWireAnswer(_ bytes: [UInt8], name: String, family: AddressFamily, expectedID: UInt16? = nil) throws
     -> FamilyAnswer
+{
+    let message = try checkedWireResponse(bytes, name: name, type: family.recordType, expectedID: expectedID)
+    guard message.rcode == .noError else { return FamilyAnswer(addresses: [], ttl: message.negativeTTL) }
+    let (addresses, ttl) = message.addresses(for: family.recordType)
+    return FamilyAnswer(addresses: addresses, ttl: addresses.isEmpty ? message.negativeTTL : ttl)
+}
+
+/// Reads a wire-format answer to our query for `name`'s HTTPS records: NOERROR gives them (maybe
+/// none), NXDOMAIN none, anything else is the server's failure.
+func interpretWireBindings(_ bytes: [UInt8], name: String, expectedID: UInt16? = nil) throws -> ServiceBindingAnswer {
+    let message = try checkedWireResponse(bytes, name: name, type: .https, expectedID: expectedID)
+    var answer = message.rcode == .noError ? message.serviceBindings() : ServiceBindingAnswer(bindings: [], ttl: nil)
+    if answer.bindings.isEmpty { answer.ttl = message.negativeTTL }
+    return answer
+}
+
+/// The response to our query for `name` / `type`, checked: NOERROR or NXDOMAIN; throws `ProviderError`
+/// for a malformed message, another question or id, or another rcode.
+private func checkedWireResponse(_ bytes: [UInt8], name: String, type: DNSRecordType, expectedID: UInt16?) throws
+    -> DNSMessage
 {
     let message: DNSMessage
     do {
@@ -219,18 +244,12 @@ func interpretWireAnswer(_ bytes: [UInt8], name: String, family: AddressFamily, 
     }
     guard message.isResponse else { throw ProviderError("sent a query, not a response") }
     if let expectedID, message.id != expectedID { throw ProviderError("answered with the wrong query id") }
-    guard normalizeHostname(message.questionName) == normalizeHostname(name), message.questionType == family.recordType
-    else {
+    guard normalizeHostname(message.questionName) == normalizeHostname(name), message.questionType == type else {
         throw ProviderError("answered another question (\(message.questionName) \(message.questionType))")
     }
     switch message.rcode {
-    case .noError:
-        let (addresses, ttl) = message.addresses(for: family.recordType)
-        return FamilyAnswer(addresses: addresses, ttl: addresses.isEmpty ? message.negativeTTL : ttl)
-    case .nameError:
-        return FamilyAnswer(addresses: [], ttl: message.negativeTTL)
-    default:
-        throw ProviderError("answered \(message.rcode) for \(family.recordType)", rcode: message.rcode)
+    case .noError, .nameError: return message
+    default: throw ProviderError("answered \(message.rcode) for \(type)", rcode: message.rcode)
     }
 }
 
@@ -254,6 +273,21 @@ package struct DoHJSONProvider: DNSProvider {
         )
         do {
             return try DoHJSONFormat.parse(body, name: name, type: family.recordType)
+        } catch let error as AnswerFormatError {
+            throw ProviderError("\(error)")
+        }
+    }
+
+    package var answersServiceBindings: Bool { true }
+
+    package func serviceBindings(_ name: String, deadline: NIODeadline) async throws -> ServiceBindingAnswer {
+        let body = try await client.send(
+            [("name", name), ("type", "HTTPS")],
+            accept: "application/dns-json",
+            deadline: deadline
+        )
+        do {
+            return try DoHJSONFormat.parseServiceBindings(body, name: name)
         } catch let error as AnswerFormatError {
             throw ProviderError("\(error)")
         }

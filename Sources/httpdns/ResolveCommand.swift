@@ -21,9 +21,16 @@ struct ResolveCommand: AsyncParsableCommand {
 
     @Option(
         name: .customLong("type"),
-        help: "Address families: a, aaaa or both. Default: those the network can use (both when unsure)."
+        help:
+            "Address families: a, aaaa or both (default: those the network can use; both when unsure); or https: the HTTPS records (RFC 9460), an alias followed."
     )
-    var type: AddressQuery?
+    var records: RecordChoice?
+
+    /// The address families asked; nil for the network's (or for --type https).
+    var type: AddressQuery? {
+        if case .addresses(let query) = records { return query }
+        return nil
+    }
 
     @Flag(
         name: [.customShort("v"), .customLong("verbose")],
@@ -47,6 +54,9 @@ struct ResolveCommand: AsyncParsableCommand {
             throw ValidationError("--resolver: give at least one, e.g. --resolver doh:https://127.0.0.1:8473/dns-query")
         }
         guard !names.isEmpty else { throw ValidationError("give at least one NAME to resolve") }
+        if records == .https, compare {
+            throw ValidationError("--compare compares addresses: leave out --type https, or --compare")
+        }
     }
 
     struct Output: Encodable {
@@ -86,6 +96,7 @@ struct ResolveCommand: AsyncParsableCommand {
             throw ValidationError("\(error)")
         }
         await self.resolver.fetchServiceLists(httpdns)
+        if records == .https { return try await printServiceBindings(httpdns) }
         let resolver = httpdns.resolver
         let type = self.type
         let compare = self.compare
@@ -179,6 +190,70 @@ struct ResolveCommand: AsyncParsableCommand {
                     let verdict = out.hijacked == true ? word.uppercased() : word
                     print(";; \(out.name) localdns(\(self.resolver.localDNS)): \(answer) -> \(verdict)")
                 }
+            }
+        }
+        if outputs.contains(where: { $0.error != nil }) { throw ExitCode(1) }
+    }
+}
+
+extension ResolveCommand {
+    /// What `--type` asks for.
+    enum RecordChoice: Equatable, ExpressibleByArgument {
+        case addresses(AddressQuery)
+        case https
+
+        init?(argument: String) {
+            if argument.lowercased() == "https" {
+                self = .https
+            } else if let query = AddressQuery(argument: argument) {
+                self = .addresses(query)
+            } else {
+                return nil
+            }
+        }
+
+        static var allValueStrings: [String] { AddressQuery.allCases.map(\.argument) + ["https"] }
+    }
+
+    /// One name's HTTPS records, as `--json` prints them.
+    struct BindingsOutput: Encodable {
+        var name: String
+        var aliases: [String] = []
+        /// Each endpoint in the presentation form (`1 . alpn="h2" port=8443`).
+        var records: [String] = []
+        var source: String?
+        var error: String?
+    }
+
+    /// `--type https`: each name's HTTPS records, in the order given. Exit 1 when a lookup failed.
+    func printServiceBindings(_ httpdns: HTTPDNS) async throws {
+        let resolver = httpdns.resolver
+        var outputs: [BindingsOutput] = []
+        for name in names {
+            var out = BindingsOutput(name: name)
+            do {
+                let found = try await resolver.serviceBindings(for: name)
+                out.aliases = found.aliases
+                out.records = found.endpoints.map(\.description)
+                out.source = found.source.description
+            } catch {
+                out.error = "\(error)"
+            }
+            outputs.append(out)
+        }
+        await httpdns.shutdown()
+        for out in outputs where out.error != nil {
+            FileHandle.standardError.write(Data("httpdns: \(out.error!)\n".utf8))
+        }
+        if json {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys]
+            print(String(decoding: try encoder.encode(outputs), as: UTF8.self))
+        } else {
+            for out in outputs where out.error == nil {
+                let chain = ([out.name] + out.aliases).joined(separator: " -> ")
+                print(";; \(chain) HTTPS source=\(out.source ?? "")\(out.records.isEmpty ? " (no record)" : "")")
+                for record in out.records { print(record) }
             }
         }
         if outputs.contains(where: { $0.error != nil }) { throw ExitCode(1) }

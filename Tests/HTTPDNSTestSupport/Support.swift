@@ -37,6 +37,9 @@ struct Peers {
     /// The OTLP/HTTP receiver's base URL, and the file it writes each decoded span to (a JSON line).
     var otlpEndpoint: String
     var otlpSpans: String
+    /// BIND 9.18, authoritative for svcb.test (Tests/Fixtures/peers/https.zone): Do53, and DoH's port.
+    var bindDNS: (IPAddress, Int)
+    var bindDoHPort: Int
 
     static let current: Peers? = {
         let env = ProcessInfo.processInfo.environment
@@ -50,7 +53,9 @@ struct Peers {
             let h2c = env["HTTPDNS_NGINX_H2C_PORT"].flatMap(Int.init),
             let h1TLS = env["HTTPDNS_NGINX_H1_TLS_PORT"].flatMap(Int.init),
             let www = env["HTTPDNS_WWW"], let netns = env["HTTPDNS_NETNS"],
-            let otlpEndpoint = env["HTTPDNS_OTLP_ENDPOINT"], let otlpSpans = env["HTTPDNS_OTLP_SPANS"]
+            let otlpEndpoint = env["HTTPDNS_OTLP_ENDPOINT"], let otlpSpans = env["HTTPDNS_OTLP_SPANS"],
+            let bind = env["HTTPDNS_BIND_DNS"].flatMap({ try? ResolverSpec.parseHostPort($0, defaultPort: 53) }),
+            let bindDoH = env["HTTPDNS_BIND_DOH_PORT"].flatMap(Int.init)
         else { return nil }
         return Peers(
             ca: ca,
@@ -65,7 +70,9 @@ struct Peers {
             www: www,
             netns: netns,
             otlpEndpoint: otlpEndpoint,
-            otlpSpans: otlpSpans
+            otlpSpans: otlpSpans,
+            bindDNS: bind,
+            bindDoHPort: bindDoH
         )
     }()
 

@@ -1,0 +1,133 @@
+// HTTPS records (RFC 9460) of a name, asked next to its addresses: the first provider that has a query for
+// them (DoH, JSON DoH, classic DNS; the vendors' APIs have none) answers, and an alias is followed to its
+// target, four steps at most. Names outside the HTTPDNS policy ask LocalDNS when it can (a `dns:` server;
+// the system resolver has no such query, so they have none). Answers are kept per network for their TTL
+// in a small table of their own (the address cache's rules are per address family).
+
+import HTTPDNSCore
+import NIOCore
+
+/// A name's HTTPS records, with the aliases followed to reach them.
+public struct ServiceBindings: Hashable, Sendable, CustomStringConvertible {
+    /// The name asked, in normal form.
+    public var name: String
+    /// The alias targets followed, in order (empty when the name's own records answered).
+    public var aliases: [String]
+    /// The service endpoints, by priority: empty when the name has none. A target of `.` is the last
+    /// name of the chain (`aliases.last`, else `name`).
+    public var endpoints: [ServiceBinding]
+    /// Who answered: an HTTPDNS provider, LocalDNS, or the cache.
+    public var source: ResolutionSource
+
+    /// The name the endpoints' `.` targets stand for.
+    public var owner: String { aliases.last ?? name }
+
+    /// One line per endpoint, the alias chain first: `alias.example → a.example: 1 . alpn="h2"`.
+    public var description: String {
+        let chain = ([name] + aliases).joined(separator: " → ")
+        guard !endpoints.isEmpty else { return "\(chain): no HTTPS record" }
+        return endpoints.map { "\(chain): \($0)" }.joined(separator: "\n")
+    }
+}
+
+/// The resolver's table of HTTPS answers: per network and name, until their TTL runs out. At most
+/// `capacity` names; when full, expired ones go first, then everything (a lookup costs one query).
+struct ServiceBindingTable {
+    struct Entry {
+        var answer: ServiceBindingAnswer
+        var source: String
+        var expiresAt: Timestamp
+    }
+    var entries: [String: Entry] = [:]
+    static let capacity = 512
+
+    func fresh(_ key: String, now: Timestamp) -> Entry? {
+        guard let entry = entries[key], now < entry.expiresAt else { return nil }
+        return entry
+    }
+
+    mutating func store(_ key: String, _ entry: Entry, now: Timestamp) {
+        if entries[key] == nil, entries.count >= Self.capacity {
+            entries = entries.filter { now < $0.value.expiresAt }
+            if entries.count >= Self.capacity { entries = [:] }
+        }
+        entries[key] = entry
+    }
+}
+
+extension HTTPDNSResolver {
+    /// Alias steps followed at most.
+    static let aliasLimit = 4
+
+    /// The HTTPS records (RFC 9460) of `host`: its service endpoints (ALPN, port, address hints, ECH),
+    /// an alias followed to its target. Asked of the first provider that has a query for them, within
+    /// the lookup timeout; cached for their TTL.
+    ///
+    /// Throws `ResolverError` when no provider could answer; a name without records gives none.
+    public func serviceBindings(for host: String) async throws -> ServiceBindings {
+        let name: String
+        do {
+            name = try validatedHostname(host)
+        } catch {
+            throw ResolverError(.invalidName, name: host, "\(error)")
+        }
+        var result = ServiceBindings(name: name, aliases: [], endpoints: [], source: .literal)
+        var current = name
+        for _ in 0...Self.aliasLimit {
+            let (answer, source) = try await serviceBindingAnswer(current)
+            result.source = source
+            guard let alias = answer.bindings.first, alias.isAlias else {
+                result.endpoints = answer.bindings
+                return result
+            }
+            // An alias to "." or to a name already seen ends the chain: no endpoint (RFC 9460 §2.4.2).
+            let target = normalizeHostname(alias.target)
+            guard alias.target != ".", target != name, !result.aliases.contains(target) else { return result }
+            result.aliases.append(target)
+            current = target
+        }
+        return result
+    }
+
+    /// One name's answer: the table's, else the first provider's that answers HTTPS records.
+    private func serviceBindingAnswer(_ name: String) async throws -> (ServiceBindingAnswer, ResolutionSource) {
+        let now = clock.now()
+        let network = state.withLockedValue { $0.network }
+        let key = network + " " + name
+        if let entry = bindingTable.withLockedValue({ $0.fresh(key, now: now) }) {
+            return (entry.answer, .cache(entry.source))
+        }
+        let candidates: [any DNSProvider]
+        switch configuration.policy.route(for: name) {
+        case .httpdns(let strict):
+            candidates = providers + (strict || !configuration.fallbackToLocalDNS ? [] : [localDNS])
+        case .localDNS, .literal:
+            candidates = [localDNS]
+        }
+        let deadline = NIODeadline.now() + TimeAmount(configuration.timeout)
+        var failures: [ProviderFailure] = []
+        for provider in candidates where provider.answersServiceBindings {
+            do {
+                let answer = try await provider.serviceBindings(name, deadline: deadline)
+                let ttl = max(configuration.cache.minTTL, min(answer.ttl ?? configuration.cache.negativeTTL, 86_400))
+                let entry = ServiceBindingTable.Entry(
+                    answer: answer,
+                    source: provider.name,
+                    expiresAt: now + .seconds(Int64(ttl))
+                )
+                bindingTable.withLockedValue { $0.store(key, entry, now: now) }
+                let fromHTTPDNS = providers.contains { $0.name == provider.name }
+                return (answer, fromHTTPDNS ? .httpdns(provider.name) : .localDNS(provider.name))
+            } catch {
+                failures.append(ProviderFailure(provider: provider.name, error: error))
+            }
+        }
+        guard !failures.isEmpty else { return (ServiceBindingAnswer(bindings: [], ttl: nil), .literal) }
+        throw ResolverError(
+            .allProvidersFailed,
+            name: name,
+            "no HTTPS records: " + failures.map(\.description).joined(separator: "; "),
+            failures: failures
+        )
+    }
+}
