@@ -100,6 +100,7 @@ gen_certs() { # dir
     leaf doh "DNS:doh.test,IP:127.0.0.1,IP:::1"
     leaf a.test "DNS:a.test"
     leaf b.test "DNS:b.test"
+    leaf web.svcb.test "DNS:web.svcb.test,DNS:hinted.svcb.test,DNS:webalias.svcb.test,DNS:h1web.svcb.test"
     leaf default.test "DNS:default.test,IP:127.0.0.1,IP:::1,IP:198.18.0.2"
 }
 
@@ -326,7 +327,7 @@ start() {
     local bind_dns_port bind_doh_port
     bind_dns_port=$(free_port 127.0.0.1); bind_doh_port=$(free_port 127.0.0.1)
     mkdir -p "$dir/bind-https"
-    cp "$fixtures/https.zone" "$dir/bind-https/https.zone"
+    sed -e "s|@NGINX_TLS_PORT@|$tls_port|g" "$fixtures/https.zone" > "$dir/bind-https/https.zone"
     sed -e "s|@ROOT@|$dir|g" -e "s|@DNS_PORT@|$bind_dns_port|g" -e "s|@DOH_PORT@|$bind_doh_port|g" \
         "$fixtures/bind-https.conf" > "$dir/bind-https/named.conf"
     /usr/sbin/named -g -c "$dir/bind-https/named.conf" > "$dir/bind-https/named.log" 2>&1 &

@@ -61,6 +61,37 @@ public struct ServiceBinding: Hashable, Sendable, CustomStringConvertible {
     }
 }
 
+/// A name's HTTPS records, with the aliases followed to reach them.
+public struct ServiceBindings: Hashable, Sendable, CustomStringConvertible {
+    /// The name asked, in normal form.
+    public var name: String
+    /// The alias targets followed, in order (empty when the name's own records answered).
+    public var aliases: [String]
+    /// The service endpoints, by priority: empty when the name has none. A target of `.` is the last
+    /// name of the chain (`aliases.last`, else `name`).
+    public var endpoints: [ServiceBinding]
+    /// Who answered: an HTTPDNS provider, LocalDNS, or the cache.
+    public var source: ResolutionSource
+
+    /// The name the endpoints' `.` targets stand for.
+    public var owner: String { aliases.last ?? name }
+
+    /// Records found for `name`, reached through `aliases`, answered by `source`.
+    public init(name: String, aliases: [String], endpoints: [ServiceBinding], source: ResolutionSource) {
+        self.name = name
+        self.aliases = aliases
+        self.endpoints = endpoints
+        self.source = source
+    }
+
+    /// One line per endpoint, the alias chain first: `alias.example → a.example: 1 . alpn="h2"`.
+    public var description: String {
+        let chain = ([name] + aliases).joined(separator: " → ")
+        guard !endpoints.isEmpty else { return "\(chain): no HTTPS record" }
+        return endpoints.map { "\(chain): \($0)" }.joined(separator: "\n")
+    }
+}
+
 /// A name's HTTPS records as a provider answered them: none when it has none, with how long they may
 /// be kept (nil: no TTL given).
 package struct ServiceBindingAnswer: Hashable, Sendable {

@@ -71,6 +71,9 @@ final class Connection: Sendable {
         var serverTrust: ServerTrustEvaluation? = nil
         /// The networks the connection may use (honoured where Network.framework carries it).
         var networkAccess = NetworkAccess.unrestricted
+        /// The port to connect to when the origin's HTTPS record names another than the URL's; the
+        /// URL's port stays the origin's everywhere else (the app's certificate challenge, Host).
+        var port: Int? = nil
     }
 
     /// Connects to `url`'s host at `addresses` (nil: an IP-literal host, connected to as is; an IPv4

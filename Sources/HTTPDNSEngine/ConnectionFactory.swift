@@ -139,6 +139,9 @@ struct ConnectionFactory: Sendable {
                     proxy: (proxy, [target])
                 )
             }
+            if proxy == nil, let source = recordsSource(for: recipe) {
+                return try await connectByRecords(recipe, source: source, deadline: deadline, lookup: &lookup)
+            }
             let (addresses, found) = try await self.addresses(for: url.host, given: recipe.given, deadline: deadline)
             lookup = found
             guard let proxy else {
@@ -163,6 +166,90 @@ struct ConnectionFactory: Sendable {
             )
         } catch {
             throw ConnectAttemptFailed(error: error, lookup: lookup)
+        }
+    }
+
+    /// The source to ask for the origin's HTTPS records, when `recipe` is one they apply to (see
+    /// ServiceRoute.swift): an https origin on its default port, by name, its addresses not given.
+    private func recordsSource(for recipe: ConnectRecipe) -> (any AddressSource)? {
+        guard configuration.http.usesHTTPSRecords, recipe.url.isTLS, recipe.url.port == 443, recipe.given == nil,
+            IPAddress(recipe.url.host) == nil, let source = addressSource, source.answersServiceBindings
+        else { return nil }
+        return source
+    }
+
+    /// Connects as the origin's HTTPS records say (ServiceRoute.swift): they are asked next to the
+    /// addresses and waited for a little beyond them; without a usable record, as if there were none.
+    private func connectByRecords(
+        _ recipe: ConnectRecipe,
+        source: any AddressSource,
+        deadline: NIODeadline?,
+        lookup: inout AddressLookup?
+    ) async throws -> Connection {
+        let url = recipe.url
+        let cached = source.cachedServiceBindings(for: url.host)
+        let records =
+            cached == nil ? Task { try? await source.serviceBindings(for: url.host, deadline: deadline) } : nil
+        let started = ContinuousClock.now
+        let found: Result<(ResolvedAddresses?, AddressLookup), any Error>
+        do {
+            found = .success(try await addresses(for: url.host, given: nil, deadline: deadline))
+        } catch {
+            found = .failure(error)
+        }
+        var bindings = cached
+        if let records {
+            bindings = await Self.value(of: records, within: ServiceRoute.extraWait(afterLookupOf: .now - started))
+        }
+        guard let bindings,
+            let route = ServiceRoute.choose(bindings, host: url.host, port: url.port, versions: recipe.versions)
+        else {
+            let (addresses, own) = try found.get()
+            lookup = own
+            return try await connect(recipe, addresses: addresses, lookup: own, deadline: deadline)
+        }
+        // An alias's target: its own addresses (a round trip the alias costs).
+        var routed = route.addressName == url.host ? found : .failure(HTTPEngineError(.noAddresses, ""))
+        if route.addressName != url.host {
+            do {
+                routed = .success(try await addresses(for: route.addressName, given: nil, deadline: deadline))
+            } catch {
+                routed = .failure(error)
+            }
+        }
+        var (addresses, own): (ResolvedAddresses?, AddressLookup)
+        switch routed {
+        case .success(let pair) where pair.0.map { !$0.ipv4.isEmpty || !$0.ipv6.isEmpty } ?? false:
+            (addresses, own) = pair
+        case _ where !route.hints.isEmpty:
+            // No address came (or none at all): the record's hints stand in.
+            let hinted = ResolvedAddresses(
+                ipv4: route.hints.filter { !$0.isIPv6 },
+                ipv6: route.hints.filter(\.isIPv6),
+                source: bindings.source
+            )
+            (addresses, own) = (await path.connectable(hinted), AddressLookup(source: bindings.source))
+        default:
+            (addresses, own) = try routed.get()
+        }
+        lookup = own
+        var via = recipe
+        via.versions = route.versions
+        return try await connect(via, addresses: addresses, lookup: own, deadline: deadline, port: route.port)
+    }
+
+    /// `task`'s value if it comes within `limit`; nil otherwise (the task runs on: its answer is cached
+    /// for the next connect).
+    private static func value<T: Sendable>(of task: Task<T?, Never>, within limit: Duration) async -> T? {
+        await withTaskGroup(of: T?.self) { group in
+            group.addTask { await task.value }
+            group.addTask {
+                try? await Task.sleep(for: limit)
+                return nil
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            return first
         }
     }
 
@@ -256,7 +343,8 @@ struct ConnectionFactory: Sendable {
         addresses: ResolvedAddresses?,
         lookup: AddressLookup,
         deadline: NIODeadline?,
-        proxy: (proxy: HTTPProxy, targets: [String])? = nil
+        proxy: (proxy: HTTPProxy, targets: [String])? = nil,
+        port: Int? = nil
     ) async throws -> Connection {
         let url = recipe.url
         let requested = recipe.idleTimeout
@@ -276,7 +364,8 @@ struct ConnectionFactory: Sendable {
             proxy: proxy?.proxy,
             tunnelTargets: proxy?.targets ?? [],
             serverTrust: recipe.serverTrust,
-            networkAccess: recipe.networkAccess
+            networkAccess: recipe.networkAccess,
+            port: port
         )
         do {
             let connection = try await Connection.establish(

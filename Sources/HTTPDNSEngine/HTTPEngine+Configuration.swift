@@ -136,9 +136,30 @@ package protocol AddressSource: Sendable {
     /// Calls `body` each time the source's answer for a host changes: the host, the family and its new
     /// addresses (an engine retires its connections to addresses no longer given).
     func onAnswerChanged(_ body: @escaping @Sendable (String, AddressFamily, [IPAddress]) -> Void)
+
+    /// Whether `serviceBindings(for:deadline:)` can answer (a resolver with a query for HTTPS records).
+    var answersServiceBindings: Bool { get }
+
+    /// The HTTPS records (RFC 9460) of `host`, an alias followed, ended by `deadline`.
+    func serviceBindings(for host: String, deadline: NIODeadline?) async throws -> ServiceBindings
+
+    /// The HTTPS records of `host` when the source has them at hand (cached and fresh, each alias
+    /// step too), without waiting; nil otherwise.
+    func cachedServiceBindings(for host: String) -> ServiceBindings?
 }
 
 extension AddressSource {
+    /// A source without HTTPS records.
+    package var answersServiceBindings: Bool { false }
+
+    /// A source without HTTPS records has none for any name.
+    package func serviceBindings(for host: String, deadline: NIODeadline?) async throws -> ServiceBindings {
+        ServiceBindings(name: host, aliases: [], endpoints: [], source: .literal)
+    }
+
+    /// A source without HTTPS records has none at hand.
+    package func cachedServiceBindings(for host: String) -> ServiceBindings? { nil }
+
     /// A source whose answers never change (fixed tables) tells nobody.
     package func onAnswerChanged(_ body: @escaping @Sendable (String, AddressFamily, [IPAddress]) -> Void) {}
 }

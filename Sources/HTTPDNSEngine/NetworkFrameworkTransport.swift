@@ -59,7 +59,7 @@
             }
             let tls = url.isTLS
             let timeout = settings.connectTimeout + (tls ? settings.tlsTimeout : .zero)
-            let targets = try Self.targets(url: url, addresses: addresses, via: via)
+            let targets = try Self.targets(url: url, port: settings.port ?? url.port, addresses: addresses, via: via)
             let started = ContinuousClock.now
             let opened = NIOLockedValueBox<[Int: any Channel]>([:])
             let established = try await Self.race(
@@ -77,7 +77,15 @@
                     ) { channel in opened.withLockedValue { $0[index] = channel } }
                 },
                 cancel: { index in opened.withLockedValue { $0[index] }?.close(promise: nil) },
-                explain: { Self.lostRace($0, targets: targets, host: url.host, port: url.port, timeout: timeout) }
+                explain: {
+                    Self.lostRace(
+                        $0,
+                        targets: targets,
+                        host: url.host,
+                        port: settings.port ?? url.port,
+                        timeout: timeout
+                    )
+                }
             )
             guard let ready = established.ready else {  // an attempt of `open` always has one
                 established.channel.close(promise: nil)
@@ -104,7 +112,7 @@
             timeout: Duration
         ) async throws -> any Channel {
             let url = HTTPURL(scheme: "http", host: host, port: port)
-            let targets = try Self.targets(url: url, addresses: addresses, via: nil)
+            let targets = try Self.targets(url: url, port: port, addresses: addresses, via: nil)
             let opened = NIOLockedValueBox<[Int: any Channel]>([:])
             let established = try await Self.race(
                 count: targets.count,
@@ -174,6 +182,7 @@
 
         private static func targets(
             url: HTTPURL,
+            port: Int,
             addresses: ResolvedAddresses?,
             via: (proxy: HTTPProxy, target: String)?
         ) throws -> [Target] {
@@ -185,13 +194,13 @@
                 guard let ip = IPAddress(url.host) else {
                     throw HTTPEngineError(.noAddresses, "no address to connect to for \(url.host)")
                 }
-                return [.address(try SocketAddress(ip, port: url.port))]
+                return [.address(try SocketAddress(ip, port: port))]
             }
             let ordered = interleavedIPv6First(ipv4: addresses.ipv4, ipv6: addresses.ipv6)
             guard !ordered.isEmpty else {
                 throw HTTPEngineError(.noAddresses, "no address to connect to for \(url.host)")
             }
-            return try ordered.map { .address(try SocketAddress($0, port: url.port)) }
+            return try ordered.map { .address(try SocketAddress($0, port: port)) }
         }
 
         /// Opens one attempt: the NWConnection (and TLS), the tunnel when through a proxy, the checks

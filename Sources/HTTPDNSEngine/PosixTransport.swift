@@ -231,7 +231,7 @@
                     bootstrap,
                     on: eventLoop,
                     host: via?.proxy.host ?? url.host,
-                    port: via?.proxy.port ?? url.port,
+                    port: via?.proxy.port ?? settings.port ?? url.port,
                     addresses: via == nil ? addresses : nil,
                     timeout: settings.connectTimeout,
                     via: via == nil ? .literalOnly : .proxyByName

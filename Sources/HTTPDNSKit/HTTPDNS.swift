@@ -65,6 +65,7 @@ public final class HTTPDNS: Sendable {
         let tracing = EngineTracing(configuration.tracing)
         var resolution = configuration.resolution
         resolution.timeout = configuration.timeouts.lookup
+        resolution.asksServiceBindings = configuration.http.usesHTTPSRecords
         resolution.network = configuration.network.monitor
         resolution.tracer = tracing?.tracer
         let resolver = try HTTPDNSResolver(

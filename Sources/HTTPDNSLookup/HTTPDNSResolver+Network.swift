@@ -33,7 +33,7 @@ extension HTTPDNSResolver {
         for provider in providers { provider.networkChanged() }
         guard !names.isEmpty else { return }
         logger.debug("re-resolving the names in use", metadata: ["names": "\(names.count)"])
-        let task = Task { await self.preResolve(names) }
+        let task = Task { await self.preResolve(names, withRecords: false) }
         state.withLockedValue { state in
             let previous = state.reResolving
             state.reResolving = Task {

@@ -7,29 +7,6 @@
 import HTTPDNSCore
 import NIOCore
 
-/// A name's HTTPS records, with the aliases followed to reach them.
-public struct ServiceBindings: Hashable, Sendable, CustomStringConvertible {
-    /// The name asked, in normal form.
-    public var name: String
-    /// The alias targets followed, in order (empty when the name's own records answered).
-    public var aliases: [String]
-    /// The service endpoints, by priority: empty when the name has none. A target of `.` is the last
-    /// name of the chain (`aliases.last`, else `name`).
-    public var endpoints: [ServiceBinding]
-    /// Who answered: an HTTPDNS provider, LocalDNS, or the cache.
-    public var source: ResolutionSource
-
-    /// The name the endpoints' `.` targets stand for.
-    public var owner: String { aliases.last ?? name }
-
-    /// One line per endpoint, the alias chain first: `alias.example → a.example: 1 . alpn="h2"`.
-    public var description: String {
-        let chain = ([name] + aliases).joined(separator: " → ")
-        guard !endpoints.isEmpty else { return "\(chain): no HTTPS record" }
-        return endpoints.map { "\(chain): \($0)" }.joined(separator: "\n")
-    }
-}
-
 /// The resolver's table of HTTPS answers: per network and name, until their TTL runs out. At most
 /// `capacity` names; when full, expired ones go first, then everything (a lookup costs one query).
 struct ServiceBindingTable {
@@ -55,6 +32,33 @@ struct ServiceBindingTable {
     }
 }
 
+/// Following aliases (RFC 9460 §2.4.2), one answer at a time: the name to ask next, and what was found.
+struct AliasWalk {
+    private(set) var result: ServiceBindings
+    /// The name to ask next.
+    private(set) var current: String
+
+    init(_ name: String) {
+        result = ServiceBindings(name: name, aliases: [], endpoints: [], source: .literal)
+        current = name
+    }
+
+    /// Takes the answer for `current`. Returns whether to ask again (for the alias's target); an alias
+    /// to "." or back to a name already seen ends the chain with no endpoint.
+    mutating func answered(_ answer: ServiceBindingAnswer, source: ResolutionSource) -> Bool {
+        result.source = source
+        guard let alias = answer.bindings.first, alias.isAlias else {
+            result.endpoints = answer.bindings
+            return false
+        }
+        let target = normalizeHostname(alias.target)
+        guard alias.target != ".", target != result.name, !result.aliases.contains(target) else { return false }
+        result.aliases.append(target)
+        current = target
+        return true
+    }
+}
+
 extension HTTPDNSResolver {
     /// Alias steps followed at most.
     static let aliasLimit = 4
@@ -71,22 +75,26 @@ extension HTTPDNSResolver {
         } catch {
             throw ResolverError(.invalidName, name: host, "\(error)")
         }
-        var result = ServiceBindings(name: name, aliases: [], endpoints: [], source: .literal)
-        var current = name
+        var walk = AliasWalk(name)
         for _ in 0...Self.aliasLimit {
-            let (answer, source) = try await serviceBindingAnswer(current)
-            result.source = source
-            guard let alias = answer.bindings.first, alias.isAlias else {
-                result.endpoints = answer.bindings
-                return result
-            }
-            // An alias to "." or to a name already seen ends the chain: no endpoint (RFC 9460 §2.4.2).
-            let target = normalizeHostname(alias.target)
-            guard alias.target != ".", target != name, !result.aliases.contains(target) else { return result }
-            result.aliases.append(target)
-            current = target
+            let (answer, source) = try await serviceBindingAnswer(walk.current)
+            guard walk.answered(answer, source: source) else { break }
         }
-        return result
+        return walk.result
+    }
+
+    /// `name`'s records, every alias step answered by the table (fresh), or nil.
+    func cachedServiceBindings(_ name: String) -> ServiceBindings? {
+        let now = clock.now()
+        let network = state.withLockedValue { $0.network }
+        var walk = AliasWalk(name)
+        for _ in 0...Self.aliasLimit {
+            guard let entry = bindingTable.withLockedValue({ $0.fresh(network + " " + walk.current, now: now) }) else {
+                return nil
+            }
+            guard walk.answered(entry.answer, source: .cache(entry.source)) else { break }
+        }
+        return walk.result
     }
 
     /// One name's answer: the table's, else the first provider's that answers HTTPS records.

@@ -360,11 +360,16 @@ public final class HTTPDNSResolver: Sendable {
 
     /// Resolves many names ahead of use (e.g. at app start), batching where the first provider can.
     /// Failures are logged, not thrown.
-    package func preResolve(_ hosts: [String], _ query: AddressQuery? = nil) async {
+    /// `withRecords`: their HTTPS records too (not when re-resolving after a network change: the first
+    /// connect asks for them next to its addresses).
+    package func preResolve(_ hosts: [String], _ query: AddressQuery? = nil, withRecords: Bool = true) async {
         let names = await resolveInBatches(hosts, query).considered
+        let records = withRecords && answersServiceBindings
         await withTaskGroup(of: Void.self) { group in
             for name in names {
                 group.addTask { _ = try? await self.resolve(name, query) }
+                // Their HTTPS records too, so the first connect finds them with the addresses.
+                if records { group.addTask { _ = try? await self.serviceBindings(for: name) } }
             }
         }
     }
@@ -447,5 +452,20 @@ extension HTTPDNSResolver: AddressSource {
     /// family and the new addresses.
     package func onAnswerChanged(_ body: @escaping @Sendable (String, AddressFamily, [IPAddress]) -> Void) {
         answerSubscribers.withLockedValue { $0.append(body) }
+    }
+
+    /// Whether a provider has a query for HTTPS records (DoH, JSON DoH, `dns:`).
+    package var answersServiceBindings: Bool {
+        configuration.asksServiceBindings && providers.contains { $0.answersServiceBindings }
+    }
+
+    /// The records of `host` from the resolver's table alone (each alias step fresh there), or nil.
+    package func cachedServiceBindings(for host: String) -> ServiceBindings? {
+        cachedServiceBindings(normalizeHostname(host))
+    }
+
+    /// The engine's view of `serviceBindings(for:)`, within the lookup timeout.
+    package func serviceBindings(for host: String, deadline: NIODeadline?) async throws -> ServiceBindings {
+        try await serviceBindings(for: host)
     }
 }

@@ -39,6 +39,9 @@ package struct ResolverConfiguration: Sendable {
     package var clientSubnet: ClientSubnet?
     /// Fetch the vendors' service-IP lists and send queries to those addresses (nil: off).
     package var serviceLists: ServiceListSettings?
+    /// Whether HTTPS records are asked for at all (`HTTPSettings.usesHTTPSRecords`): by the engine's
+    /// connects and, next to the addresses, by pre-resolving.
+    package var asksServiceBindings = true
 
     package init(providers: [ResolverSpec] = []) {
         self.providers = providers

@@ -7,6 +7,7 @@ import Foundation
 import HTTPDNSCore
 import HTTPDNSEngine
 import HTTPDNSLookup
+import NIOCore
 import Testing
 
 @Suite(.enabled(if: Peers.shouldRun, "real peers not running (scripts/test.sh starts them)"))
@@ -51,6 +52,59 @@ struct ServiceBindingPeerTests {
         #expect(alias.aliases == ["a.svcb.test"])
         #expect(alias.owner == "a.svcb.test")
         #expect(alias.endpoints.first?.port == 8443)
+    }
+
+    /// An engine resolving through BIND: https://NAME/ (port 443) reaches nginx's TLS port only if the
+    /// record's port is followed.
+    func engine(_ peers: Peers, records: Bool = true) throws -> (HTTPEngine, HTTPDNSResolver) {
+        var config = HTTPEngine.Configuration()
+        config.tls = HTTPEngineTLS(additionalTrustRoots: try HTTPEngineTLS.loadPEM(file: peers.ca))
+        config.http.usesHTTPSRecords = records
+        let resolver = try resolver("dns:\(peers.bindDNS.0):\(peers.bindDNS.1)", peers: peers)
+        let engine = try HTTPEngine(
+            configuration: config,
+            addressSource: resolver,
+            path: resolver.path,
+            logger: testLogger
+        )
+        return (engine, resolver)
+    }
+
+    func get(_ engine: HTTPEngine, _ url: String) async throws -> (String, RequestMetrics) {
+        let response = try await engine.send(try HTTPEngineRequest(url: url))
+        return (String(buffer: try await response.body.collect(upTo: 1 << 16)), response.metrics)
+    }
+
+    @Test func theEngineConnectsWhereTheRecordSaysKeepingTheName() async throws {
+        let peers = try Peers.require()
+        let (engine, resolver) = try engine(peers)
+        defer { engine.shutdown() }
+        // Pre-resolved, as an app does at launch: the records are at hand with the addresses. (A cold
+        // connect waits for them only a fifth of the addresses' lookup beyond it, so whether a first
+        // connect uses them depends on which answer comes first.)
+        await resolver.preResolve(["web.svcb.test", "hinted.svcb.test", "webalias.svcb.test", "h1web.svcb.test"])
+        // The record's port and ALPN; SNI, the certificate and Host stay the origin's.
+        let (web, metrics) = try await get(engine, "https://web.svcb.test/")
+        #expect(web == "server=web.svcb.test host=web.svcb.test sni=web.svcb.test proto=HTTP/2.0\n")
+        #expect(metrics.port == peers.nginxTLS)
+        // No A or AAAA record: the hint is the address.
+        let (hinted, hintedMetrics) = try await get(engine, "https://hinted.svcb.test/")
+        #expect(hinted.hasPrefix("server=web.svcb.test host=hinted.svcb.test sni=hinted.svcb.test"))
+        #expect(hintedMetrics.ip == "127.0.0.1")
+        // An alias: the target's record and addresses, the alias's name everywhere else.
+        let (alias, _) = try await get(engine, "https://webalias.svcb.test/")
+        #expect(alias.hasPrefix("server=web.svcb.test host=webalias.svcb.test sni=webalias.svcb.test proto=HTTP/2.0"))
+        // The record offers only http/1.1: ALPN offers nginx no h2.
+        let (h1, h1Metrics) = try await get(engine, "https://h1web.svcb.test/")
+        #expect(h1.hasSuffix("proto=HTTP/1.1\n") && h1Metrics.httpVersion == .http1)
+    }
+
+    @Test func withRecordsOffANameWithoutAddressIsNotReached() async throws {
+        let peers = try Peers.require()
+        let (engine, resolver) = try engine(peers, records: false)
+        defer { engine.shutdown() }
+        _ = try await resolver.serviceBindings(for: "hinted.svcb.test")
+        await #expect(throws: HTTPEngineError.self) { try await get(engine, "https://hinted.svcb.test/") }
     }
 
     @Test func resolveTypeHTTPSPrintsTheRecords() async throws {
