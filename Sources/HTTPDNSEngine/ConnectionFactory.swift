@@ -202,7 +202,7 @@ struct ConnectionFactory: Sendable {
             bindings = await Self.value(of: records, within: ServiceRoute.extraWait(afterLookupOf: .now - started))
         }
         guard let bindings,
-            let route = ServiceRoute.choose(bindings, host: url.host, port: url.port, versions: recipe.versions)
+            let route = ServiceRoute.choose(bindings, port: url.port, versions: recipe.versions)
         else {
             let (addresses, own) = try found.get()
             lookup = own

@@ -25,11 +25,10 @@ package struct ServiceRoute: Equatable, Sendable {
     /// Addresses to use when `addressName` has none.
     package var hints: [IPAddress]
 
-    /// What `bindings` say about connecting to `host:port` with `versions`; nil when they change nothing
-    /// (no usable endpoint).
+    /// What `bindings` (the origin's) say about connecting to its `port` with `versions`; nil when they
+    /// change nothing (no usable endpoint).
     package static func choose(
         _ bindings: ServiceBindings,
-        host: String,
         port: Int,
         versions: HTTPVersionPolicy
     ) -> ServiceRoute? {

@@ -15,7 +15,6 @@ import Testing
     @Test func theFirstEndpointGivesItsPortAndProtocols() {
         let route = ServiceRoute.choose(
             bindings([#"1 . alpn="h2" port=8443 ipv4hint=192.0.2.1 ipv6hint=2001:db8::1"#]),
-            host: "a.test",
             port: 443,
             versions: .automatic
         )
@@ -34,14 +33,12 @@ import Testing
     @Test func onlyTheProtocolsOfferedAreOfferedInALPN() {
         let h2 = ServiceRoute.choose(
             bindings([#"1 . alpn="h2" no-default-alpn"#]),
-            host: "a.test",
             port: 443,
             versions: .automatic
         )
         #expect(h2?.versions == .http2Only && h2?.port == 443)
         let h1 = ServiceRoute.choose(
             bindings([#"1 . alpn="http/1.1""#]),
-            host: "a.test",
             port: 443,
             versions: .automatic
         )
@@ -50,14 +47,13 @@ import Testing
 
     @Test func anEndpointOfferingNothingWeSpeakIsPassedOver() {
         let records = [#"1 . alpn="h3" no-default-alpn port=9000"#, #"2 . alpn="h2" port=8443"#]
-        #expect(ServiceRoute.choose(bindings(records), host: "a.test", port: 443, versions: .automatic)?.port == 8443)
+        #expect(ServiceRoute.choose(bindings(records), port: 443, versions: .automatic)?.port == 8443)
         // Nothing usable at all: connect as if there were no record.
-        #expect(ServiceRoute.choose(bindings([records[0]]), host: "a.test", port: 443, versions: .automatic) == nil)
+        #expect(ServiceRoute.choose(bindings([records[0]]), port: 443, versions: .automatic) == nil)
         // A request held to HTTP/1.1 cannot use an h2-only endpoint.
         #expect(
             ServiceRoute.choose(
                 bindings([#"1 . alpn="h2" no-default-alpn"#]),
-                host: "a.test",
                 port: 443,
                 versions: .http1Only
             )
@@ -69,14 +65,14 @@ import Testing
         // "." is the owner: the alias's target when one was followed.
         let viaAlias = bindings([#"1 . alpn="h2""#], aliases: ["cdn.test"])
         #expect(
-            ServiceRoute.choose(viaAlias, host: "a.test", port: 443, versions: .automatic)?.addressName == "cdn.test"
+            ServiceRoute.choose(viaAlias, port: 443, versions: .automatic)?.addressName == "cdn.test"
         )
         let named = bindings([#"1 pool.cdn.test. alpn="h2""#])
         #expect(
-            ServiceRoute.choose(named, host: "a.test", port: 443, versions: .automatic)?.addressName == "pool.cdn.test"
+            ServiceRoute.choose(named, port: 443, versions: .automatic)?.addressName == "pool.cdn.test"
         )
         // No endpoint (an alias chain that ended without one): nothing changes.
-        #expect(ServiceRoute.choose(bindings([]), host: "a.test", port: 443, versions: .automatic) == nil)
+        #expect(ServiceRoute.choose(bindings([]), port: 443, versions: .automatic) == nil)
     }
 
     @Test func theRecordsAreWaitedForAFifthOfTheLookupAtMost50ms() {
