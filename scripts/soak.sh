@@ -176,7 +176,9 @@ while kill -0 "$load" 2>/dev/null; do
     sample="$(( $(now_ms) - start ))"
     for pid in "$serve" "$proxy" "$load"; do
         rss=$(awk '/^VmRSS:/ {print $2}' "/proc/$pid/status" 2>/dev/null || echo 0)
-        fds=$(ls "/proc/$pid/fd" 2>/dev/null | wc -l)
+        # A process that has just ended (the client at the end of its run) has no /proc entry: count 0
+        # rather than let `ls` fail the script; whether one died is judged after the loop.
+        fds=$( (ls "/proc/$pid/fd" 2>/dev/null || true) | wc -l)
         sample+=" ${rss:-0} $fds"
     done
     echo "$sample" >> "$dir/samples.log"
