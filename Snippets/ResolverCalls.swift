@@ -6,6 +6,11 @@ let r = try await httpdns.resolver.resolve("api.example.com")  // r.addresses (I
 print(r.addresses, r.source, r.ttl ?? 0)
 httpdns.networkChanged(to: "wifi-home")  // the app's own network key, when it watches the network itself
 httpdns.resolver.clearCache("api.example.com")
+// At launch: the first screen's answers cached and its connections open (TLS done), so its first
+// request costs one round trip. Returns the origins that could not be reached, with why.
+for (origin, error) in await httpdns.preResolve(["api.example.com", "img.example.com"], preconnect: true) {
+    print(origin, error)
+}
 
 // Not async: a completion handler, a blocking call (on the main thread it never waits: the cached
 // answer, or .wouldBlockMainThread with the lookup started; refused on a SwiftNIO event loop), the cached
