@@ -209,8 +209,10 @@ struct ConnectionFactory: Sendable {
             return try await connect(recipe, addresses: addresses, lookup: own, deadline: deadline)
         }
         // An alias's target: its own addresses (a round trip the alias costs).
-        var routed = route.addressName == url.host ? found : .failure(HTTPEngineError(.noAddresses, ""))
-        if route.addressName != url.host {
+        let routed: Result<(ResolvedAddresses?, AddressLookup), any Error>
+        if route.addressName == url.host {
+            routed = found
+        } else {
             do {
                 routed = .success(try await addresses(for: route.addressName, given: nil, deadline: deadline))
             } catch {
