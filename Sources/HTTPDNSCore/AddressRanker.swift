@@ -3,7 +3,9 @@
 // Every connect outcome is fed back: a success records its connect time (an exponentially weighted
 // average, so one slow handshake does not condemn an address), a failure records when it failed. When
 // ranking, addresses that failed recently go last (the penalty grows with consecutive failures, from
-// 30 s up to 5 min), known-fast ones first, unknown ones keep the resolver's order in between. Families
+// 30 s up to 5 min), known-fast ones first, unknown ones keep the resolver's order in between. With
+// active probing on, what the probes found on this network comes before the connects' memory: a probe
+// measures every address at once, where connects only learn about the ones they tried. Families
 // are not mixed here: `interleavedIPv6First` (below) merges the two ranked families afterwards, in the
 // order happy eyeballs tries them (RFC 8305).
 
@@ -47,24 +49,57 @@ package struct AddressRanker: Sendable {
         return now < failed + penalty
     }
 
-    /// `addresses` reordered: healthy before penalised; among healthy, measured-fast first (ties and
-    /// unmeasured addresses keep their given order).
+    /// `addresses` reordered: healthy before penalised; among healthy, those an active probe reached
+    /// first (fastest probe first), then those not probed, then those a probe could not reach; within the
+    /// last two, measured-fast first (ties and unmeasured addresses keep their given order).
     /// `keepOrder`: the order is the caller's (a service's list); only recently failed addresses move back.
-    package func rank(_ addresses: [IPAddress], now: Timestamp, keepOrder: Bool = false) -> [IPAddress] {
-        let keyed = addresses.enumerated().map { (index, ip) -> (IPAddress, Int, Bool, Double) in
-            let penalised = isPenalised(ip, now: now)
-            return (ip, index, penalised, stats[ip]?.averageConnect ?? .infinity)
+    /// `probes`: what active probes found on this network (AddressProbes.swift); empty when probing is off.
+    package func rank(
+        _ addresses: [IPAddress],
+        now: Timestamp,
+        keepOrder: Bool = false,
+        probes: [IPAddress: ProbeOutcome] = [:]
+    ) -> [IPAddress] {
+        struct Keyed {
+            var address: IPAddress
+            var index: Int
+            var penalised: Bool
+            /// 0: a probe reached it; 1: not probed; 2: a probe could not reach it.
+            var probeClass: Int
+            var probeTime: Duration
+            var averageConnect: Double
+        }
+        let keyed = addresses.enumerated().map { index, ip in
+            var probeClass = 1
+            var probeTime = Duration.zero
+            switch probes[ip] {
+            case .reached(let time)?: (probeClass, probeTime) = (0, time)
+            case .unreachable?: probeClass = 2
+            case nil: break
+            }
+            return Keyed(
+                address: ip,
+                index: index,
+                penalised: isPenalised(ip, now: now),
+                probeClass: keepOrder ? 1 : probeClass,
+                probeTime: probeTime,
+                averageConnect: stats[ip]?.averageConnect ?? .infinity
+            )
         }
         return keyed.sorted { a, b in
-            if a.2 != b.2 { return !a.2 }  // healthy first
-            if !keepOrder, a.3 != b.3, a.3 != .infinity || b.3 != .infinity {
+            if a.penalised != b.penalised { return !a.penalised }  // healthy first
+            if a.probeClass != b.probeClass { return a.probeClass < b.probeClass }
+            if a.probeClass == 0, a.probeTime != b.probeTime { return a.probeTime < b.probeTime }
+            if !keepOrder, a.averageConnect != b.averageConnect,
+                a.averageConnect != .infinity || b.averageConnect != .infinity
+            {
                 // A measured address beats an unmeasured one only if it is not slow (< 1 s).
-                let aScore = a.3 == .infinity ? 1.0 : a.3
-                let bScore = b.3 == .infinity ? 1.0 : b.3
+                let aScore = a.averageConnect == .infinity ? 1.0 : a.averageConnect
+                let bScore = b.averageConnect == .infinity ? 1.0 : b.averageConnect
                 if aScore != bScore { return aScore < bScore }
             }
-            return a.1 < b.1
-        }.map(\.0)
+            return a.index < b.index
+        }.map(\.address)
     }
 
     private mutating func put(_ address: IPAddress, _ s: Stats) {

@@ -141,7 +141,8 @@ package struct DNSMessage: Hashable, Sendable {
         addresses: [IPAddress] = [],
         ttl: UInt32 = 60,
         truncated: Bool = false,
-        negativeTTL: UInt32? = nil
+        negativeTTL: UInt32? = nil,
+        serviceBindings: [ServiceBinding] = []
     ) throws -> [UInt8] {
         var out: [UInt8] = []
         out.appendUInt16(query.id)
@@ -151,7 +152,7 @@ package struct DNSMessage: Hashable, Sendable {
         flags |= UInt16(rcode.rawValue & 0x0F)
         out.appendUInt16(flags)
         out.appendUInt16(1)
-        out.appendUInt16(truncated ? 0 : UInt16(addresses.count))
+        out.appendUInt16(truncated ? 0 : UInt16(addresses.count + serviceBindings.count))
         out.appendUInt16(negativeTTL == nil || truncated ? 0 : 1)
         out.appendUInt16(0)
         try out.appendName(query.questionName)
@@ -165,6 +166,15 @@ package struct DNSMessage: Hashable, Sendable {
             out.appendUInt32(ttl)
             out.appendUInt16(UInt16(address.bytes.count))
             out.append(contentsOf: address.bytes)
+        }
+        for binding in serviceBindings {
+            let rdata = binding.rdata
+            out.append(contentsOf: [0xC0, 12])
+            out.appendUInt16(DNSRecordType.https.rawValue)
+            out.appendUInt16(1)
+            out.appendUInt32(ttl)
+            out.appendUInt16(UInt16(rdata.count))
+            out.append(contentsOf: rdata)
         }
         if let negativeTTL {
             // A minimal SOA so resolvers can cache the negative answer (RFC 2308).

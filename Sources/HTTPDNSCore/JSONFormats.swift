@@ -510,4 +510,22 @@ package enum DoHJSONFormat {
         )
         return Array((try? JSONEncoder().encode(body)) ?? Data("{}".utf8))
     }
+
+    /// An answer to a `type=HTTPS` query for `name`: each record in its presentation form
+    /// (`1 . alpn="h2" port=8443`), as Google's and Cloudflare's JSON DoH give them.
+    package static func format(name: String, rcode: DNSResponseCode, records: ServiceBindingAnswer) -> [UInt8] {
+        let fqdn = name.hasSuffix(".") ? name : name + "."
+        let type = DNSRecordType.https.rawValue
+        let body = Body(
+            Status: Int(rcode.rawValue),
+            TC: false,
+            RD: true,
+            RA: true,
+            Question: [Question(name: fqdn, type: type)],
+            Answer: records.bindings.isEmpty
+                ? nil
+                : records.bindings.map { Record(name: fqdn, type: type, TTL: records.ttl ?? 0, data: $0.description) }
+        )
+        return Array((try? JSONEncoder().encode(body)) ?? Data("{}".utf8))
+    }
 }

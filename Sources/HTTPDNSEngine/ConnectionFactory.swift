@@ -101,6 +101,8 @@ struct ConnectionFactory: Sendable {
     let path: NetworkPath
     let group: any EventLoopGroup
     let ranker = NIOLockedValueBox(AddressRanker())
+    /// Active probing, when the configuration turns it on (AddressProber.swift).
+    let prober: AddressProber?
     let clock = SystemWallClock()
 
     /// Sets up the transport once; throws when the trust roots cannot be used.
@@ -111,10 +113,23 @@ struct ConnectionFactory: Sendable {
         group: any EventLoopGroup
     ) throws {
         self.configuration = configuration
-        self.transport = try PlatformTransport(configuration: configuration)
+        let transport = try PlatformTransport(configuration: configuration)
+        self.transport = transport
         self.addressSource = addressSource
         self.path = path
         self.group = group
+        self.prober = try configuration.network.probing.map { settings in
+            try AddressProber(settings) { url, address in
+                await Self.probe(
+                    url,
+                    at: address,
+                    settings: settings,
+                    configuration: configuration,
+                    transport: transport,
+                    group: group
+                )
+            }
+        }
     }
 
     /// A connection for `recipe`, given up at `deadline`. Throws `ConnectAttemptFailed`.
@@ -142,7 +157,12 @@ struct ConnectionFactory: Sendable {
             if proxy == nil, let source = recordsSource(for: recipe) {
                 return try await connectByRecords(recipe, source: source, deadline: deadline, lookup: &lookup)
             }
-            let (addresses, found) = try await self.addresses(for: url.host, given: recipe.given, deadline: deadline)
+            let (addresses, found) = try await self.addresses(
+                for: url.host,
+                given: recipe.given,
+                deadline: deadline,
+                probing: proxy == nil ? url : nil
+            )
             lookup = found
             guard let proxy else {
                 return try await connect(recipe, addresses: addresses, lookup: found, deadline: deadline)
@@ -193,7 +213,7 @@ struct ConnectionFactory: Sendable {
         let started = ContinuousClock.now
         let found: Result<(ResolvedAddresses?, AddressLookup), any Error>
         do {
-            found = .success(try await addresses(for: url.host, given: nil, deadline: deadline))
+            found = .success(try await addresses(for: url.host, given: nil, deadline: deadline, probing: url))
         } catch {
             found = .failure(error)
         }
@@ -282,10 +302,14 @@ struct ConnectionFactory: Sendable {
         }
     }
 
+    /// `host`'s addresses to connect to, ranked. `probing`: the origin whose addresses these are, for
+    /// active probing (its results rank them, and the probes they still need start in the background);
+    /// nil when they are not probed (a tunnel's, an alias target's, through a proxy).
     private func addresses(
         for host: String,
         given: ResolvedAddresses?,
-        deadline: NIODeadline?
+        deadline: NIODeadline?,
+        probing origin: HTTPURL? = nil
     ) async throws -> (ResolvedAddresses?, AddressLookup) {
         // An IP literal is connected to as it is, unless the caller names the addresses (a resolver
         // endpoint's service list, its literal kept as the TLS name).
@@ -325,10 +349,17 @@ struct ConnectionFactory: Sendable {
             return (nil, AddressLookup(source: .system))  // NIO's getaddrinfo resolver, inside the connect
         }
         let now = clock.now()
+        let network = path.state.id
+        let probed = origin.flatMap { origin in
+            prober.flatMap { prober in
+                prober.covers(host) && !found.ordered ? (prober, origin) : nil
+            }
+        }
+        let probes = probed.map { $0.outcomes(for: found.ipv4 + found.ipv6, port: $1.port, network: network) } ?? [:]
         let ranked = ranker.withLockedValue { r in
             ResolvedAddresses(
-                ipv4: r.rank(found.ipv4, now: now, keepOrder: found.ordered),
-                ipv6: r.rank(found.ipv6, now: now, keepOrder: found.ordered),
+                ipv4: r.rank(found.ipv4, now: now, keepOrder: found.ordered, probes: probes),
+                ipv6: r.rank(found.ipv6, now: now, keepOrder: found.ordered, probes: probes),
                 source: found.source
             )
         }
@@ -337,7 +368,58 @@ struct ConnectionFactory: Sendable {
             duration: ContinuousClock.now - started,
             startedAt: wallStart
         )
-        return (await path.connectable(ranked), lookup)
+        let connectable = await path.connectable(ranked)
+        if let (prober, origin) = probed {
+            prober.start(origin, addresses: connectable, network: network)
+        }
+        return (connectable, lookup)
+    }
+
+    /// Resolves `url`'s host and waits for the probes of its addresses (AddressProber.swift), when
+    /// probing covers it; at once otherwise, or when the name does not resolve.
+    func probe(_ url: HTTPURL) async {
+        guard let prober, prober.covers(url.host),
+            configuration.network.proxy?.proxy(scheme: url.scheme, host: url.host) == nil,
+            case let (addresses?, _)? = try? await addresses(for: url.host, given: nil, deadline: nil, probing: url)
+        else { return }
+        for batch in prober.start(url, addresses: addresses, network: path.state.id) {
+            await batch.value
+        }
+    }
+
+    /// One probe: a connection to `url`'s origin at the single address in `address` through `transport`,
+    /// TLS included for https (the real hostname, the certificate checked), timed and closed.
+    private static func probe(
+        _ url: HTTPURL,
+        at address: ResolvedAddresses,
+        settings probing: AddressProbing,
+        configuration: HTTPEngine.Configuration,
+        transport: PlatformTransport,
+        group: any EventLoopGroup
+    ) async -> ProbeOutcome {
+        let settings = Connection.Settings(
+            versions: configuration.http.versions,
+            pins: configuration.tls.pins[url.host],
+            h2c: false,
+            connectTimeout: probing.timeout,
+            tlsTimeout: probing.timeout,
+            networkAccess: configuration.network.access
+        )
+        do {
+            let connection = try await Connection.establish(
+                url: url,
+                addresses: address,
+                lookup: AddressLookup(source: address.source),
+                settings: settings,
+                on: group.any(),
+                transport: transport
+            )
+            connection.channel.close(promise: nil)
+            let time = connection.connectDuration + (connection.tlsDuration ?? .zero)
+            return time <= probing.timeout ? .reached(time) : .unreachable
+        } catch {
+            return .unreachable
+        }
     }
 
     private func connect(

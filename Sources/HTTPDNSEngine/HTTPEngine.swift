@@ -317,6 +317,15 @@ extension HTTPEngine {
     }
 }
 
+extension HTTPEngine {
+    /// Resolves `url`'s host and waits for active probes of its addresses (`NetworkSettings.probing`),
+    /// so the next connect to it tries the fastest first. Returns at once when probing is off or does not
+    /// cover the host, or the name does not resolve.
+    package func probe(_ url: HTTPURL) async {
+        await factory.probe(url)
+    }
+}
+
 /// An attempt's answer when the retry rule (`ExchangeRetry`) sends the request again on a new
 /// connection: the attempt has ended with `cause`, and `execute` makes the next one.
 private struct SendAgain: Error {

@@ -82,12 +82,45 @@ public struct NetworkSettings: Sendable {
     /// reads curl's `https_proxy`, `http_proxy`, `all_proxy` and `no_proxy`. Classic DNS resolvers
     /// (`dns:`, `system`) do not go through it.
     public var proxy: HTTPProxySettings?
+    /// Active probing of a name's addresses (as Tencent's and Alibaba's SDKs' IP ranking does): nil (the
+    /// default) is off, and connects rank addresses by how earlier connects went, racing them as RFC 8305
+    /// says. See `AddressProbing`.
+    public var probing: AddressProbing?
     /// The monitor's own settings (the app's network identifier at start, NAT64 discovery), given to
     /// it as they are.
     package var monitor = NetworkMonitor.Settings()
 
     /// Watch the network, any network allowed, no proxy.
     public init() {}
+}
+
+/// Active probing: when a name resolves to several addresses, each is connected to in the background,
+/// in parallel (TCP, and the TLS handshake for https, with the real hostname and the certificate checked
+/// as for a request), and later connects to the name try the fastest first. What a probe measures is
+/// what a request's first byte waits for, per network: a network the device returns to keeps its results
+/// for `lifetime`.
+///
+/// Probes run off the request path: a connect never waits for them. The first connect to a name starts
+/// them and uses the ranking it already has; `HTTPDNS.preResolve(_:)` waits for them (their `timeout`
+/// bounds each), so an app that pre-resolves at launch has its first requests ranked. A probe that cannot
+/// connect puts its address last. Not through a proxy (the proxy connects, not the app).
+public struct AddressProbing: Sendable, Hashable {
+    /// The names to probe, as patterns (`api.example.com`, `*.example.com`); nil (the default) is every
+    /// name the app connects to by its addresses.
+    public var hosts: [String]?
+    /// How long a probe's connect may take, and its TLS handshake again, before its address counts as
+    /// unreachable. 2 s by default.
+    public var timeout: Duration = .seconds(2)
+    /// A name's addresses probed at most, in the order they would be tried. 4 by default.
+    public var maxAddresses = 4
+    /// How long a result stands for its address on its network before it is probed again. 10 min by
+    /// default.
+    public var lifetime: Duration = .seconds(600)
+
+    /// Every name, 4 addresses each, 2 s per probe, results kept 10 min.
+    public init(hosts: [String]? = nil) {
+        self.hosts = hosts
+    }
 }
 
 /// How the app's requests speak HTTP. The resolvers' own connections always let ALPN choose.

@@ -173,17 +173,29 @@ public final class HTTPDNS: Sendable {
     // MARK: Lifecycle
 
     /// Resolves every name in `hosts` ahead of use (at launch, for the names the app will need), so
-    /// the first requests find their answers cached.
+    /// the first requests find their answers cached. A name may be given as an origin, as
+    /// ``preconnect(_:)`` takes them (`https://api.example.com:8443`).
+    ///
+    /// With active probing on (`NetworkSettings.probing`), it then waits for the probes of each
+    /// name's addresses (at the origin's port, 443 for a bare name), so the first requests try the
+    /// fastest address first.
     public func preResolve(_ hosts: [String]) async {
-        await resolver.preResolve(hosts)
+        let origins = hosts.map { (given: $0, origin: try? HTTPURL(origin: $0)) }
+        await resolver.preResolve(origins.map { $0.origin?.host ?? $0.given })
+        guard engine.configuration.network.probing != nil else { return }
+        await withTaskGroup(of: Void.self) { group in
+            for case let origin? in origins.map(\.origin) {
+                group.addTask { await self.engine.probe(origin) }
+            }
+        }
     }
 
     /// Resolves every name in `hosts` ahead of use and, with `preconnect`, then opens a connection to
     /// each as ``preconnect(_:)`` does: the first request to each finds its answer cached and its
-    /// connection ready.
+    /// connection ready (to the fastest address, with active probing on).
     @discardableResult
     public func preResolve(_ hosts: [String], preconnect: Bool) async -> [String: HTTPEngineError] {
-        await resolver.preResolve(hosts)
+        await preResolve(hosts)
         return preconnect ? await self.preconnect(hosts) : [:]
     }
 

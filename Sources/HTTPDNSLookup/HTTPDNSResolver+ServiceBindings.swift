@@ -69,13 +69,7 @@ extension HTTPDNSResolver {
     ///
     /// Throws `ResolverError` when no provider could answer; a name without records gives none.
     public func serviceBindings(for host: String) async throws -> ServiceBindings {
-        let name: String
-        do {
-            name = try validatedHostname(host)
-        } catch {
-            throw ResolverError(.invalidName, name: host, "\(error)")
-        }
-        var walk = AliasWalk(name)
+        var walk = AliasWalk(try recordsName(host))
         for _ in 0...Self.aliasLimit {
             let (answer, source) = try await serviceBindingAnswer(walk.current)
             guard walk.answered(answer, source: source) else { break }
@@ -95,6 +89,36 @@ extension HTTPDNSResolver {
             guard walk.answered(entry.answer, source: .cache(entry.source)) else { break }
         }
         return walk.result
+    }
+
+    /// `host`'s own HTTPS records, as a DNS server answers the question (an alias is passed on as it is,
+    /// for the client to follow), asked as `serviceBindings(for:)` asks each step: for `httpdns serve`.
+    /// Throws `ResolverError`.
+    package func serviceBindingAnswer(of host: String) async throws -> ServiceBindingAnswer {
+        try await serviceBindingAnswer(try recordsName(host)).0
+    }
+
+    /// `host` as a name to ask records for; throws `ResolverError` (`.invalidName`) when it is not one.
+    private func recordsName(_ host: String) throws -> String {
+        do {
+            return try validatedHostname(host)
+        } catch {
+            throw ResolverError(.invalidName, name: host, "\(error)")
+        }
+    }
+
+    /// `host`'s own HTTPS records from the table, while fresh, with the TTL they have left; nil otherwise.
+    package func cachedServiceBindingAnswer(of host: String) -> ServiceBindingAnswer? {
+        let now = clock.now()
+        let network = state.withLockedValue { $0.network }
+        guard let name = try? validatedHostname(host),
+            let entry = bindingTable.withLockedValue({ $0.fresh(network + " " + name, now: now) })
+        else { return nil }
+        var answer = entry.answer
+        if answer.ttl != nil {
+            answer.ttl = UInt32(clamping: (entry.expiresAt - now).nanoseconds / 1_000_000_000)
+        }
+        return answer
     }
 
     /// One name's answer: the table's, else the first provider's that answers HTTPS records.

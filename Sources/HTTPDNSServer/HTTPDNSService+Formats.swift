@@ -47,7 +47,7 @@ extension ServiceCore {
                     withTTL: withTTL,
                     clientAddress: client
                 )
-            case .nxdomain, .failure:
+            case .nxdomain, .failure, .records:  // (an address question is never answered with records)
                 text = (family == .both ? "0-0" : "0") + (client.map { "|\($0)" } ?? "")
             }
             lines.append(names.count > 1 || query["query"] == "1" ? "\(n).:\(text)" : text)
@@ -88,7 +88,7 @@ extension ServiceCore {
                     clientAddress: clientAddress
                 )
             )
-        case .failure:
+        case .failure, .records:  // (an address question is never answered with records)
             return ListenerResponse(status: .badGateway, text: "the upstream DNS server did not answer")
         }
     }
@@ -106,12 +106,13 @@ extension ServiceCore {
         _ request: ListenerRequest,
         _ query: [String: String],
         subnet: ClientSubnet?,
-        _ lookup: (String, ClientSubnet?) throws -> Lookup
+        _ lookup: (String, ClientSubnet?) throws -> Lookup,
+        records: (String) throws -> Lookup
     ) throws -> ListenerResponse {
         let wantsJSON =
             query["name"] != nil || request.headers["accept"].contains { $0.contains("application/dns-json") }
         if wantsJSON && request.method == .GET {
-            return try dohJSON(query) { try lookup($0, subnet) }
+            return try dohJSON(query, { try lookup($0, subnet) }, records: records)
         }
         let wire: [UInt8]
         /// Where a GET's answer is kept, and the second it is kept for.
@@ -149,28 +150,35 @@ extension ServiceCore {
         let qname = normalizeHostname(message.questionName)
         var rcode = DNSResponseCode.noError
         var addresses: [IPAddress] = []
+        var bindings: [ServiceBinding] = []
         var ttl: UInt32 = configuration.ttl
-        switch try lookup(qname, message.clientSubnet ?? subnet) {
+        let asksRecords = message.questionType == .https
+        switch asksRecords ? try records(qname) : try lookup(qname, message.clientSubnet ?? subnet) {
         case .found(let v4, let v6):
             let family = message.questionType == .aaaa ? v6 : message.questionType == .a ? v4 : .empty
             addresses = family.addresses
             ttl = family.ttl ?? configuration.ttl
+        case .records(let answer):
+            bindings = answer.bindings
+            ttl = answer.ttl ?? configuration.ttl
         case .nxdomain:
             rcode = .nameError
         case .failure:
             rcode = .serverFailure
         }
+        let empty = addresses.isEmpty && bindings.isEmpty
         let body = try DNSMessage.response(
             to: message,
             rcode: rcode,
             addresses: addresses,
             ttl: ttl,
-            negativeTTL: addresses.isEmpty && rcode != .serverFailure ? min(ttl, 30) : nil
+            negativeTTL: empty && rcode != .serverFailure ? min(ttl, 30) : nil,
+            serviceBindings: bindings
         )
         let response = ListenerResponse(
             contentType: "application/dns-message",
             body: body,
-            headers: ["cache-control": "max-age=\(addresses.isEmpty ? min(ttl, 30) : ttl)"]
+            headers: ["cache-control": "max-age=\(empty ? min(ttl, 30) : ttl)"]
         )
         // Kept for the rest of the second: not a failure (nor the stand-in for a name still being asked
         // for), and not a question the upstream is asked for each subnet.
@@ -180,18 +188,25 @@ extension ServiceCore {
         return response
     }
 
-    func dohJSON(_ query: [String: String], _ lookup: (String) throws -> Lookup) throws -> ListenerResponse {
+    func dohJSON(
+        _ query: [String: String],
+        _ lookup: (String) throws -> Lookup,
+        records: (String) throws -> Lookup
+    ) throws -> ListenerResponse {
         let qname = try name(query["name"], parameter: "name")
         let type: DNSRecordType
         switch query["type"]?.uppercased() {
         case nil, "", "A", "1": type = .a
         case "AAAA", "28": type = .aaaa
-        case let other?: throw BadRequest(reason: "type=\(other) is not supported; use A or AAAA")
+        case "HTTPS", "65": type = .https
+        case let other?: throw BadRequest(reason: "type=\(other) is not supported; use A, AAAA or HTTPS")
         }
         let body: [UInt8]
-        switch try lookup(qname) {
+        switch type == .https ? try records(qname) : try lookup(qname) {
         case .found(let v4, let v6):
             body = DoHJSONFormat.format(name: qname, type: type, rcode: .noError, answer: type == .a ? v4 : v6)
+        case .records(let answer):
+            body = DoHJSONFormat.format(name: qname, rcode: .noError, records: answer)
         case .nxdomain:
             body = DoHJSONFormat.format(name: qname, type: type, rcode: .nameError, answer: .empty)
         case .failure:

@@ -39,11 +39,13 @@ struct ServiceCore: Sendable {
         var reason: String
     }
 
-    /// What we know about one name: NXDOMAIN, or per-family answers (an empty family is NODATA).
+    /// What we know about one name: NXDOMAIN, or per-family answers (an empty family is NODATA), or,
+    /// asked for them, its HTTPS records (none is NODATA).
     enum Lookup {
         case nxdomain
         case failure
         case found(ipv4: FamilyAnswer, ipv6: FamilyAnswer)
+        case records(ServiceBindingAnswer)
     }
 
     /// The hosts table's answer, if the name is in it.
@@ -55,10 +57,38 @@ struct ServiceCore: Sendable {
         )
     }
 
-    /// One name asked for one client subnet: what `decide` collects and `handle` looks up.
+    /// The hosts data's HTTPS records for `name`, if the name is in it (with addresses or records).
+    func hostsRecords(_ name: String) -> Lookup? {
+        if let bindings = configuration.httpsRecords[name] {
+            return .records(ServiceBindingAnswer(bindings: bindings, ttl: configuration.ttl))
+        }
+        guard hosts.withLockedValue({ $0.table[name] }) != nil else { return nil }
+        return .records(ServiceBindingAnswer(bindings: [], ttl: nil))
+    }
+
+    /// One name asked for one client subnet, or for its HTTPS records (asked without a subnet): what
+    /// `decide` collects and `handle` looks up.
     struct Question: Hashable {
         var name: String
         var subnet: ClientSubnet?
+        var records = false
+    }
+
+    func lookup(_ question: Question) async -> Lookup {
+        guard question.records else { return await lookup(question.name, subnet: question.subnet) }
+        if let known = hostsRecords(question.name) { return known }
+        guard let resolver else { return .nxdomain }
+        do {
+            let answer = try await resolver.serviceBindingAnswer(of: question.name)
+            readiness.upstreamAnswered()
+            return .records(answer)
+        } catch {
+            logger.debug(
+                "upstream failed",
+                metadata: ["name": "\(question.name)", "type": "HTTPS", "error": "\(error)"]
+            )
+            return .failure
+        }
     }
 
     func lookup(_ name: String, subnet: ClientSubnet? = nil) async -> Lookup {
@@ -106,6 +136,14 @@ struct ServiceCore: Sendable {
         }
     }
 
+    /// What is known without waiting for `question`: the hosts data, or the resolver's cache.
+    func immediateLookup(_ question: Question) -> Lookup? {
+        guard question.records else { return immediateLookup(question.name, subnet: question.subnet) }
+        if let known = hostsRecords(question.name) { return known }
+        guard let resolver else { return .nxdomain }
+        return resolver.cachedServiceBindingAnswer(of: question.name).map(Lookup.records)
+    }
+
     /// What is known without waiting: the hosts table, or the resolver's cache (positive answers). A
     /// question with a subnet for the upstream is never at hand.
     func immediateLookup(_ name: String, subnet: ClientSubnet? = nil) -> Lookup? {
@@ -133,12 +171,16 @@ struct ServiceCore: Sendable {
         var missing: [Question] = []
         let response: ListenerResponse
         do {
-            response = try route(request) { name, subnet in
-                let question = Question(name: name, subnet: subnet)
+            func ask(_ question: Question) -> Lookup {
                 if let answer = known(question) { return answer }
                 if !missing.contains(question) { missing.append(question) }
                 return .failure
             }
+            response = try route(
+                request,
+                lookup: { name, subnet in ask(Question(name: name, subnet: subnet)) },
+                records: { name in ask(Question(name: name, records: true)) }
+            )
         } catch {
             response = ListenerResponse(status: .badRequest, text: "\(error)")
         }
@@ -149,7 +191,7 @@ struct ServiceCore: Sendable {
     /// the connection's event loop without a task; nil when a name needs the upstream (`handle` then
     /// answers it).
     func answerAtHand(_ request: ListenerRequest) -> ListenerResponse? {
-        guard case .respond(let response) = decide(request, known: { immediateLookup($0.name, subnet: $0.subnet) })
+        guard case .respond(let response) = decide(request, known: immediateLookup)
         else { return nil }
         return response
     }
@@ -160,7 +202,7 @@ struct ServiceCore: Sendable {
     func handle(_ request: ListenerRequest) async -> ListenerResponse {
         var known: [Question: Lookup] = [:]
         while true {
-            switch decide(request, known: { known[$0] ?? immediateLookup($0.name, subnet: $0.subnet) }) {
+            switch decide(request, known: { known[$0] ?? immediateLookup($0) }) {
             case .respond(let response):
                 return response
             case .lookUp(let questions):
@@ -170,7 +212,7 @@ struct ServiceCore: Sendable {
                             (
                                 q,
                                 await upstreamLookups.run(q, orElse: .failure) {
-                                    await lookup(q.name, subnet: q.subnet)
+                                    await lookup(q)
                                 }
                             )
                         }
@@ -184,9 +226,12 @@ struct ServiceCore: Sendable {
         }
     }
 
-    func route(_ request: ListenerRequest, lookup: (String, ClientSubnet?) throws -> Lookup) throws
-        -> ListenerResponse
-    {
+    /// `lookup` answers a name's addresses for a subnet; `records`, its HTTPS records (DoH only).
+    func route(
+        _ request: ListenerRequest,
+        lookup: (String, ClientSubnet?) throws -> Lookup,
+        records: (String) throws -> Lookup
+    ) throws -> ListenerResponse {
         let (path, query) = split(request.uri)
         do {
             // The subnet the upstream is asked for: the request's plain `ip=`, else the configured one.
@@ -219,7 +264,7 @@ struct ServiceCore: Sendable {
                 return try alibaba(query, bound, clientAddress: request.remoteIP)
             case "/dns-query":
                 if let refusal = refuseUnauthenticated("/dns-query") { return refusal }
-                return try doh(request, query, subnet: subnet, lookup)
+                return try doh(request, query, subnet: subnet, lookup, records: records)
             case AlibabaJSONFormat.v2Path:
                 try require(request, .GET)
                 return dated(try alibabaV2(request, query, subnet: subnet, lookup))

@@ -198,7 +198,7 @@ extension ServiceCore {
                 answers.append(
                     (n, HostAnswer(ipv4: wants.wantsIPv4 ? .empty : nil, ipv6: wants.wantsIPv6 ? .empty : nil))
                 )
-            case .failure:
+            case .failure, .records:  // (an address question is never answered with records)
                 return .refused(ListenerResponse(status: .badGateway, text: "the upstream DNS server did not answer"))
             }
         }

@@ -57,6 +57,9 @@ package final class HTTPDNSService: Sendable {
         package var hostsReloadInterval: Duration? = .seconds(1)
         /// Static names (for embedding, e.g. the demo), answered like the hosts file.
         package var staticHosts: [String: [IPAddress]] = [:]
+        /// HTTPS records (RFC 9460) answered for these names before the upstream is asked, with `ttl`
+        /// (`--https-record`). A name in the hosts data without records here has none (NODATA).
+        package var httpsRecords: [String: [ServiceBinding]] = [:]
         /// Upstream DNS server for everything else (nil: names outside the hosts are NXDOMAIN).
         package var upstream: ResolverSpec?
         /// The subnet the upstream is asked for when a request gives no `ip=` (see the file comment).

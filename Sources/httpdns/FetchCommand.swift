@@ -84,6 +84,13 @@ struct FetchCommand: AsyncParsableCommand {
     )
     var preconnect = false
 
+    @Flag(
+        name: .customLong("probe"),
+        help:
+            "Probe the host's addresses first (TCP, and TLS for https, each in parallel), as an app with NetworkSettings.probing does when it pre-resolves: the request tries the fastest first."
+    )
+    var probe = false
+
     @Option(
         name: .customLong("pin"),
         help: ArgumentHelp("Pin the target's public key (base64 SHA-256 of SPKI), repeatable.", valueName: "SHA256")
@@ -147,6 +154,7 @@ struct FetchCommand: AsyncParsableCommand {
             config.tls.pins = pins.isEmpty ? [:] : [target.host: Set(pins)]
             config.http.versions = http11 ? .http1Only : http2 ? .http2Only : .automatic
             config.http.http2PriorKnowledge = http2
+            if probe { config.network.probing = AddressProbing() }
             if let maxTime {
                 config.timeouts.request = try seconds(maxTime, flag: "--max-time", range: 0.001...604_800)
             }
@@ -169,6 +177,10 @@ struct FetchCommand: AsyncParsableCommand {
 
         let trace = Trace(enabled: verbose)
         trace.line("* Resolving \(target.host) through \(self.resolver.resolvers.joined(separator: ", "))")
+        if probe {
+            await httpdns.preResolve(["\(target.scheme)://\(target.authority)"])
+            trace.line("* Probed the addresses of \(target.host)")
+        }
         if preconnect {
             let origin = "\(target.scheme)://\(target.authority)"
             if let failed = await httpdns.preconnect([origin])[origin] {

@@ -195,6 +195,15 @@ struct ServeCommand: AsyncParsableCommand {
     var serviceIPs: [String] = []
 
     @Option(
+        name: .customLong("https-record"),
+        help: ArgumentHelp(
+            "An HTTPS record (RFC 9460) answered for NAME to DoH queries of type HTTPS, with --ttl; repeatable (a name's records together). Other names' records come from --upstream; a name in --hosts without one has none. Example: 'api.example.com 1 . alpn=h2 port=8443'.",
+            valueName: "NAME PRIORITY TARGET [PARAM=VALUE ...]"
+        )
+    )
+    var httpsRecords: [String] = []
+
+    @Option(
         name: .customLong("service-list-ttl"),
         help: ArgumentHelp(
             "Minutes DNSPod clients keep the --service-ip list (1 to 1440, default 60).",
@@ -240,6 +249,7 @@ struct ServeCommand: AsyncParsableCommand {
         }
         _ = try subnetPolicy()
         _ = try serviceAddresses()
+        _ = try serviceBindings()
         if let serviceListTTL, !(1...1440).contains(serviceListTTL) {
             throw ValidationError("--service-list-ttl: give minutes from 1 to 1440")
         }
@@ -270,6 +280,28 @@ struct ServeCommand: AsyncParsableCommand {
         } catch let error as HTTPDNSConfigurationError {
             throw ValidationError("--client-subnet: \(error.message); or give client")
         }
+    }
+
+    /// The records of --https-record, by name, in the order given.
+    func serviceBindings() throws -> [String: [ServiceBinding]] {
+        var records: [String: [ServiceBinding]] = [:]
+        for text in httpsRecords {
+            let trimmed = text.drop { $0 == " " || $0 == "\t" }
+            let nameEnd = trimmed.firstIndex { $0 == " " || $0 == "\t" } ?? trimmed.endIndex
+            let problem: String
+            do {
+                let name = try validatedHostname(trimmed[..<nameEnd])
+                let binding = try ServiceBinding(parsing: String(trimmed[nameEnd...]))
+                records[name, default: []].append(binding)
+                continue
+            } catch {
+                problem = "\(error)"
+            }
+            throw ValidationError(
+                "--https-record \"\(text.prefix(100))\": \(problem); give NAME PRIORITY TARGET [PARAM=VALUE ...], e.g. 'api.example.com 1 . alpn=h2 port=8443'"
+            )
+        }
+        return records
     }
 
     /// The addresses of --service-ip, and the ports given with some of them (`IP:PORT`, `[IPv6]:PORT`).
@@ -406,6 +438,7 @@ struct ServeCommand: AsyncParsableCommand {
             throw ValidationError("--tls-cert/--tls-key: \(error)")
         }
         config.hostsFile = hosts
+        config.httpsRecords = try serviceBindings()
         config.upstream = try upstream.map { try ResolverSpec(parsing: $0) }
         config.clientSubnet = try subnetPolicy()
         config.ttl = settings.ttl

@@ -36,7 +36,7 @@ struct ServeConfigFile {
         "debug": .flag, "dnspod-account": .strings, "dnspod-token": .strings, "alibaba-account": .strings,
         "alibaba-aes-key": .strings,
         "require-auth": .flag, "metrics": .flag, "access-log": .string, "shutdown-delay": .number,
-        "drain-timeout": .number, "service-ip": .strings, "service-list-ttl": .number,
+        "drain-timeout": .number, "service-ip": .strings, "service-list-ttl": .number, "https-record": .strings,
     ]
 
     /// A JSON value of one of the kinds above.
@@ -125,6 +125,7 @@ struct ServeConfigFile {
         if command.alibabaAccounts.isEmpty { command.alibabaAccounts = strings("alibaba-account") }
         if command.alibabaAESKeys.isEmpty { command.alibabaAESKeys = strings("alibaba-aes-key") }
         if command.serviceIPs.isEmpty { command.serviceIPs = strings("service-ip") }
+        if command.httpsRecords.isEmpty { command.httpsRecords = strings("https-record") }
         if command.serviceListTTL == nil, let n = try number("service-list-ttl", whole: true, in: 1...1440) {
             command.serviceListTTL = Int(n)
         }

@@ -7,6 +7,7 @@ import Foundation
 import HTTPDNSCore
 import HTTPDNSEngine
 import HTTPDNSLookup
+import HTTPDNSServer
 import NIOCore
 import Testing
 
@@ -42,6 +43,27 @@ struct ServiceBindingPeerTests {
             let ech = try await r.serviceBindings(for: "ech.svcb.test")
             #expect(ech.endpoints.first?.ech?.count == 71, "\(spec)")
             #expect(try await r.serviceBindings(for: "plain.svcb.test").endpoints.isEmpty)
+        }
+    }
+
+    @Test func serveInFrontOfBINDPassesItsRecordsOn() async throws {
+        let peers = try Peers.require()
+        let upstream = try ResolverSpec(parsing: "dns:\(peers.bindDNS.0):\(peers.bindDNS.1)")
+        let service = try await startService { $0.upstream = upstream }
+        defer { Task { await service.stop() } }
+        for kind in ["doh", "doh-post", "doh-json"] {
+            let r = try resolver("\(kind):http://127.0.0.1:\(service.ports[0])/dns-query", peers: peers)
+            let a = try await r.serviceBindings(for: "a.svcb.test")
+            #expect(a.endpoints.map(\.description) == [#"1 . alpn="h2" port=8443 ipv4hint=127.0.0.1 ipv6hint=::1"#])
+            // The alias comes through as BIND has it, and the client follows it through serve.
+            let alias = try await r.serviceBindings(for: "alias.svcb.test")
+            #expect(alias.aliases == ["a.svcb.test"], "\(kind)")
+            #expect(alias.endpoints.first?.port == 8443, "\(kind)")
+            #expect(try await r.serviceBindings(for: "multi.svcb.test").endpoints.map(\.port) == [8443, 8444])
+            #expect(try await r.serviceBindings(for: "ech.svcb.test").endpoints.first?.ech?.count == 71, "\(kind)")
+            #expect(try await r.serviceBindings(for: "plain.svcb.test").endpoints.isEmpty, "\(kind)")
+            // The addresses still come from the same upstream.
+            #expect(try await r.resolve("plain.svcb.test", .ipv4).ipv4 == [IPAddress("127.0.0.1")!])
         }
     }
 

@@ -1,6 +1,8 @@
 // A TCP relay on loopback in front of a real server, which misbehaves on its first connections the way
 // mobile networks do: it resets them (RST before any TLS byte is answered), or holds them for a while
-// before relaying. Later connections are relayed both ways, byte for byte.
+// before relaying. Later connections are relayed both ways, byte for byte, each chunk held `latency` in
+// each direction (a long path, as Fixtures/peers/delay_relay.py models it: the TCP handshake with the
+// relay completes at once, every flight after it costs the round trip).
 
 import NIOConcurrencyHelpers
 import NIOCore
@@ -31,9 +33,15 @@ final class FlakyRelay: Sendable {
         self.port = listener.localAddress?.port ?? 0
     }
 
-    /// Listens on 127.0.0.1 (a port the OS picks) and relays to `target`; the i-th connection accepted
-    /// (from 0) gets `faults[i]`, if there is one.
-    static func start(to target: SocketAddress, faults: [Fault]) async throws -> FlakyRelay {
+    /// Listens on `host` at `port` (0: one the OS picks) and relays to `target`; the i-th connection
+    /// accepted (from 0) gets `faults[i]`, if there is one. Every chunk is held `latency` each way.
+    static func start(
+        to target: SocketAddress,
+        faults: [Fault],
+        latency: TimeAmount = .zero,
+        host: String = "127.0.0.1",
+        port: Int = 0
+    ) async throws -> FlakyRelay {
         let counter = NIOLockedValueBox(0)
         let group = MultiThreadedEventLoopGroup.singleton
         let listener = try await ServerBootstrap(group: group)
@@ -52,12 +60,12 @@ final class FlakyRelay: Sendable {
                         ?? inbound.eventLoop.makeSucceededVoidFuture()
                     return lingered.flatMap { inbound.close() }
                 }
-                let relay = RelayHandler()
+                let relay = RelayHandler(latency: latency)
                 let delay: TimeAmount = if case .delay(let d) = fault { d } else { .zero }
                 inbound.eventLoop.scheduleTask(in: delay) {
                     ClientBootstrap(group: inbound.eventLoop)
                         .channelInitializer { outbound in
-                            outbound.pipeline.addHandler(RelayHandler(partner: inbound))
+                            outbound.pipeline.addHandler(RelayHandler(partner: inbound, latency: latency))
                         }
                         .connect(to: target)
                         .whenComplete { result in
@@ -69,7 +77,7 @@ final class FlakyRelay: Sendable {
                 }
                 return inbound.pipeline.addHandler(relay)
             }
-            .bind(host: "127.0.0.1", port: 0)
+            .bind(host: host, port: port)
             .get()
         return FlakyRelay(listener: listener, counter: counter)
     }
@@ -79,8 +87,9 @@ final class FlakyRelay: Sendable {
     }
 }
 
-/// One side of a relayed connection: what it reads goes to the partner channel; bytes read before the
-/// partner is connected are held; a close on either side closes both.
+/// One side of a relayed connection: what it reads goes to the partner channel `latency` later, in
+/// order; bytes due before the partner is connected are held; a close on either side closes both, after
+/// the bytes read before it.
 private final class RelayHandler: ChannelInboundHandler, @unchecked Sendable {
     typealias InboundIn = ByteBuffer
 
@@ -88,8 +97,15 @@ private final class RelayHandler: ChannelInboundHandler, @unchecked Sendable {
     private var partner: (any Channel)?
     private var held: [ByteBuffer] = []
     private var closed = false
+    private let latency: TimeAmount
+    /// Chunks read and not yet due, oldest first; `close` marks the end of the connection.
+    private var due: [(at: NIODeadline, buffer: ByteBuffer?)] = []
+    private var drainScheduled = false
 
-    init(partner: (any Channel)? = nil) { self.partner = partner }
+    init(partner: (any Channel)? = nil, latency: TimeAmount = .zero) {
+        self.partner = partner
+        self.latency = latency
+    }
 
     func attach(_ channel: any Channel) {
         guard !closed else {
@@ -104,12 +120,44 @@ private final class RelayHandler: ChannelInboundHandler, @unchecked Sendable {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let buffer = unwrapInboundIn(data)
-        if let partner { partner.writeAndFlush(buffer, promise: nil) } else { held.append(buffer) }
+        guard latency > .zero else { return forward(buffer) }
+        hold(buffer, on: context.eventLoop)
     }
 
     func channelInactive(context: ChannelHandlerContext) {
         closed = true
-        partner?.close(promise: nil)
+        if latency > .zero {
+            hold(nil, on: context.eventLoop)
+        } else {
+            partner?.close(promise: nil)
+        }
         context.fireChannelInactive()
+    }
+
+    private func forward(_ buffer: ByteBuffer) {
+        if let partner { partner.writeAndFlush(buffer, promise: nil) } else { held.append(buffer) }
+    }
+
+    private func hold(_ buffer: ByteBuffer?, on loop: any EventLoop) {
+        due.append((.now() + latency, buffer))
+        scheduleDrain(on: loop)
+    }
+
+    private func scheduleDrain(on loop: any EventLoop) {
+        guard !drainScheduled, let next = due.first else { return }
+        drainScheduled = true
+        loop.scheduleTask(deadline: next.at) {
+            self.drainScheduled = false
+            let now = NIODeadline.now()
+            while let first = self.due.first, first.at <= now {
+                self.due.removeFirst()
+                guard let buffer = first.buffer else {
+                    self.partner?.close(promise: nil)
+                    continue
+                }
+                self.forward(buffer)
+            }
+            self.scheduleDrain(on: loop)
+        }
     }
 }
