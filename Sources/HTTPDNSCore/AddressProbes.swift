@@ -49,10 +49,11 @@ package struct AddressProbes: Sendable {
         self.lifetime = lifetime
     }
 
-    /// The addresses among `addresses` to probe now, at most `limit`, in the given order: those with no
-    /// result younger than `lifetime` on `network` and no probe running (a probe running for longer than
-    /// `lifetime` counts as lost). Nothing when there is only one address: there is nothing to choose
-    /// between. The ones returned count as running until `finished`.
+    /// The addresses to probe now among the first `limit` of `addresses` (the order they would be tried
+    /// in): those with no result younger than `lifetime` on `network` and no probe running (a probe
+    /// running for longer than `lifetime` counts as lost). The addresses after the first `limit` are never
+    /// probed. Nothing when there is only one address: there is nothing to choose between. The ones
+    /// returned count as running until `finished`.
     package mutating func claim(
         _ addresses: [IPAddress],
         port: Int,
@@ -60,9 +61,11 @@ package struct AddressProbes: Sendable {
         limit: Int,
         now: Timestamp
     ) -> [IPAddress] {
-        guard Set(addresses).count > 1 else { return [] }
+        var candidates: [IPAddress] = []
+        for address in addresses where !candidates.contains(address) { candidates.append(address) }
+        guard candidates.count > 1 else { return [] }
         var claimed: [IPAddress] = []
-        for address in addresses where claimed.count < limit && !claimed.contains(address) {
+        for address in candidates.prefix(max(limit, 0)) {
             let key = Key(network: network, address: address, port: port)
             if let entry = entries[key], now < entry.at + lifetime { continue }
             put(key, Entry(outcome: nil, at: now))

@@ -16,9 +16,10 @@ import Testing
     @Test func probesAreClaimedOnceUpToTheLimitInOrder() {
         var probes = AddressProbes(lifetime: .seconds(600))
         #expect(probes.claim([c, a, b], port: 443, network: "wifi", limit: 2, now: t0) == [c, a])
-        // Running: not handed out again; the one left over is.
-        #expect(probes.claim([c, a, b], port: 443, network: "wifi", limit: 2, now: t0) == [b])
+        // Running: not handed out again; the address past the limit never is.
         #expect(probes.claim([c, a, b], port: 443, network: "wifi", limit: 2, now: t0).isEmpty)
+        // Another order puts b within the limit: only it is new.
+        #expect(probes.claim([b, a, c], port: 443, network: "wifi", limit: 2, now: t0) == [b])
         // Another port is another measurement.
         #expect(probes.claim([c, a], port: 8443, network: "wifi", limit: 4, now: t0) == [c, a])
     }
