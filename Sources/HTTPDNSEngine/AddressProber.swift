@@ -52,11 +52,12 @@ final class AddressProber: Sendable {
     func start(_ url: HTTPURL, addresses: ResolvedAddresses, network: String) -> [Task<Void, Never>] {
         let order = interleavedIPv6First(ipv4: addresses.ipv4, ipv6: addresses.ipv6)
         let original = { (ip: IPAddress) in addresses.synthesized[ip] ?? ip }
+        let originals = order.map(original)
         let now = clock.now()
         let limit = max(settings.maxAddresses, 0)
         return state.withLockedValue { state -> [Task<Void, Never>] in
             let claimed = state.probes.claim(
-                order.map(original),
+                originals,
                 port: url.port,
                 network: network,
                 limit: limit,
@@ -70,7 +71,7 @@ final class AddressProber: Sendable {
                 }
             }
             var batches: [Task<Void, Never>] = []
-            for ip in order.map(original) {
+            for ip in originals {
                 guard let batch = state.running[AddressProbes.Key(network: network, address: ip, port: url.port)],
                     !batches.contains(where: { $0 == batch })
                 else { continue }

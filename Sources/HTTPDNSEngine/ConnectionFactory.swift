@@ -376,11 +376,12 @@ struct ConnectionFactory: Sendable {
     }
 
     /// Resolves `url`'s host and waits for the probes of its addresses (AddressProber.swift), when
-    /// probing covers it; at once otherwise, or when the name does not resolve.
+    /// probing covers it; at once otherwise, or when the name does not resolve. The probes start here,
+    /// once, not in the lookup.
     func probe(_ url: HTTPURL) async {
         guard let prober, prober.covers(url.host),
             configuration.network.proxy?.proxy(scheme: url.scheme, host: url.host) == nil,
-            case let (addresses?, _)? = try? await addresses(for: url.host, given: nil, deadline: nil, probing: url)
+            case let (addresses?, _)? = try? await addresses(for: url.host, given: nil, deadline: nil)
         else { return }
         for batch in prober.start(url, addresses: addresses, network: path.state.id) {
             await batch.value

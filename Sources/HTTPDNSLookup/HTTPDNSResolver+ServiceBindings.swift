@@ -18,12 +18,16 @@ struct ServiceBindingTable {
     var entries: [String: Entry] = [:]
     static let capacity = 512
 
-    func fresh(_ key: String, now: Timestamp) -> Entry? {
-        guard let entry = entries[key], now < entry.expiresAt else { return nil }
+    private static func key(_ name: String, _ network: String) -> String { network + " " + name }
+
+    /// `name`'s entry on `network`, while its TTL lasts.
+    func fresh(_ name: String, on network: String, now: Timestamp) -> Entry? {
+        guard let entry = entries[Self.key(name, network)], now < entry.expiresAt else { return nil }
         return entry
     }
 
-    mutating func store(_ key: String, _ entry: Entry, now: Timestamp) {
+    mutating func store(_ name: String, on network: String, _ entry: Entry, now: Timestamp) {
+        let key = Self.key(name, network)
         if entries[key] == nil, entries.count >= Self.capacity {
             entries = entries.filter { now < $0.value.expiresAt }
             if entries.count >= Self.capacity { entries = [:] }
@@ -83,7 +87,7 @@ extension HTTPDNSResolver {
         let network = state.withLockedValue { $0.network }
         var walk = AliasWalk(name)
         for _ in 0...Self.aliasLimit {
-            guard let entry = bindingTable.withLockedValue({ $0.fresh(network + " " + walk.current, now: now) }) else {
+            guard let entry = bindingTable.withLockedValue({ $0.fresh(walk.current, on: network, now: now) }) else {
                 return nil
             }
             guard walk.answered(entry.answer, source: .cache(entry.source)) else { break }
@@ -112,7 +116,7 @@ extension HTTPDNSResolver {
         let now = clock.now()
         let network = state.withLockedValue { $0.network }
         guard let name = try? validatedHostname(host),
-            let entry = bindingTable.withLockedValue({ $0.fresh(network + " " + name, now: now) })
+            let entry = bindingTable.withLockedValue({ $0.fresh(name, on: network, now: now) })
         else { return nil }
         var answer = entry.answer
         if answer.ttl != nil {
@@ -125,8 +129,7 @@ extension HTTPDNSResolver {
     private func serviceBindingAnswer(_ name: String) async throws -> (ServiceBindingAnswer, ResolutionSource) {
         let now = clock.now()
         let network = state.withLockedValue { $0.network }
-        let key = network + " " + name
-        if let entry = bindingTable.withLockedValue({ $0.fresh(key, now: now) }) {
+        if let entry = bindingTable.withLockedValue({ $0.fresh(name, on: network, now: now) }) {
             return (entry.answer, .cache(entry.source))
         }
         let candidates: [any DNSProvider]
@@ -147,7 +150,7 @@ extension HTTPDNSResolver {
                     source: provider.name,
                     expiresAt: now + .seconds(Int64(ttl))
                 )
-                bindingTable.withLockedValue { $0.store(key, entry, now: now) }
+                bindingTable.withLockedValue { $0.store(name, on: network, entry, now: now) }
                 let fromHTTPDNS = providers.contains { $0.name == provider.name }
                 return (answer, fromHTTPDNS ? .httpdns(provider.name) : .localDNS(provider.name))
             } catch {

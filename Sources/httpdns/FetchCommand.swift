@@ -177,12 +177,12 @@ struct FetchCommand: AsyncParsableCommand {
 
         let trace = Trace(enabled: verbose)
         trace.line("* Resolving \(target.host) through \(self.resolver.resolvers.joined(separator: ", "))")
+        let origin = "\(target.scheme)://\(target.authority)"
         if probe {
-            await httpdns.preResolve(["\(target.scheme)://\(target.authority)"])
+            await httpdns.preResolve([origin])
             trace.line("* Probed the addresses of \(target.host)")
         }
         if preconnect {
-            let origin = "\(target.scheme)://\(target.authority)"
             if let failed = await httpdns.preconnect([origin])[origin] {
                 trace.line("* Pre-connect to \(origin) failed (\(failed)); the request connects itself")
             } else {

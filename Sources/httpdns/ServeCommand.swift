@@ -288,18 +288,14 @@ struct ServeCommand: AsyncParsableCommand {
         for text in httpsRecords {
             let trimmed = text.drop { $0 == " " || $0 == "\t" }
             let nameEnd = trimmed.firstIndex { $0 == " " || $0 == "\t" } ?? trimmed.endIndex
-            let problem: String
             do {
                 let name = try validatedHostname(trimmed[..<nameEnd])
-                let binding = try ServiceBinding(parsing: String(trimmed[nameEnd...]))
-                records[name, default: []].append(binding)
-                continue
+                records[name, default: []].append(try ServiceBinding(parsing: String(trimmed[nameEnd...])))
             } catch {
-                problem = "\(error)"
+                throw ValidationError(
+                    "--https-record \"\(text.prefix(100))\": \(error); give NAME PRIORITY TARGET [PARAM=VALUE ...], e.g. 'api.example.com 1 . alpn=h2 port=8443'"
+                )
             }
-            throw ValidationError(
-                "--https-record \"\(text.prefix(100))\": \(problem); give NAME PRIORITY TARGET [PARAM=VALUE ...], e.g. 'api.example.com 1 . alpn=h2 port=8443'"
-            )
         }
         return records
     }
