@@ -6,6 +6,7 @@
 // Module map (one concern each). No module shares its name with a type, so `Module.Type` always works:
 //   HTTPDNSKit       the front door: `HTTPDNS`, one value that owns the resolver, the engines and their
 //                    lifecycle, and re-exports the public types of the modules below. Apps import this.
+//   HTTPDNSPrivacy   the privacy manifest (PrivacyInfo.xcprivacy), bundled with every app that links HTTPDNSKit.
 //   HTTPDNSCore      pure core, no I/O: DNS wire format, provider answer parsers, cache and refresh
 //                    policy, host policy, answer validation, resolver specs.
 //   HTTPDNSTrace     the `httpdns trace` page: request timings in, SVG and HTML out (pure, no I/O).
@@ -262,9 +263,18 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // The privacy manifest App Store review expects of an SDK (PrivacyInfo.xcprivacy), which every app
+        // linking HTTPDNSKit bundles. Swift 5 mode for SwiftPM's generated `Bundle.module`, which Swift 6
+        // refuses where the SDK does not mark Bundle Sendable (PrivacyManifest.swift says more).
+        .target(
+            name: "HTTPDNSPrivacy",
+            resources: [.copy("PrivacyInfo.xcprivacy")],
+            swiftSettings: swiftSettings + [.swiftLanguageMode(.v5)]
+        ),
         .target(
             name: "HTTPDNSKit",
             dependencies: [
+                "HTTPDNSPrivacy",
                 "HTTPDNSCore",
                 "HTTPDNSNetwork",
                 "HTTPDNSEngine",
@@ -430,7 +440,7 @@ let package = Package(
         testTarget("HTTPDNSURLSessionTests", ["HTTPDNSURLSession"]),
         testTarget(
             "HTTPDNSKitTests",
-            ["HTTPDNSKit", .product(name: "InMemoryTracing", package: "swift-distributed-tracing")]
+            ["HTTPDNSKit", "HTTPDNSPrivacy", .product(name: "InMemoryTracing", package: "swift-distributed-tracing")]
         ),
         // The OpenAPI transport against the test nginx, through a client swift-openapi-generator made
         // from openapi.yaml (committed under Generated/, so no build runs the generator).

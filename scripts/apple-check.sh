@@ -27,10 +27,9 @@ fi
 # interfaces (Swift 5.8) this harness cannot rebuild with today's compiler; that stops in the SDK, before
 # any of our code. The CLI is a macOS/Linux tool; the library is what ships in apps.
 # The snippets too, the Apple-only ones above all (Linux compiles them as empty files), but
-# WebViewProxy: `WKWebsiteDataStore.proxyConfigurations` is iOS 17 API, absent from the 16.5 SDK.
 # MetricsBackend: it imports swift-metrics' `Metrics`, which only the CLI depends on; a build of the
 # snippet alone (what the harness runs) does not make that module. The Linux build compiles it.
-snippets=$(ls Snippets/*.swift | xargs -n1 basename | sed 's/\.swift$//' | grep -vxE 'WebViewProxy|MetricsBackend' | tr '\n' ' ')
+snippets=$(ls Snippets/*.swift | xargs -n1 basename | sed 's/\.swift$//' | grep -vxE 'MetricsBackend' | tr '\n' ' ')
 export TARGETS=${TARGETS:-"HTTPDNSKit HTTPDNSOpenAPI HTTPDNSURLSession HTTPDNSLookup HTTPDNSServer httpdns-conformance $snippets"}
 work=${WORK:-${TMPDIR:-/tmp}/apple-typecheck}
 # The harness reports every log in its folder: drop those of earlier runs (other targets).

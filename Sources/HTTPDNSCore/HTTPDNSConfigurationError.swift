@@ -15,6 +15,7 @@ public struct HTTPDNSConfigurationError: Error, Equatable, Sendable, CustomStrin
             case invalidAddressOverride
             case invalidCacheConfiguration
             case invalidClientSubnet
+            case unavailableOnPlatform
         }
 
         private let base: Base
@@ -36,6 +37,9 @@ public struct HTTPDNSConfigurationError: Error, Equatable, Sendable, CustomStrin
         public static let invalidCacheConfiguration = Code(.invalidCacheConfiguration)
         /// A client subnet that is not `ADDRESS[/PREFIX]`, or whose prefix is longer than the address.
         public static let invalidClientSubnet = Code(.invalidClientSubnet)
+        /// The feature needs a newer or another operating system than the one running: system encrypted
+        /// DNS needs Network.framework (Apple platforms), proxy configurations iOS 17 / macOS 14.
+        public static let unavailableOnPlatform = Code(.unavailableOnPlatform)
 
         /// The code's name, e.g. `invalidHostPattern`.
         public var description: String { base.rawValue }

@@ -86,12 +86,13 @@ public struct HTTPRequestBody: Sendable {
 
     /// Streams the file at `path`, read in 64 KiB chunks as the connection can take them.
     package static func file(_ path: String) throws -> HTTPRequestBody {
-        guard let attributes = try? FileManager.default.attributesOfItem(atPath: path),
-            let size = attributes[.size] as? Int
-        else {
+        // The size from the end's offset, not the file's attributes: no file timestamp is ever read
+        // (Sources/HTTPDNSPrivacy/PrivacyInfo.xcprivacy).
+        guard let handle = FileHandle(forReadingAtPath: path), let end = try? handle.seekToEnd() else {
             throw HTTPEngineError(.invalidRequest, "cannot read \(path): no such file or not readable")
         }
-        return HTTPRequestBody(storage: .file(path), length: size)
+        try? handle.close()
+        return HTTPRequestBody(storage: .file(path), length: Int(end))
     }
 
     /// A body produced by `make`, which is called once per send. Use `AsyncThrowingStream(unfolding:)`

@@ -16,6 +16,7 @@ import HTTPDNSLookup
 import HTTPDNSNetwork
 import HTTPDNSURLSession
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import Tracing
@@ -40,6 +41,12 @@ public final class HTTPDNS: Sendable {
     /// The engine that reaches the resolvers themselves (never through DNS).
     let resolverEngine: HTTPEngine
     let logger: Logger
+    /// The loopback proxy that proxy configurations point at (`configure(_:via:)`), started on first use.
+    package let proxyKeeper: ProxyKeeper
+    /// The system encrypted-DNS mode, while it is on (`enableSystemEncryptedDNS(_:)`).
+    let encryptedDNS = NIOLockedValueBox<SystemEncryptedDNS?>(nil)
+    /// What follows the app's background and foreground notices (UIKit platforms).
+    let appLifecycleObservers = NIOLockedValueBox(AppLifecycleObservers())
 
     /// Makes the resolver and both engines from `configuration`.
     ///
@@ -79,7 +86,15 @@ public final class HTTPDNS: Sendable {
         var app = resolverHTTP
         app.http = configuration.http
         app.tracing = tracing
-        self.engine = try HTTPEngine(configuration: app, addressSource: resolver, path: path, logger: logger)
+        let engine = try HTTPEngine(configuration: app, addressSource: resolver, path: path, logger: logger)
+        self.engine = engine
+        let upgrade = upgradeToHTTPS
+        self.proxyKeeper = ProxyKeeper(logger: logger) { port in
+            var proxy = HTTPDNSProxy.Configuration()
+            proxy.port = port
+            proxy.upgradeToHTTPS = upgrade
+            return try await HTTPDNSProxy.start(proxy, resolver: resolver, engine: engine, logger: logger)
+        }
     }
 
     /// The short form: resolver specs and name patterns as text.
@@ -248,12 +263,18 @@ public final class HTTPDNS: Sendable {
     /// system's notices still re-detect the families and prefix.
     public func networkChanged(to networkID: String) {
         resolver.networkChanged(to: networkID)
+        encryptedDNS.withLockedValue { $0 }?.conditionsChanged()
     }
 
     /// Saves the cache (when ``Configuration/persistencePath`` is set), closes every connection and
     /// stops URLSession interception if this instance had it. Requests started afterwards fail.
     public func shutdown() async {
         if HTTPDNSURLProtocol.current?.resolver === resolver { HTTPDNSURLProtocol.uninstall() }
+        encryptedDNS.withLockedValue { $0 }?.stop()
+        for token in appLifecycleObservers.withLockedValue({ $0.tokens }) {
+            NotificationCenter.default.removeObserver(token)
+        }
+        await proxyKeeper.shutdown()
         await resolver.shutdown()
         engine.shutdown()
         resolverEngine.shutdown()

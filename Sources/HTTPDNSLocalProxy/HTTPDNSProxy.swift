@@ -193,6 +193,18 @@ public final class HTTPDNSProxy: Sendable {
         URL(string: "http://\(formatAuthority(host: configuration.host, port: port))/proxy.pac")!
     }
 
+    /// Whether the listener still accepts connections. On iOS the system may take a suspended app's
+    /// listening socket back; the proxy's tunnels go on, but no new client gets in.
+    package var isListening: Bool { channel.isActive }
+    /// Succeeds when the listener has closed, by `stop()` or because the system took its socket.
+    package var listenerClosed: EventLoopFuture<Void> { channel.closeFuture }
+
+    /// Closes the listener alone, as the system does when it takes a suspended app's socket back: open
+    /// tunnels and forwarded requests go on. For tests of what keeps the proxy running.
+    package func closeListener() async {
+        try? await channel.close()
+    }
+
     /// Stops listening and closes every open tunnel and forwarded request.
     public func stop() async {
         try? await channel.close()

@@ -38,7 +38,7 @@ package enum CachePersistence {
             return nil
         }
         guard bytes.count <= CacheSnapshot.maxFileBytes else {
-            let size = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? bytes.count
+            let size = (try? handle.seekToEnd()).map(Int.init) ?? bytes.count
             logger.warning(
                 "ignoring DNS cache file larger than the limit",
                 metadata: ["path": "\(path)", "bytes": "\(size)", "limit": "\(CacheSnapshot.maxFileBytes)"]

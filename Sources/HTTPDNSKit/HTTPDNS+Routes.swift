@@ -1,0 +1,214 @@
+// The routes a request can take into HTTPDNS from a system client: the URLProtocol (`.urlProtocol`), or
+// a proxy configuration pointing the client at the loopback proxy (`.proxy`, iOS 17 / macOS 14). The
+// third route, the system's encrypted DNS, is HTTPDNS+SystemEncryptedDNS.swift. The DocC article
+// "Choosing a route" compares them.
+
+import Foundation
+import HTTPDNSLocalProxy
+import HTTPDNSURLSession
+import NIOConcurrencyHelpers
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+#if canImport(Network)
+    import Network
+#endif
+#if canImport(WebKit)
+    import WebKit
+#endif
+#if canImport(UIKit)
+    import UIKit
+#endif
+
+/// How a system client's requests reach HTTPDNS.
+public enum HTTPDNSRoute: Sendable, Hashable {
+    /// HTTPDNS's URLProtocol loads the requests its policy selects, with its own engine (connection to
+    /// the chosen address, TLS on the name). URLSession only; not background sessions.
+    case urlProtocol
+    /// The client sends every request through the loopback proxy (``HTTPDNS/loopbackProxy()``), which
+    /// resolves through HTTPDNS and tunnels: the client's own TLS, HTTP/2, cookies and caching are left
+    /// untouched. Through `proxyConfigurations`, iOS 17 / macOS 14 and later.
+    case proxy
+}
+
+extension HTTPDNS {
+    /// Sends the requests of sessions made from `configuration` into HTTPDNS by `route`.
+    ///
+    /// - `.urlProtocol`: as ``enable(on:)``.
+    /// - `.proxy`: sets the configuration's `proxyConfigurations` to an HTTP CONNECT proxy at the
+    ///   loopback proxy, started first if it is not running. iOS 17 / macOS 14 / tvOS 17 / watchOS 10 and
+    ///   later; earlier systems throw `.unavailableOnPlatform` (use `.urlProtocol` there), and so does
+    ///   Linux, whose URLSession has no proxy configurations.
+    ///
+    /// A session copies its configuration when it is made: configure first, then make the session. If
+    /// the proxy ever has to move to another port (``onLoopbackProxyMoved(_:)``), sessions made before
+    /// the move must be made again.
+    public func configure(_ configuration: URLSessionConfiguration, via route: HTTPDNSRoute) async throws {
+        switch route {
+        case .urlProtocol:
+            enable(on: configuration)
+        case .proxy:
+            #if canImport(Network) && canImport(ObjectiveC)
+                guard #available(iOS 17.0, macOS 14.0, tvOS 17.0, watchOS 10.0, *) else {
+                    throw ProxyConfigurations.unavailable
+                }
+                let proxy = try await loopbackProxy()
+                try ProxyConfigurations.install(on: configuration, port: proxy.port)
+            #else
+                throw ProxyConfigurations.unavailable
+            #endif
+        }
+    }
+
+    /// The loopback proxy the `.proxy` route points clients at: one per instance, on `127.0.0.1`,
+    /// started on first use. Its port stays the same for the instance's life: a proxy whose listener
+    /// the system took back while the app was suspended starts again on that port when the app returns
+    /// to the foreground (or at the next call). Point other clients at it too (players, `proxy.pacURL`).
+    /// ``shutdown()`` stops it.
+    public func loopbackProxy() async throws -> HTTPDNSProxy {
+        observeAppLifecycle()
+        return try await proxyKeeper.proxy()
+    }
+
+    /// Calls `handler` when the loopback proxy had to move to another port (its own was taken when it
+    /// started again): configurations installed before name the old port. Web views' data stores
+    /// configured through ``configure(_:via:)`` are pointed at the new port already; sessions made
+    /// from configured URLSession configurations must be made again.
+    public func onLoopbackProxyMoved(_ handler: @escaping @Sendable (_ from: Int, _ to: Int) -> Void) {
+        proxyKeeper.onMove(handler)
+    }
+
+    /// Tells HTTPDNS the app went to the background. On UIKit platforms HTTPDNS observes this itself.
+    public func applicationDidEnterBackground() {
+        proxyKeeper.enteredBackground()
+    }
+
+    /// Tells HTTPDNS the app came back to the foreground: the loopback proxy starts again if the system
+    /// took its listener, and the system encrypted-DNS mode checks its server. On UIKit platforms HTTPDNS
+    /// observes this itself.
+    public func applicationWillEnterForeground() async {
+        encryptedDNS.withLockedValue { $0 }?.conditionsChanged()
+        await proxyKeeper.enteredForeground()
+    }
+
+    /// On UIKit platforms, starts following the app's background and foreground notices (once).
+    func observeAppLifecycle() {
+        #if canImport(UIKit) && !os(watchOS)
+            // COMPILED FOR iOS 16 BY THE APPLE CHECK, NEVER RUN HERE; what the notices trigger is what
+            // the Linux tests call directly (applicationDidEnterBackground / WillEnterForeground).
+            guard appLifecycleObservers.withLockedValue({ $0.tokens.isEmpty }) else { return }
+            let center = NotificationCenter.default
+            let background = center.addObserver(
+                forName: UIApplication.didEnterBackgroundNotification,
+                object: nil,
+                queue: nil
+            ) { [weak self] _ in self?.applicationDidEnterBackground() }
+            let foreground = center.addObserver(
+                forName: UIApplication.willEnterForegroundNotification,
+                object: nil,
+                queue: nil
+            ) { [weak self] _ in
+                guard let self else { return }
+                Task { await self.applicationWillEnterForeground() }
+            }
+            // Two first uses at once: the one that stores its observers first keeps them.
+            let kept = appLifecycleObservers.withLockedValue { observers -> Bool in
+                guard observers.tokens.isEmpty else { return false }
+                observers.tokens = [background, foreground]
+                return true
+            }
+            if !kept {
+                center.removeObserver(background)
+                center.removeObserver(foreground)
+            }
+        #endif
+    }
+}
+
+#if canImport(WebKit) && canImport(Network)
+    extension HTTPDNS {
+        /// Sends the requests of every web view using `dataStore` through the loopback proxy, started
+        /// first if it is not running (`.proxy`; iOS 17 / macOS 14 and later: earlier systems throw
+        /// `.unavailableOnPlatform`). Web views load out of the app's process, where no URLProtocol
+        /// runs: `.urlProtocol` throws `.unavailableOnPlatform`. If the proxy moves to another port, the
+        /// store is pointed at the new one.
+        ///
+        /// COMPILED FOR iOS 16 BY THE APPLE CHECK, NEVER RUN HERE.
+        @MainActor
+        public func configure(_ dataStore: WKWebsiteDataStore, via route: HTTPDNSRoute) async throws {
+            guard route == .proxy else {
+                throw HTTPDNSConfigurationError(
+                    .unavailableOnPlatform,
+                    "web views load in another process, where no URLProtocol runs: configure their data store with .proxy"
+                )
+            }
+            guard #available(iOS 17.0, macOS 14.0, *) else { throw ProxyConfigurations.unavailable }
+            let proxy = try await loopbackProxy()
+            try ProxyConfigurations.install(on: dataStore, port: proxy.port)
+            let kept = WeakDataStore(dataStore)
+            onLoopbackProxyMoved { _, to in
+                Task { @MainActor in
+                    guard let dataStore = kept.store else { return }
+                    try? ProxyConfigurations.install(on: dataStore, port: to)
+                }
+            }
+        }
+    }
+
+    /// A data store configured for the proxy, not kept alive by it (the main actor's, so Sendable).
+    @MainActor final class WeakDataStore {
+        weak var store: WKWebsiteDataStore?
+        init(_ store: WKWebsiteDataStore) { self.store = store }
+    }
+#endif
+
+/// The notification observers `observeAppLifecycle()` added (tokens NotificationCenter lets any thread
+/// remove).
+struct AppLifecycleObservers: @unchecked Sendable {
+    var tokens: [any NSObjectProtocol] = []
+}
+
+/// Sets `proxyConfigurations` (iOS 17 / macOS 14) to the loopback proxy.
+enum ProxyConfigurations {
+    static let unavailable = HTTPDNSConfigurationError(
+        .unavailableOnPlatform,
+        "proxy configurations need iOS 17, macOS 14, tvOS 17 or watchOS 10 (and Apple's URLSession): use the .urlProtocol route here"
+    )
+
+    #if canImport(Network) && canImport(ObjectiveC)
+        /// Sets `object`'s `proxyConfigurations` (a `URLSessionConfiguration` or a `WKWebsiteDataStore`)
+        /// to one HTTP CONNECT proxy at `127.0.0.1:port`.
+        ///
+        /// COMPILED FOR iOS 16 BY THE APPLE CHECK, NEVER RUN HERE. The property and
+        /// `nw_proxy_config_create_http_connect` are iOS 17 API, absent from the iOS 16 SDKs this package
+        /// still builds with, so they are reached through the Objective-C runtime: the property by its
+        /// name (key-value coding calls its setter), the function by its symbol. Both are public API,
+        /// looked up only behind the iOS 17 availability check; a missing one throws instead of crashing.
+        @available(iOS 17.0, macOS 14.0, tvOS 17.0, watchOS 10.0, *)
+        static func install(on object: NSObject, port: Int) throws {
+            guard object.responds(to: NSSelectorFromString("setProxyConfigurations:")) else { throw unavailable }
+            object.setValue([try httpConnectProxy(port: port)] as NSArray, forKey: "proxyConfigurations")
+        }
+
+        /// `nw_proxy_config_create_http_connect(nw_endpoint_create_host("127.0.0.1", port), NULL)`.
+        @available(iOS 17.0, macOS 14.0, tvOS 17.0, watchOS 10.0, *)
+        private static func httpConnectProxy(port: Int) throws -> AnyObject {
+            typealias Create =
+                @convention(c) (UnsafeMutableRawPointer, UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer?
+            // RTLD_DEFAULT, a C macro Swift does not import: ((void *)-2) on Apple platforms.
+            guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: -2), "nw_proxy_config_create_http_connect")
+            else {
+                throw unavailable
+            }
+            let create = unsafeBitCast(symbol, to: Create.self)
+            let endpoint = nw_endpoint_create_host("127.0.0.1", String(port))
+            let made = withExtendedLifetime(endpoint) {
+                create(Unmanaged.passUnretained(endpoint as AnyObject).toOpaque(), nil)
+            }
+            guard let made else { throw unavailable }
+            // NW_RETURNS_RETAINED: the object is ours to release.
+            return Unmanaged<AnyObject>.fromOpaque(made).takeRetainedValue()
+        }
+    #endif
+}

@@ -1,0 +1,187 @@
+// Runs ProxyLifecycle's actions: starts the loopback proxy on first use, starts it again on the same
+// port when its listener is lost, and reports a move. The thin executor; the rules and their tests are
+// the lifecycle's.
+
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+
+/// Keeps one loopback proxy running for the clients pointed at it by proxy configurations.
+package final class ProxyKeeper: Sendable {
+    /// Starts a proxy listening on a port (0: any free one).
+    package typealias Start = @Sendable (_ port: Int) async throws -> HTTPDNSProxy
+
+    private struct Inner {
+        var lifecycle = ProxyLifecycle()
+        var proxy: HTTPDNSProxy?
+        var waiters: [CheckedContinuation<HTTPDNSProxy, any Error>] = []
+        var lastError: (any Error)?
+        var onMove: [@Sendable (_ from: Int, _ to: Int) -> Void] = []
+
+        /// When the proxy's listener is gone, forgets the proxy and tells the lifecycle: the restart to
+        /// run, if it wants one now.
+        mutating func lostListener() -> ProxyLifecycle.Action? {
+            guard let proxy, !proxy.isListening else { return nil }
+            self.proxy = nil
+            return lifecycle.listenerLost()
+        }
+    }
+
+    private let start: Start
+    private let logger: Logger
+    private let inner = NIOLockedValueBox(Inner())
+
+    package init(logger: Logger, start: @escaping Start) {
+        self.start = start
+        self.logger = logger
+    }
+
+    /// The running proxy, started first if it is not (or its listener was lost).
+    package func proxy() async throws -> HTTPDNSProxy {
+        try await withCheckedThrowingContinuation { continuation in
+            let action = inner.withLockedValue { inner -> ProxyLifecycle.Action? in
+                // A listener the system took, whose close notice has not come yet: as the notice would.
+                let restart = inner.lostListener()
+                let action = inner.lifecycle.needed()
+                switch action {
+                case .deliver:
+                    if let proxy = inner.proxy {
+                        continuation.resume(returning: proxy)
+                    } else {
+                        continuation.resume(throwing: ProxyKeeperError.shutDown)
+                    }
+                    return nil
+                case .fail:
+                    continuation.resume(throwing: ProxyKeeperError.shutDown)
+                    return nil
+                default:
+                    // In the foreground the lost listener's restart is under way (needed() says wait).
+                    inner.waiters.append(continuation)
+                    return restart ?? action
+                }
+            }
+            if let action { run(action) }
+        }
+    }
+
+    /// The proxy in use now, if one runs (nil while it starts, after its listener was lost, after shutdown).
+    package var current: HTTPDNSProxy? {
+        inner.withLockedValue { inner in inner.proxy.flatMap { $0.isListening ? $0 : nil } }
+    }
+
+    /// Calls `handler` when the proxy moves to another port (its own was taken when it started again).
+    package func onMove(_ handler: @escaping @Sendable (_ from: Int, _ to: Int) -> Void) {
+        inner.withLockedValue { $0.onMove.append(handler) }
+    }
+
+    /// The app went to the background.
+    package func enteredBackground() {
+        inner.withLockedValue { $0.lifecycle.enteredBackground() }
+    }
+
+    /// The app came back to the foreground: a proxy whose listener was lost starts again. Returns when
+    /// it runs (or could not start).
+    package func enteredForeground() async {
+        let action = inner.withLockedValue { inner -> ProxyLifecycle.Action? in
+            // Still in the background here: a lost listener is marked lost, and the foreground starts it.
+            inner.lostListener() ?? inner.lifecycle.enteredForeground()
+        }
+        guard let action else { return }
+        await runToEnd(action)
+    }
+
+    /// Stops the proxy for good.
+    package func shutdown() async {
+        let (action, proxy, waiters) = inner.withLockedValue { inner in
+            let action = inner.lifecycle.shutdown()
+            let waiters = inner.waiters
+            inner.waiters = []
+            let proxy = inner.proxy
+            inner.proxy = nil
+            return (action, proxy, waiters)
+        }
+        for waiter in waiters { waiter.resume(throwing: ProxyKeeperError.shutDown) }
+        if action == .stop { await proxy?.stop() }
+    }
+
+    private func run(_ action: ProxyLifecycle.Action) {
+        Task { await runToEnd(action) }
+    }
+
+    /// Runs `action` and whatever it leads to, until the proxy runs or nobody can be served.
+    private func runToEnd(_ action: ProxyLifecycle.Action) async {
+        var next: [ProxyLifecycle.Action] = [action]
+        while !next.isEmpty {
+            let action = next.removeFirst()
+            switch action {
+            case .start(let port):
+                do {
+                    let proxy = try await start(port)
+                    next += inner.withLockedValue { inner in
+                        let actions = inner.lifecycle.started(port: proxy.port)
+                        if !actions.contains(.stop) { inner.proxy = proxy }
+                        return actions
+                    }
+                    watch(proxy)
+                    if next.contains(.stop) {
+                        await proxy.stop()
+                        next.removeAll { $0 == .stop }
+                    }
+                } catch {
+                    logger.notice("the loopback proxy could not start on port \(port): \(error)")
+                    next.append(
+                        inner.withLockedValue { inner in
+                            inner.lastError = error
+                            return inner.lifecycle.startFailed()
+                        }
+                    )
+                }
+            case .deliver:
+                let (proxy, waiters) = inner.withLockedValue { inner in
+                    let waiters = inner.waiters
+                    inner.waiters = []
+                    return (inner.proxy, waiters)
+                }
+                for waiter in waiters {
+                    if let proxy {
+                        waiter.resume(returning: proxy)
+                    } else {
+                        waiter.resume(throwing: ProxyKeeperError.shutDown)
+                    }
+                }
+            case .moved(let from, let to):
+                logger.notice("the loopback proxy moved from port \(from) to \(to): port \(from) was taken")
+                for handler in inner.withLockedValue({ $0.onMove }) { handler(from, to) }
+            case .fail:
+                let (waiters, error) = inner.withLockedValue { inner in
+                    let waiters = inner.waiters
+                    inner.waiters = []
+                    return (waiters, inner.lastError ?? ProxyKeeperError.shutDown)
+                }
+                for waiter in waiters { waiter.resume(throwing: error) }
+            case .wait, .stop:
+                break
+            }
+        }
+    }
+
+    /// Starts the proxy again when its listener closes while it is the one in use.
+    private func watch(_ proxy: HTTPDNSProxy) {
+        proxy.listenerClosed.whenComplete { [weak self] _ in
+            guard let self else { return }
+            let action = self.inner.withLockedValue { inner -> ProxyLifecycle.Action? in
+                guard let current = inner.proxy, current === proxy else { return nil }
+                inner.proxy = nil
+                return inner.lifecycle.listenerLost()
+            }
+            if let action { self.run(action) }
+        }
+    }
+}
+
+/// Why `ProxyKeeper` hands out no proxy.
+package enum ProxyKeeperError: Error, CustomStringConvertible {
+    case shutDown
+
+    package var description: String { "the HTTPDNS instance was shut down: its loopback proxy is not started again" }
+}

@@ -1,0 +1,110 @@
+// The routes into HTTPDNS through the front door, hermetic: the loopback proxy the proxy configurations
+// point at (started once, on the same port again after the system takes its listener, moved and
+// reported only when that port is taken) and what Linux says of the Apple-only routes.
+
+import Foundation
+import HTTPDNSKit
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+import Testing
+@testable import HTTPDNSTestSupport
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+@Suite struct RoutesTests {
+    @Test func theLoopbackProxyStartsOnceOnFirstUse() async throws {
+        try await withHTTPDNS { httpdns in
+            #expect(httpdns.proxyKeeper.current == nil)
+            async let first = httpdns.loopbackProxy()
+            async let second = httpdns.loopbackProxy()
+            let (a, b) = try await (first, second)
+            #expect(a === b)
+            #expect(a.port > 0)
+            #expect(try await httpdns.loopbackProxy() === a)
+        }
+    }
+
+    @Test func aLostListenerStartsAgainOnTheSamePort() async throws {
+        try await withHTTPDNS { httpdns in
+            let first = try await httpdns.loopbackProxy()
+            let port = first.port
+            // In the foreground: the close notice starts it again at once, on the same port.
+            await first.closeListener()
+            try await eventually("the proxy listens again") { httpdns.proxyKeeper.current != nil }
+            let again = try await httpdns.loopbackProxy()
+            #expect(again !== first)
+            #expect(again.port == port)
+            #expect(again.isListening)
+        }
+    }
+
+    @Test func aListenerLostInTheBackgroundStartsAgainInTheForeground() async throws {
+        try await withHTTPDNS { httpdns in
+            let first = try await httpdns.loopbackProxy()
+            let port = first.port
+            httpdns.applicationDidEnterBackground()
+            await first.closeListener()
+            try await first.listenerClosed.get()
+            // Suspended apps start nothing: the proxy waits for the foreground.
+            #expect(httpdns.proxyKeeper.current == nil)
+            await httpdns.applicationWillEnterForeground()
+            let again = try #require(httpdns.proxyKeeper.current)
+            #expect(again.port == port)
+            #expect(try await httpdns.loopbackProxy() === again)
+        }
+    }
+
+    @Test func aTakenPortMovesTheProxyAndTheMoveIsReported() async throws {
+        try await withHTTPDNS { httpdns in
+            let moves = NIOLockedValueBox<[(Int, Int)]>([])
+            httpdns.onLoopbackProxyMoved { from, to in moves.withLockedValue { $0.append((from, to)) } }
+            let first = try await httpdns.loopbackProxy()
+            let port = first.port
+            httpdns.applicationDidEnterBackground()
+            await first.closeListener()
+            try await first.listenerClosed.get()
+            // Another listener takes the port while the app is away.
+            let squatter = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                .bind(host: "127.0.0.1", port: port).get()
+            await httpdns.applicationWillEnterForeground()
+            let moved = try #require(httpdns.proxyKeeper.current)
+            #expect(moved.port != port)
+            let reported = moves.withLockedValue { $0 }
+            #expect(reported.count == 1)
+            #expect(reported.first?.0 == port)
+            #expect(reported.first?.1 == moved.port)
+            try await squatter.close()
+        }
+    }
+
+    @Test func afterShutdownTheProxyIsNotStartedAgain() async throws {
+        let dns = try await startDNS(["127.0.0.1"])
+        let httpdns = try HTTPDNS(resolvers: ["dns:127.0.0.1:\(dns.port)"], only: ["*.test"])
+        let proxy = try await httpdns.loopbackProxy()
+        await httpdns.shutdown()
+        #expect(!proxy.isListening)
+        await #expect(throws: (any Error).self) { try await httpdns.loopbackProxy() }
+        await dns.stop()
+    }
+
+    @Test func theURLProtocolRouteEnablesAndTheAppleOnlyRoutesSaySoHere() async throws {
+        try await withHTTPDNS { httpdns in
+            let configuration = URLSessionConfiguration.ephemeral
+            try await httpdns.configure(configuration, via: .urlProtocol)
+            #expect(configuration.protocolClasses?.first is HTTPDNSURLProtocol.Type)
+            #if !canImport(Darwin)
+                await #expect(throws: HTTPDNSConfigurationError(.unavailableOnPlatform, "")) {
+                    try await httpdns.configure(URLSessionConfiguration.ephemeral, via: .proxy)
+                }
+                #expect(throws: HTTPDNSConfigurationError(.unavailableOnPlatform, "")) {
+                    try httpdns.enableSystemEncryptedDNS(
+                        EncryptedDNSSettings(url: URL(string: "https://127.0.0.1/dns-query"))
+                    )
+                }
+            #endif
+        }
+    }
+}
