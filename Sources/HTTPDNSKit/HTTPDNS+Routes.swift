@@ -41,6 +41,10 @@ extension HTTPDNS {
     ///   later; earlier systems throw `.unavailableOnPlatform` (use `.urlProtocol` there), and so does
     ///   Linux, whose URLSession has no proxy configurations.
     ///
+    /// One route per configuration: `.proxy` takes HTTPDNS's URLProtocol out of it, and a configuration
+    /// with a proxy of its own (`.proxy`'s included) is left alone by `.urlProtocol`, by
+    /// ``enable(on:)`` and by `enableForAllSessions()`.
+    ///
     /// A session copies its configuration when it is made: configure first, then make the session. If
     /// the proxy ever has to move to another port (``onLoopbackProxyMoved(_:)``), sessions made before
     /// the move must be made again.
@@ -55,6 +59,8 @@ extension HTTPDNS {
                 }
                 let proxy = try await loopbackProxy()
                 try ProxyConfigurations.install(on: configuration, port: proxy.port)
+                // One route per configuration: the URLProtocol, if an earlier call put it there, goes.
+                configuration.disableHTTPDNS()
             #else
                 throw ProxyConfigurations.unavailable
             #endif

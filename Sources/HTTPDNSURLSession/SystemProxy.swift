@@ -39,9 +39,21 @@ enum SystemProxy {
     /// not change its own environment while it runs, and this is asked for every request.
     private static let environment: HTTPProxySettings? = (try? HTTPProxySettings.environment()) ?? nil
 
-    /// True when a session configuration names a proxy of its own (`connectionProxyDictionary`).
+    /// True when a session configuration names a proxy of its own: `connectionProxyDictionary`, or
+    /// iOS 17's `proxyConfigurations` (which `HTTPDNS.configure(_:via: .proxy)` sets to the loopback
+    /// proxy: its requests are the proxy's, never the URLProtocol's).
     static func configured(in configuration: URLSessionConfiguration) -> Bool {
-        guard let dictionary = configuration.connectionProxyDictionary else { return false }
-        return !dictionary.isEmpty
+        if let dictionary = configuration.connectionProxyDictionary, !dictionary.isEmpty { return true }
+        #if canImport(Darwin)
+            // Compiled, not run: read through the Objective-C runtime, as the iOS 16 SDKs lack the property
+            // (HTTPDNSKit's ProxyConfigurations sets it the same way).
+            if #available(iOS 17.0, macOS 14.0, tvOS 17.0, watchOS 10.0, *),
+                configuration.responds(to: NSSelectorFromString("proxyConfigurations")),
+                let list = configuration.value(forKey: "proxyConfigurations") as? NSArray, list.count > 0
+            {
+                return true
+            }
+        #endif
+        return false
     }
 }

@@ -38,6 +38,13 @@ extension URLSessionConfiguration {
         protocolClasses = classes
     }
 
+    /// Takes HTTPDNS's protocol out of `protocolClasses` again: for a configuration that goes through
+    /// the loopback proxy instead (`HTTPDNS.configure(_:via: .proxy)`), where the proxy, not the
+    /// URLProtocol, must see its requests.
+    package func disableHTTPDNS() {
+        protocolClasses?.removeAll { $0 is HTTPDNSURLProtocol.Type }
+    }
+
     /// A copy of `self` with HTTPDNS enabled.
     package func withHTTPDNS() -> URLSessionConfiguration {
         let copy = self.copy() as! URLSessionConfiguration

@@ -95,6 +95,14 @@ import Testing
             let configuration = URLSessionConfiguration.ephemeral
             try await httpdns.configure(configuration, via: .urlProtocol)
             #expect(configuration.protocolClasses?.first is HTTPDNSURLProtocol.Type)
+            // What the proxy route does first on Apple platforms: the URLProtocol goes.
+            configuration.disableHTTPDNS()
+            #expect(configuration.protocolClasses?.contains { $0 is HTTPDNSURLProtocol.Type } == false)
+            // A configuration with a proxy of its own is left to it.
+            let proxied = URLSessionConfiguration.ephemeral
+            proxied.connectionProxyDictionary = ["HTTPEnable": 1, "HTTPProxy": "127.0.0.1", "HTTPPort": 3128]
+            try await httpdns.configure(proxied, via: .urlProtocol)
+            #expect(proxied.protocolClasses?.contains { $0 is HTTPDNSURLProtocol.Type } != true)
             #if !canImport(Darwin)
                 await #expect(throws: HTTPDNSConfigurationError(.unavailableOnPlatform, "")) {
                     try await httpdns.configure(URLSessionConfiguration.ephemeral, via: .proxy)
