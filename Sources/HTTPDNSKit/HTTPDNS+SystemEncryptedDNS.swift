@@ -71,6 +71,9 @@ public final class SystemEncryptedDNS: Sendable {
     private let apply: Apply
     private let logger: Logger
     private let inner: NIOLockedValueBox<Inner>
+    /// What the system was last told; its lock is held while the system is told, so that tellings never
+    /// interleave.
+    private let told = NIOLockedValueBox<EncryptedDNSMode?>(nil)
 
     package init(
         settings: EncryptedDNSSettings,
@@ -99,10 +102,17 @@ public final class SystemEncryptedDNS: Sendable {
     /// Which resolver the system was last pointed at; nil until the first check has ended.
     public var mode: EncryptedDNSMode? { inner.withLockedValue { $0.health.applied } }
 
-    /// Calls `handler` each time the system is pointed at the server or given back its own resolver,
-    /// on no particular thread.
+    /// Calls `handler` with the mode the system was last told, at once if it has been told one, then
+    /// each time the system is pointed at the server or given back its own resolver, on no particular
+    /// thread. No change is missed or told twice, whenever the handler is added.
     public func onChange(_ handler: @escaping @Sendable (EncryptedDNSMode) -> Void) {
-        inner.withLockedValue { $0.handlers.append(handler) }
+        // Under `told`'s lock, as a telling is: the handler is either in that telling's list or hears
+        // its mode here.
+        let current = told.withLockedValue { told -> EncryptedDNSMode? in
+            inner.withLockedValue { $0.handlers.append(handler) }
+            return told
+        }
+        if let current { handler(current) }
     }
 
     /// Turns the mode off: the system's own resolver comes back and no more checks run.
@@ -131,12 +141,24 @@ public final class SystemEncryptedDNS: Sendable {
             switch action {
             case .check:
                 Task { await self.check() }
-            case .apply(let mode):
-                logger.notice(
-                    "system encrypted DNS: \(mode == .encrypted ? "resolving through" : "back to the system's resolver, away from") \(url)"
-                )
-                apply(mode)
-                for handler in inner.withLockedValue({ $0.handlers }) { handler(mode) }
+            case .apply:
+                // What the rules decided last, not what this action says: two runs (a check's end and
+                // stop()) may reach here in either order, and the system must end up told the latest.
+                let changed = told.withLockedValue {
+                    told -> (mode: EncryptedDNSMode, handlers: [@Sendable (EncryptedDNSMode) -> Void])? in
+                    let (mode, handlers) = inner.withLockedValue { ($0.health.applied ?? .system, $0.handlers) }
+                    guard mode != told else { return nil }
+                    told = mode
+                    logger.notice(
+                        "system encrypted DNS: \(mode == .encrypted ? "resolving through" : "back to the system's resolver, away from") \(url)"
+                    )
+                    apply(mode)
+                    return (mode, handlers)
+                }
+                // Outside the lock: a handler may call stop().
+                if let changed {
+                    for handler in changed.handlers { handler(changed.mode) }
+                }
             case .schedule(let wait):
                 let timer = Task { [weak self] in
                     guard (try? await Task.sleep(for: wait)) != nil, let self else { return }

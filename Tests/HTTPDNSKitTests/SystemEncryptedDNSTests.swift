@@ -52,6 +52,8 @@ import Testing
         let applied = Applied()
 
         let mode = try httpdns.startSystemEncryptedDNS(settings(port: port), applier: applied.applier)
+        let told = NIOLockedValueBox<[EncryptedDNSMode]>([])
+        mode.onChange { changed in told.withLockedValue { $0.append(changed) } }
         #expect(mode.url.absoluteString == "https://doh.test:\(port)/dns-query")
         #expect(mode.serverAddresses == [IPAddress("127.0.0.1")!])
         try await eventually("the first check points the system at the server") { applied.last == .encrypted }
@@ -75,6 +77,8 @@ import Testing
         mode.stop()
         #expect(applied.modes.withLockedValue { $0 } == [.encrypted, .system, .encrypted, .system])
         #expect(mode.mode == .system)
+        // The app's handlers heard the same, in the same order.
+        #expect(told.withLockedValue { $0 } == [.encrypted, .system, .encrypted, .system])
 
         await httpdns.shutdown()
         await service.stop()
@@ -89,6 +93,8 @@ import Testing
         let httpdns = try HTTPDNS(HTTPDNS.Configuration(resolvers: []))
         let applied = Applied()
         let mode = try httpdns.startSystemEncryptedDNS(settings(port: port), applier: applied.applier)
+        // A handler that turns the mode off as soon as it hears of a fall-back (no deadlock).
+        mode.onChange { _ in mode.stop() }
         try await eventually("the first check fails") { applied.count > 0 }
         #expect(applied.modes.withLockedValue { $0 } == [.system])
         mode.stop()
