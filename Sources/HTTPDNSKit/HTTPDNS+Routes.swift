@@ -11,9 +11,6 @@ import NIOConcurrencyHelpers
 #if canImport(FoundationNetworking)
     import FoundationNetworking
 #endif
-#if canImport(Network)
-    import Network
-#endif
 #if canImport(WebKit)
     import WebKit
 #endif
@@ -173,48 +170,4 @@ extension HTTPDNS {
 /// remove).
 struct AppLifecycleObservers: @unchecked Sendable {
     var tokens: [any NSObjectProtocol] = []
-}
-
-/// Sets `proxyConfigurations` (iOS 17 / macOS 14) to the loopback proxy.
-enum ProxyConfigurations {
-    static let unavailable = HTTPDNSConfigurationError(
-        .unavailableOnPlatform,
-        "proxy configurations need iOS 17, macOS 14, tvOS 17 or watchOS 10 (and Apple's URLSession): use the .urlProtocol route here"
-    )
-
-    #if canImport(Network) && canImport(ObjectiveC)
-        /// Sets `object`'s `proxyConfigurations` (a `URLSessionConfiguration` or a `WKWebsiteDataStore`)
-        /// to one HTTP CONNECT proxy at `127.0.0.1:port`.
-        ///
-        /// COMPILED FOR iOS 16 BY THE APPLE CHECK, NEVER RUN HERE. The property and
-        /// `nw_proxy_config_create_http_connect` are iOS 17 API, absent from the iOS 16 SDKs this package
-        /// still builds with, so they are reached through the Objective-C runtime: the property by its
-        /// name (key-value coding calls its setter), the function by its symbol. Both are public API,
-        /// looked up only behind the iOS 17 availability check; a missing one throws instead of crashing.
-        @available(iOS 17.0, macOS 14.0, tvOS 17.0, watchOS 10.0, *)
-        static func install(on object: NSObject, port: Int) throws {
-            guard object.responds(to: NSSelectorFromString("setProxyConfigurations:")) else { throw unavailable }
-            object.setValue([try httpConnectProxy(port: port)] as NSArray, forKey: "proxyConfigurations")
-        }
-
-        /// `nw_proxy_config_create_http_connect(nw_endpoint_create_host("127.0.0.1", port), NULL)`.
-        @available(iOS 17.0, macOS 14.0, tvOS 17.0, watchOS 10.0, *)
-        private static func httpConnectProxy(port: Int) throws -> AnyObject {
-            typealias Create =
-                @convention(c) (UnsafeMutableRawPointer, UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer?
-            // RTLD_DEFAULT, a C macro Swift does not import: ((void *)-2) on Apple platforms.
-            guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: -2), "nw_proxy_config_create_http_connect")
-            else {
-                throw unavailable
-            }
-            let create = unsafeBitCast(symbol, to: Create.self)
-            let endpoint = nw_endpoint_create_host("127.0.0.1", String(port))
-            let made = withExtendedLifetime(endpoint) {
-                create(Unmanaged.passUnretained(endpoint as AnyObject).toOpaque(), nil)
-            }
-            guard let made else { throw unavailable }
-            // NW_RETURNS_RETAINED: the object is ours to release.
-            return Unmanaged<AnyObject>.fromOpaque(made).takeRetainedValue()
-        }
-    #endif
 }

@@ -44,12 +44,10 @@ enum SystemProxy {
     /// proxy: its requests are the proxy's, never the URLProtocol's).
     static func configured(in configuration: URLSessionConfiguration) -> Bool {
         if let dictionary = configuration.connectionProxyDictionary, !dictionary.isEmpty { return true }
-        #if canImport(Darwin)
-            // Compiled, not run: read through the Objective-C runtime, as the iOS 16 SDKs lack the property
-            // (HTTPDNSKit's ProxyConfigurations sets it the same way).
+        #if canImport(Network) && canImport(ObjectiveC)
+            // Compiled, not run: the property is read through the Objective-C runtime (ProxyConfigurations).
             if #available(iOS 17.0, macOS 14.0, tvOS 17.0, watchOS 10.0, *),
-                configuration.responds(to: NSSelectorFromString("proxyConfigurations")),
-                let list = configuration.value(forKey: "proxyConfigurations") as? NSArray, list.count > 0
+                ProxyConfigurations.areSet(on: configuration)
             {
                 return true
             }
