@@ -18,6 +18,12 @@ package final class ProxyKeeper: Sendable {
         var lastError: (any Error)?
         var onMove: [@Sendable (_ from: Int, _ to: Int) -> Void] = []
 
+        /// Everyone waiting for the proxy, handed over once.
+        mutating func takeWaiters() -> [CheckedContinuation<HTTPDNSProxy, any Error>] {
+            defer { waiters = [] }
+            return waiters
+        }
+
         /// When the proxy's listener is gone, forgets the proxy and tells the lifecycle: the restart to
         /// run, if it wants one now.
         mutating func lostListener() -> ProxyLifecycle.Action? {
@@ -94,11 +100,9 @@ package final class ProxyKeeper: Sendable {
     package func shutdown() async {
         let (action, proxy, waiters) = inner.withLockedValue { inner in
             let action = inner.lifecycle.shutdown()
-            let waiters = inner.waiters
-            inner.waiters = []
             let proxy = inner.proxy
             inner.proxy = nil
-            return (action, proxy, waiters)
+            return (action, proxy, inner.takeWaiters())
         }
         for waiter in waiters { waiter.resume(throwing: ProxyKeeperError.shutDown) }
         if action == .stop { await proxy?.stop() }
@@ -137,11 +141,7 @@ package final class ProxyKeeper: Sendable {
                     )
                 }
             case .deliver:
-                let (proxy, waiters) = inner.withLockedValue { inner in
-                    let waiters = inner.waiters
-                    inner.waiters = []
-                    return (inner.proxy, waiters)
-                }
+                let (proxy, waiters) = inner.withLockedValue { ($0.proxy, $0.takeWaiters()) }
                 for waiter in waiters {
                     if let proxy {
                         waiter.resume(returning: proxy)
@@ -153,10 +153,8 @@ package final class ProxyKeeper: Sendable {
                 logger.notice("the loopback proxy moved from port \(from) to \(to): port \(from) was taken")
                 for handler in inner.withLockedValue({ $0.onMove }) { handler(from, to) }
             case .fail:
-                let (waiters, error) = inner.withLockedValue { inner in
-                    let waiters = inner.waiters
-                    inner.waiters = []
-                    return (waiters, inner.lastError ?? ProxyKeeperError.shutDown)
+                let (waiters, error) = inner.withLockedValue {
+                    ($0.takeWaiters(), $0.lastError ?? ProxyKeeperError.shutDown)
                 }
                 for waiter in waiters { waiter.resume(throwing: error) }
             case .wait, .stop:
