@@ -408,6 +408,21 @@ let package = Package(
             dependencies: ["HTTPDNSTrace"],
             swiftSettings: swiftSettings
         ),
+        // The command-line tools' option parsing and validation as a module (flag rules, secrets,
+        // error texts), so a change there fails a unit test, not only an end-to-end run of the binary.
+        .testTarget(
+            name: "HTTPDNSCommandLineTests",
+            dependencies: [
+                "HTTPDNSCommandLine",
+                "HTTPDNSKit",
+                "HTTPDNSCore",
+                "HTTPDNSEngine",
+                "HTTPDNSLookup",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         testTarget(
             "HTTPDNSEngineTests",
             [

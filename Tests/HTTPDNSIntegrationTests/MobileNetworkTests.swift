@@ -33,7 +33,7 @@ struct NAT64Peers {
     /// `httpdns serve` in the origin namespace, on its IPv4 address only, answering a.test with that
     /// address (A only: the origin has no IPv6). Returns the process, its DNSPod URL and its log file;
     /// `stop` ends the process and removes its folder.
-    func startHTTPDNSServer() async throws -> (Process, String, String) {
+    func startHTTPDNSServer() async throws -> (ChildProcess, String, String) {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("httpdns-nat64-\(UUID())")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         let hosts = dir.appendingPathComponent("hosts").path
@@ -50,7 +50,7 @@ struct NAT64Peers {
     }
 
     /// Ends a server `startHTTPDNSServer` started and removes its folder (hosts file and log).
-    static func stop(_ server: Process, _ log: String) {
+    static func stop(_ server: ChildProcess, _ log: String) {
         server.terminate()
         try? FileManager.default.removeItem(at: URL(fileURLWithPath: log).deletingLastPathComponent())
     }

@@ -102,18 +102,17 @@ struct ServerOperationsCLITests {
         let front = try freeTCPPort()
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent()
-        let haproxy = Process()
-        haproxy.executableURL = URL(fileURLWithPath: "/usr/sbin/haproxy")
-        haproxy.arguments = ["-db", "-f", root.appendingPathComponent("deploy/haproxy.cfg").path]
-        haproxy.environment = [
-            "HTTPDNS_FRONT": "127.0.0.1:\(front)", "HTTPDNS_REPLICA1": "127.0.0.1:\(replicas[0].port)",
-            "HTTPDNS_REPLICA2": "127.0.0.1:\(replicas[1].port)", "HTTPDNS_CA": peers.ca, "HTTPDNS_SNI": "doh.test",
-        ]
         let haproxyLog = dir.appendingPathComponent("haproxy.log").path
-        _ = FileManager.default.createFile(atPath: haproxyLog, contents: nil)
-        haproxy.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: haproxyLog))
-        haproxy.standardError = haproxy.standardOutput
-        try haproxy.run()
+        let haproxy = try await ChildProcess.launch(
+            "/usr/sbin/haproxy",
+            ["-db", "-f", root.appendingPathComponent("deploy/haproxy.cfg").path],
+            environment: [
+                "HTTPDNS_FRONT": "127.0.0.1:\(front)", "HTTPDNS_REPLICA1": "127.0.0.1:\(replicas[0].port)",
+                "HTTPDNS_REPLICA2": "127.0.0.1:\(replicas[1].port)", "HTTPDNS_CA": peers.ca, "HTTPDNS_SNI": "doh.test",
+            ],
+            stdout: .file(haproxyLog),
+            stderr: .appending(haproxyLog)
+        )
         defer { haproxy.terminate() }
 
         // DoH queries, each on a connection of its own (HTTP/1.1, Connection: close), so each one is

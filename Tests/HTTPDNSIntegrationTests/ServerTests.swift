@@ -67,6 +67,8 @@ struct ServerPeerTests {
         config.policy = .all
         config.fallbackToLocalDNS = false
         config.bootstrap = ["doh.test": [IPAddress("127.0.0.1")!]]
+        // Not a test of timeouts: a bound a starved 2-core machine cannot miss.
+        config.timeout = .seconds(60)
         let resolver = try HTTPDNSResolver(configuration: config, engine: try peers.engine(), logger: testLogger)
         #expect(try await resolver.resolve("a.example.com").ipv6 == [IPAddress("2606:4700::1")!])
     }

@@ -42,6 +42,8 @@ import Testing
                 resolvers: [try ResolverSpec(parsing: "dns:127.0.0.1:\(dns.port)")],
                 policy: try HostPolicy(only: ["*.test"])
             )
+            // Not a test of timeouts: a bound a starved 2-core machine cannot miss.
+            configuration.timeouts.lookup = .seconds(60)
             configuration.tls.trustedCertificateFiles = [caFile]
             configuration.network.probing = probing ? AddressProbing() : nil
             return try HTTPDNS(configuration)

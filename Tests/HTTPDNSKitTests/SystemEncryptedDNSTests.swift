@@ -31,7 +31,11 @@ import Testing
             serverAddresses: ["127.0.0.1"]
         )
         settings.checkName = "a.example.com"
-        settings.checkTimeout = .seconds(2)
+        // The first check's TLS handshake to a debug-built server on a busy 2-core machine can take
+        // seconds; a check that timed out would tell the system `.system` first, and every order below
+        // would be off by one. The checks that must fail here fail at once (connection refused), so a
+        // generous bound costs nothing.
+        settings.checkTimeout = .seconds(60)
         settings.checkInterval = .milliseconds(50)
         settings.failuresBeforeFallback = 2
         settings.retryAfter = .milliseconds(20)

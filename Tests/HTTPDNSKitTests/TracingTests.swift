@@ -28,6 +28,8 @@ import Tracing
             resolvers: [try ResolverSpec(parsing: "dns:127.0.0.1:\(dns.port)")],
             policy: try HostPolicy(only: ["*.test"])
         )
+        // Not a test of timeouts: a bound a starved 2-core machine cannot miss.
+        configuration.timeouts.lookup = .seconds(60)
         configuration.tracing.tracer = tracer
         configuration.tracing.propagatesContext = propagates
         let httpdns = try HTTPDNS(configuration)

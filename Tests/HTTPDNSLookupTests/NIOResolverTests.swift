@@ -20,9 +20,13 @@ import Testing
                 await trusted.stop(); await hijacker.stop()
             }
         }
-        let resolver = makeResolver([try do53(trusted)], local: try do53(hijacker)) { $0.fallbackToLocalDNS = false }
+        let resolver = makeResolver([try do53(trusted)], local: try do53(hijacker)) {
+            $0.fallbackToLocalDNS = false
+            $0.timeout = .seconds(60)  // not a test of timeouts: a bound a starved machine cannot miss
+        }
         let loop = MultiThreadedEventLoopGroup.singleton.next()
         let channel = try await ClientBootstrap(group: loop)
+            .connectTimeout(.seconds(60))  // the lookup is part of the connect; NIO's default is 10 s
             .resolver(HTTPDNSNIOResolver(resolver, eventLoop: loop))
             .connect(host: "service.test", port: target.localAddress!.port!).get()
         #expect(channel.remoteAddress?.ipAddress == "127.0.0.1")

@@ -38,7 +38,12 @@ struct FailingProvider: DNSProvider {
             engine: engine,
             bootstrap: [:]
         )
-        let resolver = makeResolver([doh, FailingProvider()]) { $0.fallbackToLocalDNS = false }
+        let resolver = makeResolver([doh, FailingProvider()]) {
+            $0.fallbackToLocalDNS = false
+            // The refusal must come before the deadline, or the error is a timeout: 60 s, what a starved
+            // machine cannot miss (10 s was missed under plain `swift test` with busy loops beside it).
+            $0.timeout = .seconds(60)
+        }
         do {
             _ = try await resolver.resolve("a.example.com")  // both families: each provider is listed once
             Issue.record("resolved through providers that all fail")

@@ -26,6 +26,8 @@ import Testing
         ])
         config.policy = .all
         config.fallbackToLocalDNS = false
+        // Not a test of timeouts: a bound a starved 2-core machine cannot miss.
+        config.timeout = .seconds(60)
         let resolver = try HTTPDNSResolver(configuration: config, engine: try HTTPEngine(), logger: testLogger)
         let r = try await resolver.resolve("a.example.com")
         #expect(r.ipv4 == [IPAddress("198.51.0.1")!])

@@ -30,6 +30,8 @@ import Testing
         ])
         config.policy = .all
         config.fallbackToLocalDNS = false
+        // Not a test of timeouts: a bound the whole parallel suite on 2 cores cannot miss.
+        config.timeout = .seconds(60)
         return try HTTPDNSResolver(configuration: config, engine: try HTTPEngine(), logger: testLogger)
     }
 

@@ -13,6 +13,9 @@ struct CLIResult {
     var status: Int32
     var stdout: String
     var stderr: String
+    /// The CPU time the program used (user plus system): for blow-up checks, which wall time on a busy
+    /// machine cannot make.
+    var cpuTime: Duration = .zero
 }
 
 /// Runs the `httpdns` binary built next to the tests (scripts/test.sh builds it with --build-tests).
@@ -44,56 +47,39 @@ func runCLIBlocking(_ arguments: [String], namespace: String?, environment: [Str
     return try runProcessBlocking(binary.path, arguments, environment: environment)
 }
 
-/// Runs a program to its end and collects its output. Blocking: call it on NIO's thread pool.
+/// Runs a program to its end and collects its output. Blocking: call it on `processThreads`.
 /// `environment` is added to the test's own.
 func runProcessBlocking(_ path: String, _ arguments: [String], environment: [String: String] = [:]) throws
     -> CLIResult
 {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: path)
-    process.arguments = arguments
-    if !environment.isEmpty {
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
-    }
-    let out = Pipe()
-    let err = Pipe()
-    process.standardOutput = out
-    process.standardError = err
-    try process.run()
-    let stdout = out.fileHandleForReading.readDataToEndOfFile()
-    let stderr = err.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
+    let merged =
+        environment.isEmpty
+        ? nil : ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
+    let child = try ChildProcess.spawnBlocking(path, arguments, environment: merged, stdout: .pipe, stderr: .pipe)
+    let (stdout, stderr) = child.readBothToEnd()
+    let status = child.waitUntilExit()
     return CLIResult(
-        status: process.terminationStatus,
+        status: status,
         stdout: String(decoding: stdout, as: UTF8.self),
-        stderr: String(decoding: stderr, as: UTF8.self)
+        stderr: String(decoding: stderr, as: UTF8.self),
+        cpuTime: child.cpuTime ?? .zero
     )
 }
 
 /// Starts a long-running program and returns it with the first line it prints (its listening address).
 /// `stderr`: a file its standard error goes to (discarded without).
-func startInBackground(_ path: String, _ arguments: [String], stderr: String? = nil) async throws -> (Process, String) {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: path)
-    process.arguments = arguments
-    let out = Pipe()
-    process.standardOutput = out
-    if let stderr {
-        _ = FileManager.default.createFile(atPath: stderr, contents: nil)
-        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: stderr))
-    } else {
-        process.standardError = FileHandle.nullDevice
-    }
-    try process.run()
-    // Read off the concurrency pool: availableData blocks.
-    let line = try await processThreads.runIfActive { () -> String in
-        var data = Data()
-        while !data.contains(UInt8(ascii: "\n")) {
-            let chunk = out.fileHandleForReading.availableData
-            if chunk.isEmpty { break }
-            data.append(chunk)
-        }
-        return String(decoding: data, as: UTF8.self)
+func startInBackground(_ path: String, _ arguments: [String], stderr: String? = nil) async throws
+    -> (ChildProcess, String)
+{
+    let process = try await ChildProcess.launch(
+        path,
+        arguments,
+        stdout: .pipe,
+        stderr: stderr.map { .file($0) } ?? .null
+    )
+    // Read off the concurrency pool: the read blocks.
+    let line = try await processThreads.runIfActive {
+        String(decoding: process.readUntil(1) { $0.contains(UInt8(ascii: "\n")) }, as: UTF8.self)
     }
     return (process, line)
 }
@@ -111,7 +97,7 @@ let processThreads: NIOThreadPool = {
 /// client cannot harm the test process, and signals reach it. Its stdout goes to a file (it prints while
 /// it runs and drains; a pipe nobody reads would fill and block it).
 struct ServeProcess {
-    let process: Process
+    let process: ChildProcess
     let port: Int
     /// The file its stdout goes to; stderr goes to this path plus ".err".
     let stdout: String
@@ -134,19 +120,23 @@ struct ServeProcess {
         let out = FileManager.default.temporaryDirectory.appendingPathComponent("httpdns-serve-\(UUID()).out").path
         _ = FileManager.default.createFile(atPath: out, contents: nil)
         _ = FileManager.default.createFile(atPath: out + ".err", contents: nil)
-        let process = Process()
+        let program: String
+        let programArguments: [String]
         if let descriptorLimit {
             // The shell sets the limit, then becomes httpdns (same process ID).
-            process.executableURL = URL(fileURLWithPath: "/bin/sh")
-            process.arguments =
+            program = "/bin/sh"
+            programArguments =
                 ["-c", "ulimit -n \(descriptorLimit) && exec \"$0\" \"$@\"", httpdnsBinary, command] + arguments
         } else {
-            process.executableURL = URL(fileURLWithPath: httpdnsBinary)
-            process.arguments = [command] + arguments
+            program = httpdnsBinary
+            programArguments = [command] + arguments
         }
-        process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: out))
-        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: out + ".err"))
-        try process.run()
+        let process = try await ChildProcess.launch(
+            program,
+            programArguments,
+            stdout: .appending(out),
+            stderr: .appending(out + ".err")
+        )
         var port: Int?
         try await eventually("serve printed its address", within: .seconds(20), pollEvery: .milliseconds(20)) {
             let text = (try? String(contentsOfFile: out, encoding: .utf8)) ?? ""
@@ -170,7 +160,7 @@ struct ServeProcess {
     /// What it printed on stderr so far.
     var errors: String { (try? String(contentsOfFile: stdout + ".err", encoding: .utf8)) ?? "" }
 
-    func signal(_ sig: Int32) { kill(process.processIdentifier, sig) }
+    func signal(_ sig: Int32) { process.signal(sig) }
 
     /// Waits for the process to end (bounded), and returns its exit status.
     func exitStatus(within limit: Duration = .seconds(30)) async throws -> Int32 {

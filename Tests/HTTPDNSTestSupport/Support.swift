@@ -95,6 +95,8 @@ struct Peers {
         config.policy = .all
         config.fallbackToLocalDNS = false
         config.localDNS = .dns(hijacker.0, port: hijacker.1)
+        // Not a test of timeouts: a bound a starved 2-core machine cannot miss.
+        config.timeout = .seconds(60)
         return try HTTPDNSResolver(configuration: config, engine: try engine(), logger: testLogger)
     }
 
@@ -125,7 +127,9 @@ func makeResolver(
 ) -> HTTPDNSResolver {
     var config = ResolverConfiguration()
     config.policy = .all
-    config.timeout = .seconds(10)  // generous: plain `swift test` runs suites in parallel on a small machine
+    // Generous: plain `swift test` runs every suite at once, and on 2 cores with busy loops beside it 10 s
+    // was missed. Tests of the deadline set their own in `tweak`.
+    config.timeout = .seconds(60)
     config.cache.minTTL = 1
     tweak(&config)
     return HTTPDNSResolver(
@@ -233,7 +237,14 @@ private final class FixtureHandler: ChannelInboundHandler {
 /// (and NXDOMAIN for `nx.*`), for the names under `.test`; both are stopped afterwards.
 func withHTTPDNS(_ body: (HTTPDNS) async throws -> Void) async throws {
     let dns = try await startDNS(["127.0.0.1"])
-    let httpdns = try HTTPDNS(resolvers: ["dns:127.0.0.1:\(dns.port)"], only: ["*.test"])
+    var configuration = HTTPDNS.Configuration(
+        resolvers: [try ResolverSpec(parsing: "dns:127.0.0.1:\(dns.port)")],
+        policy: try HostPolicy(only: ["*.test"])
+    )
+    // Not a test of timeouts: a bound that a starved 2-core machine running the whole parallel suite
+    // (hostile floods included) cannot miss. A lookup that never answers still ends the test.
+    configuration.timeouts.lookup = .seconds(60)
+    let httpdns = try HTTPDNS(configuration)
     do {
         try await body(httpdns)
     } catch {

@@ -20,7 +20,7 @@ import Testing
 
     /// The Python peer, its UDP and HTTP ports, and the file its query lines go to.
     struct Peer {
-        let process: Process
+        let process: ChildProcess
         let udp: Int
         let http: Int
         let log: String
@@ -57,8 +57,7 @@ import Testing
         /// Stops it before the test returns (a Task started in a `defer` may never run: the test
         /// process can exit first, leaving the peer behind).
         func stop() {
-            process.terminate()
-            process.waitUntilExit()
+            process.stopNow()
             try? FileManager.default.removeItem(atPath: dir)
         }
 
@@ -165,8 +164,7 @@ import Testing
             stderr: peer.dir + "/serve.log"
         )
         defer {
-            server.terminate()
-            server.waitUntilExit()
+            server.stopNow()
         }
         let afterHost = try #require(line.range(of: "127.0.0.1:"), "\(line)")
         let port = try #require(Int(line[afterHost.upperBound...].prefix { $0.isNumber }), "\(line)")

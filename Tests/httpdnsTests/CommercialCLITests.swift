@@ -38,7 +38,9 @@ import Testing
     }
 
     /// `httpdns serve` with one account of each kind, HTTPS when `tls`, and its port.
-    static func serve(_ ws: Workspace, tls: Bool, log: String, _ extra: [String] = []) async throws -> (Process, Int) {
+    static func serve(_ ws: Workspace, tls: Bool, log: String, _ extra: [String] = []) async throws -> (
+        ChildProcess, Int
+    ) {
         var arguments =
             [
                 "serve", "--listen", "127.0.0.1:0", "--hosts", ws.path("hosts"), "--require-auth", "--debug",
@@ -57,7 +59,7 @@ import Testing
         return (process, try #require(Int(line[afterHost.upperBound...].prefix { $0.isNumber }), "\(line)"))
     }
 
-    static func stop(_ process: Process) async throws {
+    static func stop(_ process: ChildProcess) async throws {
         process.terminate()
         _ = try await processThreads.runIfActive { process.waitUntilExit() }
     }

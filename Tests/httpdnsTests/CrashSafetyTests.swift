@@ -36,23 +36,12 @@ import Testing
         // 40 in CI; HTTPDNS_KILL_LOOP=N for a longer run.
         let kills = Int(ProcessInfo.processInfo.environment["HTTPDNS_KILL_LOOP"] ?? "") ?? 40
         for iteration in 0..<kills {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: httpdnsBenchBinary)
-            process.arguments = ["save-loop", path]
-            let out = Pipe()
-            process.standardOutput = out
-            process.standardError = FileHandle.nullDevice
-            try process.run()
+            let process = try await ChildProcess.launch(httpdnsBenchBinary, ["save-loop", path], stdout: .pipe)
             let wanted = Int.random(in: 1...3)
             // Wait for the wanted number of completed rounds (the event), then kill at a random moment
             // within the next round or two.
             var printed = try await processThreads.runIfActive { () -> String in
-                var data = Data()
-                while data.filter({ $0 == UInt8(ascii: "\n") }).count < wanted {
-                    let chunk = out.fileHandleForReading.availableData
-                    if chunk.isEmpty { break }
-                    data.append(chunk)
-                }
+                let data = process.readUntil(1) { read in read.filter { $0 == UInt8(ascii: "\n") }.count >= wanted }
                 return String(decoding: data, as: UTF8.self)
             }
             if iteration % 2 == 0 {
@@ -69,11 +58,12 @@ import Testing
                     {}
                 }
             }
-            kill(process.processIdentifier, SIGKILL)
+            process.signal(SIGKILL)
             printed += try await processThreads.runIfActive {
-                String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+                let rest = String(decoding: process.readToEnd(), as: UTF8.self)
+                process.waitUntilExit()
+                return rest
             }
-            process.waitUntilExit()
             #expect(process.terminationReason == .uncaughtSignal, "it was killed, not finished: \(printed)")
             let last = try #require(printed.split(separator: "\n").last.flatMap { Int($0.dropFirst(6)) }, "\(printed)")
             if !temporaries(in: dir).isEmpty { killedMidWrite += 1 }

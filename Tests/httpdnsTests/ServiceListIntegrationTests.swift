@@ -103,7 +103,7 @@ import Testing
     @Test func serveMovesItsClientsToTheReplicaItLists() async throws {
         let ws = try CommercialCLITests.Workspace()
         let binary = httpdnsBinary
-        func start(_ listen: String, _ extra: [String]) async throws -> (Process, Int) {
+        func start(_ listen: String, _ extra: [String]) async throws -> (ChildProcess, Int) {
             let (process, line) = try await startInBackground(
                 binary,
                 [
@@ -126,8 +126,7 @@ import Testing
         )
         defer {
             for p in [frontServer, replicaServer] {
-                p.terminate()
-                p.waitUntilExit()
+                p.stopNow()
             }
         }
         let cache = ws.path("cache.json")
