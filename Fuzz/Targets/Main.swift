@@ -26,6 +26,7 @@ let fuzzTargets: [(name: String, run: @Sendable ([UInt8]) -> Void)] = [
     ("des", fuzzDES),
     ("nat64", fuzzNAT64),
     ("service-list", fuzzServiceList),
+    ("svcb", fuzzServiceBinding),
 ]
 
 /// The target chosen by HTTPDNS_FUZZ_TARGET; exits with a message when it names none.

@@ -64,8 +64,9 @@ public struct CacheConfiguration: Hashable, Sendable {
         Swift.min(Swift.max(ttl ?? minTTL, minTTL), Swift.max(maxTTL, minTTL))
     }
 
-    /// The TTL to apply to a positive answer for `name` (normal form).
-    func ttl(_ ttl: UInt32?, for name: String) -> UInt32 {
+    /// The TTL to apply to a positive answer for `name` (normal form): an override, or `ttl` within
+    /// `minTTL`…`maxTTL`.
+    package func ttl(_ ttl: UInt32?, for name: String) -> UInt32 {
         overrides.ttl(for: name) ?? clamp(ttl)
     }
 }

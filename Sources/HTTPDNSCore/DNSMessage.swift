@@ -152,7 +152,9 @@ package struct DNSMessage: Hashable, Sendable {
         flags |= UInt16(rcode.rawValue & 0x0F)
         out.appendUInt16(flags)
         out.appendUInt16(1)
-        out.appendUInt16(truncated ? 0 : UInt16(addresses.count + serviceBindings.count))
+        let answers = addresses.count + serviceBindings.count
+        guard answers <= 65_535 else { throw DNSWireError("\(answers) answer records; a message holds 65535 at most") }
+        out.appendUInt16(truncated ? 0 : UInt16(answers))
         out.appendUInt16(negativeTTL == nil || truncated ? 0 : 1)
         out.appendUInt16(0)
         try out.appendName(query.questionName)
@@ -168,7 +170,7 @@ package struct DNSMessage: Hashable, Sendable {
             out.append(contentsOf: address.bytes)
         }
         for binding in serviceBindings {
-            let rdata = binding.rdata
+            let rdata = try binding.rdata()
             out.append(contentsOf: [0xC0, 12])
             out.appendUInt16(DNSRecordType.https.rawValue)
             out.appendUInt16(1)
@@ -186,6 +188,9 @@ package struct DNSMessage: Hashable, Sendable {
             for v in [UInt32(1), 3600, 600, 86400, negativeTTL] { rdata.appendUInt32(v) }
             out.appendUInt16(UInt16(rdata.count))
             out.append(contentsOf: rdata)
+        }
+        guard out.count <= Self.maximumSize else {
+            throw DNSWireError("the answer is \(out.count) bytes; a DNS message holds 65535 at most")
         }
         return out
     }
@@ -420,16 +425,21 @@ extension Array where Element == UInt8 {
 
     /// Writes `name` as wire labels. A trailing dot is optional; `\.`, `\\` and `\DDD` escapes (the
     /// presentation format `WireReader.readName` produces) stand for the byte they escape.
+    /// Nothing is written for a name that cannot be encoded (it throws first).
     mutating func appendName(_ name: String) throws {
-        var total = 0
+        var encoded: [UInt8] = []
         for label in try Self.wireLabels(name) {
-            guard !label.isEmpty else { throw DNSWireError("empty label in \"\(name)\"") }
-            guard label.count <= 63 else { throw DNSWireError("label longer than 63 bytes in \"\(name)\"") }
-            total += label.count + 1
-            append(UInt8(label.count))
-            append(contentsOf: label)
+            guard !label.isEmpty else { throw DNSWireError("empty label in \"\(name.prefix(100))\"") }
+            guard label.count <= 63 else {
+                throw DNSWireError("label longer than 63 bytes in \"\(name.prefix(100))\"")
+            }
+            encoded.append(UInt8(label.count))
+            encoded.append(contentsOf: label)
+            guard encoded.count + 1 <= 255 else {
+                throw DNSWireError("name longer than 255 bytes: \"\(name.prefix(100))…\"")
+            }
         }
-        guard total + 1 <= 255 else { throw DNSWireError("name longer than 255 bytes") }
+        append(contentsOf: encoded)
         append(0)
     }
 

@@ -173,23 +173,48 @@ extension ServiceBinding {
         if noDefaultALPN, alpn.isEmpty { throw DNSWireError("no-default-alpn without alpn") }
     }
 
-    /// The RDATA of this record.
-    package var rdata: [UInt8] {
+    /// The RDATA of this record. Throws `DNSWireError` naming the limit for what the wire form cannot
+    /// carry: a target over 255 bytes or with a label over 63, an ALPN id that is empty or over 255
+    /// bytes, a parameter over 65,535 bytes, `no-default-alpn` without `alpn`, a port outside 0…65535,
+    /// or RDATA over 65,535 bytes. Nothing is truncated or wrapped.
+    package func rdata() throws -> [UInt8] {
         var out: [UInt8] = []
         out.appendUInt16(priority)
-        try? out.appendName(target)
+        try out.appendName(target)
         guard !isAlias else { return out }
-        func param(_ key: Key, _ value: [UInt8]) {
+        func param(_ key: Key, _ name: String, _ value: [UInt8]) throws {
+            guard value.count <= 65_535 else {
+                throw DNSWireError("\(name) is \(value.count) bytes; a parameter holds 65535 at most")
+            }
             out.appendUInt16(key.rawValue)
             out.appendUInt16(UInt16(value.count))
             out += value
         }
-        if !alpn.isEmpty { param(.alpn, alpn.flatMap { [UInt8($0.utf8.count)] + Array($0.utf8) }) }
-        if noDefaultALPN { param(.noDefaultALPN, []) }
-        if let port { param(.port, [UInt8(port >> 8 & 0xFF), UInt8(port & 0xFF)]) }
-        if !ipv4Hints.isEmpty { param(.ipv4Hint, ipv4Hints.flatMap(\.bytes)) }
-        if let ech { param(.ech, ech) }
-        if !ipv6Hints.isEmpty { param(.ipv6Hint, ipv6Hints.flatMap(\.bytes)) }
+        if !alpn.isEmpty {
+            var ids: [UInt8] = []
+            for id in alpn {
+                let bytes = Array(id.utf8)
+                guard (1...255).contains(bytes.count) else {
+                    throw DNSWireError("alpn id \"\(id.prefix(40))\" is \(bytes.count) bytes; give 1 to 255")
+                }
+                ids += [UInt8(bytes.count)] + bytes
+            }
+            try param(.alpn, "alpn", ids)
+        }
+        if noDefaultALPN {
+            guard !alpn.isEmpty else { throw DNSWireError("no-default-alpn without alpn") }
+            try param(.noDefaultALPN, "no-default-alpn", [])
+        }
+        if let port {
+            guard (0...65535).contains(port) else { throw DNSWireError("port=\(port); give 0 to 65535") }
+            try param(.port, "port", [UInt8(port >> 8), UInt8(port & 0xFF)])
+        }
+        if !ipv4Hints.isEmpty { try param(.ipv4Hint, "ipv4hint", ipv4Hints.flatMap(\.bytes)) }
+        if let ech { try param(.ech, "ech", ech) }
+        if !ipv6Hints.isEmpty { try param(.ipv6Hint, "ipv6hint", ipv6Hints.flatMap(\.bytes)) }
+        guard out.count <= 65_535 else {
+            throw DNSWireError("the record's RDATA is \(out.count) bytes; a record holds 65535 at most")
+        }
         return out
     }
 
@@ -199,7 +224,11 @@ extension ServiceBinding {
         while i < value.count {
             let length = Int(value[i])
             guard length > 0, i + 1 + length <= value.count else { throw DNSWireError("malformed alpn") }
-            ids.append(String(decoding: value[(i + 1)...(i + length)], as: UTF8.self))
+            // Not repaired: a U+FFFD made up here would be written back as other bytes, and longer.
+            guard let id = String(strictUTF8: value[(i + 1)...(i + length)]) else {
+                throw DNSWireError("an alpn id that is not UTF-8")
+            }
+            ids.append(id)
             i += 1 + length
         }
         guard !ids.isEmpty else { throw DNSWireError("empty alpn") }
@@ -248,7 +277,11 @@ extension ServiceBinding {
             priority: priority,
             target: fields[1] == "." ? "." : String(fields[1].dropLast(fields[1].hasSuffix(".") ? 1 : 0))
         )
-        guard !isAlias else { return }
+        guard !isAlias else {
+            // The target must encode (an alias's parameters are ignored); kept as the wire form reads.
+            self = try Self(rdata: try rdata())
+            return
+        }
         for field in fields.dropFirst(2) {
             let (key, value) = Self.keyValue(field)
             switch key {
@@ -275,6 +308,10 @@ extension ServiceBinding {
                 continue
             }
         }
+        // What reads must also write: a record the wire form cannot carry is refused here, where it is
+        // configured, not when the first query asks for it. Kept as the wire form reads back (the
+        // target's odd bytes escaped), so the record answered is the record configured.
+        self = try Self(rdata: try rdata())
     }
 
     /// `key=value` or `key="value"`, or a bare key.
@@ -290,6 +327,7 @@ extension WireReader {
     /// A name written out in full, as RFC 9460 requires of TargetName (no compression pointer).
     mutating func readUncompressedName() throws -> String {
         var labels: [String] = []
+        var wireLength = 1  // the root's zero byte
         while true {
             guard offset < bytes.count else { throw DNSWireError("name runs past the end") }
             let length = Int(bytes[offset])
@@ -299,6 +337,8 @@ extension WireReader {
             guard offset + length <= bytes.count, labels.count < 127 else {
                 throw DNSWireError("label runs past the end")
             }
+            wireLength += length + 1
+            guard wireLength <= 255 else { throw DNSWireError("TargetName longer than 255 bytes") }
             labels.append(Self.presentation(bytes[offset..<(offset + length)]))
             offset += length
         }

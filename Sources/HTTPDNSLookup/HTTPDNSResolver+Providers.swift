@@ -33,20 +33,33 @@ extension HTTPDNSResolver {
             case .success((let fr, let lookup)):
                 if isV6 { ipv6 = fr.answer.addresses } else { ipv4 = fr.answer.addresses }
                 clientAddress = clientAddress ?? fr.answer.clientAddress
-                if !fr.answer.addresses.isEmpty, let t = fr.answer.ttl { ttls.append(t) }
+                let ttl = fr.answer.addresses.isEmpty ? nil : fr.answer.ttl
                 switch lookup {
-                case .fresh: sources.append(.cache(fr.source))
+                case .fresh:
+                    sources.append(.cache(fr.source))
+                    ttl.map { ttls.append($0) }
                 case .stale(let entry, _):
                     sources.append(.stale(fr.source))
                     expiredFor = max(expiredFor ?? .zero, now - entry.expiresAt)
-                default: sources.append(.httpdns(fr.source))
+                    ttl.map { ttls.append($0) }
+                default:
+                    // An upstream answer: its TTL within the cache's bounds (and overrides), as the cache
+                    // keeps it, so the first answer says what every later one from the cache says.
+                    sources.append(.httpdns(fr.source))
+                    if !fr.answer.addresses.isEmpty {
+                        ttls.append(configuration.cache.ttl(fr.answer.ttl, for: normalizeHostname(name)))
+                    }
                 }
             case .failure(let e): errors.append(e)
             }
         }
         if ipv4.isEmpty && ipv6.isEmpty {
-            if errors.isEmpty || errors.count < [r4, r6].compactMap({ $0 }).count {
-                // At least one family answered "no such address" and none had addresses.
+            // No address: "no such address" only when every family asked answered so; one that failed
+            // makes the lookup fail (FamilyOutcome.combine says why).
+            let outcomes = [r4, r6].compactMap { $0 }.map { r -> FamilyOutcome in
+                if case .success = r { return .noAddress } else { return .failed }
+            }
+            if FamilyOutcome.combine(outcomes) == .noAddress {
                 throw ResolverError(
                     .noAddress,
                     name: name,

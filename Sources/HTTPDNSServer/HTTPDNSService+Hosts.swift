@@ -11,9 +11,19 @@ import NIOCore
 import NIOHTTP1
 
 extension HTTPDNSService {
+    /// The file's modification time and size, as one text (nil when it cannot be read).
+    static func stamp(_ path: String) -> String? {
+        guard let attributes = try? FileManager.default.attributesOfItem(atPath: path) else { return nil }
+        return stamp(attributes)
+    }
+
+    static func stamp(_ attributes: [FileAttributeKey: Any]) -> String {
+        "\(attributes[.modificationDate] ?? "")/\(attributes[.size] ?? "")"
+    }
+
     static func readHosts(_ path: String) throws -> ([String: [IPAddress]], String) {
         let attributes = try FileManager.default.attributesOfItem(atPath: path)
-        let stamp = "\(attributes[.modificationDate] ?? "")/\(attributes[.size] ?? "")"
+        let stamp = stamp(attributes)
         if let size = attributes[.size] as? Int, size > HostsFile.maxBytes {
             // Refused before reading: a huge file would stall every reload.
             throw HostsFile.ParseError(
@@ -34,20 +44,23 @@ extension HTTPDNSService {
     ///
     /// Throws the read or parse error of a changed file that cannot be used; the previous table stays,
     /// and the file is not read again until it changes once more. The polling loop calls this too.
+    ///
+    /// With `force` (SIGHUP: the operator says the file is ready), the file is read even when its stamp
+    /// did not change (rewritten in place within the clock's resolution, to the same size).
     @discardableResult
-    package func reloadHosts() throws -> Bool {
+    package func reloadHosts(force: Bool = false) throws -> Bool {
         guard let path = configuration.hostsFile else { return false }
-        return try Self.reloadIfChanged(path, hosts: hosts, statics: configuration.staticHosts)
+        return try Self.reloadIfChanged(path, hosts: hosts, statics: configuration.staticHosts, force: force)
     }
 
     static func reloadIfChanged(
         _ path: String,
         hosts: NIOLockedValueBox<Hosts>,
-        statics: [String: [IPAddress]]
+        statics: [String: [IPAddress]],
+        force: Bool = false
     ) throws -> Bool {
-        let attributes = try? FileManager.default.attributesOfItem(atPath: path)
-        let stamp = attributes.map { "\($0[.modificationDate] ?? "")/\($0[.size] ?? "")" }
-        guard stamp != hosts.withLockedValue({ $0.stamp }) else { return false }
+        let stamp = stamp(path)
+        guard force || stamp != hosts.withLockedValue({ $0.stamp }) else { return false }
         do {
             let (table, newStamp) = try readHosts(path)
             hosts.withLockedValue { $0 = Hosts(table: statics.merging(table) { $1 }, stamp: newStamp) }

@@ -55,6 +55,9 @@ package final class HTTPDNSService: Sendable {
         /// How often the hosts file is checked for changes; nil: only when `reloadHosts()` is called
         /// (tests, or an operator's signal handler).
         package var hostsReloadInterval: Duration? = .seconds(1)
+        /// How long a changed hosts file must stay unchanged before the poll reads it (HostsReloadRule):
+        /// a file rewritten in place is not read half written. `reloadHosts()` (SIGHUP) does not wait.
+        package var hostsSettle: Duration = .seconds(2)
         /// Static names (for embedding, e.g. the demo), answered like the hosts file.
         package var staticHosts: [String: [IPAddress]] = [:]
         /// HTTPS records (RFC 9460) answered for these names before the upstream is asked, with `ttl`
@@ -240,8 +243,12 @@ package final class HTTPDNSService: Sendable {
             background.append(
                 Task {
                     // Polling: one stat per interval, the same on every platform, and it sees a file replaced
-                    // by rename as well as one edited in place.
+                    // by rename as well as one edited in place. A change is read once it has settled.
+                    var rule = HostsReloadRule(settle: configuration.hostsSettle)
                     while (try? await Task.sleep(for: interval)) != nil {
+                        let seen = Self.stamp(path)
+                        let current = hosts.withLockedValue { $0.stamp }
+                        guard rule.polled(seen, current: current, now: .now) == .read else { continue }
                         do {
                             if try Self.reloadIfChanged(path, hosts: hosts, statics: configuration.staticHosts) {
                                 logger.info("hosts file reloaded", metadata: ["path": "\(path)"])

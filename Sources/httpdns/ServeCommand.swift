@@ -297,6 +297,18 @@ struct ServeCommand: AsyncParsableCommand {
                 )
             }
         }
+        // Every name's whole answer is encoded once here, as the first query would: what the wire form
+        // cannot carry (over 65,535 bytes) is refused at start, not by the first client that asks.
+        for (name, bindings) in records.sorted(by: { $0.key < $1.key }) {
+            do {
+                let query = try DNSMessage(parsing: try DNSMessage.query(name: name, type: .https, id: 0))
+                _ = try DNSMessage.response(to: query, serviceBindings: bindings)
+            } catch {
+                throw ValidationError(
+                    "--https-record: the \(bindings.count) records of \(name) do not fit one DNS answer (\(error)); give fewer or shorter records"
+                )
+            }
+        }
         return records
     }
 
@@ -467,6 +479,8 @@ struct ServeCommand: AsyncParsableCommand {
             FileHandle.standardError.write(Data("httpdns serve: \(error)\n".utf8))
             throw ExitCode(1)
         }
+        // From the moment it listens, SIGHUP never ends serve (it reloads below); ignored until then.
+        signal(SIGHUP, SIG_IGN)
         let scheme = config.tls == nil ? "http" : "https"
         for (listener, (host, _)) in zip(service.listeners, config.listen) {
             let authority = formatAuthority(host: host, port: listener.port)
@@ -476,7 +490,26 @@ struct ServeCommand: AsyncParsableCommand {
         }
         fflush(nil)  // scripts wait for these lines; stdout to a file or pipe is block-buffered
         let (delay, timeout) = try settings.drain()
-        try await runUntilSignalled(logger: logger) {
+        // SIGHUP reads the hosts file again at once, as it is (docs/CLI.md); every other option needs a
+        // restart. Requests in flight are not touched.
+        let hostsPath = hosts
+        try await runUntilSignalled(
+            logger: logger,
+            onHangUp: {
+                guard let hostsPath else {
+                    print("httpdns serve: SIGHUP: no --hosts file to read again")
+                    fflush(nil)
+                    return
+                }
+                do {
+                    try service.reloadHosts(force: true)
+                    print("httpdns serve: SIGHUP: read \(hostsPath) again")
+                } catch {
+                    print("httpdns serve: SIGHUP: \(hostsPath) not read, keeping the previous table: \(error)")
+                }
+                fflush(nil)
+            }
+        ) {
             print(
                 "httpdns serve: draining (readyz 503; new connections refused after \(delay), the rest closed within \(timeout))"
             )

@@ -278,3 +278,26 @@ import Testing
         }
     }
 }
+
+/// svcb (Fuzz/Targets/FuzzServiceBinding.swift): each input read as RDATA and as presentation text;
+/// what either reads encodes and reads back the same, and a `bad-` input is refused by both.
+@Suite struct ServiceBindingFuzzRegressionTests {
+    @Test func seedsAndCrashesRoundTripOrAreRefused() throws {
+        let inputs = try FuzzRegressionTests.inputs("svcb")
+        #expect(inputs.count >= 4)
+        for (name, bytes) in inputs {
+            let read = [
+                try? ServiceBinding(rdata: bytes),
+                try? ServiceBinding(parsing: String(decoding: bytes, as: UTF8.self)),
+            ].compactMap { $0 }
+            if FuzzRegressionTests.expectsRefusal(name) {
+                #expect(read.isEmpty, "\(name) was accepted")
+                continue
+            }
+            #expect(!read.isEmpty, "\(name) was refused")
+            for record in read {
+                #expect(try ServiceBinding(rdata: try record.rdata()) == record, "\(name)")
+            }
+        }
+    }
+}

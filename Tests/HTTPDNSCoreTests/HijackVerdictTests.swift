@@ -70,3 +70,24 @@ import Testing
 extension HijackVerdict {
     static let allCasesForTests: [HijackVerdict] = [.consistent, .hijacked, .blocked, .unverified]
 }
+
+/// How families' outcomes combine (FamilyOutcomes.swift): "no address" only when every family answered.
+@Suite struct FamilyOutcomeTests {
+    @Test func addressesFromAnyFamilyAreTheAnswer() {
+        #expect(FamilyOutcome.combine([.addresses, .failed]) == .addresses)
+        #expect(FamilyOutcome.combine([.noAddress, .addresses]) == .addresses)
+        #expect(FamilyOutcome.combine([.addresses]) == .addresses)
+    }
+
+    @Test func aFailedFamilyWithoutAddressesIsAFailureNeverNoAddress() {
+        #expect(FamilyOutcome.combine([.failed, .noAddress]) == .failed)
+        #expect(FamilyOutcome.combine([.noAddress, .failed]) == .failed)
+        #expect(FamilyOutcome.combine([.failed, .failed]) == .failed)
+        #expect(FamilyOutcome.combine([.failed]) == .failed)
+    }
+
+    @Test func noAddressOnlyWhenEveryFamilyAnswered() {
+        #expect(FamilyOutcome.combine([.noAddress, .noAddress]) == .noAddress)
+        #expect(FamilyOutcome.combine([.noAddress]) == .noAddress)
+    }
+}

@@ -77,3 +77,34 @@ struct FailingProvider: DNSProvider {
         }
     }
 }
+
+/// Hostile round 4: an upstream whose A answer cannot be read (a compression loop, a lying length, a
+/// wrong id) while AAAA is NODATA. The name is not reported absent: the lookup failed.
+@Suite struct FailedFamilyTests {
+    /// Fails A, answers AAAA with no address (NODATA).
+    struct BrokenAProvider: DNSProvider {
+        var name: String { "stub:broken-a" }
+        func resolve(_ name: String, family: AddressFamily, deadline: NIODeadline) async throws -> FamilyAnswer {
+            guard family == .ipv6 else { throw ProviderError("the A answer could not be read") }
+            return FamilyAnswer(addresses: [], ttl: 300)
+        }
+    }
+
+    @Test func aFamilyThatFailedMakesTheLookupFailNotNoAddress() async throws {
+        let resolver = makeResolver([BrokenAProvider()]) { $0.fallbackToLocalDNS = false }
+        do {
+            _ = try await resolver.resolve("broken.test")
+            Issue.record("resolved through a provider whose A answer is broken")
+        } catch let e as ResolverError {
+            #expect(e.code != .noAddress, "\(e)")
+            #expect(e.message.contains("could not be read"), "\(e.message)")
+        }
+        // Asked for AAAA alone, the NODATA answer is one: no address.
+        do {
+            _ = try await resolver.resolve("broken.test", .ipv6)
+            Issue.record("an AAAA NODATA answer gave an address")
+        } catch let e as ResolverError {
+            #expect(e.code == .noAddress, "\(e)")
+        }
+    }
+}

@@ -211,3 +211,74 @@ import Testing
         for c in channels { try? await c.close() }
     }
 }
+
+/// Hostile round 4: an upstream whose A answer is broken while AAAA is NODATA. The lookup failed; the
+/// client is told so (SERVFAIL), never that the name does not exist (NXDOMAIN, which it would cache).
+@Suite struct FailedLookupAnswerTests {
+    @Test func aBrokenAAnswerWithNodataAAAAIsServfailNotNXDOMAIN() async throws {
+        let upstream = try await DatagramBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(BrokenADNSHandler())
+                }
+            }
+            .bind(host: "127.0.0.1", port: 0).get()
+        defer { upstream.close(promise: nil) }
+        let service = try await startService {
+            $0.upstream = .dns(IPAddress("127.0.0.1")!, port: upstream.localAddress!.port!)
+        }
+        defer { Task { await service.stop() } }
+        let engine = try HTTPEngine()
+        defer { engine.shutdown() }
+        for type in [DNSRecordType.a, .aaaa] {
+            let query = try DNSMessage.query(name: "broken.example.com", type: type, id: 9)
+            let response = try await engine.execute(
+                try HTTPEngineRequest(
+                    method: .POST,
+                    url: "http://127.0.0.1:\(service.ports[0])/dns-query",
+                    headers: ["content-type": "application/dns-message"],
+                    body: .bytes(query)
+                )
+            )
+            let bytes = Array(try await response.body.collect(upTo: 1 << 16).readableBytesView)
+            let message = try DNSMessage(parsing: bytes)
+            // Never "no such name"; the A question is SERVFAIL. (serve looks both families up for any
+            // question, so AAAA, NODATA upstream, may be SERVFAIL too: never NXDOMAIN.)
+            #expect(message.rcode != .nameError, "\(type): \(message.rcode)")
+            if type == .a { #expect(message.rcode == .serverFailure, "\(message.rcode)") }
+        }
+    }
+}
+
+/// Hostile round 4: an upstream TTL of 2^31−1 went out unclamped on the first answer after a cache miss
+/// (and clamped to the cache's bound on every later one). Every answer now carries the cache's TTL.
+@Suite struct UpstreamTTLTests {
+    @Test func theFirstAnswerCarriesTheClampedTTLAsLaterOnesDo() async throws {
+        let upstream = try await startDNS(["198.51.0.77"], ttl: 2_147_483_647)
+        defer { Task { await upstream.stop() } }
+        let service = try await startService { $0.upstream = .dns(IPAddress("127.0.0.1")!, port: upstream.port) }
+        defer { Task { await service.stop() } }
+        let engine = try HTTPEngine()
+        defer { engine.shutdown() }
+        for round in 1...2 {
+            let query = try DNSMessage.query(name: "long.example.com", type: .a, id: UInt16(round))
+            let response = try await engine.execute(
+                try HTTPEngineRequest(
+                    method: .POST,
+                    url: "http://127.0.0.1:\(service.ports[0])/dns-query",
+                    headers: ["content-type": "application/dns-message"],
+                    body: .bytes(query)
+                )
+            )
+            let cacheControl = response.headers.first(name: "cache-control") ?? ""
+            let message = try DNSMessage(
+                parsing: Array(try await response.body.collect(upTo: 1 << 16).readableBytesView)
+            )
+            let ttl = try #require(message.addresses(for: .a).ttl, "round \(round)")
+            // The cache's default maxTTL is 3600 s.
+            #expect(ttl <= 3600 && ttl > 3000, "round \(round): TTL \(ttl)")
+            let maxAge = Int(cacheControl.split(separator: "=").last ?? "") ?? -1
+            #expect(maxAge <= 3600 && maxAge > 3000, "round \(round): \(cacheControl)")
+        }
+    }
+}

@@ -153,3 +153,40 @@ final class ForgingDNSHandler: ChannelInboundHandler {
 }
 
 // MARK: - Hostile clients of the proxy
+
+/// Answers A with a record whose name is a compression pointer to itself (a loop no reader can follow)
+/// and AAAA with no address (NODATA): an upstream whose A answer is broken.
+final class BrokenADNSHandler: ChannelInboundHandler {
+    typealias InboundIn = AddressedEnvelope<ByteBuffer>
+    typealias OutboundOut = AddressedEnvelope<ByteBuffer>
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let envelope = unwrapInboundIn(data)
+        let bytes = Array(envelope.data.readableBytesView)
+        guard let query = try? DNSMessage(parsing: bytes), let question = Self.question(of: bytes) else { return }
+        let reply: [UInt8]
+        if question.type == 1 {
+            // Header: the query's id, a response (RD, RA, NOERROR), one question, one answer.
+            var loop: [UInt8] = [bytes[0], bytes[1], 0x81, 0x80, 0, 1, 0, 1, 0, 0, 0, 0] + question.bytes
+            let offset = loop.count
+            loop += [0xC0 | UInt8(offset >> 8), UInt8(offset & 0xFF)]  // the name points at itself
+            loop += [0, 1, 0, 1, 0, 0, 0x0E, 0x10, 0, 4, 198, 51, 0, 9]
+            reply = loop
+        } else {
+            guard let nodata = try? DNSMessage.response(to: query, addresses: []) else { return }
+            reply = nodata
+        }
+        context.writeAndFlush(
+            wrapOutboundOut(AddressedEnvelope(remoteAddress: envelope.remoteAddress, data: ByteBuffer(bytes: reply))),
+            promise: nil
+        )
+    }
+
+    /// The question section's bytes (name, type, class) and its type.
+    static func question(of message: [UInt8]) -> (bytes: [UInt8], type: UInt16)? {
+        var i = 12
+        while i < message.count, message[i] != 0 { i += Int(message[i]) + 1 }
+        guard i + 4 < message.count else { return nil }
+        return (Array(message[12...(i + 4)]), UInt16(message[i + 1]) << 8 | UInt16(message[i + 2]))
+    }
+}
