@@ -32,7 +32,8 @@
 //                    Its Swift API is package-only for now.
 //   httpdns          the command-line tool; it alone picks a metrics backend (Prometheus, for
 //                    `serve --metrics`): the library modules only report through swift-metrics.
-//   HTTPDNSCommandLine what the command-line tools share: resolver options, secrets, OTLP export.
+//   HTTPDNSCommandLine what the command-line tools share: resolver options, secrets, the OTLP flag.
+//   HTTPDNSOTLP      the OTLP export behind `--otlp-endpoint` (swift-otel), for the executables alone.
 //   httpdns-bench    the benchmarks (ours next to a peer's, from one run) and the crash-test driver.
 //   httpdns-conformance the differential suite: every case through the system's URL loading and ours.
 //
@@ -337,8 +338,20 @@ let package = Package(
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
-                .product(name: "OTel", package: "swift-otel"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The OTLP export of `--otlp-endpoint` (swift-otel), for the executables alone: the command-line
+        // module and every test bundle build without swift-otel and SwiftProtobuf.
+        .target(
+            name: "HTTPDNSOTLP",
+            dependencies: [
+                "HTTPDNSCommandLine",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "OTel", package: "swift-otel"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -348,6 +361,7 @@ let package = Package(
             name: "httpdns-bench",
             dependencies: [
                 "HTTPDNSCommandLine",
+                "HTTPDNSOTLP",
                 "HTTPDNSKit",
                 "HTTPDNSURLSession",
                 "HTTPDNSServer",
@@ -376,6 +390,7 @@ let package = Package(
                 "HTTPDNSEngine",
                 "HTTPDNSLookup",
                 "HTTPDNSCommandLine",
+                "HTTPDNSOTLP",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),

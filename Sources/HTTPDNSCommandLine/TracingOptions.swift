@@ -6,12 +6,12 @@
 // ignored. The rest of swift-otel's environment applies (OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES,
 // OTEL_EXPORTER_OTLP_HEADERS for a collector's token, which therefore never is a flag value).
 
+//
+// The export itself (swift-otel) is in HTTPDNSOTLP, which only the executables link: this module, and the
+// tests of its flag rules, build without swift-otel.
+
 import ArgumentParser
 import Foundation
-import Logging
-import OTel
-import ServiceLifecycle
-import Tracing
 
 package struct TracingOptions: ParsableArguments {
     package init() {}
@@ -42,51 +42,5 @@ package struct TracingOptions: ParsableArguments {
         }
         if endpoint.hasSuffix("/v1/traces") { return endpoint }
         return (endpoint.hasSuffix("/") ? String(endpoint.dropLast()) : endpoint) + "/v1/traces"
-    }
-
-    /// Runs `body` with spans exported when `--otlp-endpoint` is given: the tracer is bootstrapped
-    /// before `body` runs (so the `HTTPDNS` it makes picks it up), and the spans still queued are sent
-    /// before this returns, whether `body` threw or not.
-    package func exporting<T: Sendable>(logger: Logger, _ body: () async throws -> T) async throws -> T {
-        guard let otlpEndpoint else { return try await body() }
-        var configuration = OTel.Configuration.default
-        configuration.serviceName = "httpdns"
-        configuration.diagnosticLogger = .custom(logger)
-        configuration.diagnosticLogLevel = logger.logLevel <= .debug ? .debug : .warning
-        // A collector that cannot be reached delays the command's exit by this much at most: the
-        // exporter retries with backoff within it.
-        configuration.traces.otlpExporter.timeout = .seconds(5)
-        configuration.logs.enabled = false
-        configuration.metrics.enabled = false
-        configuration.traces.exporter = .otlp
-        configuration.traces.otlpExporter.protocol = .httpProtobuf
-        configuration.traces.otlpExporter.endpoint = try Self.tracesURL(otlpEndpoint)
-        let environment = ProcessInfo.processInfo.environment.filter { key, _ in
-            !(key.hasSuffix("_ENDPOINT") || key.hasSuffix("_PROTOCOL") || key.hasSuffix("_EXPORTER")
-                || key == "OTEL_SDK_DISABLED" || key == "OTEL_TRACES_SAMPLER")
-        }
-        let service: any Service
-        do {
-            service = try OTel.bootstrap(configuration: configuration, environment: environment)
-        } catch {
-            throw ValidationError("--otlp-endpoint: \(error)")
-        }
-        let group = ServiceGroup(services: [service], logger: logger)
-        let running = Task { try await group.run() }
-        defer { running.cancel() }
-        let result: Result<T, any Error>
-        do {
-            result = .success(try await body())
-        } catch {
-            result = .failure(error)
-        }
-        // A graceful shutdown makes the batch processor export what it still holds, then stop.
-        await group.triggerGracefulShutdown()
-        do {
-            try await running.value
-        } catch {
-            logger.warning("exporting spans failed", metadata: ["error": "\(error)"])
-        }
-        return try result.get()
     }
 }

@@ -9,6 +9,7 @@
 
 import ArgumentParser
 import HTTPDNSCommandLine
+import HTTPDNSOTLP
 import HTTPDNSKit
 import Foundation
 import HTTPDNSCore

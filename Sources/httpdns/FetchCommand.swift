@@ -11,6 +11,7 @@
 #endif
 import ArgumentParser
 import HTTPDNSCommandLine
+import HTTPDNSOTLP
 import HTTPDNSKit
 import Foundation
 import HTTPDNSCore

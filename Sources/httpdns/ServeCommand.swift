@@ -6,6 +6,7 @@
 
 import ArgumentParser
 import HTTPDNSCommandLine
+import HTTPDNSOTLP
 import Dispatch
 import Foundation
 import HTTPDNSCore
