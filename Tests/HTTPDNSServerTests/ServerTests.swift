@@ -231,17 +231,7 @@ import Testing
         let engine = try HTTPEngine()
         defer { engine.shutdown() }
         for type in [DNSRecordType.a, .aaaa] {
-            let query = try DNSMessage.query(name: "broken.example.com", type: type, id: 9)
-            let response = try await engine.execute(
-                try HTTPEngineRequest(
-                    method: .POST,
-                    url: "http://127.0.0.1:\(service.ports[0])/dns-query",
-                    headers: ["content-type": "application/dns-message"],
-                    body: .bytes(query)
-                )
-            )
-            let bytes = Array(try await response.body.collect(upTo: 1 << 16).readableBytesView)
-            let message = try DNSMessage(parsing: bytes)
+            let (message, _) = try await dohPost(engine, port: service.ports[0], "broken.example.com", type)
             // Never "no such name"; the A question is SERVFAIL. (serve looks both families up for any
             // question, so AAAA, NODATA upstream, may be SERVFAIL too: never NXDOMAIN.)
             #expect(message.rcode != .nameError, "\(type): \(message.rcode)")
@@ -261,19 +251,8 @@ import Testing
         let engine = try HTTPEngine()
         defer { engine.shutdown() }
         for round in 1...2 {
-            let query = try DNSMessage.query(name: "long.example.com", type: .a, id: UInt16(round))
-            let response = try await engine.execute(
-                try HTTPEngineRequest(
-                    method: .POST,
-                    url: "http://127.0.0.1:\(service.ports[0])/dns-query",
-                    headers: ["content-type": "application/dns-message"],
-                    body: .bytes(query)
-                )
-            )
-            let cacheControl = response.headers.first(name: "cache-control") ?? ""
-            let message = try DNSMessage(
-                parsing: Array(try await response.body.collect(upTo: 1 << 16).readableBytesView)
-            )
+            let (message, headers) = try await dohPost(engine, port: service.ports[0], "long.example.com", .a)
+            let cacheControl = headers.first(name: "cache-control") ?? ""
             let ttl = try #require(message.addresses(for: .a).ttl, "round \(round)")
             // The cache's default maxTTL is 3600 s.
             #expect(ttl <= 3600 && ttl > 3000, "round \(round): TTL \(ttl)")

@@ -49,3 +49,20 @@ package func base64url(_ bytes: [UInt8]) -> String {
     Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
         .replacingOccurrences(of: "=", with: "")
 }
+
+/// serve's DoH answer (POST, wire format) to the question `name` / `type`: the message, and the
+/// response's header fields (cache-control).
+func dohPost(_ engine: HTTPEngine, port: Int, _ name: String, _ type: DNSRecordType) async throws
+    -> (DNSMessage, HTTPHeaders)
+{
+    let response = try await engine.execute(
+        try HTTPEngineRequest(
+            method: .POST,
+            url: "http://127.0.0.1:\(port)/dns-query",
+            headers: ["content-type": "application/dns-message"],
+            body: .bytes(try DNSMessage.query(name: name, type: type, id: 9))
+        )
+    )
+    let body = Array(try await response.body.collect(upTo: 1 << 16).readableBytesView)
+    return (try DNSMessage(parsing: body), response.headers)
+}
