@@ -3,8 +3,8 @@
 # the real peers on free loopback ports, runs every test target in parallel (the hermetic ones per module
 # in parallel, then HTTPDNSIntegrationTests, which needs the peers, one at a time), Chromium, the
 # benchmarks' smoke runs, the
-# conformance suite, a 60 s soak with faults, the hermetic suites again under ThreadSanitizer and
-# AddressSanitizer (in parallel too), stops the peers, builds every README and DocC example (Snippets/)
+# conformance suite, a 60 s soak with faults, stops the peers, the hermetic suites again under
+# ThreadSanitizer and AddressSanitizer (four tests at a time), builds every README and DocC example (Snippets/)
 # from a separate package, fuzzes the parsers, counts the public API and builds the documentation.
 # swift-format's strict lint runs first. Under CI=true a missing peer is a failure, never a skip.
 #
@@ -106,20 +106,26 @@ step "snippets" scripts/snippets.sh
 step "peers: stop" stop_peers
 
 # The hermetic suites again under ThreadSanitizer, then AddressSanitizer, each in a build folder of its
-# own so the plain build stays, each run in parallel (every suite at once is where races show). A race or
-# a memory error anywhere fails the run: TSan and ASan exit non-zero after a report. No suppressions.
-# ASan's leak check is off: at exit it lists everything the test process still holds (the shared event
-# loops, channels the tests leave open), not leaks that grow; growth is what the hostile suites' memory
-# bounds watch. UBSan is not offered for Swift on Linux (swiftc refuses -sanitize=undefined there).
-# Only the test bundle is built: the CLI (and swift-otel, which only it uses) is not under test here.
-hermetic=(--parallel --skip Chromium --skip HTTPDNSIntegrationTests --skip OpenAPIPeerTests)
+# own so the plain build stays. A race or a memory error anywhere fails the run: TSan and ASan exit
+# non-zero after a report. No suppressions. ASan's leak check is off: at exit it lists everything the test
+# process still holds (the shared event loops, channels the tests leave open), not leaks that grow; growth
+# is what the hostile suites' memory bounds watch. UBSan is not offered for Swift on Linux (swiftc refuses
+# -sanitize=undefined there). Only the test bundle is built: the CLI (and swift-otel, which only it uses)
+# is not under test here.
+# The bundle is run directly, four tests at a time (Swift Testing's parallelization width): suites still
+# overlap, which is where races show, while the deadlines some suites test (failover within a lookup's
+# timeout, a fetch's --max-time) hold under a sanitizer's 5-15x slowdown, which every suite at once on 2
+# cores does not give them.
+sanitized() { # SCRATCH OPTIONS: the hermetic suites of that build's test bundle, OPTIONS (NAME=VALUE) set
+    env "$2" "$1/debug/swift-httpdnsPackageTests.xctest" --testing-library swift-testing \
+        --experimental-maximum-parallelization-width 4 \
+        --skip Chromium --skip HTTPDNSIntegrationTests --skip OpenAPIPeerTests
+}
 tests=(--product swift-httpdnsPackageTests)
 step "build: ThreadSanitizer" swift build "${tests[@]}" --sanitize=thread --scratch-path .build-tsan
-step "tests: hermetic, ThreadSanitizer, parallel" env TSAN_OPTIONS=halt_on_error=1 \
-    swift test --skip-build --sanitize=thread --scratch-path .build-tsan "${hermetic[@]}"
+step "tests: hermetic, ThreadSanitizer, 4 at a time" sanitized .build-tsan TSAN_OPTIONS=halt_on_error=1
 step "build: AddressSanitizer" swift build "${tests[@]}" --sanitize=address --scratch-path .build-asan
-step "tests: hermetic, AddressSanitizer, parallel" env ASAN_OPTIONS=detect_leaks=0 \
-    swift test --skip-build --sanitize=address --scratch-path .build-asan "${hermetic[@]}"
+step "tests: hermetic, AddressSanitizer, 4 at a time" sanitized .build-asan ASAN_OPTIONS=detect_leaks=0
 
 # Coverage-guided fuzzing of every parser, 30 s each; a crash fails the run.
 step "fuzz: every parser, 30 s each" scripts/fuzz.sh all 30
