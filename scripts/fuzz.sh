@@ -4,7 +4,7 @@
 #   scripts/fuzz.sh list                      the target names
 #   scripts/fuzz.sh TARGET SECONDS [FLAGS…]   fuzz one target for SECONDS (0: no time bound; extra libFuzzer
 #                                             flags such as -runs=10000000 are passed on)
-#   scripts/fuzz.sh all SECONDS [FLAGS…]      every target, one per core at a time (CI: scripts/fuzz.sh all 30)
+#   scripts/fuzz.sh all SECONDS [FLAGS…]      every target, one per core at a time (CI: scripts/fuzz.sh all 20)
 #
 # One binary holds every target: Sources/HTTPDNSCore/*.swift and Fuzz/Targets/*.swift compiled into one
 # module by swiftc with -sanitize=fuzzer,address, so the harness reaches internal and package symbols
