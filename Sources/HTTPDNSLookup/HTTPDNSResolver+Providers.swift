@@ -37,11 +37,11 @@ extension HTTPDNSResolver {
                 switch lookup {
                 case .fresh:
                     sources.append(.cache(fr.source))
-                    ttl.map { ttls.append($0) }
+                    if let ttl { ttls.append(ttl) }
                 case .stale(let entry, _):
                     sources.append(.stale(fr.source))
                     expiredFor = max(expiredFor ?? .zero, now - entry.expiresAt)
-                    ttl.map { ttls.append($0) }
+                    if let ttl { ttls.append(ttl) }
                 default:
                     // An upstream answer: its TTL within the cache's bounds (and overrides), as the cache
                     // keeps it, so the first answer says what every later one from the cache says.
