@@ -97,13 +97,7 @@ import Testing
 
     @Test func aDatagramWithOurIDButAnotherQuestionIsIgnored() async throws {
         // Answers every query twice: first a forgery (right id, other question), then the real answer.
-        let channel = try await DatagramBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .channelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(ForgingDNSHandler())
-                }
-            }
-            .bind(host: "127.0.0.1", port: 0).get()
+        let channel = try await startUDPPeer { ForgingDNSHandler() }
         defer { channel.close(promise: nil) }
         let provider = try Do53Provider(server: IPAddress("127.0.0.1")!, port: channel.localAddress!.port!)
         let answer = try await provider.resolve("a.example.com", family: .ipv4, deadline: .now() + .seconds(3))

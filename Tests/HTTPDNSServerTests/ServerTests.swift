@@ -216,13 +216,7 @@ import Testing
 /// client is told so (SERVFAIL), never that the name does not exist (NXDOMAIN, which it would cache).
 @Suite struct FailedLookupAnswerTests {
     @Test func aBrokenAAnswerWithNodataAAAAIsServfailNotNXDOMAIN() async throws {
-        let upstream = try await DatagramBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .channelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(BrokenADNSHandler())
-                }
-            }
-            .bind(host: "127.0.0.1", port: 0).get()
+        let upstream = try await startUDPPeer { BrokenADNSHandler() }
         defer { upstream.close(promise: nil) }
         let service = try await startService {
             $0.upstream = .dns(IPAddress("127.0.0.1")!, port: upstream.localAddress!.port!)

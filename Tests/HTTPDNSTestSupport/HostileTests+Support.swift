@@ -126,6 +126,16 @@ let clientAttacks: [ClientAttack] = [
 
 // MARK: - Hostile resolvers
 
+/// A UDP socket on loopback with the handler `make` builds in its pipeline: a scripted DNS peer
+/// (ForgingDNSHandler, BrokenADNSHandler).
+func startUDPPeer(_ make: @escaping @Sendable () -> any ChannelHandler) async throws -> any Channel {
+    try await DatagramBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+        .channelInitializer { channel in
+            channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(make()) }
+        }
+        .bind(host: "127.0.0.1", port: 0).get()
+}
+
 /// For each query: a response with the query's id for another name (6.6.6.6), then the real one.
 final class ForgingDNSHandler: ChannelInboundHandler {
     typealias InboundIn = AddressedEnvelope<ByteBuffer>
