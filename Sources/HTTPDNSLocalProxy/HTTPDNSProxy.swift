@@ -55,8 +55,12 @@ public final class HTTPDNSProxy: Sendable {
         package var maxConnectionsPerClient: Int? = nil
         /// A request head larger than this gets 431.
         package var maxHeaderBytes = 16 * 1024
-        /// A client must send its request head within this time (408 otherwise).
+        /// A client must send its request head within this time (408 otherwise): the first from the
+        /// accept, a kept-alive connection's next one from its first byte.
         package var requestHeadTimeout: Duration = .seconds(10)
+        /// A kept-alive connection with no byte of a next request for this long is closed (as nginx's
+        /// keepalive_timeout; no reply, there is no request to answer).
+        package var keepAliveTimeout: Duration = .seconds(60)
         /// A tunnel with no traffic either way for this long is closed.
         package var tunnelIdleTimeout: Duration = .seconds(300)
         package var connectTimeout: Duration = .seconds(10)
@@ -171,17 +175,20 @@ public final class HTTPDNSProxy: Sendable {
         let channel = try await ProxyListener.bind(
             host: configuration.host,
             port: configuration.port,
-            group: group
+            group: group,
+            connections: connections
         ) { channel in
-            guard let slot = connections.admit(channel) else { return channel.close() }
-            return channel.eventLoop.makeCompletedFuture {
-                let sync = channel.pipeline.syncOperations
-                // A client that does not read stops being read from.
-                try sync.addHandler(BackPressureHandler())
-                try sync.addHandler(HeadLimiter(maxBytes: configuration.maxHeaderBytes))
-                try sync.addHandler(ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .forwardBytes)))
-                try sync.addHandler(HTTPResponseEncoder())
-                try sync.addHandler(ProxyHandler(shared: shared, slot: slot))
+            connections.admit(channel).flatMap { slot in
+                guard let slot else { return channel.close() }
+                return channel.eventLoop.makeCompletedFuture {
+                    let sync = channel.pipeline.syncOperations
+                    // A client that does not read stops being read from.
+                    try sync.addHandler(BackPressureHandler())
+                    try sync.addHandler(HeadLimiter(maxBytes: configuration.maxHeaderBytes))
+                    try sync.addHandler(ByteToMessageHandler(HTTPRequestDecoder(leftOverBytesStrategy: .forwardBytes)))
+                    try sync.addHandler(HTTPResponseEncoder())
+                    try sync.addHandler(ProxyHandler(shared: shared, slot: slot))
+                }
             }
         }
         return HTTPDNSProxy(configuration: configuration, channel: channel, recent: recent, connections: connections)
@@ -241,6 +248,7 @@ struct ProxyShared: Sendable {
 /// - The size of the connection's first request head, counted up to its blank line by
 ///   `RequestHeadCounter` (body and tunnel bytes after it are not counted): past the limit it reports
 ///   `.headTooLarge` and drops every further byte, so the decoder never sees the rest of the head.
+/// - Every read, as `.bytesArrived`: a kept-alive connection's next request has started.
 /// - A half-close, which it reports as `.inputClosed` instead of passing NIO's event on: the decoder
 ///   drops the bytes it buffered behind a CONNECT head once it has seen EOF, so a client that sends
 ///   `CONNECT …` + its first bytes + shutdown(SHUT_WR) before the 200 would lose them. The tunnel passes
@@ -261,6 +269,8 @@ final class HeadLimiter: ChannelInboundHandler, RemovableChannelHandler {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        // Before the bytes themselves: a head they complete stops the timer this may start.
+        context.fireUserInboundEventTriggered(ProxyClientEvent.bytesArrived)
         switch counter.received(unwrapInboundIn(data).readableBytesView) {
         case .pass:
             context.fireChannelRead(data)
@@ -275,6 +285,7 @@ final class HeadLimiter: ChannelInboundHandler, RemovableChannelHandler {
 /// What `HeadLimiter` reports to `ProxyHandler`, past the HTTP decoder (which passes on events it does
 /// not know).
 enum ProxyClientEvent: Equatable {
+    case bytesArrived
     case headTooLarge
     case inputClosed
 }

@@ -4,6 +4,7 @@
 // returns. The shape follows AsyncHTTPClient's `HTTPRequestStateMachine`.
 //
 //                      head timer / head too large ──────────────────────────► 408 / 431, closed
+//                      keep-alive timer (no byte of a next request) ────────────► closed
 //   awaitingHead ──┬── CONNECT, allowed port ──► connecting ──► tunnelling (200, bytes glued; handler leaves)
 //                  │                                 ├────────► 502, closed
 //                  │                                 └────────► 508 (the target is this proxy), closed
@@ -12,8 +13,12 @@
 //                  ├── GET /proxy.pac ──► PAC, then awaitingHead (keep-alive) or closed
 //                  └── 407 / 403 / 400 ─► closed
 //
-// Only the first head of a connection is timed (and size-limited by `HeadLimiter`); a keep-alive
-// connection waiting for its next request is not, as before. Resolution happens inside "connecting":
+// Every head is timed, as nginx times them: the first from the moment the connection is accepted; on a
+// kept-alive connection, the wait for a next request is bounded by the keep-alive timeout (then the
+// connection is closed without a word, as nginx's keepalive_timeout), and once the first byte of that
+// request has arrived (`bytesArrived`, from `HeadLimiter`) its head must be whole within the head
+// timeout (408). Only the first head is size-limited by `HeadLimiter`; later ones by NIO's HTTP parser.
+// Resolution happens inside "connecting":
 // NIO's happy-eyeballs connector resolves through the proxy's resolver and races the addresses in one
 // step, so there is no separate resolving state to observe.
 //
@@ -53,9 +58,19 @@ struct ProxyConnectionStateMachine {
         }
     }
 
+    /// What a connection waiting for a request head waits for, and which timer runs.
+    enum HeadWait: Equatable {
+        /// The connection's first head: the head timer runs from the accept.
+        case first
+        /// A kept-alive connection's next request, no byte of which has arrived: the keep-alive timer runs.
+        case keptAlive
+        /// The rest of a next request's head, whose first bytes have arrived: the head timer runs.
+        case next
+    }
+
     enum State: Equatable {
-        /// Waiting for a request head. `timed`: the head timer runs (the connection's first head).
-        case awaitingHead(timed: Bool)
+        /// Waiting for a request head.
+        case awaitingHead(HeadWait)
         /// The engine is sending a request on; `requestEnded` once the client's request (its body)
         /// has ended, `responseStarted` once the response head went out.
         case forwarding(keepAlive: Bool, requestEnded: Bool, responseStarted: Bool)
@@ -109,8 +124,13 @@ struct ProxyConnectionStateMachine {
 
     indirect enum Action: Equatable {
         case none
-        /// Stop the head timer, then perform `then`.
+        /// Stop the head timer (or the keep-alive timer), then perform `then`.
         case cancelHeadTimer(then: Action)
+        /// Start the head timer (`requestHeadTimeout`); report `headTimerFired` when it runs out.
+        case startHeadTimer
+        /// Start the keep-alive timer (`keepAliveTimeout`), then perform `then`; report
+        /// `keepAliveTimerFired` when it runs out.
+        case startKeepAliveTimer(then: Action)
         /// Write the reply, and close after it if it says so.
         case reply(Reply)
         /// Write the PAC file; close after it unless the client keeps the connection alive.
@@ -138,7 +158,7 @@ struct ProxyConnectionStateMachine {
     }
 
     let limits: Limits
-    private(set) var state: State = .awaitingHead(timed: true)
+    private(set) var state: State = .awaitingHead(.first)
     /// The client shut down its sending side while the proxy still owed it an answer.
     private(set) var clientHalfClosed = false
 
@@ -148,9 +168,25 @@ struct ProxyConnectionStateMachine {
 
     /// The client did not send a whole head in time.
     mutating func headTimerFired() -> Action {
-        guard case .awaitingHead(timed: true) = state else { return .none }
+        guard state == .awaitingHead(.first) || state == .awaitingHead(.next) else { return .none }
         state = .closed
         return .reply(.bare(.requestTimeout))
+    }
+
+    /// Bytes arrived from the client (before the HTTP decoder): on a kept-alive connection, the next
+    /// request has started, and its head is timed from now.
+    mutating func bytesArrived() -> Action {
+        guard state == .awaitingHead(.keptAlive) else { return .none }
+        state = .awaitingHead(.next)
+        return .cancelHeadTimer(then: .startHeadTimer)
+    }
+
+    /// A kept-alive connection had no byte of a next request for the keep-alive timeout: closed, without
+    /// a reply (there is no request to answer).
+    mutating func keepAliveTimerFired() -> Action {
+        guard state == .awaitingHead(.keptAlive) else { return .none }
+        state = .closed
+        return .close
     }
 
     /// The head grew past the limit before its blank line (reported by `HeadLimiter`).
@@ -181,12 +217,11 @@ struct ProxyConnectionStateMachine {
     // MARK: the request
 
     mutating func headReceived(_ head: HTTPRequestHead) -> Action {
-        guard case .awaitingHead(let timed) = state else {
+        guard case .awaitingHead = state else {
             // A second head while the first request is still being answered (pipelining) is dropped.
             return .none
         }
-        let action = route(head)
-        return timed ? .cancelHeadTimer(then: action) : action
+        return .cancelHeadTimer(then: route(head))
     }
 
     private mutating func route(_ head: HTTPRequestHead) -> Action {
@@ -225,8 +260,12 @@ struct ProxyConnectionStateMachine {
             state = .forwarding(keepAlive: head.isKeepAlive, requestEnded: false, responseStarted: false)
             return .forward(head, url)
         case .pac:
-            state = head.isKeepAlive ? .awaitingHead(timed: false) : .closed
-            return .servePAC(close: !head.isKeepAlive)
+            guard head.isKeepAlive else {
+                state = .closed
+                return .servePAC(close: true)
+            }
+            state = .awaitingHead(.keptAlive)
+            return .startKeepAliveTimer(then: .servePAC(close: false))
         case .invalid(let why):
             state = .closed
             return .reply(.text(.badRequest, why))
@@ -269,8 +308,8 @@ struct ProxyConnectionStateMachine {
             state = .closed
             return .close
         }
-        state = .awaitingHead(timed: false)
-        return .none
+        state = .awaitingHead(.keptAlive)
+        return .startKeepAliveTimer(then: .none)
     }
 
     /// The engine could not fetch the request, or the response broke off; `message` says why.

@@ -45,13 +45,22 @@ final class ProxyHandler: ChannelInboundHandler, RemovableChannelHandler {
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
-        let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
-        let channel = context.channel
-        headTimer = context.eventLoop.scheduleTask(
-            in: TimeAmount(shared.configuration.requestHeadTimeout)
-        ) {
+        startTimer(shared.configuration.requestHeadTimeout, on: context.channel) { $0.headTimerFired() }
+    }
+
+    /// Runs `fired` on the machine after `timeout`, in the one timer slot a waiting connection has (the
+    /// head timer or the keep-alive timer), replacing what ran there.
+    private func startTimer(
+        _ timeout: Duration,
+        on channel: any Channel,
+        _ fired: @escaping (inout ProxyConnectionStateMachine) -> ProxyConnectionStateMachine.Action
+    ) {
+        headTimer?.cancel()
+        let bound = NIOLoopBound(self, eventLoop: channel.eventLoop)
+        headTimer = channel.eventLoop.scheduleTask(in: TimeAmount(timeout)) {
             let me = bound.value
-            me.perform(me.machine.headTimerFired(), on: channel)
+            me.headTimer = nil
+            me.perform(fired(&me.machine), on: channel)
         }
     }
 
@@ -74,6 +83,7 @@ final class ProxyHandler: ChannelInboundHandler, RemovableChannelHandler {
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         switch event as? ProxyClientEvent {
+        case .bytesArrived: perform(machine.bytesArrived(), on: context.channel)
         case .headTooLarge: perform(machine.headTooLarge(), on: context.channel)
         case .inputClosed: perform(machine.inputClosed(), on: context.channel)
         case nil: context.fireUserInboundEventTriggered(event)
@@ -108,6 +118,11 @@ final class ProxyHandler: ChannelInboundHandler, RemovableChannelHandler {
         case .cancelHeadTimer(let then):
             headTimer?.cancel()
             headTimer = nil
+            perform(then, on: channel, upstream: upstream)
+        case .startHeadTimer:
+            startTimer(shared.configuration.requestHeadTimeout, on: channel) { $0.headTimerFired() }
+        case .startKeepAliveTimer(let then):
+            startTimer(shared.configuration.keepAliveTimeout, on: channel) { $0.keepAliveTimerFired() }
             perform(then, on: channel, upstream: upstream)
         case .reply(let reply):
             write(reply, on: channel)

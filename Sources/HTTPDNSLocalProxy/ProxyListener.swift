@@ -15,12 +15,14 @@ import NIOCore
 #endif
 
 enum ProxyListener {
-    /// Listens on `host:port`; `child` sets up each accepted connection. Throws when the address cannot
+    /// Listens on `host:port`; `child` sets up each accepted connection, admitted by `connections`
+    /// (which counts accepted connections on the listener too, on Linux). Throws when the address cannot
     /// be bound.
     static func bind(
         host: String,
         port: Int,
         group: any EventLoopGroup,
+        connections: ConnectionLimiter,
         child: @escaping @Sendable (any Channel) -> EventLoopFuture<Void>
     ) async throws -> any Channel {
         #if canImport(Network)
@@ -45,6 +47,7 @@ enum ProxyListener {
                 .serverChannelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
                         try channel.pipeline.syncOperations.addHandler(AcceptPause())
+                        try channel.pipeline.syncOperations.addHandler(AcceptCounting(connections))
                     }
                 }
                 .childChannelOption(.socketOption(.tcp_nodelay), value: 1)

@@ -22,8 +22,11 @@ final class HTTP2RequestHandler: ChannelInboundHandler {
     private var flushPending = false
     /// The answers being made by the async handler, by stream: cancelled when their stream goes.
     private var answerTasks: [HTTP2StreamID: Task<Void, Never>] = [:]
-    /// A stream is open: the connection is not to be closed to make room (ConnectionSlots).
+    /// A request is in progress: the connection is not to be closed to make room (ConnectionSlots).
     private var busy = false
+    /// Runs while no stream is open: the connection closes after idleTimeout without one, whatever
+    /// else the client sends (PINGs, SETTINGS, WINDOW_UPDATEs do not keep it open).
+    private var idleTimer: Scheduled<Void>?
 
     init(context: ConnectionContext) {
         self.context = context
@@ -32,21 +35,39 @@ final class HTTP2RequestHandler: ChannelInboundHandler {
 
     func handlerAdded(context: ChannelHandlerContext) {
         channelContext = context
+        noteStreams()
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
         for timer in timers.values { timer.cancel() }
         timers = [:]
+        idleTimer?.cancel()
+        idleTimer = nil
         for task in answerTasks.values { task.cancel() }
         answerTasks = [:]
         channelContext = nil
     }
 
-    /// Tells the listener whether a request is in progress on this connection (any stream open).
+    /// Tells the listener whether a request is in progress on this connection (a stream arriving or
+    /// being answered), and runs the idle timer while no stream is open at all.
     private func noteStreams() {
-        guard busy == requests.streams.isEmpty else { return }
-        busy.toggle()
-        if busy { context.slot.busy() } else { context.slot.idle() }
+        if busy != requests.hasRequestInProgress {
+            busy.toggle()
+            if busy { context.slot.busy() } else { context.slot.idle() }
+        }
+        if !requests.streams.isEmpty {
+            idleTimer?.cancel()
+            idleTimer = nil
+        } else if idleTimer == nil, let channelContext {
+            let bound = NIOLoopBound((self, channelContext), eventLoop: channelContext.eventLoop)
+            idleTimer = channelContext.eventLoop.scheduleTask(in: TimeAmount(self.context.limits.idleTimeout)) {
+                let (me, context) = bound.value
+                me.idleTimer = nil
+                me.context.logger.debug("connection closed: no stream for the idle timeout")
+                me.perform(.goAway(lastStreamID: me.requests.lastStreamID), context: context)
+                me.perform(.close, context: context)
+            }
+        }
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -120,14 +141,14 @@ final class HTTP2RequestHandler: ChannelInboundHandler {
         switch action {
         case .startTimer(let id):
             let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+            timers[id]?.cancel()
             timers[id] = context.eventLoop.scheduleTask(
                 in: TimeAmount(self.context.limits.requestTimeout)
             ) {
                 let (me, context) = bound.value
                 me.timers[id] = nil
-                // An answer on its way is not cut off; a request still arriving is.
-                guard let stream = me.requests.request(id), !stream.answering else { return }
-                me.reset(id, .cancel, context: context)
+                for action in me.requests.timerFired(id) { me.perform(action, context: context) }
+                me.noteStreams()
             }
         case .answer(let id):
             timers.removeValue(forKey: id)?.cancel()
@@ -190,6 +211,7 @@ final class HTTP2RequestHandler: ChannelInboundHandler {
         if let immediate = self.context.immediate, let response = immediate(request) {
             log(request, response)
             write(response, head: head, on: id, context: context)
+            for action in requests.answerWritten(id) { perform(action, context: context) }
             return
         }
         let handler = self.context.handler
@@ -203,6 +225,8 @@ final class HTTP2RequestHandler: ChannelInboundHandler {
             guard me.requests.request(id) != nil, me.channelContext != nil else { return }
             me.log(request, response)
             me.write(response, head: head, on: id, context: context)
+            for action in me.requests.answerWritten(id) { me.perform(action, context: context) }
+            me.noteStreams()
         }
     }
 

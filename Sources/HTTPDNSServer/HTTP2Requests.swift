@@ -12,6 +12,11 @@
 //   are given back to the connection window, and to the stream's while its body is within the limit
 //   (the limit, not the window, bounds what one stream may send);
 // - a stream reset or closed by either side is forgotten, so an answer that arrives later is dropped;
+// - an answer written but not sent (the client holds its flow-control window shut, so END_STREAM cannot
+//   go out) is timed like a request: reset (RST_STREAM CANCEL) after `requestTimeout`, as nginx's
+//   `send_timeout` and HAProxy's `timeout client` end a stalled send. Such a stream is no request in
+//   progress: its connection may be closed to make room for a new one (ConnectionSlots), and it does
+//   not keep the connection from its idle timeout once it is reset;
 // - draining (the server is shutting down gracefully): GOAWAY NO_ERROR naming the last stream taken,
 //   the streams up to it answered, any later one refused (REFUSED_STREAM: the client may send it again
 //   elsewhere, RFC 9113 §8.7), and the connection closed once the last stream has ended.
@@ -25,15 +30,29 @@ import NIOHTTP2
 struct HTTP2Requests {
     /// A stream whose request has started.
     struct Stream {
+        /// Where a stream is, from its first HEADERS to its end.
+        enum Phase: Equatable {
+            /// Its request is still arriving (timed: requestTimeout).
+            case receiving
+            /// Complete and handed to the answering function (not timed here: the answer has its own
+            /// bounds); further frames are the peer's mistake.
+            case answering
+            /// The answer is written; its last frame waits for the client's flow-control window (timed:
+            /// requestTimeout, then reset).
+            case sending
+        }
+
         var headers: HPACKHeaders
         var body = ByteBuffer()
-        /// Complete and handed to the answering function: further frames are the peer's mistake.
-        var answering = false
+        var phase = Phase.receiving
+        /// Complete: handed to the answering function, or answered.
+        var answering: Bool { phase != .receiving }
     }
 
     enum Action: Equatable {
-        /// A request started and has more to come: time it (the whole request must arrive within
-        /// requestTimeout).
+        /// A request started and has more to come, or an answer was written and waits to be sent:
+        /// time it (the whole request must arrive, or the answer go out, within requestTimeout), and
+        /// report `timerFired` when the time is up. Replaces the stream's timer if it has one.
         case startTimer(HTTP2StreamID)
         /// The request is complete: answer it.
         case answer(HTTP2StreamID)
@@ -90,7 +109,7 @@ struct HTTP2Requests {
             return actions
         }
         if streams[id]!.body.readableBytes + payload.readableBytes > maxRequestBytes {
-            streams[id]!.answering = true
+            streams[id]!.phase = .answering
             streams[id]!.body = ByteBuffer()
             if flowControlledBytes > 0 { actions.append(.openWindows(bytes: flowControlledBytes, stream: nil)) }
             actions.append(.refuseTooLarge(id))
@@ -120,11 +139,32 @@ struct HTTP2Requests {
         return [.goAway(lastStreamID: lastStreamID)] + (streams.isEmpty ? [.close] : [])
     }
 
+    /// The answer to `id` was written (to NIOHTTP2Handler, which sends it as the client's windows
+    /// allow): time its sending. The stream stays until it is closed (`closed`: the last frame went out).
+    mutating func answerWritten(_ id: HTTP2StreamID) -> [Action] {
+        guard streams[id] != nil else { return [] }
+        streams[id]!.phase = .sending
+        return [.startTimer(id)]
+    }
+
+    /// The stream's timer ran out: a request still arriving, or an answer the client would not take,
+    /// is reset. An answer being made is not cut off.
+    mutating func timerFired(_ id: HTTP2StreamID) -> [Action] {
+        switch streams[id]?.phase {
+        case .receiving, .sending: [forget(id, .cancel)]
+        case .answering, nil: []
+        }
+    }
+
+    /// Whether a request is in progress: one arriving or being answered. A stream whose answer waits
+    /// for the client's window is not one: nothing of the server's work is left on it.
+    var hasRequestInProgress: Bool { streams.values.contains { $0.phase != .sending } }
+
     /// The request on `id`, once `.answer` said it is complete.
     func request(_ id: HTTP2StreamID) -> Stream? { streams[id] }
 
     private mutating func complete(_ id: HTTP2StreamID) -> Action {
-        streams[id]?.answering = true
+        streams[id]?.phase = .answering
         return .answer(id)
     }
 

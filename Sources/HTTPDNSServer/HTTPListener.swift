@@ -66,10 +66,13 @@ package final class HTTPListener: Sendable {
     package typealias ImmediateHandler = @Sendable (ListenerRequest) -> ListenerResponse?
 
     package struct Limits: Sendable {
-        /// Connections at most. When full, the connection idle longest (no request in progress: a TLS
-        /// handshake, a head still arriving, a keep-alive wait) is closed for a new one; only when every
-        /// connection has a request in progress is the new one closed at once (ConnectionSlots).
+        /// Connections at most. When full, the connection idle longest that never carried a request (a
+        /// TLS handshake, a first head still arriving) is closed for a new one; when there is none, the
+        /// new one waits for a slot for up to `queueTimeout`, then takes the slot of the connection idle
+        /// longest, or is closed when every connection has a request in progress (ConnectionSlots).
         package var maxConnections = 1024
+        /// How long a new connection may wait for a slot when only kept-alive clients could make room.
+        package var queueTimeout: Duration = .seconds(2)
         /// Connections at most from one client address (nil: no such cap); more are closed at once.
         package var maxConnectionsPerClient: Int? = nil
         package var maxRequestBytes = 64 * 1024
@@ -113,8 +116,46 @@ package final class HTTPListener: Sendable {
         let connections = ConnectionLimiter(
             limit: limits.maxConnections,
             maxPerClient: limits.maxConnectionsPerClient,
+            queueTimeout: TimeAmount(limits.queueTimeout),
             metricsPrefix: "httpdns_server"
         )
+        /// An admitted connection's pipeline: TLS and protocol choice, or the h2c preface sniffer.
+        @Sendable func setUp(_ channel: any Channel, slot: ConnectionSlot) -> EventLoopFuture<Void> {
+            // The TLS handshake and the protocol choice must be over within requestTimeout.
+            let setup = channel.eventLoop.scheduleTask(in: TimeAmount(limits.requestTimeout)) {
+                logger.debug("connection closed: no protocol set up in time")
+                channel.close(promise: nil)
+            }
+            channel.closeFuture.whenComplete { _ in setup.cancel() }
+            return channel.eventLoop.makeCompletedFuture {
+                let context = ConnectionContext(
+                    isTLS: tls != nil,
+                    remote: channel.remoteAddress.map { "\($0)" } ?? "?",
+                    remoteIP: channel.remoteAddress?.ipAddress.flatMap { IPAddress($0) },
+                    limits: limits,
+                    logger: logger,
+                    immediate: immediate,
+                    handler: handler,
+                    setup: setup,
+                    slot: slot
+                )
+                // A client that does not read its responses stops having its requests read: the
+                // responses waiting to be written bound what it can make this server hold.
+                try channel.pipeline.syncOperations.addHandler(BackPressureHandler())
+                if let tls {
+                    try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls))
+                    try channel.pipeline.syncOperations.addHandler(
+                        ApplicationProtocolNegotiationHandler { result, channel in
+                            channel.eventLoop.makeCompletedFuture {
+                                try configure(channel, h2: result == .negotiated("h2"), context: context)
+                            }
+                        }
+                    )
+                } else {
+                    try channel.pipeline.syncOperations.addHandler(PrefaceSniffer(context: context))
+                }
+            }
+        }
         let channel = try await ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 256)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -124,50 +165,21 @@ package final class HTTPListener: Sendable {
             .serverChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(AcceptPause())
+                    try channel.pipeline.syncOperations.addHandler(AcceptCounting(connections))
                 }
             }
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
             .childChannelInitializer { channel in
-                guard let slot = connections.admit(channel) else {
-                    logger.debug(
-                        "connection refused: every connection busy, or the client's cap reached",
-                        metadata: ["limit": "\(limits.maxConnections)"]
-                    )
-                    return channel.close()
-                }
-                // The TLS handshake and the protocol choice must be over within requestTimeout.
-                let setup = channel.eventLoop.scheduleTask(in: TimeAmount(limits.requestTimeout)) {
-                    logger.debug("connection closed: no protocol set up in time")
-                    channel.close(promise: nil)
-                }
-                channel.closeFuture.whenComplete { _ in setup.cancel() }
-                return channel.eventLoop.makeCompletedFuture {
-                    let context = ConnectionContext(
-                        isTLS: tls != nil,
-                        remote: channel.remoteAddress.map { "\($0)" } ?? "?",
-                        remoteIP: channel.remoteAddress?.ipAddress.flatMap { IPAddress($0) },
-                        limits: limits,
-                        logger: logger,
-                        immediate: immediate,
-                        handler: handler,
-                        setup: setup,
-                        slot: slot
-                    )
-                    // A client that does not read its responses stops having its requests read: the
-                    // responses waiting to be written bound what it can make this server hold.
-                    try channel.pipeline.syncOperations.addHandler(BackPressureHandler())
-                    if let tls {
-                        try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tls))
-                        try channel.pipeline.syncOperations.addHandler(
-                            ApplicationProtocolNegotiationHandler { result, channel in
-                                channel.eventLoop.makeCompletedFuture {
-                                    try configure(channel, h2: result == .negotiated("h2"), context: context)
-                                }
-                            }
+                // A newcomer may wait for a slot here (not read until it has one): see ConnectionSlots.
+                connections.admit(channel).flatMap { slot in
+                    guard let slot else {
+                        logger.debug(
+                            "connection refused: every connection busy, too many waiting, or the client's cap reached",
+                            metadata: ["limit": "\(limits.maxConnections)"]
                         )
-                    } else {
-                        try channel.pipeline.syncOperations.addHandler(PrefaceSniffer(context: context))
+                        return channel.close()
                     }
+                    return setUp(channel, slot: slot)
                 }
             }
             .bind(host: host, port: port).get()
@@ -177,17 +189,17 @@ package final class HTTPListener: Sendable {
             channel: channel,
             connections: connections
         )
+
     }
 
     static func configure(_ channel: any Channel, h2: Bool, context: ConnectionContext) throws {
         context.setup.cancel()
         let sync = channel.pipeline.syncOperations
-        let idle = TimeAmount(context.limits.idleTimeout)
         if h2 {
-            // Streams are timed one by one (HTTP2RequestHandler); the connection closes when nothing at all
-            // was read for idleTimeout (a client's PINGs keep it open, bounded by maxConnections).
-            try sync.addHandler(IdleStateHandler(readTimeout: idle))
-            try sync.addHandler(IdleCloser())
+            // Streams are timed one by one, and the connection closes after idleTimeout without a stream
+            // (HTTP2RequestHandler): a client's PINGs do not keep it open. A header block must arrive
+            // whole within requestTimeout (HeaderBlockDeadline: NIOHTTP2Handler shows it only once whole).
+            try sync.addHandler(HeaderBlockDeadline(timeout: TimeAmount(context.limits.requestTimeout)))
             // No stream multiplexer: HTTP2RequestHandler reads every stream's frames itself.
             try sync.addHandler(
                 NIOHTTP2Handler(

@@ -89,7 +89,7 @@ private func forwardingMachine(_ headers: HTTPHeaders = [:], version: HTTPVersio
         var m = makeMachine()
         #expect(m.bodyReceived(ByteBuffer(string: "x")) == .none)
         #expect(m.endReceived() == .none)
-        #expect(m.state == .awaitingHead(timed: true))
+        #expect(m.state == .awaitingHead(.first))
         // The head that follows is still served.
         #expect(
             m.headReceived(head(.CONNECT, "a.test:443"))
@@ -168,12 +168,20 @@ private func forwardingMachine(_ headers: HTTPHeaders = [:], version: HTTPVersio
 
     @Test func pacWithKeepAliveIsServedAndTheConnectionWaitsForAnotherHead() {
         var m = makeMachine()
-        #expect(m.headReceived(head(.GET, "/proxy.pac")) == .cancelHeadTimer(then: .servePAC(close: false)))
+        #expect(
+            m.headReceived(head(.GET, "/proxy.pac"))
+                == .cancelHeadTimer(then: .startKeepAliveTimer(then: .servePAC(close: false)))
+        )
         #expect(m.endReceived() == .none)
-        #expect(m.state == .awaitingHead(timed: false))
-        // Only the first head is timed: a keep-alive connection waiting for its next one is not.
+        #expect(m.state == .awaitingHead(.keptAlive))
+        // Waiting for a next request is bounded by the keep-alive timer, not the head timer.
         #expect(m.headTimerFired() == .none)
-        #expect(m.headReceived(head(.GET, "/proxy.pac", ["connection": "close"])) == .servePAC(close: true))
+        #expect(m.bytesArrived() == .cancelHeadTimer(then: .startHeadTimer))
+        #expect(m.state == .awaitingHead(.next))
+        #expect(
+            m.headReceived(head(.GET, "/proxy.pac", ["connection": "close"]))
+                == .cancelHeadTimer(then: .servePAC(close: true))
+        )
         #expect(m.state == .closed)
     }
 
@@ -319,14 +327,46 @@ private func forwardingMachine(_ headers: HTTPHeaders = [:], version: HTTPVersio
         #expect(m.state == .closed)
     }
 
-    @Test func aKeepAliveForwardWaitsForAnotherUntimedHead() {
+    @Test func aKeepAliveForwardWaitsForAnotherHeadForTheKeepAliveTimeout() {
         var m = forwardingMachine()
         #expect(m.forwardResponseStarted() == .none)
         #expect(m.state == .forwarding(keepAlive: true, requestEnded: true, responseStarted: true))
-        #expect(m.forwardFinished() == .none)
-        #expect(m.state == .awaitingHead(timed: false))
+        #expect(m.forwardFinished() == .startKeepAliveTimer(then: .none))
+        #expect(m.state == .awaitingHead(.keptAlive))
         #expect(m.headTimerFired() == .none)
-        #expect(m.headReceived(head(.CONNECT, "a.test:443")) == .openTunnel(host: "a.test", port: 443))
+        // Hostile round 4, item 9: a silent kept-alive connection was never closed. Now the keep-alive
+        // timer closes it, without a reply.
+        var silent = m
+        #expect(silent.keepAliveTimerFired() == .close)
+        #expect(silent.state == .closed)
+        // A next request's first bytes start the head timer; its head ends it.
+        #expect(m.bytesArrived() == .cancelHeadTimer(then: .startHeadTimer))
+        #expect(m.bytesArrived() == .none)
+        #expect(m.keepAliveTimerFired() == .none)
+        #expect(
+            m.headReceived(head(.CONNECT, "a.test:443"))
+                == .cancelHeadTimer(then: .openTunnel(host: "a.test", port: 443))
+        )
+    }
+
+    @Test func aNextHeadTrickledPastTheHeadTimeoutGets408() {
+        var m = forwardingMachine()
+        _ = m.forwardResponseStarted()
+        _ = m.forwardFinished()
+        _ = m.bytesArrived()
+        // Hostile round 4, item 9: a next head at 1 byte every 3 s was answered at 30 s. Bytes that keep
+        // coming do not restart the head timer.
+        #expect(m.bytesArrived() == .none)
+        #expect(m.headTimerFired() == .reply(.bare(.requestTimeout)))
+        #expect(m.state == .closed)
+    }
+
+    @Test func bytesDuringAForwardOrBeforeTheFirstHeadChangeNothing() {
+        var first = makeMachine()
+        #expect(first.bytesArrived() == .none)
+        #expect(first.state == .awaitingHead(.first))
+        var m = forwardingMachine()
+        #expect(m.bytesArrived() == .none)
     }
 
     @Test func aForwardWithoutKeepAliveClosesWhenDone() {

@@ -128,13 +128,38 @@ private func textReply(_ status: String, _ body: String, close: Bool = true) -> 
         #expect(!c.channel.isActive)
     }
 
-    @Test func theHeadTimerDoesNotFireAfterTheHead() throws {
-        let c = try Connection { $0.requestHeadTimeout = .seconds(10) }
+    @Test func theHeadTimerDoesNotFireAfterTheHeadAndTheKeepAliveTimerCloses() throws {
+        let c = try Connection {
+            $0.requestHeadTimeout = .seconds(10)
+            $0.keepAliveTimeout = .seconds(60)
+        }
         try c.send("GET /proxy.pac HTTP/1.1\r\nHost: x\r\n\r\n")
         _ = try c.written()
-        c.channel.embeddedEventLoop.advanceTime(by: .seconds(60))
+        c.channel.embeddedEventLoop.advanceTime(by: .seconds(59))
         #expect(try c.written() == "")
         #expect(c.channel.isActive)
+        // No byte of a next request for the keep-alive timeout: closed without a reply.
+        c.channel.embeddedEventLoop.advanceTime(by: .seconds(1))
+        #expect(try c.written() == "")
+        #expect(!c.channel.isActive)
+    }
+
+    @Test func aNextHeadIsTimedFromItsFirstByte() throws {
+        let c = try Connection {
+            $0.requestHeadTimeout = .seconds(10)
+            $0.keepAliveTimeout = .seconds(60)
+        }
+        try c.send("GET /proxy.pac HTTP/1.1\r\nHost: x\r\n\r\n")
+        _ = try c.written()
+        c.channel.embeddedEventLoop.advanceTime(by: .seconds(50))
+        try c.send("GET /proxy.pac HTTP/1.1\r\n")
+        // The keep-alive timer stopped with the first byte; the head timer runs from there.
+        c.channel.embeddedEventLoop.advanceTime(by: .seconds(9))
+        try c.send("Host: x\r\n")
+        #expect(c.channel.isActive)
+        c.channel.embeddedEventLoop.advanceTime(by: .seconds(1))
+        #expect(try c.written().hasPrefix("HTTP/1.1 408"))
+        #expect(!c.channel.isActive)
     }
 
     @Test func thePACFileIsServedAndTheConnectionKeptAlive() throws {

@@ -109,7 +109,8 @@
                 let started = ContinuousClock.now
                 let error = await engineError { _ = try await client.whoami() }
                 #expect(error?.code == .totalTimeout, "\(String(describing: error))")
-                #expect(ContinuousClock.now - started < .seconds(10))
+                // Hang check: 60 s, a bound a starved 2-core machine cannot miss, against a 300 ms timeout.
+                #expect(ContinuousClock.now - started < .seconds(60))
             }
         }
 

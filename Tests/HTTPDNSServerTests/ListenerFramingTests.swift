@@ -39,10 +39,31 @@ import Testing
             },
             handler: { _ in ListenerResponse(status: .internalServerError, text: "not the immediate path") },
             setup: channel.eventLoop.scheduleTask(in: .hours(1)) {},
-            slot: ConnectionLimiter(limit: 1, metricsPrefix: "test").admit(channel)!
+            slot: try ConnectionLimiter(limit: 1, metricsPrefix: "test").admit(channel).wait()!
         )
         try channel.pipeline.syncOperations.addHandler(HTTP2RequestHandler(context: context))
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 443)).wait()
         return channel
+    }
+
+    /// `connection(answering:)` and the limiter its slot is in.
+    private func connectionWithLimiter(answering body: String) throws -> (EmbeddedChannel, ConnectionLimiter) {
+        let channel = EmbeddedChannel()
+        let limiter = ConnectionLimiter(limit: 1, metricsPrefix: "test")
+        let context = ConnectionContext(
+            isTLS: true,
+            remote: "test",
+            remoteIP: nil,
+            limits: HTTPListener.Limits(),
+            logger: Logger(label: "test"),
+            immediate: { _ in ListenerResponse(status: .ok, body: Array(body.utf8)) },
+            handler: { _ in ListenerResponse(status: .internalServerError, text: "not the immediate path") },
+            setup: channel.eventLoop.scheduleTask(in: .hours(1)) {},
+            slot: try limiter.admit(channel).wait()!
+        )
+        try channel.pipeline.syncOperations.addHandler(HTTP2RequestHandler(context: context))
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 443)).wait()
+        return (channel, limiter)
     }
 
     private let stream = HTTP2StreamID(1)
@@ -135,12 +156,128 @@ import Testing
         _ = try channel.finish()
     }
 
-    @Test func anAnsweredRequestStopsItsTimer() throws {
+    @Test func anAnswerSentWholeEndsItsTimer() throws {
         let channel = try connection(answering: "")
         try channel.writeInbound(request())
         _ = try written(channel)
+        // NIOHTTP2Handler wrote the END_STREAM: the stream is closed.
+        channel.pipeline.fireUserInboundEventTriggered(StreamClosedEvent(streamID: stream, reason: nil))
         channel.embeddedEventLoop.advanceTime(by: .seconds(20))
         #expect(try written(channel) == [])
+        _ = try channel.finish()
+    }
+
+    /// Hostile round 4, item 1: a client that keeps its flow-control window shut (SETTINGS_INITIAL_WINDOW_SIZE
+    /// 0) leaves every answer's END_STREAM unsent. Before, such a stream kept its connection busy for
+    /// ever (never closed for room, its timer cancelled when answered); now its send is timed, as nginx's
+    /// send_timeout, and reset.
+    @Test func anAnswerTheClientWillNotTakeIsResetAfterTheRequestTimeout() throws {
+        let (channel, limiter) = try connectionWithLimiter(answering: "198.51.0.1;")
+        try channel.writeInbound(request())
+        #expect(try written(channel) == ["HEADERS 200", "DATA 11 es"])
+        // Written to NIOHTTP2Handler, which holds the DATA for a window that never opens: no
+        // StreamClosedEvent. The answer is out of the server's hands, so the connection may be closed
+        // to make room.
+        #expect(limiter.isIdle(channel))
+        channel.embeddedEventLoop.advanceTime(by: .seconds(9))
+        #expect(try written(channel) == [])
+        channel.embeddedEventLoop.advanceTime(by: .seconds(1))
+        #expect(try written(channel) == ["RST_STREAM CANCEL"])
+        _ = try channel.finish()
+    }
+
+    @Test func aConnectionWithoutAStreamClosesAfterTheIdleTimeoutWhateverElseArrives() throws {
+        let channel = try connection(answering: "")
+        try channel.writeInbound(request())
+        channel.pipeline.fireUserInboundEventTriggered(StreamClosedEvent(streamID: stream, reason: nil))
+        _ = try written(channel)
+        // A PING every 2 s, as the hostile client sent: before, each reset the idle timer.
+        for _ in 0..<29 {
+            try channel.writeInbound(HTTP2Frame(streamID: .rootStream, payload: .ping(HTTP2PingData(), ack: false)))
+            channel.embeddedEventLoop.advanceTime(by: .seconds(2))
+        }
+        #expect(channel.isActive)
+        channel.embeddedEventLoop.advanceTime(by: .seconds(2))
+        #expect(try written(channel) == ["other"])  // GOAWAY
+        #expect(!channel.isActive)
+    }
+
+    @Test func anOpenStreamHoldsTheIdleTimerOff() throws {
+        let channel = try connection(answering: "")
+        try channel.writeInbound(request("POST", endStream: false))
+        channel.embeddedEventLoop.advanceTime(by: .seconds(9))
+        try channel.writeInbound(data(1, endStream: true))
+        _ = try written(channel)
+        channel.embeddedEventLoop.advanceTime(by: .seconds(5))
+        // The answer's END_STREAM went out at 14 s; the idle timeout (60 s) counts from there.
+        channel.pipeline.fireUserInboundEventTriggered(StreamClosedEvent(streamID: stream, reason: nil))
+        channel.embeddedEventLoop.advanceTime(by: .seconds(59))
+        #expect(channel.isActive)
+        channel.embeddedEventLoop.advanceTime(by: .seconds(1))
+        #expect(!channel.isActive)
+    }
+}
+
+/// Hostile round 4, item 10: a header block trickled in CONTINUATION frames is timed by requestTimeout.
+@Suite struct HeaderBlockDeadlineTests {
+    private func frameHeader(length: Int, type: UInt8, flags: UInt8, stream: UInt32 = 1) -> [UInt8] {
+        [UInt8(length >> 16), UInt8(length >> 8 & 0xFF), UInt8(length & 0xFF), type, flags]
+            + [UInt8(stream >> 24), UInt8(stream >> 16 & 0xFF), UInt8(stream >> 8 & 0xFF), UInt8(stream & 0xFF)]
+    }
+
+    private let preface = Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8)
+
+    @Test func theScannerFollowsFramesSplitAnywhere() {
+        // Preface, SETTINGS (6 bytes), HEADERS without END_HEADERS (3), CONTINUATION (2), CONTINUATION with
+        // END_HEADERS (1), then a whole HEADERS.
+        let bytes =
+            preface + frameHeader(length: 6, type: 4, flags: 0) + [0, 3, 0, 0, 0, 100]
+            + frameHeader(length: 3, type: 1, flags: 1) + [0x82, 0x84, 0x86]
+            + frameHeader(length: 2, type: 9, flags: 0) + [0x41, 0x01]
+            + frameHeader(length: 1, type: 9, flags: 4) + [0x61]
+            + frameHeader(length: 3, type: 1, flags: 5, stream: 3) + [0x82, 0x84, 0x86]
+        for split in [1, 2, 5, 9, 24, 25, 40, bytes.count] {
+            var scanner = HeaderBlockScanner()
+            var changes: [HeaderBlockScanner.Change] = []
+            var at = 0
+            while at < bytes.count {
+                let chunk = ByteBuffer(bytes: bytes[at..<min(at + split, bytes.count)])
+                changes += scanner.scan(chunk.readableBytesView)
+                at += split
+            }
+            #expect(changes == [.opened, .closed], "split every \(split) bytes")
+            #expect(!scanner.inHeaderBlock)
+        }
+    }
+
+    @Test func aHeaderBlockStillArrivingAfterTheTimeoutClosesTheConnection() throws {
+        let channel = EmbeddedChannel(handler: HeaderBlockDeadline(timeout: .seconds(3)))
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 443)).wait()
+        try channel.writeInbound(
+            ByteBuffer(bytes: preface + frameHeader(length: 3, type: 1, flags: 1) + [0x82, 0x84, 0x86])
+        )
+        // A CONTINUATION every 2.5 s, as the hostile client sent: each once reset the idle timer.
+        channel.embeddedEventLoop.advanceTime(by: .milliseconds(2500))
+        try channel.writeInbound(ByteBuffer(bytes: frameHeader(length: 1, type: 9, flags: 0) + [0x61]))
+        #expect(channel.isActive)
+        channel.embeddedEventLoop.advanceTime(by: .milliseconds(500))
+        #expect(!channel.isActive)
+    }
+
+    @Test func aWholeHeaderBlockStopsTheTimer() throws {
+        let channel = EmbeddedChannel(handler: HeaderBlockDeadline(timeout: .seconds(3)))
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 443)).wait()
+        try channel.writeInbound(
+            ByteBuffer(bytes: preface + frameHeader(length: 3, type: 1, flags: 1) + [0x82, 0x84, 0x86])
+        )
+        channel.embeddedEventLoop.advanceTime(by: .seconds(2))
+        try channel.writeInbound(ByteBuffer(bytes: frameHeader(length: 1, type: 9, flags: 4) + [0x61]))
+        channel.embeddedEventLoop.advanceTime(by: .seconds(10))
+        #expect(channel.isActive)
+        // Every byte went on unchanged.
+        var passed = 0
+        while let chunk = try channel.readInbound(as: ByteBuffer.self) { passed += chunk.readableBytes }
+        #expect(passed == preface.count + 12 + 10)
         _ = try channel.finish()
     }
 }

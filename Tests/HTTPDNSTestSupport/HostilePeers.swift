@@ -80,6 +80,26 @@ func withRawConnection<T: Sendable>(
     return try await channel.executeThenClose { inbound, outbound in try await body(inbound, outbound) }
 }
 
+/// `body`'s result, or a failed test (and a thrown error) when it takes longer than `limit`: the bound of
+/// a test whose failure is a hang. Generous on purpose, like `eventually`'s.
+func withHangGuard<T: Sendable>(
+    _ what: String,
+    within limit: Duration = .seconds(120),
+    sourceLocation: SourceLocation = #_sourceLocation,
+    _ body: @escaping @Sendable () async throws -> T
+) async throws -> T {
+    try await withThrowingTaskGroup(of: T?.self) { group in
+        group.addTask { try await body() }
+        group.addTask {
+            try await Task.sleep(for: limit)
+            return nil
+        }
+        defer { group.cancelAll() }
+        let first = try await group.next()!
+        return try #require(first, "\(what): still going after \(limit)", sourceLocation: sourceLocation)
+    }
+}
+
 /// Reads until `count` bytes have arrived (or the stream ends) and returns them.
 func readBytes(_ iterator: inout RawInbound.AsyncIterator, atLeast count: Int) async throws -> [UInt8] {
     var bytes: [UInt8] = []
@@ -146,9 +166,48 @@ enum H2 {
             + type
         return frame(type: 1, flags: 4, stream: stream, block)
     }
+    /// A request HEADERS frame for GET `path` (:method GET and :scheme http by static index, :path as a
+    /// literal with an indexed name, :authority x), END_HEADERS and END_STREAM.
+    static func getHeaders(stream: UInt32, path: String) -> [UInt8] {
+        frame(
+            type: 1,
+            flags: 5,
+            stream: stream,
+            [0x82, 0x86, 0x44, UInt8(path.utf8.count)] + Array(path.utf8) + [0x41, 0x01, 0x78]
+        )
+    }
     /// PUSH_PROMISE for stream 2 on `stream`, with a GET / request block.
     static func pushPromise(stream: UInt32) -> [UInt8] {
         frame(type: 5, flags: 4, stream: stream, u32(2) + [0x82, 0x84, 0x86, 0x41, 0x01, 0x78])
+    }
+
+    /// One frame as read: its type, flags, stream and payload.
+    struct Frame: Equatable {
+        var type: UInt8
+        var flags: UInt8
+        var stream: UInt32
+        var payload: [UInt8]
+    }
+
+    /// The whole frames in `bytes` (a server's, so no preface), in order; a partial last frame is left out.
+    static func frames(in bytes: [UInt8]) -> [Frame] {
+        var frames: [Frame] = []
+        var at = 0
+        while at + 9 <= bytes.count {
+            let length = Int(bytes[at]) << 16 | Int(bytes[at + 1]) << 8 | Int(bytes[at + 2])
+            guard at + 9 + length <= bytes.count else { break }
+            let stream = bytes[at + 5..<at + 9].reduce(UInt32(0)) { $0 << 8 | UInt32($1) } & 0x7FFF_FFFF
+            frames.append(
+                Frame(
+                    type: bytes[at + 3],
+                    flags: bytes[at + 4],
+                    stream: stream,
+                    payload: Array(bytes[at + 9..<at + 9 + length])
+                )
+            )
+            at += 9 + length
+        }
+        return frames
     }
 
     static func u16(_ v: UInt16) -> [UInt8] { [UInt8(v >> 8), UInt8(v & 0xFF)] }

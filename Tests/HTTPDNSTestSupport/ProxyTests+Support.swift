@@ -66,8 +66,9 @@ func startProxy(
 ) async throws -> HTTPDNSProxy {
     var config = HTTPDNSProxy.Configuration()
     // A client starved by the whole parallel suite on 2 cores was once slower than the default 10 s head
-    // deadline (408 instead of the answer under test). Tests of the deadline set their own in `tweak`.
+    // deadline (408 instead of the answer under test). Tests of the deadlines set their own in `tweak`.
     config.requestHeadTimeout = .seconds(600)
+    config.keepAliveTimeout = .seconds(600)
     tweak(&config)
     return try await HTTPDNSProxy.start(config, resolver: resolver, engine: engine, logger: testLogger)
 }

@@ -7,6 +7,8 @@
 import Foundation
 import HTTPDNSCore
 import HTTPDNSEngine
+import HTTPDNSPlumbing
+import NIOConcurrencyHelpers
 import NIOCore
 import Testing
 
@@ -95,5 +97,170 @@ import Testing
         }
         #expect(answered == 40, "\(answered) of 40 requests in flight were answered")
         #expect(serve.process.isRunning, "\(serve.errors)")
+    }
+}
+
+/// Item 1 of hostile round 4: HTTP/2 clients that keep their flow-control window shut
+/// (SETTINGS_INITIAL_WINDOW_SIZE 0), so no answer's END_STREAM can be written, and PING every second.
+/// Before: such answered streams kept their connections busy for ever (never closed for room, their
+/// timers cancelled when answered, PINGs resetting the idle timer): 16 such connections served 0 of 32
+/// new clients. Item 10: a header block trickled in CONTINUATION frames outlived --request-timeout.
+@Suite struct StalledAnswerTests {
+    /// DNSPod-style GETs for the name the hosts file answers: each answer has a body, which a shut window holds back.
+    static func stalledRequests(_ count: Int) -> [UInt8] {
+        H2.preface + H2.settings([(4, 0)])
+            + (0..<count).flatMap { H2.getHeaders(stream: UInt32(2 * $0 + 1), path: "/d?dn=served.example.com") }
+    }
+
+    /// Opens a connection that sends `stalledRequests(streams)`, waits for every answer's HEADERS, counts
+    /// itself in `answered`, then PINGs every second until cancelled.
+    static func holdAnsweredStreams(port: Int, streams: Int, answered: NIOLockedValueBox<Int>) async throws {
+        try await withRawConnection(port: port) { inbound, outbound in
+            try await outbound.write(ByteBuffer(bytes: stalledRequests(streams)))
+            var iterator = inbound.makeAsyncIterator()
+            var bytes: [UInt8] = []
+            while H2.frames(in: bytes).filter({ $0.type == 1 }).count < streams {
+                guard let chunk = try await iterator.next() else { return }
+                bytes += chunk.readableBytesView
+            }
+            answered.withLockedValue { $0 += 1 }
+            while !Task.isCancelled {
+                try await outbound.write(ByteBuffer(bytes: H2.ping(1)))
+                try await Task.sleep(for: .seconds(1))
+            }
+        }
+    }
+
+    @Test func connectionsWhoseAnswersCannotBeSentDoNotLockNewClientsOut() async throws {
+        // A request timeout far beyond the test: what lets the new client in is that a connection with
+        // nothing left but answers waiting for the client's window is not busy, not the send timeout.
+        let serve = try await ServeProcess.start(["--max-connections", "4", "--request-timeout", "600"])
+        defer { Task { await serve.stop() } }
+        let answered = NIOLockedValueBox(0)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0..<4 {
+                group.addTask { try await Self.holdAnsweredStreams(port: serve.port, streams: 20, answered: answered) }
+            }
+            try await eventually("every stalled connection had its answers") { answered.withLockedValue { $0 } == 4 }
+            let engine = try manyConnectionEngine(connections: 1)
+            defer { engine.shutdown() }
+            // Before: refused (every slot busy). Now the idlest stalled connection makes room.
+            #expect(try await dohRcode(engine, serve.port, "served.example.com") == 0)
+            group.cancelAll()
+        }
+        #expect(serve.process.isRunning, "\(serve.errors)")
+    }
+
+    @Test func anAnswerNotTakenIsResetAfterTheRequestTimeoutAndPingsDoNotHoldTheConnection() async throws {
+        let serve = try await ServeProcess.start(["--request-timeout", "2", "--idle-timeout", "4"])
+        defer { Task { await serve.stop() } }
+        let bytes = try await withHangGuard("the stalled connection stayed open") {
+            try await withRawConnection(port: serve.port) { inbound, outbound in
+                try await outbound.write(ByteBuffer(bytes: Self.stalledRequests(10)))
+                let pings = Task {
+                    while !Task.isCancelled {
+                        try await Task.sleep(for: .seconds(1))
+                        try await outbound.write(ByteBuffer(bytes: H2.ping(1)))
+                    }
+                }
+                defer { pings.cancel() }
+                return try await readToEnd(inbound)
+            }
+        }
+        let frames = H2.frames(in: bytes)
+        // RST_STREAM CANCEL (8) for every stream, then GOAWAY when no stream was left for the idle timeout.
+        let resets = frames.filter { $0.type == 3 && $0.payload == H2.u32(8) }.map(\.stream)
+        #expect(Set(resets) == Set((0..<10).map { UInt32(2 * $0 + 1) }), "\(frames.map(\.type))")
+        #expect(frames.last?.type == 7, "\(frames.map(\.type))")
+    }
+
+    @Test func aHeaderBlockTrickledInContinuationFramesIsCutAtTheRequestTimeout() async throws {
+        let serve = try await ServeProcess.start(["--request-timeout", "2", "--idle-timeout", "600"])
+        defer { Task { await serve.stop() } }
+        // GET / split over HEADERS and four CONTINUATION frames, 2 s apart (the last one ends the block at 8 s).
+        let pieces: [[UInt8]] = [[0x84], [0x86], [0x41, 0x01], [0x78]]
+        let bytes = try await withHangGuard("the trickled header block was not cut") {
+            try await withRawConnection(port: serve.port) { inbound, outbound in
+                try await outbound.write(
+                    ByteBuffer(bytes: H2.preface + H2.settings() + H2.frame(type: 1, flags: 1, stream: 1, [0x82]))
+                )
+                let trickle = Task {
+                    for (i, piece) in pieces.enumerated() {
+                        try await Task.sleep(for: .seconds(2))
+                        let flags: UInt8 = i == pieces.count - 1 ? 4 : 0
+                        try await outbound.write(ByteBuffer(bytes: H2.frame(type: 9, flags: flags, stream: 1, piece)))
+                    }
+                }
+                defer { trickle.cancel() }
+                return try await readToEnd(inbound)
+            }
+        }
+        // Closed without an answer: before, the request was answered once the block ended at 8 s.
+        let frames = H2.frames(in: bytes)
+        #expect(!frames.contains { $0.type == 1 }, "\(frames.map(\.type))")
+    }
+}
+
+/// Items 8 and 11 of hostile round 4: who a full listener closes, and how many descriptors it holds.
+@Suite struct FullListenerTests {
+    /// Item 8: a kept-alive client querying now and then was evicted by every crowd of idle newcomers
+    /// (8 times of 8, each query paying a new handshake). Now newcomers that never sent a request take
+    /// each other's slots, and the client keeps its connection.
+    @Test func aKeptAliveClientKeepsItsConnectionThroughCrowdsOfIdleNewcomers() async throws {
+        let serve = try await ServeProcess.start(["--max-connections", "8"])
+        defer { Task { await serve.stop() } }
+        let engine = try manyConnectionEngine(connections: 1)
+        defer { engine.shutdown() }
+        let url = "http://127.0.0.1:\(serve.port)/d?dn=served.example.com"
+        _ = try await text(try await engine.execute(try HTTPEngineRequest(url: url)))
+        var crowd: [any Channel] = []
+        defer { for channel in crowd { channel.close(promise: nil) } }
+        var reused = 0
+        for _ in 0..<8 {
+            // 40 newcomers that send nothing, against 8 slots: each one accepted closes another.
+            for _ in 0..<40 { crowd.append(try await rawTCPConnection(port: serve.port)) }
+            let response = try await engine.execute(try HTTPEngineRequest(url: url))
+            let body = try await text(response)
+            #expect(body == "198.51.0.7", "\(body)")
+            if response.metrics.reused { reused += 1 }
+        }
+        #expect(reused == 8, "the client's connection was reused \(reused) times of 8")
+    }
+
+    /// Item 11: with --max-connections 1024, 10,000 TLS connections opened fast made serve hold 1,346
+    /// descriptors. The listener now holds at most its limit, the newcomers waiting, those accepted
+    /// and not yet admitted or being closed (ConnectionLimiter.headroom), and stops accepting past that.
+    /// Measured here (limit 64, bound 84): 93 and 105 before, 74 and 75 after.
+    @Test(.flood) func aFloodOfConnectionsStaysWithinTheListenersDescriptorBound() async throws {
+        let limit = 64
+        let serve = try await ServeProcess.start(["--max-connections", "\(limit)"])
+        defer { Task { await serve.stop() } }
+        let pid = serve.process.processIdentifier
+        let before = try #require(openDescriptors(pid))
+        let peak = NIOLockedValueBox(0)
+        let sampler = Task {
+            while !Task.isCancelled {
+                let n = openDescriptors(pid) ?? 0
+                peak.withLockedValue { $0 = max($0, n) }
+                try? await Task.sleep(for: .milliseconds(2))
+            }
+        }
+        defer { sampler.cancel() }
+        var flood: [any Channel] = []
+        defer { for channel in flood { channel.close(promise: nil) } }
+        for _ in 0..<30 {
+            // 100 at once, without waiting for each.
+            let batch = try await withThrowingTaskGroup(of: (any Channel)?.self) { group in
+                for _ in 0..<100 { group.addTask { try? await rawTCPConnection(port: serve.port) } }
+                return try await group.reduce(into: [any Channel]()) { if let c = $1 { $0.append(c) } }
+            }
+            flood += batch
+            flood.removeAll { !$0.isActive }
+        }
+        sampler.cancel()
+        let bound = limit + ConnectionLimiter.headroom(limit: limit)
+        let grown = peak.withLockedValue { $0 } - before
+        #expect(grown <= bound, "serve's descriptors grew by \(grown), over \(bound)")
+        #expect(try await probe(serve.port) == 200)
     }
 }
