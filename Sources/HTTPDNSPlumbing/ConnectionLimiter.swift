@@ -60,7 +60,7 @@ package final class ConnectionLimiter: Sendable {
         ConnectionSlots<Int>.defaultMaxWaiting(limit: limit) + defaultMaxClosing(limit: limit) + 4
     }
 
-    static func defaultMaxClosing(limit: Int) -> Int { max(8, limit / 16) }
+    static func defaultMaxClosing(limit: Int) -> Int { max(4, limit / 16) }
 
     /// `metricsPrefix` names the counters: `PREFIX_connections_evicted_total`,
     /// `PREFIX_connections_queued_total` and `PREFIX_connections_refused_total{reason="full"|"client_limit"}`.
@@ -218,23 +218,28 @@ package final class ConnectionLimiter: Sendable {
     /// Stops accepting while too many newcomers wait or too many closes are under way, and starts again
     /// once both have fallen to half their bound.
     private func updateAccepting() {
-        let change = state.withLockedValue { state -> (any Channel, Bool)? in
+        let listener = state.withLockedValue { state -> (any Channel)? in
             guard let listener = state.listener else { return nil }
             let unsettled = state.closing + state.pending
             let over = unsettled >= maxClosing || state.slots.waitingCount >= state.slots.maxWaiting
             let under = unsettled <= maxClosing / 2 && state.slots.waitingCount <= state.slots.maxWaiting / 2
-            if over, !state.acceptingPaused {
+            if over {
+                // Again when already paused: AcceptPause (out of descriptors) may have resumed it.
                 state.acceptingPaused = true
-                return (listener, false)
+                return listener
             }
             if under, state.acceptingPaused {
                 state.acceptingPaused = false
-                return (listener, true)
+                return listener
             }
             return nil
         }
-        if let change {
-            change.0.setOption(.autoRead, value: change.1).whenFailure { _ in }  // a closed listener
+        // On the listener's loop, the latest decision, not this one: two decisions made on two loops
+        // could otherwise reach the listener in the wrong order and leave it paused for good.
+        guard let listener else { return }
+        listener.eventLoop.execute {
+            let accepting = self.state.withLockedValue { !$0.acceptingPaused }
+            listener.setOption(.autoRead, value: accepting).whenFailure { _ in }  // a closed listener
         }
     }
 

@@ -69,9 +69,9 @@ package struct ConnectionSlots<ID: Hashable>: Sendable where ID: Sendable {
     private var perClient: [String: Int] = [:]
     private var counter: UInt64 = 0
 
-    /// Newcomers that may wait by default: a sixteenth of the limit, at least 8. They hold descriptors
+    /// Newcomers that may wait by default: a sixteenth of the limit, at least 4. They hold descriptors
     /// (not read, not answered), so the bound is part of the listener's descriptor budget.
-    package static func defaultMaxWaiting(limit: Int) -> Int { max(8, limit / 16) }
+    package static func defaultMaxWaiting(limit: Int) -> Int { max(4, limit / 16) }
 
     package init(limit: Int, maxPerClient: Int? = nil, maxWaiting: Int? = nil) {
         self.limit = limit

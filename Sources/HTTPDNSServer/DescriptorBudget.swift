@@ -7,6 +7,8 @@
 // after a reserve, saying so when that is less than asked (as HAProxy derives maxconn from ulimit -n,
 // where nginx only warns).
 
+import HTTPDNSPlumbing
+
 /// The descriptors a process may still open, and the bounds that fit in them. Pure.
 package struct DescriptorBudget: Equatable, Sendable {
     /// The process's limit (RLIMIT_NOFILE, soft).
@@ -27,17 +29,40 @@ package struct DescriptorBudget: Equatable, Sendable {
     package var available: Int { max(0, limit - inUse - reserve) }
 
     /// `serve`: a connection holds one descriptor, an upstream lookup up to two (a UDP socket per
-    /// family). The bounds as asked when they fit; else smaller ones that do: upstream lookups take at
-    /// most an eighth of what is available, connections the rest.
+    /// family), and the listener its headroom besides its connections (newcomers waiting, connections
+    /// being closed: `ConnectionLimiter.headroom`). The bounds as asked when they fit; else smaller ones
+    /// that do: upstream lookups take at most an eighth of what is available, connections the rest.
     package func fitServe(maxConnections: Int, maxUpstreamLookups: Int) -> (connections: Int, upstreamLookups: Int) {
-        guard maxConnections + 2 * maxUpstreamLookups > available else { return (maxConnections, maxUpstreamLookups) }
+        guard Self.listenerCost(maxConnections, perConnection: 1) + 2 * maxUpstreamLookups > available else {
+            return (maxConnections, maxUpstreamLookups)
+        }
         let lookups = maxUpstreamLookups == 0 ? 0 : max(1, min(maxUpstreamLookups, available / 8))
-        return (max(1, min(maxConnections, available - 2 * lookups)), lookups)
+        return (Self.fit(maxConnections, perConnection: 1, into: available - 2 * lookups), lookups)
     }
 
     /// The proxy: a connection holds up to two descriptors (the client's, and its tunnel's or the
-    /// forwarded request's).
+    /// forwarded request's); the listener's headroom one each.
     package func fitProxy(maxConnections: Int) -> Int {
-        max(1, min(maxConnections, available / 2))
+        Self.fit(maxConnections, perConnection: 2, into: available)
+    }
+
+    /// Descriptors a listener of `connections` holds at most.
+    private static func listenerCost(_ connections: Int, perConnection: Int) -> Int {
+        perConnection * connections + ConnectionLimiter.headroom(limit: connections)
+    }
+
+    /// The most connections, at most `asked` and at least 1, whose listener fits into `room`.
+    private static func fit(_ asked: Int, perConnection: Int, into room: Int) -> Int {
+        var connections = max(1, min(asked, room / perConnection))
+        while connections > 1, listenerCost(connections, perConnection: perConnection) > room {
+            // The headroom grows by at most one for every 8 connections: this lands in a few steps.
+            let excess = listenerCost(connections, perConnection: perConnection) - room
+            connections = max(1, connections - max(1, excess / perConnection))
+        }
+        // The steps may overshoot by the headroom they took off: take back what fits.
+        while connections < asked, listenerCost(connections + 1, perConnection: perConnection) <= room {
+            connections += 1
+        }
+        return connections
     }
 }

@@ -152,7 +152,9 @@ import Testing
     }
 
     @Test func anAnswerNotTakenIsResetAfterTheRequestTimeoutAndPingsDoNotHoldTheConnection() async throws {
-        let serve = try await ServeProcess.start(["--request-timeout", "2", "--idle-timeout", "4"])
+        // --request-timeout also bounds a new connection's protocol choice: 20 s, which a starved serve
+        // cannot miss (with 2 s it once closed the connection before it read the preface).
+        let serve = try await ServeProcess.start(["--request-timeout", "20", "--idle-timeout", "5"])
         defer { Task { await serve.stop() } }
         let bytes = try await withHangGuard("the stalled connection stayed open") {
             try await withRawConnection(port: serve.port) { inbound, outbound in
@@ -168,16 +170,21 @@ import Testing
             }
         }
         let frames = H2.frames(in: bytes)
-        // RST_STREAM CANCEL (8) for every stream, then GOAWAY when no stream was left for the idle timeout.
+        // The answers' HEADERS went out (their DATA waits for the window)…
+        #expect(frames.filter { $0.type == 1 }.count == 10, "\(frames.map(\.type))")
+        // …then RST_STREAM CANCEL (8) for every stream, then GOAWAY when no stream was left for the idle
+        // timeout.
         let resets = frames.filter { $0.type == 3 && $0.payload == H2.u32(8) }.map(\.stream)
         #expect(Set(resets) == Set((0..<10).map { UInt32(2 * $0 + 1) }), "\(frames.map(\.type))")
         #expect(frames.last?.type == 7, "\(frames.map(\.type))")
     }
 
     @Test func aHeaderBlockTrickledInContinuationFramesIsCutAtTheRequestTimeout() async throws {
-        let serve = try await ServeProcess.start(["--request-timeout", "2", "--idle-timeout", "600"])
+        // 20 s: the protocol choice, which it also bounds, cannot miss it on a starved machine.
+        let serve = try await ServeProcess.start(["--request-timeout", "20", "--idle-timeout", "600"])
         defer { Task { await serve.stop() } }
-        // GET / split over HEADERS and four CONTINUATION frames, 2 s apart (the last one ends the block at 8 s).
+        // GET / split over HEADERS and four CONTINUATION frames, 8 s apart (the last one ends the block at
+        // 32 s).
         let pieces: [[UInt8]] = [[0x84], [0x86], [0x41, 0x01], [0x78]]
         let bytes = try await withHangGuard("the trickled header block was not cut") {
             try await withRawConnection(port: serve.port) { inbound, outbound in
@@ -186,7 +193,7 @@ import Testing
                 )
                 let trickle = Task {
                     for (i, piece) in pieces.enumerated() {
-                        try await Task.sleep(for: .seconds(2))
+                        try await Task.sleep(for: .seconds(8))
                         let flags: UInt8 = i == pieces.count - 1 ? 4 : 0
                         try await outbound.write(ByteBuffer(bytes: H2.frame(type: 9, flags: flags, stream: 1, piece)))
                     }
@@ -195,8 +202,10 @@ import Testing
                 return try await readToEnd(inbound)
             }
         }
-        // Closed without an answer: before, the request was answered once the block ended at 8 s.
+        // Closed without an answer (the server's SETTINGS only): before, the request was answered once the
+        // block ended.
         let frames = H2.frames(in: bytes)
+        #expect(frames.contains { $0.type == 4 }, "\(frames.map(\.type))")
         #expect(!frames.contains { $0.type == 1 }, "\(frames.map(\.type))")
     }
 }
@@ -207,7 +216,10 @@ import Testing
     /// (8 times of 8, each query paying a new handshake). Now newcomers that never sent a request take
     /// each other's slots, and the client keeps its connection.
     @Test func aKeptAliveClientKeepsItsConnectionThroughCrowdsOfIdleNewcomers() async throws {
-        let serve = try await ServeProcess.start(["--max-connections", "8"])
+        // Timeouts a starved machine cannot miss: the client's connection must not be closed for them.
+        let serve = try await ServeProcess.start([
+            "--max-connections", "8", "--request-timeout", "600", "--idle-timeout", "600",
+        ])
         defer { Task { await serve.stop() } }
         let engine = try manyConnectionEngine(connections: 1)
         defer { engine.shutdown() }
