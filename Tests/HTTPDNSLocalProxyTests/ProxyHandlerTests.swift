@@ -128,13 +128,20 @@ private func textReply(_ status: String, _ body: String, close: Bool = true) -> 
         #expect(!c.channel.isActive)
     }
 
-    @Test func theHeadTimerDoesNotFireAfterTheHeadAndTheKeepAliveTimerCloses() throws {
+    /// A connection (head timeout 10 s, keep-alive timeout 60 s) whose first request, the PAC file, was
+    /// answered: it waits for a next one.
+    private func keptAliveConnection() throws -> Connection {
         let c = try Connection {
             $0.requestHeadTimeout = .seconds(10)
             $0.keepAliveTimeout = .seconds(60)
         }
         try c.send("GET /proxy.pac HTTP/1.1\r\nHost: x\r\n\r\n")
         _ = try c.written()
+        return c
+    }
+
+    @Test func theHeadTimerDoesNotFireAfterTheHeadAndTheKeepAliveTimerCloses() throws {
+        let c = try keptAliveConnection()
         c.channel.embeddedEventLoop.advanceTime(by: .seconds(59))
         #expect(try c.written() == "")
         #expect(c.channel.isActive)
@@ -145,12 +152,7 @@ private func textReply(_ status: String, _ body: String, close: Bool = true) -> 
     }
 
     @Test func aNextHeadIsTimedFromItsFirstByte() throws {
-        let c = try Connection {
-            $0.requestHeadTimeout = .seconds(10)
-            $0.keepAliveTimeout = .seconds(60)
-        }
-        try c.send("GET /proxy.pac HTTP/1.1\r\nHost: x\r\n\r\n")
-        _ = try c.written()
+        let c = try keptAliveConnection()
         c.channel.embeddedEventLoop.advanceTime(by: .seconds(50))
         try c.send("GET /proxy.pac HTTP/1.1\r\n")
         // The keep-alive timer stopped with the first byte; the head timer runs from there.

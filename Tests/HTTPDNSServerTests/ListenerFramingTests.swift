@@ -250,12 +250,18 @@ import Testing
         }
     }
 
-    @Test func aHeaderBlockStillArrivingAfterTheTimeoutClosesTheConnection() throws {
+    /// A connection behind a 3 s deadline that has sent its preface and a HEADERS frame without END_HEADERS.
+    private func connectionWithAnOpenHeaderBlock() throws -> EmbeddedChannel {
         let channel = EmbeddedChannel(handler: HeaderBlockDeadline(timeout: .seconds(3)))
         try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 443)).wait()
         try channel.writeInbound(
             ByteBuffer(bytes: preface + frameHeader(length: 3, type: 1, flags: 1) + [0x82, 0x84, 0x86])
         )
+        return channel
+    }
+
+    @Test func aHeaderBlockStillArrivingAfterTheTimeoutClosesTheConnection() throws {
+        let channel = try connectionWithAnOpenHeaderBlock()
         // A CONTINUATION every 2.5 s, as the hostile client sent: each once reset the idle timer.
         channel.embeddedEventLoop.advanceTime(by: .milliseconds(2500))
         try channel.writeInbound(ByteBuffer(bytes: frameHeader(length: 1, type: 9, flags: 0) + [0x61]))
@@ -265,11 +271,7 @@ import Testing
     }
 
     @Test func aWholeHeaderBlockStopsTheTimer() throws {
-        let channel = EmbeddedChannel(handler: HeaderBlockDeadline(timeout: .seconds(3)))
-        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 443)).wait()
-        try channel.writeInbound(
-            ByteBuffer(bytes: preface + frameHeader(length: 3, type: 1, flags: 1) + [0x82, 0x84, 0x86])
-        )
+        let channel = try connectionWithAnOpenHeaderBlock()
         channel.embeddedEventLoop.advanceTime(by: .seconds(2))
         try channel.writeInbound(ByteBuffer(bytes: frameHeader(length: 1, type: 9, flags: 4) + [0x61]))
         channel.embeddedEventLoop.advanceTime(by: .seconds(10))

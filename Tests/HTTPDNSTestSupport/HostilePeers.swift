@@ -80,6 +80,91 @@ func withRawConnection<T: Sendable>(
     return try await channel.executeThenClose { inbound, outbound in try await body(inbound, outbound) }
 }
 
+/// Connects to 127.0.0.1:`port`, sends `first` once connected, then `later`, one piece every `interval`
+/// (with `repeatingLast`, the last piece again and again), and returns every byte the server sent until
+/// it closed the connection. Every send is made from the connection's event loop, not from the test's
+/// task: on a starved machine the concurrency pool may not run a test for many seconds (20 s was seen
+/// with every suite at once and two busy loops), which would let a server's timer fire before a byte the
+/// test meant to send at once.
+func scriptedExchange(
+    port: Int,
+    first: [UInt8],
+    later: [[UInt8]] = [],
+    every interval: TimeAmount = .seconds(1),
+    repeatingLast: Bool = false
+) async throws -> [UInt8] {
+    let done = MultiThreadedEventLoopGroup.singleton.next().makePromise(of: [UInt8].self)
+    let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+        .channelInitializer { channel in
+            channel.eventLoop.makeCompletedFuture {
+                try channel.pipeline.syncOperations.addHandler(
+                    ScriptedClient(
+                        first: first,
+                        later: later,
+                        interval: interval,
+                        repeatingLast: repeatingLast,
+                        done: done
+                    )
+                )
+            }
+        }
+        .connect(host: "127.0.0.1", port: port).get()
+    defer { channel.close(promise: nil) }
+    return try await done.futureResult.get()
+}
+
+/// The handler behind `scriptedExchange`: lives on its connection's event loop.
+private final class ScriptedClient: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    private let first: [UInt8]
+    private var later: [[UInt8]]
+    private let interval: TimeAmount
+    private let repeatingLast: Bool
+    private let done: EventLoopPromise<[UInt8]>
+    private var received: [UInt8] = []
+    private var timer: RepeatedTask?
+
+    init(first: [UInt8], later: [[UInt8]], interval: TimeAmount, repeatingLast: Bool, done: EventLoopPromise<[UInt8]>) {
+        self.first = first
+        self.later = later
+        self.interval = interval
+        self.repeatingLast = repeatingLast
+        self.done = done
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        context.writeAndFlush(wrapOutboundOut(ByteBuffer(bytes: first)), promise: nil)
+        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        timer = context.eventLoop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { task in
+            let (me, context) = bound.value
+            guard let piece = me.later.first else {
+                task.cancel()
+                return
+            }
+            if me.later.count > 1 || !me.repeatingLast { me.later.removeFirst() }
+            context.writeAndFlush(me.wrapOutboundOut(ByteBuffer(bytes: piece)), promise: nil)
+        }
+        context.fireChannelActive()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        received += unwrapInboundIn(data).readableBytesView
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        timer?.cancel()
+        done.succeed(received)
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        // A server that closes while we still send resets the connection: an end all the same.
+        context.close(promise: nil)
+    }
+}
+
 /// `body`'s result, or a failed test (and a thrown error) when it takes longer than `limit`: the bound of
 /// a test whose failure is a hang. Generous on purpose, like `eventually`'s.
 func withHangGuard<T: Sendable>(

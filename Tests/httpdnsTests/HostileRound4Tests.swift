@@ -157,17 +157,12 @@ import Testing
         let serve = try await ServeProcess.start(["--request-timeout", "20", "--idle-timeout", "5"])
         defer { Task { await serve.stop() } }
         let bytes = try await withHangGuard("the stalled connection stayed open") {
-            try await withRawConnection(port: serve.port) { inbound, outbound in
-                try await outbound.write(ByteBuffer(bytes: Self.stalledRequests(10)))
-                let pings = Task {
-                    while !Task.isCancelled {
-                        try await Task.sleep(for: .seconds(1))
-                        try await outbound.write(ByteBuffer(bytes: H2.ping(1)))
-                    }
-                }
-                defer { pings.cancel() }
-                return try await readToEnd(inbound)
-            }
+            try await scriptedExchange(
+                port: serve.port,
+                first: Self.stalledRequests(10),
+                later: [H2.ping(1)],
+                repeatingLast: true
+            )
         }
         let frames = H2.frames(in: bytes)
         // The answers' HEADERS went out (their DATA waits for the window)…
@@ -187,20 +182,14 @@ import Testing
         // 32 s).
         let pieces: [[UInt8]] = [[0x84], [0x86], [0x41, 0x01], [0x78]]
         let bytes = try await withHangGuard("the trickled header block was not cut") {
-            try await withRawConnection(port: serve.port) { inbound, outbound in
-                try await outbound.write(
-                    ByteBuffer(bytes: H2.preface + H2.settings() + H2.frame(type: 1, flags: 1, stream: 1, [0x82]))
-                )
-                let trickle = Task {
-                    for (i, piece) in pieces.enumerated() {
-                        try await Task.sleep(for: .seconds(8))
-                        let flags: UInt8 = i == pieces.count - 1 ? 4 : 0
-                        try await outbound.write(ByteBuffer(bytes: H2.frame(type: 9, flags: flags, stream: 1, piece)))
-                    }
-                }
-                defer { trickle.cancel() }
-                return try await readToEnd(inbound)
-            }
+            try await scriptedExchange(
+                port: serve.port,
+                first: H2.preface + H2.settings() + H2.frame(type: 1, flags: 1, stream: 1, [0x82]),
+                later: pieces.enumerated().map { i, piece in
+                    H2.frame(type: 9, flags: i == pieces.count - 1 ? 4 : 0, stream: 1, piece)
+                },
+                every: .seconds(8)
+            )
         }
         // Closed without an answer (the server's SETTINGS only): before, the request was answered once the
         // block ended.
