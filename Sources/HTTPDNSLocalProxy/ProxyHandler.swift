@@ -53,7 +53,7 @@ final class ProxyHandler: ChannelInboundHandler, RemovableChannelHandler {
     private func startTimer(
         _ timeout: Duration,
         on channel: any Channel,
-        _ fired: @escaping (inout ProxyConnectionStateMachine) -> ProxyConnectionStateMachine.Action
+        _ fired: @escaping @Sendable (inout ProxyConnectionStateMachine) -> ProxyConnectionStateMachine.Action
     ) {
         headTimer?.cancel()
         let bound = NIOLoopBound(self, eventLoop: channel.eventLoop)
