@@ -19,9 +19,18 @@ import NIOSSL
 import Testing
 
 @Suite struct HTTP2RequestHandlerTests {
-    /// A connection whose requests are all answered at once (on the loop) with `body`.
+    /// A connection whose requests are all answered at once (on the loop) with `body` and the request
+    /// body's size (an empty `body`: an empty answer).
     private func connection(answering body: String, maxRequestBytes: Int = 1024) throws -> EmbeddedChannel {
+        try connectionWithLimiter(answering: body, maxRequestBytes: maxRequestBytes).0
+    }
+
+    /// `connection(answering:)` and the limiter its slot is in.
+    private func connectionWithLimiter(answering body: String, maxRequestBytes: Int = 1024) throws
+        -> (EmbeddedChannel, ConnectionLimiter)
+    {
         let channel = EmbeddedChannel()
+        let limiter = ConnectionLimiter(limit: 1, metricsPrefix: "test")
         var limits = HTTPListener.Limits()
         limits.maxRequestBytes = maxRequestBytes
         limits.requestTimeout = .seconds(10)
@@ -37,26 +46,6 @@ import Testing
                     body: Array((body.isEmpty ? "" : "\(body) \(request.body.readableBytes)").utf8)
                 )
             },
-            handler: { _ in ListenerResponse(status: .internalServerError, text: "not the immediate path") },
-            setup: channel.eventLoop.scheduleTask(in: .hours(1)) {},
-            slot: try ConnectionLimiter(limit: 1, metricsPrefix: "test").admit(channel).wait()!
-        )
-        try channel.pipeline.syncOperations.addHandler(HTTP2RequestHandler(context: context))
-        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 443)).wait()
-        return channel
-    }
-
-    /// `connection(answering:)` and the limiter its slot is in.
-    private func connectionWithLimiter(answering body: String) throws -> (EmbeddedChannel, ConnectionLimiter) {
-        let channel = EmbeddedChannel()
-        let limiter = ConnectionLimiter(limit: 1, metricsPrefix: "test")
-        let context = ConnectionContext(
-            isTLS: true,
-            remote: "test",
-            remoteIP: nil,
-            limits: HTTPListener.Limits(),
-            logger: Logger(label: "test"),
-            immediate: { _ in ListenerResponse(status: .ok, body: Array(body.utf8)) },
             handler: { _ in ListenerResponse(status: .internalServerError, text: "not the immediate path") },
             setup: channel.eventLoop.scheduleTask(in: .hours(1)) {},
             slot: try limiter.admit(channel).wait()!
@@ -174,7 +163,7 @@ import Testing
     @Test func anAnswerTheClientWillNotTakeIsResetAfterTheRequestTimeout() throws {
         let (channel, limiter) = try connectionWithLimiter(answering: "198.51.0.1;")
         try channel.writeInbound(request())
-        #expect(try written(channel) == ["HEADERS 200", "DATA 11 es"])
+        #expect(try written(channel) == ["HEADERS 200", "DATA 13 es"])
         // Written to NIOHTTP2Handler, which holds the DATA for a window that never opens: no
         // StreamClosedEvent. The answer is out of the server's hands, so the connection may be closed
         // to make room.
