@@ -395,6 +395,16 @@ let trustCases: [ConformanceCase] = [
     // What "continue without credential" arrives as, and a bare .useCredential on Apple platforms.
     trustCase("server-trust-untrusted-reject-protection-space", answer: .rejectProtectionSpace),
     trustCase("server-trust-untrusted-cancel", answer: .cancelAuthenticationChallenge),
+    // URLSession asks a delegate about the server's certificate once per new TLS connection: three
+    // requests of one session, one kept-alive connection, one question (pinning runs, and runs once).
+    .init(name: "server-trust-asked-once-per-connection") { h in
+        let probe = Probe()
+        probe.acceptsServerTrust = true
+        let session = h.session(Harness.fresh(), delegate: probe)
+        var statuses: [Int] = []
+        for _ in 0..<3 { statuses.append(await load(session, URLRequest(url: h.secureURL("/"))).status ?? -1) }
+        return "statuses=\(statuses) events=\(probe.log)"
+    },
 ]
 
 // MARK: Authentication

@@ -41,6 +41,12 @@ let corelibsDefects: [String: CorelibsDefect] = [
         why: "never asks the delegate about a server's certificate, and reports an untrusted one as -1",
         expected: askedAboutTrust(failingWith: -999)
     ),
+    "server-trust-asked-once-per-connection": .init(
+        why: "never asks the delegate about a server's certificate, so a delegate cannot accept one (or pin)",
+        expected: {
+            $0 == "statuses=[200, 200, 200] events=challenge(NSURLAuthenticationMethodServerTrust realm=- failures=0)"
+        }
+    ),
     "cache-fresh-use-protocol-policy": .init(
         why: "never answers from its URL cache (a fresh response is fetched again)",
         expected: answeredFromCache

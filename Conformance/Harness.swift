@@ -163,6 +163,9 @@ final class Probe: NSObject, URLSessionDataDelegate, @unchecked Sendable {
     var disposition = Disposition.allow
     var credential: URLCredential?
     var challengeAnswer = URLSession.AuthChallengeDisposition.useCredential
+    /// Accept every server's certificate as a pinning delegate that matched does: `.useCredential` with
+    /// the challenge's own trust (Apple platforms), with nil elsewhere.
+    var acceptsServerTrust = false
     var cancelAfterFirstData = false
 
     private let lock = NIOLock()
@@ -251,6 +254,13 @@ final class Probe: NSObject, URLSessionDataDelegate, @unchecked Sendable {
         note(
             "challenge(\(space.authenticationMethod) realm=\(space.realm ?? "-") failures=\(challenge.previousFailureCount))"
         )
+        if acceptsServerTrust, space.authenticationMethod == "NSURLAuthenticationMethodServerTrust" {
+            #if canImport(Darwin)
+                return completionHandler(.useCredential, space.serverTrust.map { URLCredential(trust: $0) })
+            #else
+                return completionHandler(.useCredential, nil)
+            #endif
+        }
         completionHandler(challengeAnswer, challengeAnswer == .useCredential ? credential : nil)
     }
 

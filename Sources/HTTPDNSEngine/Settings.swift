@@ -35,25 +35,29 @@ public struct TLSSettings: Sendable, Hashable {
     /// Public-key pins: host to the base64 SHA-256 of the certificate's SubjectPublicKeyInfo. A host
     /// listed here connects only when one of its keys matches (on top of the normal verification).
     public var pins: [String: Set<String>] = [:]
-    /// When the app's URLSession delegate is asked about an origin's certificate: when our check
-    /// refuses it (the default), or for every new connection. Its answer is honoured as the system
-    /// stack would (see `HTTPDNSServerTrustSpace`); HTTP 401 and proxy 407 challenges always go
-    /// to the delegate.
-    public var serverTrustChallenges = ServerTrustChallenges.whenOurCheckFails
+    /// When the app's URLSession delegate is asked about an origin's certificate: once for every new
+    /// TLS connection, as Apple's URLSession does (the default), or only when our check refuses it. Its
+    /// answer is honoured as the system stack would (see `HTTPDNSServerTrustSpace`); HTTP 401 and proxy
+    /// 407 challenges always go to the delegate.
+    public var serverTrustChallenges = ServerTrustChallenges.always
 
-    /// The system's trust, no pins, the delegate asked only when our check refuses a certificate.
+    /// The system's trust, no pins, the delegate asked once per new connection.
     public init() {}
 }
 
 /// When a URLSession delegate is asked about an origin's certificate.
 public enum ServerTrustChallenges: Sendable, Hashable {
-    /// Only when our check refuses it (an untrusted CA, a name mismatch): the delegate may accept it
-    /// (its own pinning, a private CA), and a delegate that never answers about server trust costs
-    /// nothing. The default.
+    /// Only when our check refuses it (an untrusted CA, a name mismatch): the delegate may accept it (a
+    /// private CA), and a delegate that never answers about server trust costs nothing. A delegate that
+    /// pins certificates is then skipped for every server our check trusts: choose this only when no
+    /// delegate of the app's pins.
     case whenOurCheckFails
-    /// For every new connection, as Apple's URLSession does: the delegate sees every chain (a pinning
-    /// delegate that also checks trusted servers). Such connections serve only that session (on Apple
-    /// platforms, only that task).
+    /// For every new TLS connection, as Apple's URLSession does (the default): the delegate sees every
+    /// chain, so its pinning runs (Alamofire's `ServerTrustManager`, TrustKit, an app's own). Such
+    /// connections serve only that session's requests (on Apple platforms, those of the sessions made
+    /// from one enabled configuration), and are reused by them: one question per connection. A delegate
+    /// that does not implement the challenge answers with the default handling, which keeps our
+    /// verdict; the cost is a hop to the delegate queue per new connection.
     case always
 }
 

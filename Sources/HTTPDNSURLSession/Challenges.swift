@@ -118,7 +118,7 @@ struct UncheckedChallenge: @unchecked Sendable {
 }
 
 /// Which connections a session's delegate had a say on: a partition of the engine's pool per URLSession
-/// (Linux; on Apple platforms, where a URLProtocol cannot see its session, per load), and the hosts
+/// (Linux; on Apple platforms, where a URLProtocol cannot see its session, per configuration slot), and the hosts
 /// whose certificate needed the delegate, which the session's later requests ask about at once.
 final class TrustPartitions: Sendable {
     static let shared = TrustPartitions()
@@ -136,7 +136,11 @@ final class TrustPartitions: Sendable {
     /// Hosts remembered per session at most.
     static let hostLimit = 256
 
-    /// A partition of its own (a load on Apple platforms).
+    /// The partition of loads whose session is not known (Apple platforms: a configuration never
+    /// enabled, such as `URLSession.shared`'s with the protocol registered globally).
+    static let withoutSlot = shared.unique()
+
+    /// A partition of its own (a configuration slot on Apple platforms).
     func unique() -> UInt64 {
         state.withLockedValue {
             $0.next += 1

@@ -1,15 +1,28 @@
 // Ties a URLSession configuration to the loads of its sessions where the URL loading system does not
 // say which session a load belongs to (Apple platforms: a URLProtocol sees its task and request, not
-// the session). `enableHTTPDNS()` puts one of a fixed set of protocol classes into each configuration's
-// `protocolClasses`; a load finds its configuration from the class the system instantiated, and reads
-// the session's settings from it: cookie and credential storage, cookie rules, extra headers, timeouts,
-// connection limit, network rules.
+// the session). `enableHTTPDNS()` gives each configuration a slot, and the slot a protocol class of
+// its own (made at run time with the Objective-C runtime, as KVO makes its subclasses); a load finds
+// its slot from the class the system instantiated, and reads the session's settings from the slot:
+// cookie and credential storage, cookie rules, extra headers, timeouts, connection limit, network rules.
+// The slot is also the pool partition of the connections its sessions' delegates decide trust on
+// (Challenges.swift), so requests of one session reuse them.
 //
-// The set is fixed (`slotCount` classes): a class is a type, and types cannot be made at run time from
-// Swift. A configuration keeps its class for the life of the process (the configuration is held, so its
-// identity is never reused); once every class is taken, later configurations get the base class, whose
-// loads use the shared storages and no session settings, and that is logged. Apps make a handful of
-// configurations; one made per request would use the set up, which is why the count is logged.
+// The rule (`SlotTable`, pure, tested on Linux):
+// - URLSession copies its configuration when the session is made; so does the slot. Its settings are a
+//   copy taken when the configuration is enabled, taken again at the slot's first load if the app's
+//   object is still alive (an app often sets headers after enabling, before making the session), and
+//   never again: later changes to the app's object do not reach sessions already loading, as with
+//   URLSession.
+// - A configuration enabled again after its slot has loaded gets a new slot (it is about to make
+//   another session, maybe with other settings). A copy of a configuration (`copy()`) carries its
+//   slot's class, so sessions made from a changed copy that was not enabled again read the original's
+//   settings: enable each configuration before making a session from it (`HTTPDNS.configure`).
+// - There is no fixed number of slots. Each is a class (a few hundred bytes, never freed: a session
+//   made from it may live as long as the process) and a configuration copy; the count is logged at
+//   each power of two from 64 on, for an app that makes a configuration per request.
+//
+// corelibs shows a load its session, so there loads read the session's configuration itself and
+// `enableHTTPDNS()` puts the base class in; the slots are Apple-only executors of the same rule.
 
 import Foundation
 import NIOConcurrencyHelpers
@@ -17,84 +30,155 @@ import NIOConcurrencyHelpers
 #if canImport(FoundationNetworking)
     import FoundationNetworking
 #endif
+#if canImport(ObjectiveC)
+    import ObjectiveC
+#endif
 
-/// Which slot each configuration holds (pure: identities in, slot numbers out).
-struct SlotTable {
-    let capacity: Int
-    private(set) var slots: [ObjectIdentifier: Int] = [:]
-
-    init(capacity: Int) { self.capacity = capacity }
-
-    /// The slot `configuration` holds, a new one for it, or nil when every slot is taken.
-    mutating func slot(for configuration: ObjectIdentifier) -> Int? {
-        if let slot = slots[configuration] { return slot }
-        guard slots.count < capacity else { return nil }
-        let slot = slots.count
-        slots[configuration] = slot
-        return slot
+/// Which slot each configuration holds and what each slot's loads read (pure: identities and events in,
+/// slot numbers and decisions out). `Settings` is what a load reads (a configuration copy).
+struct SlotTable<Settings> {
+    private struct Slot {
+        let configuration: ObjectIdentifier
+        var settings: Settings
+        /// Whether a load has read the settings: they are fixed from then on.
+        var loaded = false
     }
-}
+    private var slots: [Slot] = []
+    /// The slot each configuration enabled last holds.
+    private var latest: [ObjectIdentifier: Int] = [:]
 
-final class ConfigurationSlots: Sendable {
-    static let shared = ConfigurationSlots(classes: HTTPDNSURLProtocol.slotClasses)
+    var count: Int { slots.count }
 
-    /// `@unchecked Sendable`: `URLSessionConfiguration` is not Sendable; the state lives only inside
-    /// the locked box below and the configurations are only held, never read.
-    private struct State: @unchecked Sendable {
-        var table: SlotTable
-        /// The configurations, by slot: held, so an identity is never reused while it names a slot.
-        var configurations: [Int: URLSessionConfiguration] = [:]
-    }
-    private let classes: [HTTPDNSURLProtocol.Type]
-    private let state: NIOLockedValueBox<State>
+    /// What enabling a configuration decided.
+    enum Enabled: Equatable {
+        /// The configuration's slot, whose settings are taken again (no load has read them yet).
+        case same(Int)
+        /// A new slot for it.
+        case new(Int)
 
-    init(classes: [HTTPDNSURLProtocol.Type]) {
-        self.classes = classes
-        state = NIOLockedValueBox(State(table: SlotTable(capacity: classes.count)))
-    }
-
-    /// The protocol class for `configuration`'s sessions; nil when every slot is taken.
-    func protocolClass(for configuration: URLSessionConfiguration) -> HTTPDNSURLProtocol.Type? {
-        state.withLockedValue { state in
-            guard let slot = state.table.slot(for: ObjectIdentifier(configuration)) else { return nil }
-            state.configurations[slot] = configuration
-            return classes[slot]
+        var slot: Int {
+            switch self {
+            case .same(let slot), .new(let slot): return slot
+            }
         }
     }
 
-    /// The configuration whose sessions load through `protocolClass`, if it is a slot's class.
-    func configuration(for protocolClass: AnyClass) -> URLSessionConfiguration? {
-        guard let slot = classes.firstIndex(where: { $0 == protocolClass }) else { return nil }
-        return state.withLockedValue { $0.configurations[slot] }
+    /// `configuration` is enabled with `settings` (a copy taken now). It keeps its slot while no load has
+    /// read it, else gets a new one. `alive(slot)`: whether the object the slot was made for is still
+    /// there (an identity can be reused once it is gone).
+    mutating func enable(_ configuration: ObjectIdentifier, settings: Settings, alive: (Int) -> Bool) -> Enabled {
+        if let slot = latest[configuration], !slots[slot].loaded, alive(slot) {
+            slots[slot].settings = settings
+            return .same(slot)
+        }
+        slots.append(Slot(configuration: configuration, settings: settings))
+        latest[configuration] = slots.count - 1
+        return .new(slots.count - 1)
     }
+
+    /// The settings a load of `slot` reads. The first load may take them again from the configuration
+    /// (`again`, nil when its object is gone); from then on they are fixed.
+    mutating func load(_ slot: Int, again: () -> Settings?) -> Settings? {
+        guard slots.indices.contains(slot) else { return nil }
+        if !slots[slot].loaded {
+            if let fresh = again() { slots[slot].settings = fresh }
+            slots[slot].loaded = true
+        }
+        return slots[slot].settings
+    }
+
+    /// Whether a count of slots is one to log (each power of two from 64 on).
+    static func isWorthLogging(_ count: Int) -> Bool { count >= 64 && count & (count - 1) == 0 }
 }
 
-extension HTTPDNSURLProtocol {
-    /// Configurations that can have settings of their own at once.
-    static let slotCount = 16
+/// The slots of this process: the table, the app's configuration objects (held weakly) and, on Apple
+/// platforms, each slot's protocol class.
+final class ConfigurationSlots: Sendable {
+    static let shared = ConfigurationSlots()
 
-    /// One class per slot; each is the protocol, unchanged.
-    static let slotClasses: [HTTPDNSURLProtocol.Type] = [
-        HTTPDNSSessionSlot0.self, HTTPDNSSessionSlot1.self, HTTPDNSSessionSlot2.self, HTTPDNSSessionSlot3.self,
-        HTTPDNSSessionSlot4.self, HTTPDNSSessionSlot5.self, HTTPDNSSessionSlot6.self, HTTPDNSSessionSlot7.self,
-        HTTPDNSSessionSlot8.self, HTTPDNSSessionSlot9.self, HTTPDNSSessionSlot10.self, HTTPDNSSessionSlot11.self,
-        HTTPDNSSessionSlot12.self, HTTPDNSSessionSlot13.self, HTTPDNSSessionSlot14.self, HTTPDNSSessionSlot15.self,
-    ]
+    private struct Weak {
+        weak var configuration: URLSessionConfiguration?
+    }
+    /// `@unchecked Sendable`: `URLSessionConfiguration` is not Sendable; the state lives only inside the
+    /// locked box below, and the copies are never changed after they are taken.
+    private struct State: @unchecked Sendable {
+        var table = SlotTable<URLSessionConfiguration>()
+        var objects: [Weak] = []
+        /// Apple platforms: each slot's class, and the slot of each class.
+        var classBySlot: [Int: AnyClass] = [:]
+        var classes: [ObjectIdentifier: Int] = [:]
+        var partitions: [UInt64] = []
+    }
+    private let state = NIOLockedValueBox(State())
+
+    /// Gives `configuration` its slot for the session about to be made from it: returns the slot, and
+    /// whether it is new.
+    func enable(_ configuration: URLSessionConfiguration) -> SlotTable<URLSessionConfiguration>.Enabled {
+        let copy = Self.copy(of: configuration)
+        return state.withLockedValue { state in
+            let objects = state.objects
+            let enabled = state.table.enable(ObjectIdentifier(configuration), settings: copy) {
+                objects[$0].configuration === configuration
+            }
+            if case .new = enabled {
+                state.objects.append(Weak(configuration: configuration))
+                state.partitions.append(TrustPartitions.shared.unique())
+            }
+            return enabled
+        }
+    }
+
+    /// The settings loads of `slot` read (see `SlotTable.load`).
+    func settings(of slot: Int) -> URLSessionConfiguration? {
+        // The copy is taken outside the lock (copying calls into Foundation).
+        let object = state.withLockedValue { $0.objects.indices.contains(slot) ? $0.objects[slot].configuration : nil }
+        let fresh = object.map(Self.copy(of:))
+        return state.withLockedValue { $0.table.load(slot) { fresh } }
+    }
+
+    /// The pool partition of the connections `slot`'s delegates decide trust on.
+    func partition(of slot: Int) -> UInt64? {
+        state.withLockedValue { $0.partitions.indices.contains(slot) ? $0.partitions[slot] : nil }
+    }
+
+    var count: Int { state.withLockedValue { $0.table.count } }
+
+    private static func copy(of configuration: URLSessionConfiguration) -> URLSessionConfiguration {
+        // `copy()` of a URLSessionConfiguration is always one (NSCopying on the class itself).
+        (configuration.copy() as? URLSessionConfiguration) ?? configuration
+    }
+
+    #if canImport(ObjectiveC)
+        // COMPILED FOR iOS 16 BY THE APPLE TYPE-CHECK, NEVER RUN HERE.
+
+        /// The protocol class for the sessions about to be made from `configuration`: its slot's.
+        /// nil only when the runtime refuses to make a class (then the base class serves, with the
+        /// shared storages, and that is logged).
+        func protocolClass(for configuration: URLSessionConfiguration) -> AnyClass? {
+            let slot = enable(configuration).slot
+            return state.withLockedValue { state in
+                if let existing = state.classBySlot[slot] { return existing }
+                guard let made = Self.makeClass(slot) else { return nil }
+                state.classBySlot[slot] = made
+                state.classes[ObjectIdentifier(made)] = slot
+                return made
+            }
+        }
+
+        /// The slot whose class the loading system instantiated; nil for the base class.
+        func slot(of protocolClass: AnyClass) -> Int? {
+            state.withLockedValue { $0.classes[ObjectIdentifier(protocolClass)] }
+        }
+
+        /// A subclass of the protocol, registered with the Objective-C runtime under a name of its own.
+        /// The runtime copies a Swift superclass's metadata into the subclass (what KVO relies on), so it
+        /// is the protocol, unchanged.
+        private static func makeClass(_ slot: Int) -> AnyClass? {
+            let name = "HTTPDNSSessionSlot\(slot)"
+            if let existing = NSClassFromString(name) { return existing }
+            guard let made = objc_allocateClassPair(HTTPDNSURLProtocol.self, name, 0) else { return nil }
+            objc_registerClassPair(made)
+            return made
+        }
+    #endif
 }
-
-final class HTTPDNSSessionSlot0: HTTPDNSURLProtocol {}
-final class HTTPDNSSessionSlot1: HTTPDNSURLProtocol {}
-final class HTTPDNSSessionSlot2: HTTPDNSURLProtocol {}
-final class HTTPDNSSessionSlot3: HTTPDNSURLProtocol {}
-final class HTTPDNSSessionSlot4: HTTPDNSURLProtocol {}
-final class HTTPDNSSessionSlot5: HTTPDNSURLProtocol {}
-final class HTTPDNSSessionSlot6: HTTPDNSURLProtocol {}
-final class HTTPDNSSessionSlot7: HTTPDNSURLProtocol {}
-final class HTTPDNSSessionSlot8: HTTPDNSURLProtocol {}
-final class HTTPDNSSessionSlot9: HTTPDNSURLProtocol {}
-final class HTTPDNSSessionSlot10: HTTPDNSURLProtocol {}
-final class HTTPDNSSessionSlot11: HTTPDNSURLProtocol {}
-final class HTTPDNSSessionSlot12: HTTPDNSURLProtocol {}
-final class HTTPDNSSessionSlot13: HTTPDNSURLProtocol {}
-final class HTTPDNSSessionSlot14: HTTPDNSURLProtocol {}
-final class HTTPDNSSessionSlot15: HTTPDNSURLProtocol {}

@@ -69,7 +69,7 @@ package class HTTPDNSURLProtocol: URLProtocol {
         /// Redirects followed inside the protocol (Linux) before failing with `.httpTooManyRedirects`.
         package var maxRedirects = 16
         /// When the task's delegate is asked about the origin's certificate (see Challenges.swift).
-        package var serverTrustChallenges = ServerTrustChallenges.whenOurCheckFails
+        package var serverTrustChallenges = ServerTrustChallenges.always
         /// Called once per load, just before the task completes (so the figures are there when the app
         /// sees the result), on no particular thread; keep it short.
         package var onMetrics: (@Sendable (HTTPDNSTaskMetrics) -> Void)?
@@ -189,7 +189,14 @@ package class HTTPDNSURLProtocol: URLProtocol {
             client.urlProtocol(self, didFailWithError: URLError(.unsupportedURL))
             return
         }
-        let context = LoadContext(task: task, setup: setup, protocolClass: type(of: self))
+        // The class the system instantiated: on Apple platforms a configuration slot's, made at run time
+        // (`object_getClass` sees it where `type(of:)` may report the protocol itself).
+        #if canImport(ObjectiveC)
+            let instantiated: AnyClass = object_getClass(self) ?? type(of: self)
+        #else
+            let instantiated: AnyClass = type(of: self)
+        #endif
+        let context = LoadContext(task: task, setup: setup, protocolClass: instantiated)
         let gate = ClientGate(client: client, owner: self, schedule: context.clientSchedule)
         let request = self.request
         // On the concurrency pool, not on the caller's queue: corelibs calls this on the session's serial

@@ -30,11 +30,12 @@ struct LoadContext: @unchecked Sendable {
     /// URLProtocol can tell).
     var mayHaveDelegate = true
     /// The session's configuration: corelibs shows the session; on Apple platforms the protocol class
-    /// names it (ConfigurationSlots.swift). nil for loads of `URLSession.shared` and the like.
+    /// names its slot, which keeps a copy (ConfigurationSlots.swift). nil for loads of `URLSession.shared` and the like.
     var sessionConfiguration: URLSessionConfiguration?
     #if canImport(Darwin)
-        /// The load's own pool partition for connections its delegate decides on.
-        private let loadPartition = TrustPartitions.shared.unique()
+        /// The pool partition for connections its delegate decides on: its configuration slot's (one per
+        /// session made after enabling), or the one of the loads without a slot.
+        private var slotPartition = TrustPartitions.withoutSlot
     #endif
     #if !canImport(Darwin)
         /// The task's work queue, where client calls are made.
@@ -49,7 +50,9 @@ struct LoadContext: @unchecked Sendable {
         taskIdentifier = task?.taskIdentifier
         let configuration: URLSessionConfiguration?
         #if canImport(Darwin)
-            configuration = ConfigurationSlots.shared.configuration(for: protocolClass)
+            let slot = ConfigurationSlots.shared.slot(of: protocolClass)
+            configuration = slot.flatMap(ConfigurationSlots.shared.settings(of:))
+            if let partition = slot.flatMap(ConfigurationSlots.shared.partition(of:)) { slotPartition = partition }
             clientSchedule = ClientRunLoop().perform
             credentials = configuration.map { $0.urlCredentialStorage } ?? URLCredentialStorage.shared
         #else
@@ -276,10 +279,10 @@ struct LoadContext: @unchecked Sendable {
     }
 
     /// The pool partition of the connections this load's delegate decides on: its session's (Linux), or
-    /// the load's own (Apple platforms, where a URLProtocol cannot see its session).
+    /// its configuration slot's (Apple platforms, where a URLProtocol cannot see its session).
     func trustPartition() -> UInt64 {
         #if canImport(Darwin)
-            return loadPartition
+            return slotPartition
         #else
             guard let session = corelibs.session else { return TrustPartitions.shared.unique() }
             return TrustPartitions.shared.partition(of: session)

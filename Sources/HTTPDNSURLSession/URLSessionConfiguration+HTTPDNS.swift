@@ -11,8 +11,9 @@ extension URLSessionConfiguration {
     /// proxy of its own (`connectionProxyDictionary`) is left as it is: its requests go through that
     /// proxy, as the system sends them (see SystemProxy.swift).
     ///
-    /// The class put first is one of the protocol's per-configuration classes (ConfigurationSlots.swift),
-    /// so the session's loads find this configuration's settings. A background configuration is left
+    /// On Apple platforms the class put first is this configuration's own (ConfigurationSlots.swift), so
+    /// the session's loads find a copy of its settings, taken as URLSession takes its own; enable a
+    /// configuration again after changing it, before making another session from it. A background configuration is left
     /// as it is, and that is logged: its tasks run outside the app, where no URLProtocol runs.
     package func enableHTTPDNS() {
         guard !SystemProxy.configured(in: self) else { return }
@@ -22,18 +23,23 @@ extension URLSessionConfiguration {
         }
         var classes = protocolClasses ?? []
         classes.removeAll { $0 is HTTPDNSURLProtocol.Type }
-        let mine: HTTPDNSURLProtocol.Type
-        if let slot = ConfigurationSlots.shared.protocolClass(for: self) {
-            mine = slot
-        } else {
-            mine = HTTPDNSURLProtocol.self
-            #if canImport(Darwin)
-                // (corelibs shows a load its session: nothing is lost there.)
-                HTTPDNSURLProtocol.current?.logger.notice(
-                    "HTTPDNS enabled on a session configuration without its own settings: \(HTTPDNSURLProtocol.slotCount) configurations already have theirs; its sessions use the shared storages"
+        var mine: AnyClass = HTTPDNSURLProtocol.self
+        #if canImport(ObjectiveC)
+            // (corelibs shows a load its session: the base class loses nothing there.)
+            if let slotClass = ConfigurationSlots.shared.protocolClass(for: self) {
+                mine = slotClass
+            } else {
+                HTTPDNSURLProtocol.current?.logger.warning(
+                    "HTTPDNS enabled on a session configuration without its own settings: the runtime made no class for it; its sessions use the shared storages"
                 )
-            #endif
-        }
+            }
+            let count = ConfigurationSlots.shared.count
+            if SlotTable<URLSessionConfiguration>.isWorthLogging(count) {
+                HTTPDNSURLProtocol.current?.logger.notice(
+                    "HTTPDNS enabled on \(count) session configurations in this process; each keeps a copy of its settings and a class for good: make a configuration per session, not per request"
+                )
+            }
+        #endif
         classes.insert(mine, at: 0)
         protocolClasses = classes
     }

@@ -68,6 +68,36 @@ struct URLSessionTests {
         )
     }
 
+    @Test func aHundredthSessionKeepsItsOwnHeadersAndCookies() async throws {
+        // Apple's loading system does not tell a URLProtocol its session: there each configuration gets a
+        // slot (URLLoadingRulesTests proves the rule); corelibs shows the session. Either way a 100th
+        // session reads its own settings, not none and not another's.
+        let peers = try Peers.require()
+        let (setup, _) = try install(peers)
+        defer { setup.engine.shutdown() }
+        var sessions: [URLSession] = []
+        defer { for session in sessions { session.invalidateAndCancel() } }
+        for n in 0..<100 {
+            let configuration = URLSessionConfiguration.ephemeral
+            configuration.enableHTTPDNS()
+            // Set after enabling, before the session is made: what the session copies is what counts.
+            configuration.httpAdditionalHeaders = ["User-Agent": "Session/\(n)"]
+            sessions.append(URLSession(configuration: configuration))
+        }
+        for n in [0, 16, 99] {
+            let (data, _) = try await sessions[n].data(from: URL(string: peers.url("a.test", "/ua"))!)
+            #expect(text(data).hasPrefix("ua=Session/\(n) "), "\(n): \(text(data))")
+        }
+        // Cookies go to the session's own storage (an ephemeral one), not to another session's.
+        _ = try await sessions[99].data(from: URL(string: peers.url("a.test", "/cookie/set"))!)
+        let (mine, _) = try await sessions[99].data(from: URL(string: peers.url("a.test", "/cookie/show"))!)
+        let (other, _) = try await sessions[98].data(from: URL(string: peers.url("a.test", "/cookie/show"))!)
+        #expect(text(mine).hasPrefix("cookie=") && text(mine) != "cookie=\n", "\(text(mine))")
+        if sessions[98].configuration.httpCookieStorage !== sessions[99].configuration.httpCookieStorage {
+            #expect(text(other) == "cookie=\n", "\(text(other))")
+        }
+    }
+
     enum Upload: String, CaseIterable { case httpBody, stream, uploadTaskFile }
 
     @Test(arguments: Upload.allCases)

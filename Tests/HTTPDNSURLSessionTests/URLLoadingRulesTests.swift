@@ -105,30 +105,59 @@ import Testing
         #expect(HandBack.reason(configurationIdentifier: nil) == nil)
     }
 
-    @Test func eachConfigurationKeepsItsSlotUntilTheSlotsRunOut() {
-        var table = SlotTable(capacity: 2)
-        let a = NSObject()
-        let b = NSObject()
-        let c = NSObject()
-        #expect(table.slot(for: ObjectIdentifier(a)) == 0)
-        #expect(table.slot(for: ObjectIdentifier(b)) == 1)
-        #expect(table.slot(for: ObjectIdentifier(a)) == 0)
-        #expect(table.slot(for: ObjectIdentifier(c)) == nil)
+    @Test func everyConfigurationGetsASlotAndItsSettingsAreFixedAtTheFirstLoad() {
+        // Settings are strings here: the table only keeps them.
+        var table = SlotTable<String>()
+        let objects = (0..<100).map { _ in NSObject() }
+        for (n, object) in objects.enumerated() {
+            #expect(table.enable(ObjectIdentifier(object), settings: "s\(n)", alive: { _ in true }) == .new(n))
+        }
+        // No fixed number of slots: the 100th has its own.
+        #expect(table.count == 100)
+        // Enabled again before any load: the same slot, the settings taken again.
+        #expect(table.enable(ObjectIdentifier(objects[99]), settings: "s99 changed", alive: { _ in true }) == .same(99))
+        // The first load may read the app's object once more (changed after enabling, before the session).
+        #expect(table.load(99, again: { "s99 as the session was made" }) == "s99 as the session was made")
+        // From then on the settings are fixed, as URLSession's copy is.
+        #expect(table.load(99, again: { "changed later" }) == "s99 as the session was made")
+        // A first load whose object is gone keeps the copy taken when it was enabled.
+        #expect(table.load(3, again: { nil }) == "s3")
+        // Enabled again after a load: a new slot for the next session; the old one keeps its settings.
+        #expect(table.enable(ObjectIdentifier(objects[99]), settings: "s99 second", alive: { _ in true }) == .new(100))
+        #expect(table.load(100, again: { nil }) == "s99 second")
+        #expect(table.load(99, again: { nil }) == "s99 as the session was made")
+        // An identity reused by a new object after the old one is gone: a new slot, not the old one's.
+        #expect(table.enable(ObjectIdentifier(objects[5]), settings: "new object", alive: { $0 != 5 }) == .new(101))
+        #expect(table.load(5, again: { nil }) == "s5")
+        #expect(table.load(500, again: { "x" }) == nil)
+        #expect(!SlotTable<String>.isWorthLogging(63) && SlotTable<String>.isWorthLogging(64))
+        #expect(!SlotTable<String>.isWorthLogging(100) && SlotTable<String>.isWorthLogging(128))
     }
 
-    @Test func aConfigurationsSessionsFindItThroughTheirProtocolClass() throws {
-        let slots = ConfigurationSlots(classes: [HTTPDNSSessionSlot0.self, HTTPDNSSessionSlot1.self])
-        let first = URLSessionConfiguration.ephemeral
-        let second = URLSessionConfiguration.ephemeral
-        let third = URLSessionConfiguration.ephemeral
-        let one = try #require(slots.protocolClass(for: first))
-        let two = try #require(slots.protocolClass(for: second))
-        #expect(one != two)
-        #expect(slots.protocolClass(for: first) == one)
-        #expect(slots.configuration(for: one) === first)
-        #expect(slots.configuration(for: two) === second)
-        #expect(slots.protocolClass(for: third) == nil)
-        #expect(slots.configuration(for: HTTPDNSURLProtocol.self) == nil)
+    @Test func aHundredthConfigurationKeepsItsHeadersCookiesTimeoutsAndLimits() throws {
+        let slots = ConfigurationSlots()
+        var configurations: [URLSessionConfiguration] = []
+        for n in 0..<100 {
+            let configuration = URLSessionConfiguration.ephemeral
+            configuration.httpAdditionalHeaders = ["Authorization": "Bearer \(n)"]
+            configuration.timeoutIntervalForRequest = TimeInterval(10 + n)
+            configuration.httpMaximumConnectionsPerHost = 1 + n % 7
+            configurations.append(configuration)
+            #expect(slots.enable(configuration) == .new(n))
+        }
+        let last = try #require(slots.settings(of: 99))
+        #expect(last !== configurations[99], "a copy, as URLSession keeps one")
+        #expect(last.httpAdditionalHeaders?["Authorization"] as? String == "Bearer 99")
+        #expect(last.httpCookieStorage === configurations[99].httpCookieStorage)
+        #expect(last.timeoutIntervalForRequest == 109)
+        #expect(last.httpMaximumConnectionsPerHost == 1 + 99 % 7)
+        // A change to the app's object after the session's first load does not reach its loads.
+        configurations[99].httpAdditionalHeaders = ["Authorization": "Bearer changed"]
+        #expect(slots.settings(of: 99)?.httpAdditionalHeaders?["Authorization"] as? String == "Bearer 99")
+        // Each slot is a pool partition of its own (the connections its delegates decide trust on).
+        let partitions = Set((0..<100).compactMap { slots.partition(of: $0) })
+        #expect(partitions.count == 100)
+        #expect(slots.settings(of: 100) == nil && slots.partition(of: 100) == nil)
     }
 
     @Test func enablingPutsOneProtocolClassFirstAndLeavesBackgroundSessionsAlone() {
