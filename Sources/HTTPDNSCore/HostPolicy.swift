@@ -48,6 +48,17 @@ package struct HostPattern: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
+    /// The domain a proxy configuration's match (or excluded) domain list names for this pattern: the
+    /// name, or the domain below the wildcard (such lists match a domain and every name under it); nil
+    /// for `*` and for IP literals (a domain list names no addresses).
+    package var proxyDomain: String? {
+        switch kind {
+        case .any: return nil
+        case .exact(let name): return IPAddress(name) == nil ? name : nil
+        case .suffix(let suffix): return String(suffix.dropFirst())
+        }
+    }
+
     package var description: String {
         switch kind {
         case .any: return "*"
@@ -123,6 +134,18 @@ public struct HostPolicy: Hashable, Sendable {
             return .localDNS
         }
         return .httpdns(strict: strict.contains(where: { $0.matches(host) }))
+    }
+
+    /// The domains a system proxy configuration pointed at HTTPDNS's loopback proxy should send there
+    /// (`matchDomains`) and keep away (`excludedDomains`): the hosts this policy selects, so the others
+    /// go straight out as without HTTPDNS. Both empty when the policy selects every name (or none: then
+    /// every host goes to the proxy, which resolves the unselected ones with LocalDNS).
+    package var proxyDomains: (match: [String], excluded: [String]) {
+        guard !only.contains(where: { $0.kind == .any }) else {
+            return ([], except.compactMap(\.proxyDomain))
+        }
+        let match = only.compactMap(\.proxyDomain)
+        return match.isEmpty ? ([], []) : (match, except.compactMap(\.proxyDomain))
     }
 
     static let specialUseSuffixes = [

@@ -58,6 +58,26 @@ package struct NetworkStack: Hashable, Sendable, CustomStringConvertible {
     }
 }
 
+/// What the operating system says of the device's current network path (Apple platforms:
+/// NWPathMonitor's `NWPath`); Linux has no such view.
+package struct PathFacts: Hashable, Sendable {
+    /// The path can carry traffic (`NWPath.Status.satisfied`).
+    package var satisfied: Bool
+    /// It goes over a cellular interface.
+    package var cellular: Bool
+    /// The system marks it expensive (cellular, a personal hotspot).
+    package var expensive: Bool
+    /// Low Data Mode is on for it.
+    package var constrained: Bool
+
+    package init(satisfied: Bool, cellular: Bool = false, expensive: Bool = false, constrained: Bool = false) {
+        self.satisfied = satisfied
+        self.cellular = cellular
+        self.expensive = expensive
+        self.constrained = constrained
+    }
+}
+
 /// How NAT64 prefixes are found.
 package enum NAT64Mode: Hashable, Sendable {
     /// RFC 7050 discovery on networks with no IPv4 route (the default).

@@ -36,7 +36,7 @@ func describeConnectFailure(_ error: any Error, host: String, port: Int, timeout
                 reason: describeSocketError($0.error)
             )
         }
-        return HTTPEngineError(
+        var failure = HTTPEngineError(
             .connectFailed,
             attempts.count == 1
                 ? "could not connect to \(host) at \(attempts[0].address)"
@@ -44,6 +44,12 @@ func describeConnectFailure(_ error: any Error, host: String, port: Int, timeout
             attempts: attempts,
             underlying: e
         )
+        failure.networkUnavailable = NetworkUnavailable.judge(
+            errnos: e.connectionErrors.compactMap { ($0.error as? IOError)?.errnoCode },
+            path: nil,
+            access: .unrestricted
+        )
+        return failure
     }
     if case ChannelError.connectTimeout = error {
         return HTTPEngineError(
@@ -52,11 +58,15 @@ func describeConnectFailure(_ error: any Error, host: String, port: Int, timeout
             underlying: error
         )
     }
-    return HTTPEngineError(
+    var failure = HTTPEngineError(
         .connectFailed,
         "could not connect to \(formatAuthority(host: host, port: port)): \(describeSocketError(error))",
         underlying: error
     )
+    if let errno = (error as? IOError)?.errnoCode {
+        failure.networkUnavailable = NetworkUnavailable.judge(errnos: [errno], path: nil, access: .unrestricted)
+    }
+    return failure
 }
 
 /// A socket error in words: the system's text for its errno (`connection refused`), not NIO's

@@ -71,6 +71,8 @@ final class Connection: Sendable {
         var serverTrust: ServerTrustEvaluation? = nil
         /// The networks the connection may use (honoured where Network.framework carries it).
         var networkAccess = NetworkAccess.unrestricted
+        /// Service class, multipath and TLS versions (honoured where Network.framework carries it).
+        var tuning = ConnectionTuning.standard
         /// The port to connect to when the origin's HTTPS record names another than the URL's; the
         /// URL's port stays the origin's everywhere else (the app's certificate challenge, Host).
         var port: Int? = nil

@@ -41,6 +41,8 @@ struct ConnectRecipe: Sendable {
     var proxyCredentials: ProxyCredentials? = nil
     /// The networks the connection may use (the engine's rules narrowed by the request's).
     var networkAccess = NetworkAccess.unrestricted
+    /// The service class, multipath mode and TLS versions asked for.
+    var tuning = ConnectionTuning.standard
 }
 
 /// How a connection's address was found, for the metrics of the first request on it.
@@ -450,6 +452,7 @@ struct ConnectionFactory: Sendable {
             tunnelTargets: proxy?.targets ?? [],
             serverTrust: recipe.serverTrust,
             networkAccess: recipe.networkAccess,
+            tuning: recipe.tuning,
             port: port
         )
         do {

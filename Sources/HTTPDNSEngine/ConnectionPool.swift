@@ -22,6 +22,9 @@ struct PoolKey: Hashable, Sendable {
     var proxyCredentials: ProxyCredentials? = nil
     /// Connections opened under narrower network rules serve only requests with the same rules.
     var networkAccess = NetworkAccess.unrestricted
+    /// Connections opened with another service class, multipath mode or TLS versions serve only requests
+    /// that ask for the same.
+    var tuning = ConnectionTuning.standard
     /// For requests that name their addresses (a resolver's queries), the first of each family: a
     /// resolver moved to another service address stops reusing connections to the one before.
     var route: [IPAddress]? = nil

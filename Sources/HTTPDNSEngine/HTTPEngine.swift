@@ -216,7 +216,8 @@ public final class HTTPEngine: Sendable {
                     eventLoop: loop,
                     serverTrust: url.isTLS ? request.serverTrust : nil,
                     proxyCredentials: request.proxyCredentials,
-                    networkAccess: key.networkAccess
+                    networkAccess: key.networkAccess,
+                    tuning: key.tuning
                 ),
                 deadline: deadline,
                 eventLoop: loop
@@ -288,6 +289,7 @@ extension HTTPEngine {
             proxyCredentials: request.proxyCredentials,
             networkAccess: request.networkAccess.map(configuration.network.access.narrowed(by:))
                 ?? configuration.network.access,
+            tuning: request.tuning ?? .standard,
             route: given.map { [$0.ipv4.first, $0.ipv6.first].compactMap { $0 } },
             connectionLimit: request.connectionLimit.flatMap {
                 $0 < configuration.http.maxConnectionsPerHost ? $0 : nil

@@ -90,6 +90,9 @@ public struct HTTPEngineError: Error, Equatable, Sendable, CustomStringConvertib
     package let attempts: [Attempt]
     /// The lower-level error this one stands for (a NIOSSL or socket error, the resolver's error), if any.
     public let underlying: (any Error)?
+    /// Set on a failed connect when the device had no network it could use (NetworkUnavailable.swift):
+    /// URLSession reports those as "not connected to the Internet".
+    package var networkUnavailable: NetworkUnavailable?
 
     package init(_ code: Code, _ message: String, attempts: [Attempt] = [], underlying: (any Error)? = nil) {
         self.code = code

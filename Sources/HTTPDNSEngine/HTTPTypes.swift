@@ -177,6 +177,9 @@ public struct HTTPEngineRequest: Sendable {
     /// The networks this request may use, on top of the engine's `Configuration.network.access` (a
     /// URLSession configuration's and request's rules).
     package var networkAccess: NetworkAccess?
+    /// The connection's service class, multipath mode and TLS versions (a URLSession configuration's and
+    /// request's); nil: the engine's.
+    package var tuning: ConnectionTuning?
     /// Told the body bytes handed to the connection so far, each time a chunk goes (an inline body:
     /// once, with the head); the URLSession integration turns it into upload progress. On the
     /// connection's event loop or the sending task: keep it short.

@@ -23,6 +23,7 @@
     import Dispatch
     import Foundation
     import HTTPDNSCore
+    import HTTPDNSNetwork
     import Network
     import NIOConcurrencyHelpers
     import NIOCore
@@ -83,7 +84,8 @@
                         targets: targets,
                         host: url.host,
                         port: settings.port ?? url.port,
-                        timeout: timeout
+                        timeout: timeout,
+                        access: settings.networkAccess
                     )
                 }
             )
@@ -122,7 +124,7 @@
                     guard case .address(let address) = targets[index],
                         let bootstrap = NIOTSConnectionBootstrap(validatingGroup: loop)
                     else { return loop.makeFailedFuture(Self.notTransportServicesLoop()) }
-                    return Self.configured(bootstrap, access: access, timeout: timeout)
+                    return Self.configured(bootstrap, access: access, tuning: .standard, timeout: timeout)
                         .channelOption(.allowRemoteHalfClosure, value: true)
                         .channelInitializer { channel in
                             opened.withLockedValue { $0[index] = channel }
@@ -132,7 +134,9 @@
                         .map { Established(channel: $0, ready: nil, remote: address, at: .now) }
                 },
                 cancel: { index in opened.withLockedValue { $0[index] }?.close(promise: nil) },
-                explain: { Self.lostRace($0, targets: targets, host: host, port: port, timeout: timeout) }
+                explain: {
+                    Self.lostRace($0, targets: targets, host: host, port: port, timeout: timeout, access: access)
+                }
             )
             return established.channel
         }
@@ -224,7 +228,12 @@
             let h2c = settings.h2c
             let serverTrust = settings.serverTrust
             let pins = settings.pins
-            var bootstrap = Self.configured(base, access: settings.networkAccess, timeout: timeout)
+            var bootstrap = Self.configured(
+                base,
+                access: settings.networkAccess,
+                tuning: settings.tuning,
+                timeout: timeout
+            )
             if tls {
                 bootstrap = bootstrap.tlsOptions(
                     makeTLSOptions(
@@ -232,6 +241,7 @@
                         serverName: url.hostIsIP ? nil : url.host,
                         checkedName: url.host,
                         alpn: settings.versions.alpn,
+                        tuning: settings.tuning,
                         deferring: serverTrust != nil,
                         verdict: verdict
                     )
@@ -319,10 +329,12 @@
         }
 
         /// The bootstrap's settings every attempt shares: no waiting for a path, Nagle off, the rules on
-        /// which networks to use, the bound on connecting (TLS included: the system does both as one).
+        /// which networks to use, the service class and multipath mode, the bound on connecting (TLS
+        /// included: the system does both as one).
         private static func configured(
             _ bootstrap: NIOTSConnectionBootstrap,
             access: NetworkAccess,
+            tuning: ConnectionTuning,
             timeout: Duration
         ) -> NIOTSConnectionBootstrap {
             bootstrap
@@ -333,22 +345,49 @@
                     if !access.allowsCellular { parameters.prohibitedInterfaceTypes = [.cellular] }
                     parameters.prohibitExpensivePaths = !access.allowsExpensive
                     parameters.prohibitConstrainedPaths = !access.allowsConstrained
+                    parameters.serviceClass = serviceClass(tuning.serviceClass)
+                    switch tuning.multipath {
+                    case .none: parameters.multipathServiceType = .disabled
+                    case .handover: parameters.multipathServiceType = .handover
+                    case .interactive: parameters.multipathServiceType = .interactive
+                    case .aggregate: parameters.multipathServiceType = .aggregate
+                    }
                 }
         }
 
-        /// The system's TLS options for one attempt: SNI, ALPN, TLS 1.2 at least, and the verify block
+        private static func serviceClass(_ kind: ConnectionTuning.ServiceClass) -> NWParameters.ServiceClass {
+            switch kind {
+            case .bestEffort: .bestEffort
+            case .background: .background
+            case .interactiveVideo: .interactiveVideo
+            case .interactiveVoice: .interactiveVoice
+            case .responsiveData: .responsiveData
+            case .signaling: .signaling
+            }
+        }
+
+        /// The system's TLS options for one attempt: SNI, ALPN, TLS 1.2 at least (or the session's higher
+        /// floor, and its ceiling), and the verify block
         /// that judges the chain for `checkedName` (see the file comment).
         private func makeTLSOptions(
             serverName: String?,
             checkedName: String,
             alpn: [String],
+            tuning: ConnectionTuning,
             deferring: Bool,
             verdict: HandshakeVerdict
         ) -> NWProtocolTLS.Options {
             let options = NWProtocolTLS.Options()
             let security = options.securityProtocolOptions
             if let serverName { sec_protocol_options_set_tls_server_name(security, serverName) }
-            sec_protocol_options_set_min_tls_protocol_version(security, .TLSv12)
+            if let minimum = tls_protocol_version_t(rawValue: tuning.effectiveTLSMinimum) {
+                sec_protocol_options_set_min_tls_protocol_version(security, minimum)
+            } else {
+                sec_protocol_options_set_min_tls_protocol_version(security, .TLSv12)
+            }
+            if let raw = tuning.tlsMaximum, let maximum = tls_protocol_version_t(rawValue: raw) {
+                sec_protocol_options_set_max_tls_protocol_version(security, maximum)
+            }
             for name in alpn { sec_protocol_options_add_tls_application_protocol(security, name) }
             let roots = additionalRoots
             let queue = verifyQueue
@@ -410,7 +449,8 @@
             targets: [Target],
             host: String,
             port: Int,
-            timeout: Duration
+            timeout: Duration,
+            access: NetworkAccess
         ) -> HTTPEngineError {
             if let final = failure.errors.lazy.compactMap({ $0.error as? HTTPEngineError }).first(where: {
                 ![.connectFailed, .connectTimeout].contains($0.code)
@@ -440,7 +480,7 @@
                     reason: describeSocketError(error)
                 )
             }
-            return HTTPEngineError(
+            var lost = HTTPEngineError(
                 .connectFailed,
                 attempts.count == 1
                     ? "could not connect to \(formatAuthority(host: host, port: port)): \(attempts[0].reason)"
@@ -448,6 +488,13 @@
                 attempts: attempts,
                 underlying: posix
             )
+            // No network, or one the request may not use: "not connected to the Internet", with why.
+            lost.networkUnavailable = NetworkUnavailable.judge(
+                errnos: posix.errors.compactMap { ($0.error as? IOError)?.errnoCode },
+                path: platformPathFacts.withLockedValue { $0 },
+                access: access
+            )
+            return lost
         }
 
         private static func isTimeout(_ error: any Error) -> Bool {

@@ -55,7 +55,7 @@ extension HTTPDNS {
                     throw ProxyConfigurations.unavailable
                 }
                 let proxy = try await loopbackProxy()
-                try ProxyConfigurations.install(on: configuration, port: proxy.port)
+                try ProxyConfigurations.install(on: configuration, port: proxy.port, policy: self.configuration.policy)
                 // One route per configuration: the URLProtocol, if an earlier call put it there, goes.
                 configuration.disableHTTPDNS()
             #else
@@ -148,12 +148,14 @@ extension HTTPDNS {
             }
             guard #available(iOS 17.0, macOS 14.0, *) else { throw ProxyConfigurations.unavailable }
             let proxy = try await loopbackProxy()
-            try ProxyConfigurations.install(on: dataStore, port: proxy.port)
+            let policy = configuration.policy
+            try ProxyConfigurations.install(on: dataStore, port: proxy.port, policy: policy)
             let kept = WeakDataStore(dataStore)
-            onLoopbackProxyMoved { _, to in
+            // One handler per store: configuring it again replaces it.
+            proxyKeeper.onMove(for: ObjectIdentifier(dataStore)) { _, to in
                 Task { @MainActor in
                     guard let dataStore = kept.store else { return }
-                    try? ProxyConfigurations.install(on: dataStore, port: to)
+                    try? ProxyConfigurations.install(on: dataStore, port: to, policy: policy)
                 }
             }
         }

@@ -17,6 +17,8 @@ package final class ProxyKeeper: Sendable {
         var waiters: [CheckedContinuation<HTTPDNSProxy, any Error>] = []
         var lastError: (any Error)?
         var onMove: [@Sendable (_ from: Int, _ to: Int) -> Void] = []
+        /// Handlers kept one per owner (a web view data store configured again replaces its own).
+        var onMoveByOwner: [ObjectIdentifier: @Sendable (_ from: Int, _ to: Int) -> Void] = [:]
 
         /// Everyone waiting for the proxy, handed over once.
         mutating func takeWaiters() -> [CheckedContinuation<HTTPDNSProxy, any Error>] {
@@ -79,6 +81,15 @@ package final class ProxyKeeper: Sendable {
     package func onMove(_ handler: @escaping @Sendable (_ from: Int, _ to: Int) -> Void) {
         inner.withLockedValue { $0.onMove.append(handler) }
     }
+
+    /// As `onMove(_:)`, one handler per `owner`: a later one for the same owner replaces it, so an
+    /// object configured again and again does not pile handlers up.
+    package func onMove(for owner: ObjectIdentifier, _ handler: @escaping @Sendable (_ from: Int, _ to: Int) -> Void) {
+        inner.withLockedValue { $0.onMoveByOwner[owner] = handler }
+    }
+
+    /// How many move handlers are kept (for tests).
+    package var moveHandlerCount: Int { inner.withLockedValue { $0.onMove.count + $0.onMoveByOwner.count } }
 
     /// The app went to the background.
     package func enteredBackground() {
@@ -151,7 +162,8 @@ package final class ProxyKeeper: Sendable {
                 }
             case .moved(let from, let to):
                 logger.notice("the loopback proxy moved from port \(from) to \(to): port \(from) was taken")
-                for handler in inner.withLockedValue({ $0.onMove }) { handler(from, to) }
+                let handlers = inner.withLockedValue { $0.onMove + Array($0.onMoveByOwner.values) }
+                for handler in handlers { handler(from, to) }
             case .fail:
                 let (waiters, error) = inner.withLockedValue {
                     ($0.takeWaiters(), $0.lastError ?? ProxyKeeperError.shutDown)

@@ -7,6 +7,7 @@
 
 #if canImport(Network)
     import Dispatch
+    import HTTPDNSCore
     import Network
     import NIOConcurrencyHelpers
 
@@ -20,7 +21,15 @@
     func startPlatformSource(_ notice: @escaping @Sendable () -> Void) -> Bool {
         let monitor = NWPathMonitor()
         let sawInitialPath = NIOLockedValueBox(false)
-        monitor.pathUpdateHandler = { _ in
+        monitor.pathUpdateHandler = { path in
+            platformPathFacts.withLockedValue {
+                $0 = PathFacts(
+                    satisfied: path.status == .satisfied,
+                    cellular: path.usesInterfaceType(.cellular),
+                    expensive: path.isExpensive,
+                    constrained: path.isConstrained
+                )
+            }
             let initial = sawInitialPath.withLockedValue { seen -> Bool in
                 defer { seen = true }
                 return !seen

@@ -4,7 +4,12 @@
 // says only "something changed"; NetworkPathMachine debounces a burst into one probe, and the probe
 // decides whether the path really changed.
 
+import HTTPDNSCore
 import NIOConcurrencyHelpers
+
+/// The path the operating system reported last (Apple platforms, once the route notices have started;
+/// nil elsewhere): what a failed connect is judged by (`NetworkUnavailable`).
+package let platformPathFacts = NIOLockedValueBox<PathFacts?>(nil)
 
 /// Subscriptions to the operating system's network-change notices.
 package final class RouteNotices: Sendable {

@@ -545,12 +545,18 @@ package class HTTPDNSURLProtocol: URLProtocol {
             method: HTTPMethod(rawValue: method),
             url: target,
             headers: headers,
-            body: try body.engineBody(declaredLength: headers.first(name: "content-length").flatMap(Int.init))
+            body: try body.engineBody(
+                declaredLength: BodyLength.declared(
+                    contentLength: headers.first(name: "content-length"),
+                    taskExpects: context.expectedUploadLength
+                )
+            )
         )
         // URLSession decodes a gzip or deflate body whoever asked for it (an app's own Accept-Encoding
         // is sent as it is, and the body still arrives decoded).
         engineRequest.decompress = true
         engineRequest.networkAccess = NetworkAccess.forLoad(session: context.sessionConfiguration, request: request)
+        engineRequest.tuning = ConnectionTuning.forLoad(session: context.sessionConfiguration, request: request)
         engineRequest.connectionLimit = context.sessionConfiguration?.httpMaximumConnectionsPerHost
         if let body = engineRequest.body { engineRequest.onBodySent = context.uploadProgress(expected: body.length) }
         let idle = context.requestTimeout(request)

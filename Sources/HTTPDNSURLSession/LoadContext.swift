@@ -24,6 +24,10 @@ struct LoadContext: @unchecked Sendable {
     var sessionRequestTimeout: TimeInterval?
     var resourceTimeout: TimeInterval?
     var deliversEveryChunk = true
+    /// The body length the task expects to send (an upload task's data or file), when it knows it:
+    /// Apple's loading system hands such a body to a URLProtocol as a stream, and the length keeps it
+    /// from going out chunked (object stores refuse chunked PUTs).
+    var expectedUploadLength: Int?
     /// Where client calls must be made, in order (see `ClientGate`); nil: on the caller's thread.
     var clientSchedule: ClientSchedule?
     /// Whether a delegate may be there to answer challenges (Apple platforms: always, as far as a
@@ -48,6 +52,7 @@ struct LoadContext: @unchecked Sendable {
     ///   the session's configuration (ConfigurationSlots.swift); corelibs shows the session itself.
     init(task: URLSessionTask?, setup: HTTPDNSURLProtocol.Setup, protocolClass: AnyClass) {
         taskIdentifier = task?.taskIdentifier
+        expectedUploadLength = BodyLength.known(taskExpects: task?.countOfBytesExpectedToSend ?? -1)
         let configuration: URLSessionConfiguration?
         #if canImport(Darwin)
             let slot = ConfigurationSlots.shared.slot(of: protocolClass)
@@ -250,9 +255,16 @@ struct LoadContext: @unchecked Sendable {
     }
 
     /// Returns once the client queue and then the session's delegate queue have run everything queued
-    /// before (no-op where the queues are not known).
+    /// before (no-op where the queues are not known). On Apple platforms, once the loading system's
+    /// thread has taken the client calls queued before: it hands data on to the delegate queue itself,
+    /// out of a URLProtocol's sight, so this bounds what waits in our calls, not in its queue.
     func delegateQueueCaughtUp() async {
-        #if !canImport(Darwin)
+        #if canImport(Darwin)
+            guard let schedule = clientSchedule else { return }
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                schedule { continuation.resume() }
+            }
+        #else
             guard let delegateQueue = corelibs.session?.delegateQueue else { return }
             let clientQueue = self.clientQueue ?? DispatchQueue.global()
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in

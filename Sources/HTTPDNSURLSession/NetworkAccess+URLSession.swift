@@ -49,3 +49,30 @@ extension NetworkAccess {
         return access == .unrestricted ? nil : access
     }
 }
+
+extension ConnectionTuning {
+    /// The tuning of a load (nil: the engine's, so the load shares its connections): the request's
+    /// service type, else the session's; the session's multipath mode and TLS versions, which
+    /// Network.framework takes (where the platform has them: multipath is iOS's, the TLS versions
+    /// Apple's).
+    static func forLoad(session: URLSessionConfiguration?, request: URLRequest) -> ConnectionTuning? {
+        var tuning = ConnectionTuning()
+        let requested = request.networkServiceType.rawValue
+        tuning.serviceClass = ServiceClass(
+            networkServiceType: requested != 0 ? requested : (session?.networkServiceType.rawValue ?? 0)
+        )
+        #if canImport(Darwin)
+            if let session {
+                #if os(iOS)
+                    tuning.multipath = Multipath(rawValue: session.multipathServiceType.rawValue) ?? .none
+                #endif
+                let minimum = session.tlsMinimumSupportedProtocolVersion.rawValue
+                let maximum = session.tlsMaximumSupportedProtocolVersion.rawValue
+                // The configuration's defaults (TLS 1.2, TLS 1.3) are the engine's own.
+                if minimum > 0x0303 { tuning.tlsMinimum = minimum }
+                if maximum > 0, maximum < 0x0304 { tuning.tlsMaximum = maximum }
+            }
+        #endif
+        return tuning == .standard ? nil : tuning
+    }
+}

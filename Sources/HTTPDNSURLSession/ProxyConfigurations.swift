@@ -30,9 +30,40 @@ package enum ProxyConfigurations {
         /// name (key-value coding calls its setter), the function by its symbol. Both are public API,
         /// looked up only behind the iOS 17 availability check; a missing one throws instead of crashing.
         @available(iOS 17.0, macOS 14.0, tvOS 17.0, watchOS 10.0, *)
-        package static func install(on object: NSObject, port: Int) throws {
+        ///
+        /// The configuration allows failover (when the loopback listener is gone, say in a background
+        /// task before the app returns to the foreground, requests go direct instead of failing), and
+        /// names the hosts `policy` selects as its match domains, so the others never go through it.
+        package static func install(on object: NSObject, port: Int, policy: HostPolicy = .all) throws {
             guard object.responds(to: NSSelectorFromString("setProxyConfigurations:")) else { throw unavailable }
-            object.setValue([try httpConnectProxy(port: port)] as NSArray, forKey: key)
+            let proxy = try httpConnectProxy(port: port)
+            try call("nw_proxy_config_set_failover_allowed", on: proxy, flag: true)
+            let domains = policy.proxyDomains
+            for domain in domains.match { try call("nw_proxy_config_add_match_domain", on: proxy, text: domain) }
+            for domain in domains.excluded { try call("nw_proxy_config_add_excluded_domain", on: proxy, text: domain) }
+            object.setValue([proxy] as NSArray, forKey: key)
+        }
+
+        /// Calls `void name(nw_proxy_config_t, bool)`, found by its symbol (iOS 17 API).
+        private static func call(_ name: String, on proxy: AnyObject, flag: Bool) throws {
+            typealias Set = @convention(c) (UnsafeMutableRawPointer, Bool) -> Void
+            let function = unsafeBitCast(try symbol(name), to: Set.self)
+            withExtendedLifetime(proxy) { function(Unmanaged.passUnretained(proxy).toOpaque(), flag) }
+        }
+
+        /// Calls `void name(nw_proxy_config_t, const char *)`, found by its symbol (iOS 17 API).
+        private static func call(_ name: String, on proxy: AnyObject, text: String) throws {
+            typealias Add = @convention(c) (UnsafeMutableRawPointer, UnsafePointer<CChar>) -> Void
+            let function = unsafeBitCast(try symbol(name), to: Add.self)
+            withExtendedLifetime(proxy) {
+                text.withCString { function(Unmanaged.passUnretained(proxy).toOpaque(), $0) }
+            }
+        }
+
+        private static func symbol(_ name: String) throws -> UnsafeMutableRawPointer {
+            // RTLD_DEFAULT, a C macro Swift does not import: ((void *)-2) on Apple platforms.
+            guard let found = dlsym(UnsafeMutableRawPointer(bitPattern: -2), name) else { throw unavailable }
+            return found
         }
 
         /// Whether `object` has proxy configurations set.
@@ -49,12 +80,7 @@ package enum ProxyConfigurations {
         private static func httpConnectProxy(port: Int) throws -> AnyObject {
             typealias Create =
                 @convention(c) (UnsafeMutableRawPointer, UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer?
-            // RTLD_DEFAULT, a C macro Swift does not import: ((void *)-2) on Apple platforms.
-            guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: -2), "nw_proxy_config_create_http_connect")
-            else {
-                throw unavailable
-            }
-            let create = unsafeBitCast(symbol, to: Create.self)
+            let create = unsafeBitCast(try symbol("nw_proxy_config_create_http_connect"), to: Create.self)
             let endpoint = nw_endpoint_create_host("127.0.0.1", String(port))
             let made = withExtendedLifetime(endpoint) {
                 create(Unmanaged.passUnretained(endpoint as AnyObject).toOpaque(), nil)

@@ -34,6 +34,19 @@ enum BodySource {
     }
 }
 
+/// The length a request body is declared with, where the app did not set Content-Length.
+enum BodyLength {
+    /// What the task expects to send, when it knows (`countOfBytesExpectedToSend`: -1, unknown, or 0
+    /// before an upload task has a body).
+    static func known(taskExpects: Int64) -> Int? { taskExpects > 0 ? Int(taskExpects) : nil }
+
+    /// The length to declare: the app's Content-Length, else the task's.
+    static func declared(contentLength: String?, taskExpects: Int?) -> Int? {
+        if let contentLength { return Int(contentLength) }
+        return taskExpects
+    }
+}
+
 /// Reads an `InputStream` in 64 KiB chunks on NIO's blocking pool, one chunk each time the connection
 /// asks for one: the body is never all in memory and no concurrency thread blocks on `read`.
 /// `@unchecked Sendable`: `InputStream` is not Sendable; every use of it and of the state below is
@@ -228,6 +241,10 @@ enum Translation {
         return (next, rule.keepsBody)
     }
 
+    /// `NSURLErrorNetworkUnavailableReasonKey` (corelibs does not declare it): its value is a
+    /// `URLError.NetworkUnavailableReason` raw value, read by `URLError.networkUnavailableReason`.
+    static let networkUnavailableReasonKey = "NSURLErrorNetworkUnavailableReasonKey"
+
     /// The URLError code for each engine error code: the one table of the mapping (a code missing
     /// here becomes `.unknown`).
     static let urlErrorCodes: [HTTPEngineError.Code: URLError.Code] = [
@@ -255,8 +272,10 @@ enum Translation {
     static func urlError(_ error: any Error, url: URL?) -> URLError {
         if let e = error as? URLError { return e }
         let code: URLError.Code
+        var unavailable: NetworkUnavailable?
         if let e = error as? HTTPEngineError {
             code = urlErrorCodes[e.code] ?? .unknown
+            unavailable = e.networkUnavailable
         } else if error is CancellationError {
             code = .cancelled
         } else {
@@ -268,6 +287,12 @@ enum Translation {
         ]
         if let url {
             info[NSURLErrorFailingURLErrorKey] = url
+        }
+        // No network (or none the request may use): what the system reports, with its reason, which
+        // Apple tells apps to read before retrying (say, without Low Data Mode's restriction).
+        if let unavailable {
+            if let reason = unavailable.reason { info[networkUnavailableReasonKey] = reason.rawValue }
+            return URLError(.notConnectedToInternet, userInfo: info)
         }
         return URLError(code, userInfo: info)
     }

@@ -23,8 +23,11 @@ struct TransportSecurity: Equatable {
     init(infoDictionary: [String: Any]?, isAppBundle: Bool) {
         inForce = isAppBundle
         guard let ats = infoDictionary?["NSAppTransportSecurity"] as? [String: Any] else { return }
-        allowsArbitraryLoads = ats["NSAllowsArbitraryLoads"] as? Bool ?? false
         allowsLocalNetworking = ats["NSAllowsLocalNetworking"] as? Bool ?? false
+        // Apple: NSAllowsArbitraryLoads is ignored (NO) when any of the finer keys is present.
+        let finer = ["NSAllowsLocalNetworking", "NSAllowsArbitraryLoadsForMedia", "NSAllowsArbitraryLoadsInWebContent"]
+        allowsArbitraryLoads =
+            finer.contains { ats[$0] != nil } ? false : ats["NSAllowsArbitraryLoads"] as? Bool ?? false
         for (domain, value) in ats["NSExceptionDomains"] as? [String: Any] ?? [:] {
             guard let settings = value as? [String: Any] else { continue }
             exceptions[domain.lowercased()] = Exception(
@@ -60,7 +63,8 @@ struct TransportSecurity: Equatable {
         #if canImport(Darwin)
             return TransportSecurity(
                 infoDictionary: Bundle.main.infoDictionary,
-                isAppBundle: Bundle.main.bundleURL.pathExtension == "app"
+                // An app extension is an app for ATS too.
+                isAppBundle: ["app", "appex"].contains(Bundle.main.bundleURL.pathExtension)
             )
         #else
             return TransportSecurity(infoDictionary: nil, isAppBundle: false)

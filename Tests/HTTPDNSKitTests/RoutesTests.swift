@@ -61,6 +61,15 @@ import Testing
         try await withHTTPDNS { httpdns in
             let moves = NIOLockedValueBox<[(Int, Int)]>([])
             httpdns.onLoopbackProxyMoved { from, to in moves.withLockedValue { $0.append((from, to)) } }
+            // An owner configured again (a web view's data store) keeps one handler, the last one.
+            let owner = NSObject()
+            let ownerMoves = NIOLockedValueBox(0)
+            for _ in 0..<5 {
+                httpdns.proxyKeeper.onMove(for: ObjectIdentifier(owner)) { _, _ in
+                    ownerMoves.withLockedValue { $0 += 1 }
+                }
+            }
+            #expect(httpdns.proxyKeeper.moveHandlerCount == 2)
             let first = try await httpdns.loopbackProxy()
             let port = first.port
             httpdns.applicationDidEnterBackground()
@@ -76,6 +85,7 @@ import Testing
             #expect(reported.count == 1)
             #expect(reported.first?.0 == port)
             #expect(reported.first?.1 == moved.port)
+            #expect(ownerMoves.withLockedValue { $0 } == 1)
             try await squatter.close()
         }
     }

@@ -47,4 +47,29 @@ import Testing
         // Nothing widens a rule once narrowed.
         #expect(both.narrowed(by: .unrestricted) == both)
     }
+
+    @Test func theServiceTypeMultipathAndTLSVersionsGoToTheConnectionAndKeepItApart() {
+        var request = URLRequest(url: URL(string: "https://a.test/")!)
+        // The defaults ask for nothing: the load shares the engine's connections.
+        #expect(ConnectionTuning.forLoad(session: .default, request: request) == nil)
+        request.networkServiceType = .background
+        #expect(ConnectionTuning.forLoad(session: .default, request: request)?.serviceClass == .background)
+        // The session's service type where the request keeps the default.
+        let session = URLSessionConfiguration.ephemeral
+        session.networkServiceType = .voice
+        #expect(
+            ConnectionTuning.forLoad(session: session, request: URLRequest(url: request.url!))?.serviceClass
+                == .interactiveVoice
+        )
+        #expect(ConnectionTuning.ServiceClass(networkServiceType: 1) == .interactiveVoice)
+        #expect(ConnectionTuning.ServiceClass(networkServiceType: 9) == .interactiveVideo)
+        #expect(ConnectionTuning.ServiceClass(networkServiceType: 11) == .signaling)
+        #expect(ConnectionTuning.ServiceClass(networkServiceType: 99) == .bestEffort)
+        // An app may raise the TLS floor, never lower it below 1.2.
+        var tls = ConnectionTuning()
+        tls.tlsMinimum = 0x0301
+        #expect(tls.effectiveTLSMinimum == 0x0303)
+        tls.tlsMinimum = 0x0304
+        #expect(tls.effectiveTLSMinimum == 0x0304)
+    }
 }

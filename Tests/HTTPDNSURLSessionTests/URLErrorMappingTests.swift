@@ -35,4 +35,21 @@ import Testing
         let error = Translation.urlError(HTTPEngineError(.pinMismatch, "x"), url: nil)
         #expect((error.userInfo[HTTPDNSURLProtocol.engineErrorKey] as? HTTPEngineError)?.code == .pinMismatch)
     }
+
+    @Test func noNetworkIsNotConnectedToInternetWithTheReasonAppsRetryBy() {
+        var offline = HTTPEngineError(.connectFailed, "could not connect")
+        offline.networkUnavailable = NetworkUnavailable()
+        let none = Translation.urlError(offline, url: nil)
+        #expect(none.code == .notConnectedToInternet)
+        #expect(none.userInfo[Translation.networkUnavailableReasonKey] == nil)
+        offline.networkUnavailable = NetworkUnavailable(reason: .constrained)
+        let lowData = Translation.urlError(offline, url: nil)
+        #expect(lowData.code == .notConnectedToInternet)
+        #expect(lowData.userInfo[Translation.networkUnavailableReasonKey] as? Int == 2)
+        #if canImport(Darwin)
+            #expect(lowData.networkUnavailableReason == .constrained)
+        #endif
+        // A server that refuses is still "cannot connect to host".
+        #expect(Translation.urlError(HTTPEngineError(.connectFailed, "refused"), url: nil).code == .cannotConnectToHost)
+    }
 }

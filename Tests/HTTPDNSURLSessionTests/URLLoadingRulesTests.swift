@@ -134,6 +134,17 @@ import Testing
         #expect(!SlotTable<String>.isWorthLogging(100) && SlotTable<String>.isWorthLogging(128))
     }
 
+    @Test func anUploadTasksKnownLengthKeepsItsStreamFromGoingOutChunked() {
+        // Apple hands an upload task's file to a URLProtocol as a stream; the task knows its length.
+        #expect(
+            BodyLength.declared(contentLength: nil, taskExpects: BodyLength.known(taskExpects: 50 << 20)) == 50 << 20
+        )
+        // The app's own Content-Length wins; an unknown or empty expectation declares nothing (chunked).
+        #expect(BodyLength.declared(contentLength: "12", taskExpects: 99) == 12)
+        #expect(BodyLength.known(taskExpects: -1) == nil && BodyLength.known(taskExpects: 0) == nil)
+        #expect(BodyLength.declared(contentLength: nil, taskExpects: nil) == nil)
+    }
+
     @Test func aHundredthConfigurationKeepsItsHeadersCookiesTimeoutsAndLimits() throws {
         let slots = ConfigurationSlots()
         var configurations: [URLSessionConfiguration] = []
@@ -261,6 +272,16 @@ import Testing
             isAppBundle: true
         )
         #expect(arbitrary.allowsCleartext(to: "other.test"))
+        // Apple ignores NSAllowsArbitraryLoads when a finer key is there (local networking, media, web).
+        for finer in [
+            "NSAllowsLocalNetworking", "NSAllowsArbitraryLoadsForMedia", "NSAllowsArbitraryLoadsInWebContent",
+        ] {
+            let both = TransportSecurity(
+                infoDictionary: ["NSAppTransportSecurity": ["NSAllowsArbitraryLoads": true, finer: true]],
+                isAppBundle: true
+            )
+            #expect(!both.allowsCleartext(to: "other.test"), "\(finer)")
+        }
         #expect(
             HandBack.reason(
                 cachePolicy: .useProtocolCachePolicy,
