@@ -33,13 +33,16 @@
 
         /// Judges the chain of `trust` (a handshake's, from Network.framework's verify block) for `host`
         /// (an IP literal's text for an IP host): the SSL server policy for that name, anchored at the
-        /// system's roots and `additionalRoots`. Calls `done` on `queue` with the verdict and the chain
-        /// as DER, the leaf first.
+        /// system's roots and `additionalRoots`. Calls `done` with the verdict and the chain as DER, the
+        /// leaf first.
+        ///
+        /// Asynchronous throughout: the evaluation (which may fetch revocation data) runs on a queue of
+        /// its own, so one slow handshake never holds up another's, and the chain is copied only once it
+        /// is over (copying it before forces a synchronous evaluation).
         static func judge(
             _ trust: SecTrust,
             host: String,
             additionalRoots: [[UInt8]],
-            queue: DispatchQueue,
             done: @escaping @Sendable (SystemTrustVerdict, [[UInt8]]) -> Void
         ) {
             SecTrustSetPolicies(trust, SecPolicyCreateSSL(true, host as CFString))
@@ -48,20 +51,41 @@
                 SecTrustSetAnchorCertificates(trust, anchors as CFArray)
                 SecTrustSetAnchorCertificatesOnly(trust, false)
             }
-            let chain = ((SecTrustCopyCertificateChain(trust) as? [SecCertificate]) ?? []).map {
-                [UInt8](SecCertificateCopyData($0) as Data)
-            }
-            // The evaluation may fetch revocation data: asynchronous, and started on the queue it calls
-            // back on.
+            let queue = DispatchQueue(label: "httpdns.tls-evaluate", target: .global(qos: .userInitiated))
+            // SecTrustEvaluateAsyncWithError must be called on the queue it calls back on.
             queue.async {
-                let status = SecTrustEvaluateAsyncWithError(trust, queue) { _, trusted, error in
+                let status = SecTrustEvaluateAsyncWithError(trust, queue) { evaluated, trusted, error in
                     let verdict: SystemTrustVerdict =
                         trusted
                         ? .trusted
                         : .rejected(status: error.map { Int32(truncatingIfNeeded: CFErrorGetCode($0)) } ?? -1)
-                    done(verdict, chain)
+                    done(verdict, chain(of: evaluated))
                 }
-                if status != errSecSuccess { done(.rejected(status: status), chain) }
+                if status != errSecSuccess { done(.rejected(status: status), chain(of: trust)) }
+            }
+        }
+
+        /// Judges `chain` (DER, leaf first: a resumed session's, from the connection's metadata) for
+        /// `host`, as `judge` does a handshake's; the trust object comes back for the app's delegate.
+        static func judge(chain: [[UInt8]], host: String, additionalRoots: [[UInt8]]) async -> (
+            SystemTrustVerdict, SecTrust?
+        ) {
+            guard let trust = makeTrust(chain: chain, host: host, additionalRoots: additionalRoots) else {
+                return (.rejected(status: SystemTrustVerdict.Status.notTrusted), nil)
+            }
+            let verdict = await withCheckedContinuation {
+                (continuation: CheckedContinuation<SystemTrustVerdict, Never>) in
+                judge(trust, host: host, additionalRoots: additionalRoots) { verdict, _ in
+                    continuation.resume(returning: verdict)
+                }
+            }
+            return (verdict, trust)
+        }
+
+        /// The certificates of an evaluated trust, DER, the leaf first.
+        static func chain(of trust: SecTrust) -> [[UInt8]] {
+            ((SecTrustCopyCertificateChain(trust) as? [SecCertificate]) ?? []).map {
+                [UInt8](SecCertificateCopyData($0) as Data)
             }
         }
     }

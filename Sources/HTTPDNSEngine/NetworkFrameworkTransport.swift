@@ -267,12 +267,46 @@
                         ApplicationProtocolNegotiationHandler { result, channel in
                             // The system's handshake is over: our checks, then the HTTP handlers.
                             let address = channel.remoteAddress.map(describe) ?? url.host
+                            // A resumed session ran no verify block: its chain is in the metadata.
+                            let evidence = HandshakeEvidence.choose(
+                                verifyBlock: verdict.value,
+                                metadataChain: verdict.value == nil ? peerChain(of: channel) : []
+                            )
+                            let roots = additionalRoots
                             let checked = channel.eventLoop.makeFutureWithTask {
-                                let (judged, chain) = verdict.value
+                                let judged: SystemTrustVerdict
+                                var chain: [[UInt8]] = []
+                                var handshakeTrust = verdict.trust
+                                switch evidence {
+                                case .judged(let verdict, let seen):
+                                    judged = verdict
+                                    chain = seen
+                                case .judgeNow(let seen):
+                                    let (verdict, trust) = await ApplePlatformTrust.judge(
+                                        chain: seen,
+                                        host: url.host,
+                                        additionalRoots: roots
+                                    )
+                                    judged = verdict
+                                    chain = seen
+                                    handshakeTrust = trust.map(PlatformTrust.init)
+                                    // Not deferred to the app: our verdict stands as the verify block's would.
+                                    if serverTrust == nil,
+                                        let error = verdict.engineError(host: url.host, address: address)
+                                    {
+                                        throw error
+                                    }
+                                case .none:
+                                    judged = .rejected(status: SystemTrustVerdict.Status.notTrusted)
+                                }
                                 if let serverTrust {
-                                    try await serverTrust.evaluate(host: url.host, port: url.port, chain: chain) {
-                                        let outcome = judged ?? .rejected(status: SystemTrustVerdict.Status.notTrusted)
-                                        if let error = outcome.engineError(host: url.host, address: address) {
+                                    try await serverTrust.evaluate(
+                                        host: url.host,
+                                        port: url.port,
+                                        chain: chain,
+                                        platformTrust: handshakeTrust
+                                    ) {
+                                        if let error = judged.engineError(host: url.host, address: address) {
                                             throw error
                                         }
                                     }
@@ -313,7 +347,7 @@
                 tunnelPromise.fail(error)
                 // A chain the verify block refused fails the handshake: say why, from the verdict.
                 let address = target.text
-                if let judged = verdict.value.0, let refused = judged.engineError(host: url.host, address: address) {
+                if let judged = verdict.value?.0, let refused = judged.engineError(host: url.host, address: address) {
                     throw refused
                 }
                 // Our own check (a pin), or the system's TLS refusing: a TLS failure. A connect failure
@@ -390,24 +424,19 @@
             }
             for name in alpn { sec_protocol_options_add_tls_application_protocol(security, name) }
             let roots = additionalRoots
-            let queue = verifyQueue
             sec_protocol_options_set_verify_block(
                 security,
                 { _, trust, complete in
                     let secTrust = sec_trust_copy_ref(trust).takeRetainedValue()
                     let complete = VerifyCompletion(complete)
-                    ApplePlatformTrust.judge(
-                        secTrust,
-                        host: checkedName,
-                        additionalRoots: roots,
-                        queue: queue
-                    ) { judged, chain in
-                        verdict.record(judged, chain: chain)
+                    let handshakeTrust = PlatformTrust(secTrust)
+                    ApplePlatformTrust.judge(secTrust, host: checkedName, additionalRoots: roots) { judged, chain in
+                        verdict.record(judged, chain: chain, trust: handshakeTrust)
                         // Deferring: the handshake completes, and the app is asked right after it.
                         complete.call(judged == .trusted || deferring)
                     }
                 },
-                queue
+                verifyQueue
             )
             return options
         }
@@ -523,12 +552,34 @@
 
     /// What the verify block concluded about one handshake's chain, for the checks after it.
     private final class HandshakeVerdict: Sendable {
-        private let state = NIOLockedValueBox<(SystemTrustVerdict?, [[UInt8]])>((nil, []))
-
-        var value: (SystemTrustVerdict?, [[UInt8]]) { state.withLockedValue { $0 } }
-
-        func record(_ verdict: SystemTrustVerdict, chain: [[UInt8]]) {
-            state.withLockedValue { $0 = (verdict, chain) }
+        private struct Recorded {
+            var verdict: SystemTrustVerdict
+            var chain: [[UInt8]]
+            var trust: PlatformTrust
         }
+        private let state = NIOLockedValueBox<Recorded?>(nil)
+
+        /// The verify block's verdict and chain; nil when it did not run (a resumed session).
+        var value: (SystemTrustVerdict, [[UInt8]])? { state.withLockedValue { $0.map { ($0.verdict, $0.chain) } } }
+        /// The handshake's own trust object, for the app's delegate.
+        var trust: PlatformTrust? { state.withLockedValue { $0?.trust } }
+
+        func record(_ verdict: SystemTrustVerdict, chain: [[UInt8]], trust: PlatformTrust) {
+            state.withLockedValue { $0 = Recorded(verdict: verdict, chain: chain, trust: trust) }
+        }
+    }
+
+    /// The peer's certificates from the connection's TLS metadata (DER, leaf first): what a resumed
+    /// session, whose handshake ran no verify block, has to show. On the channel's event loop.
+    private func peerChain(of channel: any Channel) -> [[UInt8]] {
+        guard
+            let metadata = try? channel.getMetadataSync(definition: NWProtocolTLS.definition) as? NWProtocolTLS.Metadata
+        else { return [] }
+        var chain: [[UInt8]] = []
+        sec_protocol_metadata_access_peer_certificate_chain(metadata.securityProtocolMetadata) { certificate in
+            let reference = sec_certificate_copy_ref(certificate).takeRetainedValue()
+            chain.append([UInt8](SecCertificateCopyData(reference) as Data))
+        }
+        return chain
     }
 #endif

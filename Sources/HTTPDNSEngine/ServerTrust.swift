@@ -17,6 +17,17 @@ package struct ServerTrustQuestion: Sendable {
     /// Why our own check refused it (`.untrustedCertificate` or `.certificateNameMismatch`); nil when it
     /// passed (an evaluation that asks for every connection).
     package var failure: HTTPEngineError?
+    /// The handshake's own trust object where the system ran TLS (Apple platforms: a `SecTrust`, with
+    /// the stapled OCSP response and SCTs the handshake carried); nil elsewhere.
+    package var platformTrust: PlatformTrust?
+}
+
+/// A platform trust object carried to the app's delegate. `@unchecked Sendable`: a `SecTrust` is only
+/// read once its evaluation is over, which is when it is carried.
+package struct PlatformTrust: @unchecked Sendable {
+    package let object: AnyObject
+
+    package init(_ object: AnyObject) { self.object = object }
 }
 
 /// What the app answered.
@@ -56,6 +67,7 @@ package struct ServerTrustEvaluation: Sendable {
         host: String,
         port: Int,
         chain: [[UInt8]],
+        platformTrust: PlatformTrust? = nil,
         ourCheck: () async throws -> Void
     ) async throws {
         var failure: HTTPEngineError?
@@ -67,7 +79,14 @@ package struct ServerTrustEvaluation: Sendable {
             failure = error
         }
         guard failure != nil || always else { return }
-        switch await decide(ServerTrustQuestion(host: host, port: port, chain: chain, failure: failure)) {
+        let question = ServerTrustQuestion(
+            host: host,
+            port: port,
+            chain: chain,
+            failure: failure,
+            platformTrust: platformTrust
+        )
+        switch await decide(question) {
         case .accept: return
         case .ourCheck: if let failure { throw failure }
         case .refuse(let error): throw error

@@ -62,3 +62,23 @@ package enum SystemTrustVerdict: Sendable, Equatable {
         }
     }
 }
+
+/// What the checks after a handshake on Apple platforms judge: the verify block's verdict and chain when
+/// it ran; else the chain the connection's TLS metadata holds, judged then. The system skips the verify
+/// block on a resumed TLS session, and without this a resumed connection would have no chain: every
+/// pinned or delegate-judged connection after the first would fail.
+package enum HandshakeEvidence: Sendable, Equatable {
+    /// The verify block's verdict and the chain it saw.
+    case judged(SystemTrustVerdict, chain: [[UInt8]])
+    /// No verify block ran (a resumed session): judge this chain, from the connection's metadata.
+    case judgeNow(chain: [[UInt8]])
+    /// Neither: no certificate to judge (refused as untrusted).
+    case none
+
+    package static func choose(verifyBlock: (SystemTrustVerdict, [[UInt8]])?, metadataChain: [[UInt8]])
+        -> HandshakeEvidence
+    {
+        if let (verdict, chain) = verifyBlock { return .judged(verdict, chain: chain) }
+        return metadataChain.isEmpty ? .none : .judgeNow(chain: metadataChain)
+    }
+}

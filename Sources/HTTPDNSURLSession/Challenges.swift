@@ -61,15 +61,28 @@ public final class HTTPDNSServerTrustSpace: URLProtectionSpace, @unchecked Senda
         public override var serverTrust: SecTrust? { trust }
     #endif
 
-    init(host: String, port: Int, certificates: [Data], failureReason: String?, additionalRoots: [[UInt8]]) {
+    /// `platformTrust`: the handshake's own trust object where the system ran TLS (its stapled OCSP
+    /// response and SCTs kept); without one, a trust object is made from the chain.
+    init(
+        host: String,
+        port: Int,
+        certificates: [Data],
+        failureReason: String?,
+        additionalRoots: [[UInt8]],
+        platformTrust: PlatformTrust? = nil
+    ) {
         self.certificates = certificates
         self.failureReason = failureReason
         #if canImport(Darwin)
-            trust = ApplePlatformTrust.makeTrust(
-                chain: certificates.map { Array($0) },
-                host: host,
-                additionalRoots: additionalRoots
-            )
+            if let object = platformTrust?.object, CFGetTypeID(object) == SecTrustGetTypeID() {
+                trust = (object as! SecTrust)
+            } else {
+                trust = ApplePlatformTrust.makeTrust(
+                    chain: certificates.map { Array($0) },
+                    host: host,
+                    additionalRoots: additionalRoots
+                )
+            }
         #endif
         super.init(
             host: host,
@@ -237,7 +250,8 @@ extension HTTPDNSURLProtocol {
                 port: question.port,
                 certificates: question.chain.map { Data($0) },
                 failureReason: question.failure?.message,
-                additionalRoots: roots
+                additionalRoots: roots,
+                platformTrust: question.platformTrust
             )
             let answer = await ask(
                 space,

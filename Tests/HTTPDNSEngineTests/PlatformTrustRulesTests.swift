@@ -131,3 +131,17 @@ private actor Asked {
     var questions: [ServerTrustQuestion] = []
     func note(_ question: ServerTrustQuestion) { questions.append(question) }
 }
+
+@Suite struct HandshakeEvidenceTests {
+    let leaf: [[UInt8]] = [[0x30, 0x82, 0x01]]
+
+    @Test func theVerifyBlocksVerdictStandsAndAResumedSessionIsJudgedFromItsMetadata() {
+        #expect(
+            HandshakeEvidence.choose(verifyBlock: (.trusted, leaf), metadataChain: [])
+                == .judged(.trusted, chain: leaf)
+        )
+        // A resumed TLS session runs no verify block: its chain is judged now, not refused for lack of one.
+        #expect(HandshakeEvidence.choose(verifyBlock: nil, metadataChain: leaf) == .judgeNow(chain: leaf))
+        #expect(HandshakeEvidence.choose(verifyBlock: nil, metadataChain: []) == .none)
+    }
+}
