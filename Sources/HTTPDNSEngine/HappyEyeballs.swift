@@ -4,6 +4,13 @@
 // (On Linux, NIO's connector does this job for BSD sockets; it is NIOPosix's and cannot drive
 // Network.framework channels.)
 //
+// Network.framework does TCP and TLS as one step, so an attempt there is a whole handshake. Racing those
+// on the 250 ms delay would start a second TLS handshake on every new connection over a link slower than
+// about 125 ms a round trip, where the first is merely on its way. RFC 8305 and NIO's connector race TCP
+// only. So with `probesFirst`, a later address is first raced with a TCP connect alone (a probe, closed
+// as soon as it connects), and its whole attempt starts only once that probe has won its TCP race while
+// the attempts before it were still unfinished.
+//
 // Two parts: `HappyEyeballsSchedule`, the pure rule (which attempt starts when, who wins, when it has
 // all failed), and `HappyEyeballsRace`, the thin executor that runs it on an event loop with a timer
 // and an attempt function. Both are platform-neutral and proven on Linux with an EmbeddedEventLoop
@@ -21,6 +28,9 @@ struct HappyEyeballsSchedule: Sendable {
     enum Action: Equatable, Sendable {
         /// Start attempt `index`.
         case start(Int)
+        /// Connect to address `index` with TCP alone (`probesFirst`); report `probeConnected` or
+        /// `probeFailed`, and close the probe's connection either way.
+        case probe(Int)
         /// Arm the attempt-delay timer; a `timerFired` with another `generation` is stale and ignored.
         case armTimer(generation: Int)
         /// Attempt `index` won: cancel the timer and the attempts in `cancel`.
@@ -33,13 +43,17 @@ struct HappyEyeballsSchedule: Sendable {
     }
 
     let count: Int
+    /// Later addresses are probed with TCP before their whole attempt starts (see the file comment).
+    let probesFirst: Bool
     private var next = 0
     private var running: [Int] = []
+    private var probing: [Int] = []
     private var generation = 0
     private var decided = false
 
-    init(count: Int) {
+    init(count: Int, probesFirst: Bool = false) {
         self.count = count
+        self.probesFirst = probesFirst
     }
 
     /// The race starts: nothing to try fails it at once.
@@ -54,7 +68,7 @@ struct HappyEyeballsSchedule: Sendable {
     /// The attempt delay passed for the timer armed as `generation`.
     mutating func timerFired(generation: Int) -> [Action] {
         guard !decided, generation == self.generation, next < count else { return [] }
-        return startNext()
+        return probesFirst ? probeNext() : startNext()
     }
 
     /// Attempt `index` failed; `finally`: in a way no other address would change.
@@ -62,8 +76,29 @@ struct HappyEyeballsSchedule: Sendable {
         running.removeAll { $0 == index }
         guard !decided else { return [] }
         if finally { return lose() }
-        if next < count { return startNext() }  // at once: no need to wait out the delay
-        guard running.isEmpty else { return [] }
+        if next < count {
+            // At once: no need to wait out the delay. While another handshake or a probe is still on
+            // its way, the next address races with TCP only.
+            return probesFirst && !(running.isEmpty && probing.isEmpty) ? probeNext() : startNext()
+        }
+        guard running.isEmpty, probing.isEmpty else { return [] }
+        return lose()
+    }
+
+    /// The probe of address `index` connected: its TCP race is won, its whole attempt starts.
+    mutating func probeConnected(_ index: Int) -> [Action] {
+        probing.removeAll { $0 == index }
+        guard !decided else { return [] }
+        running.append(index)
+        return [.start(index)]
+    }
+
+    /// The probe of address `index` failed: the next address at once, as a failed attempt.
+    mutating func probeFailed(_ index: Int) -> [Action] {
+        probing.removeAll { $0 == index }
+        guard !decided else { return [] }
+        if next < count { return running.isEmpty && probing.isEmpty ? startNext() : probeNext() }
+        guard running.isEmpty, probing.isEmpty else { return [] }
         return lose()
     }
 
@@ -75,18 +110,18 @@ struct HappyEyeballsSchedule: Sendable {
 
     private mutating func lose() -> [Action] {
         decided = true
-        let cancelled = running
-        running = []
-        return [.failed(cancel: cancelled)]
+        let cancelled = running + probing
+        (running, probing) = ([], [])
+        return [.failed(cancel: cancelled.sorted())]
     }
 
     mutating func attemptSucceeded(_ index: Int) -> [Action] {
         running.removeAll { $0 == index }
         guard !decided else { return [.discard(index)] }
         decided = true
-        let losers = running
-        running = []
-        return [.won(index, cancel: losers)]
+        let losers = running + probing
+        (running, probing) = ([], [])
+        return [.won(index, cancel: losers.sorted())]
     }
 
     private mutating func startNext() -> [Action] {
@@ -95,6 +130,14 @@ struct HappyEyeballsSchedule: Sendable {
         running.append(index)
         generation += 1
         return next < count ? [.start(index), .armTimer(generation: generation)] : [.start(index)]
+    }
+
+    private mutating func probeNext() -> [Action] {
+        let index = next
+        next += 1
+        probing.append(index)
+        generation += 1
+        return next < count ? [.probe(index), .armTimer(generation: generation)] : [.probe(index)]
     }
 }
 
@@ -109,12 +152,16 @@ struct HappyEyeballsFailure: Error {
 /// succeeds; `cancel` of an index stops one still running), `discard` closes an attempt's result that
 /// came after the race was decided. The result is the winner's, or `HappyEyeballsFailure`.
 enum HappyEyeballsRace {
+    /// `probe`: given, later addresses are raced with TCP alone first (`HappyEyeballsSchedule.probesFirst`):
+    /// it connects to address `index` and closes the connection, its future telling how it went; `cancel`
+    /// stops a probe still running too.
     static func run<Result: Sendable>(
         count: Int,
         attemptDelay: TimeAmount = .milliseconds(250),
         deadline: NIODeadline,
         on loop: any EventLoop,
         isFinal: @escaping @Sendable (any Error) -> Bool = { _ in false },
+        probe: (@Sendable (Int) -> EventLoopFuture<Void>)? = nil,
         attempt: @escaping @Sendable (Int) -> EventLoopFuture<Result>,
         cancel: @escaping @Sendable (Int) -> Void,
         discard: @escaping @Sendable (Result) -> Void
@@ -127,6 +174,7 @@ enum HappyEyeballsRace {
                 promise: promise,
                 count: count,
                 isFinal: isFinal,
+                probe: probe,
                 attempt: attempt,
                 cancel: cancel,
                 discard: discard
@@ -152,6 +200,7 @@ enum HappyEyeballsRace {
         var timedOut = false
         var errors: [(index: Int, error: any Error)] = []
         let isFinal: @Sendable (any Error) -> Bool
+        let probe: (@Sendable (Int) -> EventLoopFuture<Void>)?
         let attempt: @Sendable (Int) -> EventLoopFuture<Result>
         let cancel: @Sendable (Int) -> Void
         let discard: @Sendable (Result) -> Void
@@ -162,6 +211,7 @@ enum HappyEyeballsRace {
             promise: EventLoopPromise<Result>,
             count: Int,
             isFinal: @escaping @Sendable (any Error) -> Bool,
+            probe: (@Sendable (Int) -> EventLoopFuture<Void>)?,
             attempt: @escaping @Sendable (Int) -> EventLoopFuture<Result>,
             cancel: @escaping @Sendable (Int) -> Void,
             discard: @escaping @Sendable (Result) -> Void
@@ -169,8 +219,9 @@ enum HappyEyeballsRace {
             self.loop = loop
             self.delay = delay
             self.promise = promise
-            self.schedule = HappyEyeballsSchedule(count: count)
+            self.schedule = HappyEyeballsSchedule(count: count, probesFirst: probe != nil)
             self.isFinal = isFinal
+            self.probe = probe
             self.attempt = attempt
             self.cancel = cancel
             self.discard = discard
@@ -200,6 +251,18 @@ enum HappyEyeballsRace {
                         case .failure(let error):
                             runner.errors.append((index, error))
                             runner.apply(runner.schedule.attemptFailed(index, finally: runner.isFinal(error)))
+                        }
+                    }
+                case .probe(let index):
+                    guard let probe else { continue }
+                    probe(index).hop(to: loop).whenComplete { result in
+                        let runner = bound.value
+                        switch result {
+                        case .success:
+                            runner.apply(runner.schedule.probeConnected(index))
+                        case .failure(let error):
+                            runner.errors.append((index, error))
+                            runner.apply(runner.schedule.probeFailed(index))
                         }
                     }
                 case .armTimer(let generation):

@@ -63,10 +63,24 @@
             let targets = try Self.targets(url: url, port: settings.port ?? url.port, addresses: addresses, via: via)
             let started = ContinuousClock.now
             let opened = NIOLockedValueBox<[Int: any Channel]>([:])
+            // TCP and TLS are one step here: later addresses race with TCP alone first, so a second TLS
+            // handshake starts only once its TCP has won (HappyEyeballsSchedule.probesFirst).
+            let probe: (@Sendable (Int) -> EventLoopFuture<Void>)? =
+                tls && targets.count > 1
+                ? { @Sendable index in
+                    Self.probe(
+                        targets[index],
+                        access: settings.networkAccess,
+                        timeout: timeout,
+                        on: eventLoop
+                    ) { channel in opened.withLockedValue { $0[index] = channel } }
+                }
+                : nil
             let established = try await Self.race(
                 count: targets.count,
                 timeout: timeout,
                 on: eventLoop,
+                probe: probe,
                 attempt: { index in
                     self.open(
                         targets[index],
@@ -441,6 +455,27 @@
             return options
         }
 
+        /// A TCP connect alone to `target`, closed as soon as it is up: the probe of an address whose
+        /// whole attempt (TCP and TLS) waits for it to win its TCP race. `noteChannel` learns the channel,
+        /// so the race can cancel it.
+        private static func probe(
+            _ target: Target,
+            access: NetworkAccess,
+            timeout: Duration,
+            on loop: any EventLoop,
+            noteChannel: @escaping @Sendable (any Channel) -> Void
+        ) -> EventLoopFuture<Void> {
+            guard case .address(let address) = target, let bootstrap = NIOTSConnectionBootstrap(validatingGroup: loop)
+            else { return loop.makeFailedFuture(Self.notTransportServicesLoop()) }
+            return configured(bootstrap, access: access, tuning: .standard, timeout: timeout)
+                .channelInitializer { channel in
+                    noteChannel(channel)
+                    return channel.eventLoop.makeSucceededVoidFuture()
+                }
+                .connect(to: address)
+                .flatMap { $0.close() }
+        }
+
         // MARK: the race
 
         /// Races `count` attempts in order (HappyEyeballsRace); a refused certificate ends the race at
@@ -449,6 +484,7 @@
             count: Int,
             timeout: Duration,
             on loop: any EventLoop,
+            probe: (@Sendable (Int) -> EventLoopFuture<Void>)? = nil,
             attempt: @escaping @Sendable (Int) -> EventLoopFuture<Established>,
             cancel: @escaping @Sendable (Int) -> Void,
             explain: @escaping @Sendable (HappyEyeballsFailure) -> HTTPEngineError
@@ -462,6 +498,7 @@
                         guard let error = error as? HTTPEngineError else { return false }
                         return ![.connectFailed, .connectTimeout, .protocolError].contains(error.code)
                     },
+                    probe: probe,
                     attempt: attempt,
                     cancel: cancel,
                     discard: { $0.channel.close(promise: nil) }

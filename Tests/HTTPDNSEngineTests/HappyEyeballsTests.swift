@@ -70,6 +70,51 @@ import Testing
         #expect(empty.begin() == [.failed(cancel: [])])
     }
 
+    // MARK: whole handshakes (Network.framework): TCP races first
+
+    @Test func aSecondHandshakeStartsOnlyAfterItsTCPRaceIsWon() {
+        var schedule = HappyEyeballsSchedule(count: 3, probesFirst: true)
+        #expect(schedule.begin() == [.start(0), .armTimer(generation: 1)])
+        // 250 ms and attempt 0 (TCP and TLS) is not done: address 1 races with TCP alone.
+        #expect(schedule.timerFired(generation: 1) == [.probe(1), .armTimer(generation: 2)])
+        #expect(schedule.timerFired(generation: 2) == [.probe(2)])
+        // Address 1's TCP connected while attempt 0 is still unfinished: now its handshake starts.
+        #expect(schedule.probeConnected(1) == [.start(1)])
+        #expect(schedule.attemptSucceeded(1) == [.won(1, cancel: [0, 2])])
+        #expect(schedule.probeConnected(2) == [])
+    }
+
+    @Test func aSlowHandshakeThatFinishesFirstCostsNoSecondOne() {
+        // A 150 ms link: attempt 0 is ready at 300 ms; address 1's probe, started at 250 ms, would connect
+        // at 400 ms. Attempt 0 wins and the probe is cancelled: one TLS handshake in all.
+        var schedule = HappyEyeballsSchedule(count: 2, probesFirst: true)
+        _ = schedule.begin()
+        #expect(schedule.timerFired(generation: 1) == [.probe(1)])
+        #expect(schedule.attemptSucceeded(0) == [.won(0, cancel: [1])])
+        #expect(schedule.probeConnected(1) == [])
+    }
+
+    @Test func failuresMoveOnAtOnceAndTheRaceIsLostOnlyWhenEveryAddressFailed() {
+        var schedule = HappyEyeballsSchedule(count: 3, probesFirst: true)
+        _ = schedule.begin()
+        _ = schedule.timerFired(generation: 1)  // probe 1
+        // Attempt 0 fails while probe 1 is out: address 2 is probed too, no blind handshake.
+        #expect(schedule.attemptFailed(0) == [.probe(2)])
+        #expect(schedule.probeFailed(1) == [])
+        #expect(schedule.probeFailed(2) == [.failed(cancel: [])])
+        // Nothing else running when an attempt fails: the next one is a whole attempt at once.
+        var alone = HappyEyeballsSchedule(count: 2, probesFirst: true)
+        _ = alone.begin()
+        #expect(alone.attemptFailed(0) == [.start(1)])
+        // A probe that fails with nothing running: the next address gets a whole attempt.
+        var third = HappyEyeballsSchedule(count: 3, probesFirst: true)
+        _ = third.begin()
+        _ = third.timerFired(generation: 1)
+        _ = third.attemptFailed(0)  // probe 2
+        _ = third.probeFailed(2)
+        #expect(third.deadlinePassed() == [.failed(cancel: [1])])
+    }
+
     // MARK: the executor
 
     /// Attempts whose outcome the test decides, and what the race did with them.
@@ -96,18 +141,32 @@ import Testing
         func discard(_ value: Int) { state.withLockedValue { $0.discarded.append(value) } }
         func promise(_ index: Int) -> EventLoopPromise<Int>? { state.withLockedValue { $0.promises[index] } }
 
+        /// Probes whose outcome the test decides (`probesFirst` races).
+        private let probes = NIOLockedValueBox<[Int: EventLoopPromise<Void>]>([:])
+        var probed: [Int] { probes.withLockedValue { $0.keys.sorted() } }
+        func probe(_ index: Int) -> EventLoopFuture<Void> {
+            let promise = loop.makePromise(of: Void.self)
+            probes.withLockedValue { $0[index] = promise }
+            return promise.futureResult
+        }
+        func probePromise(_ index: Int) -> EventLoopPromise<Void>? { probes.withLockedValue { $0[index] } }
+
         func run(
             count: Int,
             deadline: TimeAmount = .seconds(10),
+            probing: Bool = false,
             isFinal: @escaping @Sendable (any Error) -> Bool = { _ in false }
         )
             -> EventLoopFuture<Int>
         {
+            let probe: (@Sendable (Int) -> EventLoopFuture<Void>)? =
+                probing ? { @Sendable index in self.probe(index) } : nil
             let race = HappyEyeballsRace.run(
                 count: count,
                 deadline: loop.now + deadline,
                 on: loop,
                 isFinal: isFinal,
+                probe: probe,
                 attempt: attempt,
                 cancel: cancel,
                 discard: discard
@@ -139,6 +198,23 @@ import Testing
         attempts.promise(0)?.succeed(100)
         loop.run()
         #expect(attempts.discarded == [100])
+    }
+
+    @Test func theExecutorProbesWithTCPBeforeASecondHandshake() throws {
+        let loop = EmbeddedEventLoop()
+        let attempts = Attempts(loop: loop)
+        let race = attempts.run(count: 2, probing: true)
+        loop.advanceTime(by: .milliseconds(250))
+        // No second handshake on the timer: a TCP probe.
+        #expect(attempts.started == [0])
+        #expect(attempts.probed == [1])
+        attempts.probePromise(1)?.succeed(())
+        loop.run()
+        #expect(attempts.started == [0, 1])
+        attempts.promise(1)?.succeed(101)
+        loop.run()
+        #expect(try race.wait() == 101)
+        #expect(attempts.cancelled == [0])
     }
 
     @Test func theExecutorTriesTheNextAtOnceOnFailureAndReportsEveryError() throws {
