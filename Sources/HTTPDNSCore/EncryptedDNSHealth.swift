@@ -16,7 +16,7 @@ public enum EncryptedDNSMode: String, Sendable, Hashable, CustomStringConvertibl
 /// - Nothing is applied before the first check passes: a DoH server that is down at launch never takes
 ///   the process's name resolution with it.
 /// - A healthy server is checked every `interval`.
-/// - One failed check is confirmed at once (after `initialBackoff`); `failuresBeforeFallback` in a row
+/// - One failed check is confirmed at once (after `confirmAfter`, 5 s); `failuresBeforeFallback` in a row
 ///   put the system's resolver back, because with encryption required the system does not fall back by
 ///   itself: every lookup would fail while the server is down.
 /// - While on the system's resolver, the server is checked again after `initialBackoff`, doubling up to
@@ -38,6 +38,9 @@ package struct EncryptedDNSHealth: Sendable {
     package var failuresBeforeFallback: Int
     package var initialBackoff: Duration
     package var maximumBackoff: Duration
+    /// The wait before a check that confirms a first failure: short, because with encryption required
+    /// every lookup of the process fails while the server is down.
+    package var confirmAfter: Duration
 
     /// What the system was last told; nil before the first `.apply`.
     package private(set) var applied: EncryptedDNSMode?
@@ -52,8 +55,10 @@ package struct EncryptedDNSHealth: Sendable {
         interval: Duration = .seconds(300),
         failuresBeforeFallback: Int = 2,
         initialBackoff: Duration = .seconds(30),
-        maximumBackoff: Duration = .seconds(600)
+        maximumBackoff: Duration = .seconds(600),
+        confirmAfter: Duration = .seconds(5)
     ) {
+        self.confirmAfter = confirmAfter
         self.interval = interval
         self.failuresBeforeFallback = max(1, failuresBeforeFallback)
         self.initialBackoff = initialBackoff
@@ -97,7 +102,7 @@ package struct EncryptedDNSHealth: Sendable {
         }
         consecutiveFailures += 1
         if applied == .encrypted && consecutiveFailures < failuresBeforeFallback {
-            return [.schedule(after: initialBackoff)]
+            return [.schedule(after: confirmAfter)]
         }
         let fallBack: [Action] = applied == .system ? [] : [.apply(.system)]
         applied = .system

@@ -33,14 +33,18 @@ public struct EncryptedDNSSettings: Sendable {
     public var checkName = "www.apple.com"
     /// How long one check may take.
     public var checkTimeout: Duration = .seconds(5)
-    /// How often a healthy server is checked.
-    public var checkInterval: Duration = .seconds(300)
+    /// How often a healthy server is checked: 60 s by default, so a server that dies leaves the process
+    /// without name resolution for at most about 75 s (the next check, its timeout, a confirming check
+    /// 5 s later and its timeout) before the system's resolver takes over. Each check is one DoH query.
+    public var checkInterval: Duration = .seconds(60)
     /// Failed checks in a row that give resolution back to the system's resolver.
     public var failuresBeforeFallback = 2
     /// The wait before checking a failed server again, doubling per failure up to `maximumRetryAfter`.
     public var retryAfter: Duration = .seconds(30)
     /// The longest wait between checks of a failed server.
     public var maximumRetryAfter: Duration = .seconds(600)
+    /// The wait before the check that confirms a first failure (tests shorten it).
+    package var confirmAfter: Duration = .seconds(5)
 
     /// Settings for the DoH server at `url` (nil: the configuration's), reached at `serverAddresses`.
     public init(url: URL? = nil, serverAddresses: [String] = []) {
@@ -94,7 +98,8 @@ public final class SystemEncryptedDNS: Sendable {
             interval: settings.checkInterval,
             failuresBeforeFallback: settings.failuresBeforeFallback,
             initialBackoff: settings.retryAfter,
-            maximumBackoff: settings.maximumRetryAfter
+            maximumBackoff: settings.maximumRetryAfter,
+            confirmAfter: settings.confirmAfter
         )
         self.inner = NIOLockedValueBox(Inner(health: health))
     }
@@ -189,10 +194,15 @@ public final class SystemEncryptedDNS: Sendable {
 
 extension HTTPDNS {
     /// Points the system's name resolution for this app's whole process at a DoH server: every
-    /// connection the process makes (URLSession, background sessions included; Network.framework;
-    /// third-party SDKs; web views' and players' requests made in the process) resolves through it,
-    /// encrypted, with no interception. The user's own encrypted DNS or iCloud Private Relay, when on,
-    /// take precedence.
+    /// connection the process makes (URLSession, Network.framework, third-party SDKs, players' requests
+    /// made in the process) resolves through it, encrypted, with no interception. Not what runs in other
+    /// processes: background URLSession transfers (nsurlsessiond) and web views (WebKit's processes).
+    ///
+    /// The server is the system's fallback resolver: it is used only when the system has no encrypted
+    /// resolver of its own. A DNS settings profile or app, iCloud Private Relay, or a network that
+    /// designates an encrypted resolver take precedence, and then the health check below still passes
+    /// against a server the process does not use; `resolutionReport(for:)` says whether a task's names
+    /// were resolved encrypted, not by which server (Network.framework does not tell).
     ///
     /// The server is health-checked (``EncryptedDNSSettings``): nothing changes until a first check
     /// passes; `failuresBeforeFallback` failed checks in a row give resolution back to the system's

@@ -39,6 +39,7 @@ import Testing
         settings.checkInterval = .milliseconds(50)
         settings.failuresBeforeFallback = 2
         settings.retryAfter = .milliseconds(20)
+        settings.confirmAfter = .milliseconds(20)
         settings.maximumRetryAfter = .milliseconds(50)
         return settings
     }
