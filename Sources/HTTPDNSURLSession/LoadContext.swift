@@ -172,6 +172,16 @@ struct LoadContext: @unchecked Sendable {
         #endif
     }
 
+    /// Who follows the load's redirects: Apple's loading system (the protocol reports them), or the
+    /// protocol itself on corelibs, which crashes on the report, at most `maxRedirects` hops.
+    func redirectHandling(maxRedirects: Int) -> URLLoadMachine.RedirectHandling {
+        #if canImport(Darwin)
+            return .reportToSystem
+        #else
+            return .followHere(max: maxRedirects)
+        #endif
+    }
+
     /// A redirect followed inside the protocol (corelibs): the task's `currentRequest` becomes it.
     func followedRedirect(to request: URLRequest) {
         #if !canImport(Darwin)
@@ -404,6 +414,12 @@ struct LoadContext: @unchecked Sendable {
                     ) { once.resume($0) }
                 }
             }
+        }
+    #else
+        /// Apple's loading system asks the delegate about redirects itself (`RedirectHandling.reportToSystem`):
+        /// a load never asks here; were it to, the redirect would be followed, as without a delegate.
+        func redirectDecision(response: HTTPURLResponse, newRequest: URLRequest) async -> URLRequest? {
+            newRequest
         }
     #endif
 }

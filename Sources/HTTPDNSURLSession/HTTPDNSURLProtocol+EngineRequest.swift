@@ -1,0 +1,80 @@
+// The engine request for a URLRequest: the target URL (https where the app or HSTS upgrade it), the
+// app's, the session's and the system's default header fields, the cookies the storage has for it, the
+// body, the network rules and tuning, the connection limit, progress and timeouts.
+
+import Foundation
+import HTTPDNSCore
+import HTTPDNSEngine
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTP1
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+extension HTTPDNSURLProtocol {
+    static func makeEngineRequest(_ request: URLRequest, body: BodySource, setup: Setup, context: LoadContext)
+        throws
+        -> (HTTPEngineRequest, URL)
+    {
+        guard let original = request.url else { throw URLError(.badURL) }
+        let url = target(of: original, setup: setup)
+        let target: HTTPURL
+        do {
+            target = try HTTPURL(url.absoluteString)
+        } catch {
+            throw URLError(
+                .badURL,
+                userInfo: [NSLocalizedDescriptionKey: "\(error)", NSURLErrorFailingURLErrorKey: original]
+            )
+        }
+        var headers = HTTPHeaders()
+        for (name, value) in context.headersSetByTheApp(request) { headers.add(name: name, value: value) }
+        for (name, value) in context.additionalHeaders where !headers.contains(name: name) {
+            headers.add(name: name, value: value)
+        }
+        // What the system's HTTP stack adds to a request without them (User-Agent, Accept, ...).
+        let method = request.httpMethod ?? "GET"
+        // The form Content-Type goes with a body the request itself carries (httpBody or a stream), not
+        // with an upload task's data or file: the system adds it in the same cases.
+        var hasBody = request.httpBody?.isEmpty == false || request.httpBodyStream != nil
+        if case .stream = body { hasBody = true }
+        for field in SystemRequestDefaults.current.missingFields(
+            present: headers.map(\.name),
+            method: method,
+            hasBody: hasBody
+        ) {
+            headers.add(name: field.name, value: field.value)
+        }
+        let cookie = SystemRequestDefaults.cookieHeader(
+            setByApp: headers.first(name: "cookie"),
+            stored: context.cookieStorage.flatMap { CookieRules.header(for: url, in: $0) },
+            handlesCookies: request.httpShouldHandleCookies && context.cookieStorage != nil
+        )
+        headers.remove(name: "cookie")
+        if let cookie { headers.add(name: "Cookie", value: cookie) }
+        var engineRequest = HTTPEngineRequest(
+            method: HTTPMethod(rawValue: method),
+            url: target,
+            headers: headers,
+            body: try body.engineBody(
+                declaredLength: BodyLength.declared(
+                    contentLength: headers.first(name: "content-length"),
+                    taskExpects: context.expectedUploadLength
+                )
+            )
+        )
+        // URLSession decodes a gzip or deflate body whoever asked for it (an app's own Accept-Encoding
+        // is sent as it is, and the body still arrives decoded).
+        engineRequest.decompress = true
+        engineRequest.networkAccess = NetworkAccess.forLoad(session: context.sessionConfiguration, request: request)
+        engineRequest.tuning = ConnectionTuning.forLoad(session: context.sessionConfiguration, request: request)
+        engineRequest.connectionLimit = context.sessionConfiguration?.httpMaximumConnectionsPerHost
+        if let body = engineRequest.body { engineRequest.onBodySent = context.uploadProgress(expected: body.length) }
+        let idle = context.requestTimeout(request)
+        if idle > 0 { engineRequest.idleTimeout = .milliseconds(Int64(idle * 1000)) }
+        if let total = context.resourceTimeout, total > 0 { engineRequest.timeout = .milliseconds(Int64(total * 1000)) }
+        return (engineRequest, url)
+    }
+}
