@@ -9,14 +9,12 @@
 //   HTTPDNSPrivacy   the privacy manifest (PrivacyInfo.xcprivacy), bundled with every app that links HTTPDNSKit.
 //   HTTPDNSCore      pure core, no I/O: DNS wire format, provider answer parsers, cache and refresh
 //                    policy, host policy, answer validation, resolver specs.
-//   HTTPDNSTrace     the `httpdns trace` page: request timings in, SVG and HTML out (pure, no I/O).
-//   HTTPDNSNetwork   the network path, owned here: `NetworkPath` (what the engines connect on and the
-//                    resolver asks for), the monitor that keeps it current (route probes, the operating
-//                    system's change notices, NAT64 discovery through a query the resolver supplies).
-//   HTTPDNSPlumbing  NIO plumbing the engine, the server and the proxy share: connection limits, idle
-//                    closing, accept back-off, HTTP/2 limits, trace context in header fields.
 //   HTTPDNSEngine    the one HTTP engine (SwiftNIO): TLS with the real hostname as SNI, HTTP/1.1 and
-//                    HTTP/2 by ALPN, connecting to addresses given by a resolver.
+//                    HTTP/2 by ALPN, connecting to addresses given by a resolver (`AddressSource`). Its
+//                    folders: Pool/, Exchange/, Transport/ (Posix, NetworkFramework), Trust/, and the
+//                    two parts the resolver, the server and the proxy share: Network/ (the network path
+//                    and the monitor that keeps it current) and Plumbing/ (connection limits, idle
+//                    closing, accept back-off, HTTP/2 limits, trace context in header fields).
 //   HTTPDNSLookup    the resolver, `HTTPDNSResolver` (SwiftNIO): providers (DoH, JSON, DNSPod, Do53, system), cache,
 //                    coalescing, prefetch, persistence, fallback, hijack detection.
 //   HTTPDNSLocalProxy the loopback forward proxy, `HTTPDNSProxy` (CONNECT tunnels, http:// forwarding, PAC).
@@ -32,7 +30,8 @@
 //                    Its Swift API is package-only for now.
 //   httpdns          the command-line tool; it alone picks a metrics backend (Prometheus, for
 //                    `serve --metrics`): the library modules only report through swift-metrics.
-//   HTTPDNSCommandLine what the command-line tools share: resolver options, secrets, the OTLP flag.
+//   HTTPDNSCommandLine what the command-line tools share: resolver options, secrets, the OTLP flag, and
+//                    the `httpdns trace` page (Trace/: request timings in, SVG and HTML out, pure).
 //   HTTPDNSOTLP      the OTLP export behind `--otlp-endpoint` (swift-otel), for the executables alone.
 //   httpdns-bench    the benchmarks (ours next to a peer's, from one run) and the crash-test driver.
 //   httpdns-conformance the differential suite: every case through the system's URL loading and ours.
@@ -60,8 +59,6 @@ let apple: [Platform] = [.macOS, .iOS, .tvOS, .watchOS, .visionOS, .macCatalyst]
 /// helpers (HTTPDNSTestSupport) and every test target but the pure core's build on.
 let sharedTestDependencies: [Target.Dependency] = [
     "HTTPDNSCore",
-    "HTTPDNSPlumbing",
-    "HTTPDNSNetwork",
     "HTTPDNSEngine",
     "HTTPDNSLookup",
     "HTTPDNSServer",
@@ -123,40 +120,9 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .target(
-            name: "HTTPDNSTrace",
-            dependencies: [],
-            swiftSettings: swiftSettings
-        ),
-        .target(
-            name: "HTTPDNSNetwork",
-            dependencies: [
-                "HTTPDNSCore",
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
-                .product(name: "Logging", package: "swift-log"),
-            ],
-            swiftSettings: swiftSettings
-        ),
-        .target(
-            name: "HTTPDNSPlumbing",
-            dependencies: [
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
-                .product(name: "Tracing", package: "swift-distributed-tracing"),
-                .product(name: "CoreMetrics", package: "swift-metrics"),
-            ],
-            swiftSettings: swiftSettings
-        ),
-        .target(
             name: "HTTPDNSEngine",
             dependencies: [
                 "HTTPDNSCore",
-                "HTTPDNSPlumbing",
-                "HTTPDNSNetwork",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -188,11 +154,11 @@ let package = Package(
             name: "HTTPDNSLookup",
             dependencies: [
                 "HTTPDNSCore",
-                "HTTPDNSNetwork",
                 "HTTPDNSEngine",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOExtras", package: "swift-nio-extras"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "Logging", package: "swift-log"),
@@ -207,7 +173,6 @@ let package = Package(
             name: "HTTPDNSServer",
             dependencies: [
                 "HTTPDNSCore",
-                "HTTPDNSPlumbing",
                 "HTTPDNSEngine",
                 "HTTPDNSLookup",
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -217,6 +182,7 @@ let package = Package(
                 .product(name: "NIOTLS", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+                .product(name: "NIOHPACK", package: "swift-nio-http2"),
                 .product(name: "NIOExtras", package: "swift-nio-extras"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "Logging", package: "swift-log"),
@@ -231,7 +197,6 @@ let package = Package(
             name: "HTTPDNSLocalProxy",
             dependencies: [
                 "HTTPDNSCore",
-                "HTTPDNSPlumbing",
                 "HTTPDNSEngine",
                 "HTTPDNSLookup",
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -277,13 +242,11 @@ let package = Package(
             dependencies: [
                 "HTTPDNSPrivacy",
                 "HTTPDNSCore",
-                "HTTPDNSNetwork",
                 "HTTPDNSEngine",
                 "HTTPDNSLookup",
                 "HTTPDNSLocalProxy",
                 "HTTPDNSURLSession",
                 .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
@@ -335,7 +298,6 @@ let package = Package(
                 "HTTPDNSLookup",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
@@ -370,10 +332,10 @@ let package = Package(
                 "HTTPDNSLookup",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings
@@ -385,7 +347,6 @@ let package = Package(
                 "HTTPDNSURLSession",
                 "HTTPDNSLocalProxy",
                 "HTTPDNSServer",
-                "HTTPDNSTrace",
                 "HTTPDNSCore",
                 "HTTPDNSEngine",
                 "HTTPDNSLookup",
@@ -397,13 +358,11 @@ let package = Package(
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
-                .product(name: "OTel", package: "swift-otel"),
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
-                .product(name: "X509", package: "swift-certificates"),
-                .product(name: "SwiftASN1", package: "swift-asn1"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings
@@ -417,11 +376,6 @@ let package = Package(
         .testTarget(
             name: "HTTPDNSCoreTests",
             dependencies: ["HTTPDNSCore"],
-            swiftSettings: swiftSettings
-        ),
-        .testTarget(
-            name: "HTTPDNSTraceTests",
-            dependencies: ["HTTPDNSTrace"],
             swiftSettings: swiftSettings
         ),
         // The command-line tools' option parsing and validation as a module (flag rules, secrets,
@@ -443,18 +397,11 @@ let package = Package(
             "HTTPDNSEngineTests",
             [
                 .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
             ]
         ),
-        testTarget(
-            "HTTPDNSPlumbingTests",
-            [
-                .product(name: "NIOEmbedded", package: "swift-nio"),
-                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
-            ]
-        ),
-        testTarget("HTTPDNSNetworkTests"),
         testTarget("HTTPDNSLookupTests"),
         testTarget(
             "HTTPDNSServerTests",

@@ -6,7 +6,7 @@
 #                                             flags such as -runs=10000000 are passed on)
 #   scripts/fuzz.sh all SECONDS [FLAGS…]      every target, one per core at a time (CI: scripts/fuzz.sh all 20)
 #
-# One binary holds every target: Sources/HTTPDNSCore/*.swift and Fuzz/Targets/*.swift compiled into one
+# One binary holds every target: Sources/HTTPDNSCore/**/*.swift and Fuzz/Targets/*.swift compiled into one
 # module by swiftc with -sanitize=fuzzer,address, so the harness reaches internal and package symbols
 # without importing anything. It is rebuilt when a source (or this script) is newer than it. Builds
 # take /tmp/swift-build.lock like every other Swift build on the machine.
@@ -31,7 +31,7 @@ usage() {
 }
 
 build() {
-    local sources=(Sources/HTTPDNSCore/*.swift Fuzz/Targets/*.swift)
+    local sources=(Sources/HTTPDNSCore/*.swift Sources/HTTPDNSCore/*/*.swift Fuzz/Targets/*.swift)
     if [[ -x $BIN ]] && [[ -z $(find "${sources[@]}" scripts/fuzz.sh -newer "$BIN" -print -quit) ]]; then
         return
     fi

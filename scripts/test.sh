@@ -53,14 +53,17 @@ source "$dir/env"
 traits=(--traits OpenAPI)
 
 if [ $# -gt 0 ]; then
-    swift build --build-tests "${traits[@]}"
+    swift build --build-tests "${traits[@]}" --explicit-target-dependency-import-check error
     swift test --skip-build "${traits[@]}" "$@"
     exit
 fi
 
 # swift-format's strict lint first (seconds): a finding fails the run before anything is built.
 step "format lint" scripts/format-lint.sh
-step "build: debug, every target and test" swift build --build-tests "${traits[@]}"
+# Every module imports only what it declares (directly or through what it declares), as AsyncHTTPClient's
+# CI checks: checked in this build, not one of its own.
+step "build: debug, every target and test, imports checked" swift build --build-tests "${traits[@]}" \
+    --explicit-target-dependency-import-check error
 
 # Every hermetic suite at once (the hostile floods included), as plain `swift test` runs them: no test's
 # verdict depends on the machine's speed (each bound is one a starved 2-core machine cannot miss, and

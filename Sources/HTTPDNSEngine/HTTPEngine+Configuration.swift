@@ -1,5 +1,4 @@
 import HTTPDNSCore
-import HTTPDNSNetwork
 import NIOCore
 import Foundation
 import SwiftASN1
@@ -127,52 +126,3 @@ public enum HTTPVersionUsed: String, Sendable, Hashable {
     case http2 = "h2"
 }
 
-/// Where the engine gets the addresses of a host: the resolver, at connect time.
-package protocol AddressSource: Sendable {
-    /// Addresses of `host`, each family in preference order, and who answered. Ends by `deadline`
-    /// (the request's; nil: none) with an error when it passes: the engine adds no timer of its own.
-    func addresses(for host: String, deadline: NIODeadline?) async throws -> ResolvedAddresses
-
-    /// Calls `body` each time the source's answer for a host changes: the host, the family and its new
-    /// addresses (an engine retires its connections to addresses no longer given).
-    func onAnswerChanged(_ body: @escaping @Sendable (String, AddressFamily, [IPAddress]) -> Void)
-
-    /// Whether `serviceBindings(for:deadline:)` can answer (a resolver with a query for HTTPS records).
-    var answersServiceBindings: Bool { get }
-
-    /// The HTTPS records (RFC 9460) of `host`, an alias followed, ended by `deadline`.
-    func serviceBindings(for host: String, deadline: NIODeadline?) async throws -> ServiceBindings
-
-    /// The HTTPS records of `host` when the source has them at hand (cached and fresh, each alias
-    /// step too), without waiting; nil otherwise.
-    func cachedServiceBindings(for host: String) -> ServiceBindings?
-}
-
-extension AddressSource {
-    /// A source without HTTPS records.
-    package var answersServiceBindings: Bool { false }
-
-    /// A source without HTTPS records has none for any name.
-    package func serviceBindings(for host: String, deadline: NIODeadline?) async throws -> ServiceBindings {
-        ServiceBindings(name: host, aliases: [], endpoints: [], source: .literal)
-    }
-
-    /// A source without HTTPS records has none at hand.
-    package func cachedServiceBindings(for host: String) -> ServiceBindings? { nil }
-
-    /// A source whose answers never change (fixed tables) tells nobody.
-    package func onAnswerChanged(_ body: @escaping @Sendable (String, AddressFamily, [IPAddress]) -> Void) {}
-}
-
-/// Fixed addresses per host, e.g. a resolver endpoint's bootstrap IPs; unknown hosts fail.
-package struct StaticAddressSource: AddressSource {
-    package var table: [String: [IPAddress]]
-    package init(_ table: [String: [IPAddress]]) { self.table = table }
-
-    package func addresses(for host: String, deadline: NIODeadline?) async throws -> ResolvedAddresses {
-        guard let ips = table[normalizeHostname(host)], !ips.isEmpty else {
-            throw HTTPEngineError(.nameNotResolved, "no address configured for \(host)")
-        }
-        return ResolvedAddresses(ipv4: ips.filter { !$0.isIPv6 }, ipv6: ips.filter(\.isIPv6), source: .staticHosts)
-    }
-}

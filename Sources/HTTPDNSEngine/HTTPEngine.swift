@@ -12,7 +12,6 @@
 // connection returns to the pool when the body has been read to the end.
 
 import HTTPDNSCore
-import HTTPDNSNetwork
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore

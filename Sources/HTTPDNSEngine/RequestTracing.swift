@@ -9,7 +9,6 @@
 // span says the same as `RequestMetrics`.
 
 import HTTPDNSCore
-import HTTPDNSPlumbing
 import NIOHTTP1
 import Tracing
 

@@ -5,7 +5,6 @@
 // to the resolver and the app's engine.
 
 import HTTPDNSCore
-import HTTPDNSNetwork
 import Tracing
 
 /// How long each phase of a lookup and a request may take.

@@ -13,7 +13,6 @@ import HTTPDNSCore
 import HTTPDNSEngine
 import HTTPDNSLocalProxy
 import HTTPDNSLookup
-import HTTPDNSNetwork
 import HTTPDNSURLSession
 import Logging
 import NIOConcurrencyHelpers

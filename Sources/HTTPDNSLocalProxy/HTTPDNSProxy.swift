@@ -19,7 +19,6 @@ import Foundation
 import HTTPDNSCore
 import HTTPDNSEngine
 import HTTPDNSLookup
-import HTTPDNSPlumbing
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore

@@ -9,7 +9,6 @@ import Foundation
 import HTTPDNSCore
 import HTTPDNSEngine
 import HTTPDNSLookup
-import HTTPDNSPlumbing
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1

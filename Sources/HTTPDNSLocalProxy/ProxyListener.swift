@@ -5,7 +5,6 @@
 
 import HTTPDNSCore
 import HTTPDNSEngine
-import HTTPDNSPlumbing
 import NIOCore
 
 #if canImport(Network)

@@ -20,7 +20,6 @@
 import Foundation
 import HTTPDNSCore
 import HTTPDNSEngine
-import HTTPDNSNetwork
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore

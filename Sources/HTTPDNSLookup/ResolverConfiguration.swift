@@ -1,6 +1,5 @@
 import HTTPDNSCore
 import HTTPDNSEngine
-import HTTPDNSNetwork
 import NIOCore
 import NIOPosix
 import Tracing

@@ -9,7 +9,6 @@
 
 import HTTPDNSCore
 import HTTPDNSEngine
-import HTTPDNSPlumbing
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOExtras

@@ -3,7 +3,6 @@
 // its context (`traceparent`). Recorded once the answer is ready, from the time the request was whole.
 
 import HTTPDNSEngine
-import HTTPDNSPlumbing
 import NIOHTTP1
 import Tracing
 

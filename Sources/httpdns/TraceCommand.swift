@@ -19,7 +19,6 @@ import HTTPDNSOTLP
 import HTTPDNSKit
 import Foundation
 import HTTPDNSCore
-import HTTPDNSTrace
 import HTTPDNSEngine
 import HTTPDNSLookup
 import NIOPosix

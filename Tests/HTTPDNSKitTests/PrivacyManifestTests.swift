@@ -15,7 +15,7 @@ import Testing
     /// The targets an app links through the products (HTTPDNSKit, HTTPDNSOpenAPI): their code is what
     /// the manifest speaks for. The server, the CLI and the benches never ship in an app.
     static let shippedTargets = [
-        "HTTPDNSCore", "HTTPDNSNetwork", "HTTPDNSPlumbing", "HTTPDNSEngine", "HTTPDNSLookup",
+        "HTTPDNSCore", "HTTPDNSEngine", "HTTPDNSLookup",
         "HTTPDNSLocalProxy", "HTTPDNSURLSession", "HTTPDNSKit", "HTTPDNSOpenAPI", "HTTPDNSPrivacy",
     ]
 

@@ -5,7 +5,6 @@
 @testable import HTTPDNSTestSupport
 import HTTPDNSCore
 import HTTPDNSEngine
-import HTTPDNSNetwork
 import HTTPDNSServer
 import NIOConcurrencyHelpers
 import NIOCore

@@ -1,6 +1,6 @@
 // The bounds `serve` and the proxy fit into the descriptor limit (DescriptorBudget). Pure.
 
-import HTTPDNSPlumbing
+import HTTPDNSEngine
 @testable import HTTPDNSServer
 import Testing
 

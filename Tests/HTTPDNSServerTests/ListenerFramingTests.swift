@@ -5,7 +5,6 @@
 // second in a row, which two empty answers on one connection used to be (the DNSPod "wrong
 // credentials" answer is an empty 200).
 
-import HTTPDNSPlumbing
 @testable import HTTPDNSServer
 import HTTPDNSCore
 import HTTPDNSEngine

@@ -7,7 +7,6 @@
 import Foundation
 import HTTPDNSCore
 import HTTPDNSEngine
-import HTTPDNSPlumbing
 import NIOConcurrencyHelpers
 import NIOCore
 import Testing

@@ -7,7 +7,7 @@
 // after a reserve, saying so when that is less than asked (as HAProxy derives maxconn from ulimit -n,
 // where nginx only warns).
 
-import HTTPDNSPlumbing
+import HTTPDNSEngine
 
 /// The descriptors a process may still open, and the bounds that fit in them. Pure.
 package struct DescriptorBudget: Equatable, Sendable {

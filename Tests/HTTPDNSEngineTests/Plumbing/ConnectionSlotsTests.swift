@@ -2,7 +2,7 @@
 // request makes room, a kept-alive one only after a newcomer waited, a busy one never does, and one
 // client address can be capped. Pure: no socket, no clock.
 
-@testable import HTTPDNSPlumbing
+@testable import HTTPDNSEngine
 import Testing
 
 @Suite struct ConnectionSlotsTests {

@@ -5,7 +5,6 @@
 
 import HTTPDNSCore
 import HTTPDNSEngine
-import HTTPDNSNetwork
 import NIOCore
 import NIOExtras
 import NIOPosix

@@ -8,7 +8,6 @@
 
 import Foundation
 import HTTPDNSCore
-import HTTPDNSPlumbing
 import NIOCore
 import NIOHTTP1
 import NIOHTTP2

@@ -18,7 +18,6 @@
 //   never processed: the engine may send it again elsewhere (RFC 9113 §8.7);
 // - decompression, only for a response that is compressed, through NIO's own decompressor.
 
-import HTTPDNSPlumbing
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOEmbedded

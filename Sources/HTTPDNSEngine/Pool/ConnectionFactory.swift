@@ -8,7 +8,6 @@
 // up. Its failures say whether a second try may help (`ConnectAttemptFailed.retryMayHelp`).
 
 import HTTPDNSCore
-import HTTPDNSNetwork
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix

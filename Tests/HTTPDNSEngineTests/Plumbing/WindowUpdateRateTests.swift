@@ -2,7 +2,7 @@
 // and the connection guard closing an EmbeddedChannel on a flood of tiny connection-level updates while
 // what real peers send passes, NIO's split returns (16383 then 1) included.
 
-@testable import HTTPDNSPlumbing
+@testable import HTTPDNSEngine
 import NIOCore
 import NIOEmbedded
 import NIOHTTP2

@@ -23,7 +23,6 @@
     import Dispatch
     import Foundation
     import HTTPDNSCore
-    import HTTPDNSNetwork
     import Network
     import NIOConcurrencyHelpers
     import NIOCore

@@ -10,7 +10,6 @@
 
 import HTTPDNSCore
 import HTTPDNSEngine
-import HTTPDNSPlumbing
 import Logging
 import NIOCore
 import NIOHTTP1

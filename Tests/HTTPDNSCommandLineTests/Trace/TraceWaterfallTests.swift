@@ -4,7 +4,7 @@
 import Foundation
 import Testing
 
-@testable import HTTPDNSTrace
+@testable import HTTPDNSCommandLine
 
 #if canImport(FoundationXML)
     import FoundationXML

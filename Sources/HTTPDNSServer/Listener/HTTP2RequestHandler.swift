@@ -3,7 +3,7 @@
 // HTTP2Requests.swift for why and for the rules.
 
 import HTTPDNSCore
-import HTTPDNSPlumbing
+import HTTPDNSEngine
 import NIOCore
 import NIOHPACK
 import NIOHTTP1

@@ -3,7 +3,7 @@
 // (NetworkPathMachine) are tested in HTTPDNSCoreTests; this is the executor around them.
 
 import HTTPDNSCore
-import HTTPDNSNetwork
+import HTTPDNSEngine
 import Logging
 import NIOConcurrencyHelpers
 import Testing
