@@ -125,4 +125,3 @@ public enum HTTPVersionUsed: String, Sendable, Hashable {
     /// HTTP/2 (`h2`).
     case http2 = "h2"
 }
-
