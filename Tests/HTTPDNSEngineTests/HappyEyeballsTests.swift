@@ -10,6 +10,10 @@ import Testing
 
 @testable import HTTPDNSEngine
 
+#if canImport(Network)
+    import NIOTransportServices
+#endif
+
 @Suite struct HappyEyeballsTests {
     // MARK: the schedule
 
@@ -253,14 +257,24 @@ import Testing
 }
 
 @Suite struct TransportSelectionTests {
-    /// The one choice of stack (ConnectionTransport.swift). The Apple branch is compiled by the Apple
-    /// type-check and never run here: this test, built for an Apple platform, would expect it.
-    @Test func theFactoryUsesThePlatformsTransport() {
+    /// The choice of stack (ConnectionTransport.swift) is made at run time, from the event loop group.
+    /// The Apple branch is compiled by the Apple type-check and never run here: this test, built for an
+    /// Apple platform, expects Network.framework for NIOTransportServices' group.
+    @Test func theTransportIsChosenFromTheEventLoopGroup() throws {
+        // A NIOPosix group picks BSD sockets, wherever this build has them.
+        let posix = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        defer { try? posix.syncShutdownGracefully() }
         #if canImport(Network)
             #expect(HTTPEngine.transportKind == .networkFramework)
+            #expect(TransportChoice.kind(for: NIOTSEventLoopGroup.singleton) == .networkFramework)
         #else
+            #expect(TransportChoice.kind(for: posix) == .posixBoringSSL)
             #expect(HTTPEngine.transportKind == .posixBoringSSL)
             #expect(HTTPEngine.defaultEventLoopGroup is MultiThreadedEventLoopGroup)
+            // An engine on a group of its own asks the same rule.
+            let engine = try HTTPEngine(eventLoopGroup: posix)
+            defer { engine.shutdown() }
+            #expect(engine.transportKind == .posixBoringSSL)
         #endif
     }
 }

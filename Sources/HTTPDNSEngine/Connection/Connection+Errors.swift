@@ -102,7 +102,7 @@ func describeTLSFailure(_ error: any Error, host: String, address: String, chain
         // No underlying error: the check is our own, and the code and message say all there is.
         return HTTPEngineError(code, "the certificate presented at \(address) is not valid for \(host): \(e.reason)")
     }
-    if let described = PlatformTransport.describeTLSError(
+    if let described = TransportChoice.describeTLSError(
         error,
         host: host,
         address: address,

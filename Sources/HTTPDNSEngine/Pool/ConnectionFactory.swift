@@ -74,7 +74,7 @@ struct ConnectAttemptFailed: Error {
             if error.underlying is ProxyRefusal { return false }  // the proxy's answer would be the same
             return !refusedEverywhere(error.underlying)
         case .tlsFailed:
-            return PlatformTransport.tlsRetryMayHelp(error.underlying)
+            return TransportChoice.tlsRetryMayHelp(error.underlying)
         default:
             return false
         }
@@ -96,8 +96,8 @@ struct ConnectAttemptFailed: Error {
 /// Thread-safe.
 struct ConnectionFactory: Sendable {
     let configuration: HTTPEngine.Configuration
-    /// The stack connections go through, chosen once (ConnectionTransport.swift).
-    let transport: PlatformTransport
+    /// The stack connections go through, chosen once from the event loop group (ConnectionTransport.swift).
+    let transport: any ConnectionTransport
     let addressSource: (any AddressSource)?
     let path: NetworkPath
     let group: any EventLoopGroup
@@ -114,7 +114,7 @@ struct ConnectionFactory: Sendable {
         group: any EventLoopGroup
     ) throws {
         self.configuration = configuration
-        let transport = try PlatformTransport(configuration: configuration)
+        let transport = try TransportChoice.transport(for: group).init(configuration: configuration)
         self.transport = transport
         self.addressSource = addressSource
         self.path = path
@@ -396,7 +396,7 @@ struct ConnectionFactory: Sendable {
         at address: ResolvedAddresses,
         settings probing: AddressProbing,
         configuration: HTTPEngine.Configuration,
-        transport: PlatformTransport,
+        transport: any ConnectionTransport,
         group: any EventLoopGroup
     ) async -> ProbeOutcome {
         let settings = Connection.Settings(
