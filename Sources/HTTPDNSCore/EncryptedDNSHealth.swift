@@ -164,6 +164,8 @@ public struct ResolutionReport: Sendable, Hashable {
     public var lookups: [ResolutionTransport]
 
     /// Makes a report from the lookups of a task's transactions.
+    ///
+    /// - Parameter lookups: How each transaction that looked its name up resolved it, in order.
     public init(lookups: [ResolutionTransport]) {
         self.lookups = lookups
     }

@@ -76,6 +76,9 @@ public struct HTTPRequestBody: Sendable {
     package let length: Int?
 
     /// A body held in memory (sent with its length; can be sent again on a redirect).
+    ///
+    /// - Parameter bytes: The body's bytes, copied.
+    /// - Returns: The body.
     public static func bytes(_ bytes: some Collection<UInt8>) -> HTTPRequestBody {
         HTTPRequestBody(storage: .bytes(ByteBuffer(bytes: bytes)), length: bytes.count)
     }
@@ -97,6 +100,12 @@ public struct HTTPRequestBody: Sendable {
 
     /// A body produced by `make`, which is called once per send. Use `AsyncThrowingStream(unfolding:)`
     /// for a producer that is only asked for the next chunk when the connection can take it.
+    ///
+    /// - Parameters:
+    ///   - length: The body's length in bytes when known (sent as content-length); nil sends it chunked
+    ///     (HTTP/1.1) or as DATA frames until END_STREAM (HTTP/2).
+    ///   - make: Makes the body's chunks; called once per send.
+    /// - Returns: The body; it can be sent again only because `make` can make it again.
     public static func stream(
         length: Int?,
         _ make: @escaping @Sendable () -> AsyncThrowingStream<ByteBuffer, any Error>
@@ -196,8 +205,14 @@ public struct HTTPEngineRequest: Sendable {
         self.body = body
     }
 
-    /// A request for `url` (an http or https URL with a hostname or an IP); throws
-    /// `HTTPEngineError` with code `.invalidRequest` for a URL it cannot use.
+    /// A request for `url` (an http or https URL with a hostname or an IP).
+    ///
+    /// - Parameters:
+    ///   - method: The request method; GET by default.
+    ///   - url: The URL to request.
+    ///   - headers: Headers to send; `Host` is set from the URL when absent.
+    ///   - body: The body, or nil for none.
+    /// - Throws: `HTTPEngineError` with code `.invalidRequest` for a URL it cannot use.
     public init(method: HTTPMethod = .GET, url: String, headers: HTTPHeaders = [:], body: HTTPRequestBody? = nil) throws
     {
         self.init(method: method, url: try HTTPURL(url), headers: headers, body: body)
@@ -361,7 +376,10 @@ public struct HTTPResponseBody: AsyncSequence, Sendable {
         var inner: Producer.AsyncIterator?
         let recorder: MetricsRecorder?
 
-        /// The next chunk, or nil at the end of the body; throws `HTTPEngineError` when it is cut short.
+        /// The next chunk of the body.
+        ///
+        /// - Returns: The next chunk, or nil at the end of the body.
+        /// - Throws: `HTTPEngineError` when the body is cut short.
         public mutating func next() async throws -> ByteBuffer? {
             guard let it = inner else { return nil }
             do {
@@ -387,7 +405,12 @@ public struct HTTPResponseBody: AsyncSequence, Sendable {
         AsyncIterator(inner: producer?.makeAsyncIterator(), recorder: recorder)
     }
 
-    /// Reads the whole body; throws `.responseTooLarge` past `maxBytes`.
+    /// Reads the whole body.
+    ///
+    /// - Parameter maxBytes: The most bytes the body may have.
+    /// - Returns: The body's bytes.
+    /// - Throws: `HTTPEngineError` with code `.responseTooLarge` past `maxBytes`, or as ``AsyncIterator/next()``
+    ///   when the body is cut short.
     public func collect(upTo maxBytes: Int) async throws -> ByteBuffer {
         var out = ByteBuffer()
         for try await var chunk in self {

@@ -19,6 +19,11 @@ public struct NetworkAccess: Sendable, Hashable, CustomStringConvertible {
     public var allowsConstrained: Bool
 
     /// Every network, as the system's defaults are.
+    ///
+    /// - Parameters:
+    ///   - allowsCellular: Whether cellular interfaces may be used.
+    ///   - allowsExpensive: Whether networks the system marks expensive (cellular, a personal hotspot) may be used.
+    ///   - allowsConstrained: Whether networks in Low Data Mode may be used.
     public init(allowsCellular: Bool = true, allowsExpensive: Bool = true, allowsConstrained: Bool = true) {
         self.allowsCellular = allowsCellular
         self.allowsExpensive = allowsExpensive
@@ -29,6 +34,9 @@ public struct NetworkAccess: Sendable, Hashable, CustomStringConvertible {
     public static let unrestricted = NetworkAccess()
 
     /// What both allow.
+    ///
+    /// - Parameter other: The rules to combine with these.
+    /// - Returns: Rules allowing a kind of network only where both allow it.
     public func narrowed(by other: NetworkAccess) -> NetworkAccess {
         NetworkAccess(
             allowsCellular: allowsCellular && other.allowsCellular,

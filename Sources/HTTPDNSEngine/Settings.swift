@@ -121,6 +121,9 @@ public struct AddressProbing: Sendable, Hashable {
     public var lifetime: Duration = .seconds(600)
 
     /// Every name, 4 addresses each, 2 s per probe, results kept 10 min.
+    ///
+    /// - Parameter hosts: The names to probe, as patterns; nil (the default) for every name the app connects to
+    ///   by its addresses.
     public init(hosts: [String]? = nil) {
         self.hosts = hosts
     }

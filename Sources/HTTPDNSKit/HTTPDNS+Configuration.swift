@@ -28,6 +28,10 @@ extension HTTPDNS {
         public var tracing = TracingSettings()
 
         /// A configuration asking `resolvers` for the names `policy` selects.
+        ///
+        /// - Parameters:
+        ///   - resolvers: HTTPDNS and DoH services, in order of preference.
+        ///   - policy: The names to resolve through them; by default none.
         public init(resolvers: [ResolverSpec], policy: HostPolicy = .none) {
             resolution = ResolverConfiguration(providers: resolvers)
             resolution.policy = policy

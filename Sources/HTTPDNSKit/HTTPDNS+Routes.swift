@@ -45,6 +45,12 @@ extension HTTPDNS {
     /// A session copies its configuration when it is made: configure first, then make the session. If
     /// the proxy ever has to move to another port (``onLoopbackProxyMoved(_:)``), sessions made before
     /// the move must be made again.
+    ///
+    /// - Parameters:
+    ///   - configuration: The configuration to change, in place.
+    ///   - route: The way its sessions' requests reach HTTPDNS.
+    /// - Throws: `HTTPDNSConfigurationError` with code `.unavailableOnPlatform` for `.proxy` where proxy
+    ///   configurations are missing; for `.proxy`, also what ``loopbackProxy()`` throws.
     public func configure(_ configuration: URLSessionConfiguration, via route: HTTPDNSRoute) async throws {
         switch route {
         case .urlProtocol:
@@ -69,6 +75,10 @@ extension HTTPDNS {
     /// the system took back while the app was suspended starts again on that port when the app returns
     /// to the foreground (or at the next call). Point other clients at it too (players, `proxy.pacURL`).
     /// ``shutdown()`` stops it.
+    ///
+    /// - Returns: The running proxy.
+    /// - Throws: The error of starting it when it cannot listen (as ``startProxy(_:)``), or an error saying the
+    ///   instance was shut down once ``shutdown()`` has been called.
     public func loopbackProxy() async throws -> HTTPDNSProxy {
         observeAppLifecycle()
         return try await proxyKeeper.proxy()
@@ -78,6 +88,9 @@ extension HTTPDNS {
     /// started again): configurations installed before name the old port. Web views' data stores
     /// configured through ``configure(_:via:)`` are pointed at the new port already; sessions made
     /// from configured URLSession configurations must be made again.
+    ///
+    /// - Parameter handler: Called with the old port and the new one, on no particular thread; it is added to
+    ///   the handlers set before.
     public func onLoopbackProxyMoved(_ handler: @escaping @Sendable (_ from: Int, _ to: Int) -> Void) {
         proxyKeeper.onMove(handler)
     }
@@ -138,6 +151,12 @@ extension HTTPDNS {
         /// store is pointed at the new one.
         ///
         /// COMPILED FOR iOS 16 BY THE APPLE CHECK, NEVER RUN HERE.
+        ///
+        /// - Parameters:
+        ///   - dataStore: The data store whose web views' requests go through the proxy.
+        ///   - route: The way those requests reach HTTPDNS: only `.proxy` is possible.
+        /// - Throws: `HTTPDNSConfigurationError` with code `.unavailableOnPlatform` for `.urlProtocol` and
+        ///   before iOS 17 / macOS 14; also what ``loopbackProxy()`` throws.
         @MainActor
         public func configure(_ dataStore: WKWebsiteDataStore, via route: HTTPDNSRoute) async throws {
             guard route == .proxy else {

@@ -47,6 +47,11 @@ public struct EncryptedDNSSettings: Sendable {
     package var confirmAfter: Duration = .seconds(5)
 
     /// Settings for the DoH server at `url` (nil: the configuration's), reached at `serverAddresses`.
+    ///
+    /// - Parameters:
+    ///   - url: The DoH server; nil for the configuration's first `doh:` or `doh-post:` resolver.
+    ///   - serverAddresses: The server's addresses, as IP literals; empty for the configuration's
+    ///     ``HTTPDNS/Configuration/bootstrap`` entry for its host, or the host itself when it is an address.
     public init(url: URL? = nil, serverAddresses: [String] = []) {
         self.url = url
         self.serverAddresses = serverAddresses
@@ -110,6 +115,8 @@ public final class SystemEncryptedDNS: Sendable {
     /// Calls `handler` with the mode the system was last told, at once if it has been told one, then
     /// each time the system is pointed at the server or given back its own resolver, on no particular
     /// thread. No change is missed or told twice, whenever the handler is added.
+    ///
+    /// - Parameter handler: Called with each mode the system is told; it is added to the handlers set before.
     public func onChange(_ handler: @escaping @Sendable (EncryptedDNSMode) -> Void) {
         // Under `told`'s lock, as a telling is: the handler is either in that telling's list or hears
         // its mode here.
@@ -208,16 +215,19 @@ extension HTTPDNS {
     /// passes; `failuresBeforeFallback` failed checks in a row give resolution back to the system's
     /// resolver (with encryption required the system would not fall back by itself), and the first
     /// check that passes again points it back at the server. A network change
-    /// (``networkChanged(to:)``) checks at once. `resolutionReport(for:)` (Apple platforms) tells, per task, whether the
-    /// names were resolved encrypted.
+    /// (``networkChanged(to:)``) checks at once. `resolutionReport(for:)` (Apple platforms) tells, per task,
+    /// whether the names were resolved encrypted.
     ///
     /// This route has no per-host policy and connects wherever the server's answer says: a hijacking
     /// LocalDNS is bypassed, but the addresses are not cached, ranked or checked by HTTPDNS. The DocC
     /// article "Choosing a route" compares it with the URLProtocol and the proxy configuration.
     ///
-    /// Calling it again replaces the settings. Throws `HTTPDNSConfigurationError`: `.invalidResolverSpec`
-    /// when there is no https DoH URL or no address to reach it by, `.unavailableOnPlatform` where
-    /// Network.framework is missing (Linux).
+    /// Calling it again replaces the settings.
+    ///
+    /// - Parameter settings: The DoH server, its addresses and how it is checked.
+    /// - Returns: The mode, on: which resolver the system uses now, and the switch to turn it off.
+    /// - Throws: `HTTPDNSConfigurationError`: `.invalidResolverSpec` when there is no https DoH URL or no
+    ///   address to reach it by, `.unavailableOnPlatform` where Network.framework is missing (Linux).
     @discardableResult
     public func enableSystemEncryptedDNS(_ settings: EncryptedDNSSettings = .init()) throws -> SystemEncryptedDNS {
         #if canImport(Network)
@@ -344,6 +354,9 @@ extension HTTPDNS {
         ///
         /// COMPILED FOR iOS 16 BY THE APPLE CHECK, NEVER RUN HERE; the report's rules are ResolutionReport's,
         /// tested on Linux.
+        ///
+        /// - Parameter metrics: The metrics the task's delegate was given.
+        /// - Returns: How each of the task's lookups was resolved.
         public static func resolutionReport(for metrics: URLSessionTaskMetrics) -> ResolutionReport {
             let lookups = metrics.transactionMetrics.compactMap { transaction -> ResolutionTransport? in
                 // A reused connection, an address literal or a cached response: nothing was looked up.

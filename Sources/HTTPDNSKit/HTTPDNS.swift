@@ -49,9 +49,12 @@ public final class HTTPDNS: Sendable {
 
     /// Makes the resolver and both engines from `configuration`.
     ///
-    /// Throws `HTTPDNSConfigurationError` when a resolver cannot be reached as configured (a resolver
-    /// named by hostname without a ``Configuration/bootstrap`` address), the TLS settings are invalid or
-    /// an address override or the cache settings are unusable.
+    /// - Parameters:
+    ///   - configuration: The resolvers, the host policy and the cache, TLS, network and HTTP settings.
+    ///   - logger: Where the resolver, both engines and the loopback proxy log.
+    /// - Throws: `HTTPDNSConfigurationError` when a resolver cannot be reached as configured (a resolver
+    ///   named by hostname without a ``Configuration/bootstrap`` address), the TLS settings are invalid, or
+    ///   an address override, the proxy settings, an `upgradeToHTTPS` pattern or the cache settings are unusable.
     public init(_ configuration: Configuration, logger: Logger = Logger(label: "httpdns")) throws {
         self.configuration = configuration
         self.logger = logger
@@ -98,11 +101,13 @@ public final class HTTPDNS: Sendable {
 
     /// The short form: resolver specs and name patterns as text.
     ///
-    /// `resolvers` take the CLI's forms (`doh:URL`, `doh-post:URL`, `doh-json:URL`, `dnspod:URL`,
-    /// `json:URL`, `dns:IP[:PORT]`, `system`); `only` the names to resolve through them (`example.com`,
-    /// `*.example.com`, `*` for every name); `trusting` PEM files of certificate authorities trusted on
-    /// top of the system's, for a resolver or origin with a private CA (`TLSSettings.trustedCertificateFiles`).
-    /// Throws `HTTPDNSConfigurationError` naming a bad entry.
+    /// - Parameters:
+    ///   - resolvers: The resolvers, in the CLI's forms (`doh:URL`, `doh-post:URL`, `doh-json:URL`, `dnspod:URL`,
+    ///     `json:URL`, `dns:IP[:PORT]`, `system`).
+    ///   - only: The names to resolve through them (`example.com`, `*.example.com`, `*` for every name).
+    ///   - trusting: PEM files of certificate authorities trusted on top of the system's, for a resolver or
+    ///     origin with a private CA (`TLSSettings.trustedCertificateFiles`).
+    /// - Throws: `HTTPDNSConfigurationError` naming a bad entry, or as ``init(_:logger:)`` throws.
     public convenience init(resolvers: [String], only: [String], trusting: [String] = []) throws {
         var configuration = Configuration(
             resolvers: try resolvers.map(ResolverSpec.init(parsing:)),
@@ -116,6 +121,9 @@ public final class HTTPDNS: Sendable {
 
     /// A copy of `base` whose sessions send the requests ``Configuration/policy`` selects through
     /// HTTPDNS (other requests go on as usual). Makes this instance the one every such session uses.
+    ///
+    /// - Parameter base: The configuration to copy; `base` itself is left as it is.
+    /// - Returns: The copy, with HTTPDNS enabled on it.
     public func urlSessionConfiguration(
         _ base: URLSessionConfiguration = .default
     ) -> URLSessionConfiguration {
@@ -125,6 +133,8 @@ public final class HTTPDNS: Sendable {
 
     /// Enables HTTPDNS on a configuration another stack built and will make its session from
     /// (AFNetworking/Alamofire-style code). Makes this instance the one every such session uses.
+    ///
+    /// - Parameter configuration: The configuration to enable HTTPDNS on, changed in place.
     public func enable(on configuration: URLSessionConfiguration) {
         install()
         configuration.enableHTTPDNS()
@@ -140,6 +150,8 @@ public final class HTTPDNS: Sendable {
     /// Marks `request` so HTTPDNS leaves it to URLSession's own loading. On Apple platforms the mark is
     /// a URLProtocol property and nothing goes on the wire; swift-corelibs-foundation drops those, so
     /// there it is an `X-HTTPDNS-Handled` header, which servers ignore.
+    ///
+    /// - Parameter request: The request to mark, changed in place.
     public static func markHandled(_ request: inout URLRequest) {
         HTTPDNSURLProtocol.markHandled(&request)
     }
@@ -150,6 +162,8 @@ public final class HTTPDNS: Sendable {
 
     /// Per-request timing of the URLSession integration: called once per load, just before the task
     /// completes, on no particular thread.
+    ///
+    /// - Parameter handler: Called with each load's metrics; it replaces a handler set before.
     public func onURLSessionMetrics(_ handler: @escaping @Sendable (HTTPDNSTaskMetrics) -> Void) {
         HTTPDNSURLProtocol.install(setup(onMetrics: handler))
     }
@@ -172,6 +186,13 @@ public final class HTTPDNS: Sendable {
 
     /// Starts the loopback proxy for clients that only take a proxy setting (web views, players, other
     /// processes). Stop it with its `stop()`.
+    ///
+    /// - Parameter configuration: Where to listen and who may connect; its `upgradeToHTTPS` is replaced by
+    ///   this instance's.
+    /// - Returns: The running proxy.
+    /// - Throws: `HTTPDNSConfigurationError` with code `.invalidProxyConfiguration` for a listen address that is
+    ///   not an IP, or one off loopback without `allowNonLoopback` and credentials; the socket's error when the
+    ///   address cannot be listened on.
     public func startProxy(_ configuration: HTTPDNSProxy.Configuration = .init()) async throws -> HTTPDNSProxy {
         var configuration = configuration
         configuration.upgradeToHTTPS = upgradeToHTTPS
@@ -180,6 +201,9 @@ public final class HTTPDNS: Sendable {
 
     /// A SwiftNIO `Resolver` for one `ClientBootstrap` connect, so any NIO client (gRPC, a database
     /// driver) resolves through HTTPDNS: `ClientBootstrap(group:).resolver(httpdns.nioResolver(on: loop))`.
+    ///
+    /// - Parameter eventLoop: The event loop of the bootstrap's connect, where the resolver's futures complete.
+    /// - Returns: A new resolver, for that one connect.
     public func nioResolver(on eventLoop: any EventLoop) -> any Resolver & Sendable {
         HTTPDNSNIOResolver(resolver, eventLoop: eventLoop)
     }
@@ -193,6 +217,8 @@ public final class HTTPDNS: Sendable {
     /// With active probing on (`NetworkSettings.probing`), it then waits for the probes of each
     /// name's addresses (at the origin's port, 443 for a bare name), so the first requests try the
     /// fastest address first.
+    ///
+    /// - Parameter hosts: The names, or origins, to resolve.
     public func preResolve(_ hosts: [String]) async {
         let origins = hosts.map { (given: $0, origin: try? HTTPURL(origin: $0)) }
         await resolver.preResolve(origins.map { $0.origin?.host ?? $0.given })
@@ -207,6 +233,11 @@ public final class HTTPDNS: Sendable {
     /// Resolves every name in `hosts` ahead of use and, with `preconnect`, then opens a connection to
     /// each as ``preconnect(_:)`` does: the first request to each finds its answer cached and its
     /// connection ready (to the fastest address, with active probing on).
+    ///
+    /// - Parameters:
+    ///   - hosts: The names, or origins, to resolve.
+    ///   - preconnect: Whether to open a connection to each after resolving them.
+    /// - Returns: The origins that could not be connected to, with why; empty without `preconnect`.
     @discardableResult
     public func preResolve(_ hosts: [String], preconnect: Bool) async -> [String: HTTPEngineError] {
         await preResolve(hosts)
@@ -219,7 +250,8 @@ public final class HTTPDNS: Sendable {
     ///
     /// An origin is a host name (`api.example.com`, meaning `https://api.example.com`) or a URL's
     /// origin (`https://api.example.com:8443`, `http://…`); a path is ignored. The connections are
-    /// pooled like any other: closed after 60 s without a request (the pool's idle timeout), and opened again on the new network after ``networkChanged(to:)`` while in use.
+    /// pooled like any other: closed after 60 s without a request (the pool's idle timeout), and opened again
+    /// on the new network after ``networkChanged(to:)`` while in use.
     /// With `serveExpired`, a stale answer's address is connected to at once; if its refresh gives other
     /// addresses, later requests go there and the stale connection closes when idle.
     ///
@@ -227,8 +259,11 @@ public final class HTTPDNS: Sendable {
     /// whose delegate evaluates the server's certificate itself, sends its own proxy credentials or has a
     /// lower `httpMaximumConnectionsPerHost` than `HTTPSettings.maxConnectionsPerHost`.
     ///
-    /// Returns the origins that could not be connected to, with why; nothing throws (the first request
-    /// connects on its own then). An origin with a connection open or on its way is left as it is.
+    /// Nothing throws (the first request connects on its own then). An origin with a connection open or on
+    /// its way is left as it is.
+    ///
+    /// - Parameter origins: Host names or URL origins to connect to.
+    /// - Returns: The origins that could not be connected to, with why.
     @discardableResult
     public func preconnect(_ origins: [String]) async -> [String: HTTPEngineError] {
         await withTaskGroup(of: (String, HTTPEngineError?).self) { group in
@@ -260,6 +295,8 @@ public final class HTTPDNS: Sendable {
     /// are detected again, and the names in use are resolved again in the background. From the first
     /// call on, the app names the networks; with `NetworkSettings.watchesChanges` on, the operating
     /// system's notices still re-detect the families and prefix.
+    ///
+    /// - Parameter networkID: The app's name for the network the device is on now.
     public func networkChanged(to networkID: String) {
         resolver.networkChanged(to: networkID)
         encryptedDNS.withLockedValue { $0 }?.conditionsChanged()

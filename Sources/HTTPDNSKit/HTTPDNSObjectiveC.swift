@@ -22,17 +22,28 @@
 
         /// Makes the front door from resolver specs and the names to resolve through them, as
         /// `HTTPDNS(resolvers:only:)`. Objective-C: `initWithResolvers:only:error:`.
+        ///
+        /// - Parameters:
+        ///   - resolvers: The resolvers, in the CLI's forms (`doh:URL`, `dns:IP[:PORT]`, `system`, …).
+        ///   - only: The names to resolve through them (`example.com`, `*.example.com`, `*`).
+        /// - Throws: `HTTPDNSConfigurationError` naming a bad entry, as `HTTPDNS(resolvers:only:)` does.
         @objc public init(resolvers: [String], only: [String]) throws {
             self.httpdns = try HTTPDNS(resolvers: resolvers, only: only)
         }
 
         /// Wraps a front door made in Swift.
+        ///
+        /// - Parameter httpdns: The front door this facade calls.
         public init(_ httpdns: HTTPDNS) {
             self.httpdns = httpdns
         }
 
         /// Resolves `host` and calls `completion` with its addresses (IPv4 first) or the error, on no
         /// particular thread. Objective-C: `resolveHost:completion:`.
+        ///
+        /// - Parameters:
+        ///   - host: The name to resolve.
+        ///   - completion: Called once, with the addresses as text and nil, or nil and the `ResolverError`.
         @objc(resolveHost:completion:)
         public func resolve(_ host: String, completion: @escaping @Sendable ([String]?, (any Error)?) -> Void) {
             let resolver = httpdns.resolver
@@ -48,6 +59,9 @@
 
         /// `host`'s addresses from the cache at once, or nil while a lookup starts in the background
         /// (call again later), as `resolveCachedOrStart(_:)`. Objective-C: `cachedAddressesForHost:`.
+        ///
+        /// - Parameter host: The name to look up.
+        /// - Returns: The cached addresses as text (IPv4 first), or nil when none are cached.
         @objc(cachedAddressesForHost:)
         public func cachedAddresses(forHost host: String) -> [String]? {
             httpdns.resolver.resolveCachedOrStart(host).map { ($0.ipv4 + $0.ipv6).map(\.description) }
@@ -55,6 +69,8 @@
 
         /// Sends the requests the policy selects of sessions made from `configuration` through HTTPDNS
         /// (the URLProtocol route). Objective-C: `enableOnConfiguration:`.
+        ///
+        /// - Parameter configuration: The configuration to enable HTTPDNS on, changed in place.
         @objc(enableOnConfiguration:)
         public func enable(on configuration: URLSessionConfiguration) {
             httpdns.enable(on: configuration)
@@ -62,6 +78,10 @@
 
         /// Points `configuration` at the loopback proxy (the proxy route, iOS 17 and later) and calls
         /// `completion` with nil, or the error. Objective-C: `configureProxyOnConfiguration:completion:`.
+        ///
+        /// - Parameters:
+        ///   - configuration: The configuration to point at the proxy, changed in place.
+        ///   - completion: Called once, with nil, or the error `HTTPDNS.configure(_:via:)` threw.
         @objc(configureProxyOnConfiguration:completion:)
         public func configureProxy(
             on configuration: URLSessionConfiguration,
@@ -81,6 +101,9 @@
 
         /// Starts the loopback proxy (once) and calls `completion` with its port, or 0 and the error.
         /// Objective-C: `startProxyWithCompletion:`.
+        ///
+        /// - Parameter completion: Called once, with the proxy's port and nil, or 0 and the error
+        ///   `HTTPDNS.loopbackProxy()` threw.
         @objc(startProxyWithCompletion:)
         public func startProxy(completion: @escaping @Sendable (Int, (any Error)?) -> Void) {
             let httpdns = httpdns
@@ -96,6 +119,10 @@
         /// Resolves `host` through HTTPDNS and through LocalDNS, compares them and calls `completion`
         /// with the verdict (`clean`, `hijacked`, `blocked`, …, as `HijackVerdict`'s raw values) and both
         /// answers. Objective-C: `hijackReportForHost:completion:`.
+        ///
+        /// - Parameters:
+        ///   - host: The name to check.
+        ///   - completion: Called once, with the report.
         @objc(hijackReportForHost:completion:)
         public func hijackReport(
             forHost host: String,
@@ -108,6 +135,13 @@
         /// Points the system's resolution for the whole process at `url`, a DoH server reached at
         /// `serverAddresses`, health-checked (`HTTPDNS.enableSystemEncryptedDNS(_:)`). Objective-C:
         /// `enableSystemEncryptedDNSWithURL:serverAddresses:error:`.
+        ///
+        /// - Parameters:
+        ///   - url: The DoH server (`https://…/dns-query`).
+        ///   - serverAddresses: The server's addresses, as IP literals; empty for the configuration's bootstrap
+        ///     entry for its host, or the host itself when it is an address.
+        /// - Throws: `HTTPDNSConfigurationError`: `.invalidResolverSpec` when the URL is not https or there is no
+        ///   address to reach the server by.
         @objc(enableSystemEncryptedDNSWithURL:serverAddresses:error:)
         public func enableSystemEncryptedDNS(url: URL, serverAddresses: [String]) throws {
             try httpdns.enableSystemEncryptedDNS(EncryptedDNSSettings(url: url, serverAddresses: serverAddresses))
@@ -115,6 +149,8 @@
 
         /// Saves the cache, closes connections, stops the proxy, then calls `completion`.
         /// Objective-C: `shutdownWithCompletion:`.
+        ///
+        /// - Parameter completion: Called once, when the shutdown is done.
         @objc(shutdownWithCompletion:)
         public func shutdown(completion: @escaping @Sendable () -> Void) {
             let httpdns = httpdns

@@ -227,7 +227,15 @@ public final class HTTPDNSResolver: Sendable {
     /// IPv6-only network without NAT64).
     ///
     /// IP literals come back at once; names outside the policy go to LocalDNS; the rest through the cache
-    /// and HTTPDNS as described at the top of this file. Throws `ResolverError`.
+    /// and HTTPDNS as described at the top of this file.
+    ///
+    /// - Parameters:
+    ///   - host: The name to resolve, or an IP literal.
+    ///   - query: The address families to ask for; nil for those the network can use.
+    /// - Returns: The addresses, with their TTL and who answered.
+    /// - Throws: `ResolverError`: `.invalidName` for a name that is not a valid hostname, `.noAddress` when it
+    ///   has no address of the families asked, `.allProvidersFailed` when every provider failed (and LocalDNS
+    ///   too, when it may answer instead), `.timeout`, `.cancelled` or `.shutdown`.
     public func resolve(_ host: String, _ query: AddressQuery? = nil) async throws -> Resolution {
         guard isTraced, let tracer else { return try await resolveUntraced(host, query) }
         return try await ResolveSpan.around(tracer, host) { try await resolveUntraced(host, query) }
@@ -310,6 +318,11 @@ public final class HTTPDNSResolver: Sendable {
 
     /// Resolves `host` through HTTPDNS whatever the policy says (no fallback), and through LocalDNS,
     /// and compares the two.
+    ///
+    /// - Parameters:
+    ///   - host: The name to check.
+    ///   - query: The address families to ask for; nil for those the network can use.
+    /// - Returns: Both answers (or their errors) side by side, and the verdict on LocalDNS.
     public func compare(_ host: String, _ query: AddressQuery? = nil) async -> HijackReport {
         let wallStart = DefaultTracerClock.now
         let query = query ?? path.query

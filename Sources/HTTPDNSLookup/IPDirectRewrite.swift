@@ -24,10 +24,13 @@ public struct IPDirectRewrite: Sendable, Hashable {
 
 extension HTTPDNSResolver {
     /// `http://name:port/path` → `http://ADDRESS:port/path` plus `Host: name:port`, resolved through
-    /// HTTPDNS as the policy says. IPv4 is preferred (players take it everywhere). Throws
-    /// `ResolverError`: `.notRewritable` for a URL without a host, or not http (an https URL with an IP
-    /// would send the IP as SNI and fail the certificate check: use `HTTPDNS.startProxy(_:)` or a
-    /// resource loader for those), and the lookup's own error for a name with no address.
+    /// HTTPDNS as the policy says. IPv4 is preferred (players take it everywhere).
+    ///
+    /// - Parameter url: The http URL to rewrite.
+    /// - Returns: The rewritten URL, the `Host` header to send with it, and the address it names.
+    /// - Throws: `ResolverError`: `.notRewritable` for a URL without a host, or not http (an https URL with an
+    ///   IP would send the IP as SNI and fail the certificate check: use `HTTPDNS.startProxy(_:)` or a
+    ///   resource loader for those), and the lookup's own error for a name with no address.
     public func ipDirectURL(for url: URL) async throws -> IPDirectRewrite {
         guard var components = URLComponents(url: url, resolvingAgainstBaseURL: false), let host = components.host,
             !host.isEmpty
@@ -54,7 +57,11 @@ extension HTTPDNSResolver {
     }
 
     /// One `--resolve` entry per target, every address of the name (curl 7.59+ takes a list; IPv6
-    /// in brackets). Throws `ResolverError`.
+    /// in brackets).
+    ///
+    /// - Parameter targets: The names to resolve, each with the port curl connects to.
+    /// - Returns: One `host:port:addr[,addr...]` entry per target, in order.
+    /// - Throws: `ResolverError`, from the first target whose lookup failed or gave no address (`.noAddress`).
     public func curlResolveEntries(_ targets: [(host: String, port: Int)]) async throws -> [String] {
         var entries: [String] = []
         for target in targets {
@@ -69,7 +76,11 @@ extension HTTPDNSResolver {
     }
 
     /// AsyncHTTPClient's `dnsOverride`: each host to one address (IPv4 first). AsyncHTTPClient keeps
-    /// the name for SNI and certificate checks while connecting there. Throws `ResolverError`.
+    /// the name for SNI and certificate checks while connecting there.
+    ///
+    /// - Parameter hosts: The names to resolve.
+    /// - Returns: Each name and its address, as text.
+    /// - Throws: `ResolverError`, from the first name whose lookup failed or gave no address (`.noAddress`).
     public func dnsOverride(for hosts: [String]) async throws -> [String: String] {
         var map: [String: String] = [:]
         for host in hosts {

@@ -40,6 +40,8 @@
             /// fails the redirect: request bodies stream, so they are sent once.
             public var followRedirects: Int
 
+            /// A configuration with a request timeout and a redirect limit.
+            ///
             /// - Parameters:
             ///   - timeout: bound on each request; nil for the `HTTPDNS` configuration's.
             ///   - followRedirects: redirects followed at most (5, like URLSession and AsyncHTTPClient).
@@ -55,13 +57,26 @@
         public var configuration: Configuration
 
         /// A transport that sends through `httpdns`'s engine.
+        ///
+        /// - Parameters:
+        ///   - httpdns: The `HTTPDNS` instance whose engine sends the requests.
+        ///   - configuration: The request timeout and the redirect limit.
         public init(_ httpdns: HTTPDNS, configuration: Configuration = Configuration()) {
             self.httpdns = httpdns
             self.configuration = configuration
         }
 
         /// Sends `request` to `baseURL` joined with the request's path; returns once the response head has
-        /// arrived, its body still streaming. Throws `HTTPEngineError`.
+        /// arrived, its body still streaming.
+        ///
+        /// - Parameters:
+        ///   - request: The request's method, path and header fields.
+        ///   - body: The request body, streamed as the connection takes it (sent once); nil for none.
+        ///   - baseURL: The server URL the path is joined to; it may have no query or fragment.
+        ///   - operationID: The operation's identifier, named in error messages.
+        /// - Returns: The response head, and its body still streaming (nil for HEAD and CONNECT requests).
+        /// - Throws: `HTTPEngineError`: `.invalidRequest` for a server URL with a query or fragment, or when the
+        ///   request body fails, `.cancelled` when the task is cancelled, or the engine's own error.
         public func send(
             _ request: HTTPRequest,
             body: HTTPBody?,

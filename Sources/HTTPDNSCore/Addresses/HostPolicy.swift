@@ -97,8 +97,15 @@ public struct HostPolicy: Hashable, Sendable {
         self.allowNonGlobal = allowNonGlobal
     }
 
-    /// Builds a policy from pattern texts (`example.com`, `*.example.com`, `*`): throws
-    /// `HTTPDNSConfigurationError` naming the first pattern that is not a valid one.
+    /// Builds a policy from pattern texts (`example.com`, `*.example.com`, `*`).
+    ///
+    /// - Parameters:
+    ///   - only: Names resolved through HTTPDNS (empty: none).
+    ///   - except: Names never resolved through HTTPDNS even when `only` matches (deny wins).
+    ///   - strict: Names that never fall back to LocalDNS when every HTTPDNS provider fails.
+    ///   - allowPrivate: Public names allowed to resolve to loopback, private or other non-global addresses.
+    /// - Throws: `HTTPDNSConfigurationError` with code `.invalidHostPattern`, naming the first pattern that is
+    ///   not a valid one.
     public init(
         only: [String],
         except: [String] = [],

@@ -18,6 +18,8 @@ public enum IPAddress: Hashable, Sendable, CustomStringConvertible, Codable {
     case v6([UInt8])
 
     /// Parses a textual IPv4 or IPv6 address. Brackets around IPv6 (`[::1]`) are accepted.
+    ///
+    /// - Parameter text: The address as text; nil is made for anything else, hostnames and zone IDs included.
     public init?(_ text: some StringProtocol) {
         var s = String(text)
         if s.hasPrefix("["), s.hasSuffix("]") { s = String(s.dropFirst().dropLast()) }

@@ -14,6 +14,8 @@ public struct ResolverSecret: Hashable, Sendable, CustomReflectable {
 
     /// The secret as the vendor's console shows it; its UTF-8 bytes are used, surrounding white space
     /// (a trailing newline from a file) removed.
+    ///
+    /// - Parameter value: The secret as text.
     public init(_ value: String) {
         bytes = Array(value.trimmingCharacters(in: .whitespacesAndNewlines).utf8)
     }

@@ -18,8 +18,10 @@ public struct ResolverEndpoint: Hashable, Sendable, CustomStringConvertible {
         "\(scheme)://\(formatAuthority(host: host, port: port))\(path)\(query.map { "?\($0)" } ?? "")"
     }
 
-    /// Parses an absolute http or https URL (through `HTTPURLParts.parse`, credentials refused). Throws
-    /// `HTTPDNSConfigurationError` with code `.invalidResolverSpec` and a message saying what to fix.
+    /// Parses an absolute http or https URL (through `HTTPURLParts.parse`, credentials refused).
+    ///
+    /// - Parameter text: The URL, e.g. `https://127.0.0.1:8473/dns-query`.
+    /// - Throws: `HTTPDNSConfigurationError` with code `.invalidResolverSpec` and a message saying what to fix.
     public init(url text: String) throws {
         let parts: HTTPURLParts
         do {
@@ -93,8 +95,12 @@ public enum ResolverSpec: Hashable, Sendable, CustomStringConvertible {
 
     package static let kinds = "doh:URL, doh-post:URL, doh-json:URL, dnspod:URL, json:URL, dns:IP[:PORT], system"
 
-    /// Parses one spec such as `doh:https://127.0.0.1:8473/dns-query` or `dns:127.0.0.1:53`. Throws
-    /// `HTTPDNSConfigurationError` with code `.invalidResolverSpec` and a message saying how to write it.
+    /// Parses one spec such as `doh:https://127.0.0.1:8473/dns-query` or `dns:127.0.0.1:53`.
+    ///
+    /// - Parameter text: The spec: `doh:URL`, `doh-post:URL`, `doh-json:URL`, `dnspod:URL`, `json:URL`,
+    ///   `dns:IP[:PORT]` or `system`.
+    /// - Throws: `HTTPDNSConfigurationError` with code `.invalidResolverSpec` and a message saying how to
+    ///   write it.
     public init(parsing text: String) throws {
         if text == "system" {
             self = .system
@@ -190,6 +196,10 @@ public struct AlibabaEncryption: Hashable, Sendable {
     public var key: ResolverSecret
 
     /// Mode `mode` with `key` (hex).
+    ///
+    /// - Parameters:
+    ///   - mode: The cipher mode; AES-CBC by default.
+    ///   - key: The AES key as the console shows it: hex of 16, 24 or 32 bytes.
     public init(mode: Mode = .cbc, key: ResolverSecret) {
         self.mode = mode
         self.key = key

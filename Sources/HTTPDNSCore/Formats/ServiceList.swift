@@ -311,6 +311,8 @@ public struct ServiceListSettings: Hashable, Sendable {
     public var region: String
 
     /// Lists with Alibaba's `region` set to `region`.
+    ///
+    /// - Parameter region: Sent as Alibaba's `region=`: `global` (the default) or a region such as `cn`.
     public init(region: String = "global") {
         self.region = region
     }

@@ -12,10 +12,18 @@ public struct ClientSubnet: Sendable, Hashable, CustomStringConvertible {
     public let prefixLength: Int
 
     /// The prefix RFC 7871 §11.1 recommends when none is given: /24 for IPv4, /56 for IPv6.
+    ///
+    /// - Parameter address: The address whose family decides.
+    /// - Returns: 24 for an IPv4 address, 56 for an IPv6 one.
     public static func defaultPrefixLength(for address: IPAddress) -> Int { address.isIPv6 ? 56 : 24 }
 
-    /// `address` cut to `prefixLength` bits (the recommended /24 or /56 when nil). Throws
-    /// `HTTPDNSConfigurationError` (`.invalidClientSubnet`) for a prefix longer than the address.
+    /// `address` cut to `prefixLength` bits (the recommended /24 or /56 when nil).
+    ///
+    /// - Parameters:
+    ///   - address: The client's address, or any address in its subnet.
+    ///   - prefixLength: How many leading bits to send; nil for the recommended /24 or /56.
+    /// - Throws: `HTTPDNSConfigurationError` (`.invalidClientSubnet`) for a prefix longer than the address, or
+    ///   negative.
     public init(address: IPAddress, prefixLength: Int? = nil) throws {
         let bits = address.isIPv6 ? 128 : 32
         let length = prefixLength ?? Self.defaultPrefixLength(for: address)
@@ -35,7 +43,9 @@ public struct ClientSubnet: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// Parses `203.0.113.0/24`, `2001:db8::/56`, or a bare address (given the recommended prefix).
-    /// Throws `HTTPDNSConfigurationError` (`.invalidClientSubnet`) saying what is wrong.
+    ///
+    /// - Parameter text: The subnet, `ADDRESS` or `ADDRESS/PREFIX`.
+    /// - Throws: `HTTPDNSConfigurationError` (`.invalidClientSubnet`) saying what is wrong.
     public init(_ text: String) throws {
         let parts = text.trimmingCharacters(in: .whitespaces).split(separator: "/", omittingEmptySubsequences: false)
         guard parts.count <= 2, let address = IPAddress(parts[0]) else {

@@ -34,6 +34,10 @@ public struct ServiceBinding: Hashable, Sendable, CustomStringConvertible {
     public var ech: [UInt8]?
 
     /// A record with the given fields.
+    ///
+    /// - Parameters:
+    ///   - priority: 0 for an alias; otherwise lower is preferred.
+    ///   - target: The name to connect to: `.` means the origin's own name.
     public init(priority: UInt16, target: String) {
         self.priority = priority
         self.target = target
@@ -77,6 +81,12 @@ public struct ServiceBindings: Hashable, Sendable, CustomStringConvertible {
     public var owner: String { aliases.last ?? name }
 
     /// Records found for `name`, reached through `aliases`, answered by `source`.
+    ///
+    /// - Parameters:
+    ///   - name: The name asked, in normal form.
+    ///   - aliases: The alias targets followed, in order.
+    ///   - endpoints: The service endpoints, by priority.
+    ///   - source: Who answered: an HTTPDNS provider, LocalDNS, or the cache.
     public init(name: String, aliases: [String], endpoints: [ServiceBinding], source: ResolutionSource) {
         self.name = name
         self.aliases = aliases

@@ -34,15 +34,22 @@ public struct HTTPProxy: Sendable, Hashable, CustomStringConvertible, CustomRefl
     public var password: String?
 
     /// A proxy at `host:port`, without credentials.
+    ///
+    /// - Parameters:
+    ///   - host: The proxy's host: an IP address or a name (resolved by the system).
+    ///   - port: The proxy's port.
     public init(host: String, port: Int) {
         self.host = host
         self.port = port
     }
 
     /// Parses a proxy URL as curl takes it: `http://[USER:PASSWORD@]HOST[:PORT]`, the scheme optional,
-    /// the port 1080 when absent. Throws `HTTPDNSConfigurationError` (`.invalidProxyConfiguration`) for
-    /// another scheme (an https:// or SOCKS proxy is not supported) or a URL without a host; the message
-    /// never repeats a password.
+    /// the port 1080 when absent.
+    ///
+    /// - Parameter text: The proxy URL.
+    /// - Throws: `HTTPDNSConfigurationError` (`.invalidProxyConfiguration`) for another scheme (an https:// or
+    ///   SOCKS proxy is not supported), a URL without a host or a port out of range; the message never
+    ///   repeats a password.
     public init(url text: String) throws {
         let trimmed = text.trimmingCharacters(in: .whitespaces)
         let withScheme = trimmed.contains("://") ? trimmed : "http://" + trimmed
@@ -121,6 +128,10 @@ public struct HTTPProxySettings: Sendable, Hashable {
     public var proxyResolvesNames = false
 
     /// `proxy` for every URL.
+    ///
+    /// - Parameters:
+    ///   - proxy: The proxy for https:// and http:// URLs (nil: direct).
+    ///   - noProxy: Hosts that never use a proxy, as curl's `no_proxy` entries.
     public init(all proxy: HTTPProxy?, noProxy: [String] = []) {
         self.https = proxy
         self.http = proxy
@@ -128,6 +139,11 @@ public struct HTTPProxySettings: Sendable, Hashable {
     }
 
     /// One proxy per scheme.
+    ///
+    /// - Parameters:
+    ///   - https: The proxy for https:// URLs (nil: direct).
+    ///   - http: The proxy for http:// URLs (nil: direct).
+    ///   - noProxy: Hosts that never use a proxy, as curl's `no_proxy` entries.
     public init(https: HTTPProxy?, http: HTTPProxy?, noProxy: [String] = []) {
         self.https = https
         self.http = http
@@ -136,8 +152,11 @@ public struct HTTPProxySettings: Sendable, Hashable {
 
     /// The settings curl would take from `environment`: `https_proxy` (or `HTTPS_PROXY`) for https,
     /// `http_proxy` for http (never `HTTP_PROXY`, which CGI lets a request set), `all_proxy` (or
-    /// `ALL_PROXY`) for both when the scheme's own is absent, and `no_proxy` (or `NO_PROXY`). Nil when
-    /// no proxy is set. Throws `HTTPDNSConfigurationError` for a proxy URL that cannot be used.
+    /// `ALL_PROXY`) for both when the scheme's own is absent, and `no_proxy` (or `NO_PROXY`).
+    ///
+    /// - Parameter environment: The environment variables; the process's by default.
+    /// - Returns: The settings, or nil when no proxy is set.
+    /// - Throws: `HTTPDNSConfigurationError` (`.invalidProxyConfiguration`) for a proxy URL that cannot be used.
     public static func environment(
         _ environment: [String: String] = ProcessInfo.processInfo.environment
     ) throws -> HTTPProxySettings? {
@@ -152,6 +171,9 @@ public struct HTTPProxySettings: Sendable, Hashable {
     }
 
     /// A `no_proxy` value as its entries: comma-separated, blanks dropped.
+    ///
+    /// - Parameter text: The `no_proxy` value.
+    /// - Returns: Its entries, trimmed, in order.
     public static func noProxyList(_ text: String) -> [String] {
         text.split(separator: ",").map { String($0.trimmingCharacters(in: .whitespaces)) }.filter { !$0.isEmpty }
     }

@@ -11,6 +11,15 @@ extension HTTPEngine {
     /// anything but HEAD into GET, dropping the body; 307/308 keep method and body (a body that cannot
     /// be sent again fails the redirect). Credentials and cookies are not carried to another host.
     /// The request's total timeout (`timeout`, else the configuration's) bounds the whole chain.
+    ///
+    /// - Parameters:
+    ///   - request: The request to send.
+    ///   - followRedirects: The most redirects to follow; 0 (the default) returns a redirect as it is.
+    /// - Returns: The response, as soon as its head has arrived; read its `body` for the rest.
+    /// - Throws: `HTTPEngineError`: `.totalTimeout` when the chain's time runs out, `.tooManyRedirects` past
+    ///   `followRedirects`, `.invalidRequest` for a redirect that must send a streamed body again,
+    ///   `.protocolError` for a `Location` that is not a URL, or the code of the hop's failure (lookup,
+    ///   connect, TLS, read).
     public func send(_ request: HTTPEngineRequest, followRedirects: Int = 0) async throws -> HTTPEngineResponse {
         var current = request
         var hops = 0

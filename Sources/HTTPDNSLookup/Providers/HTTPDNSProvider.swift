@@ -23,6 +23,14 @@ public protocol HTTPDNSProvider: Sendable {
     /// no address of that family; throw when the provider could not answer (the next provider is asked,
     /// and the error is kept in the resolver's error). A provider that is not done by `deadline` is no
     /// longer waited for.
+    ///
+    /// - Parameters:
+    ///   - name: The name to resolve, in normal form.
+    ///   - family: The address family asked: A records for `.ipv4`, AAAA for `.ipv6`.
+    ///   - deadline: When the resolver stops waiting for the answer.
+    /// - Returns: The addresses found, empty when the name has none of that family, and how long to keep them.
+    /// - Throws: Any error, when the provider could not answer: the next provider is asked, and the error is
+    ///   kept in the `ResolverError`'s `failures`.
     func resolve(_ name: String, family: AddressFamily, deadline: ContinuousClock.Instant) async throws
         -> HTTPDNSProviderAnswer
 }
@@ -35,6 +43,10 @@ public struct HTTPDNSProviderAnswer: Sendable, Hashable {
     public var ttl: Duration?
 
     /// An answer of `addresses`, to keep for `ttl`.
+    ///
+    /// - Parameters:
+    ///   - addresses: The addresses, in the provider's order of preference.
+    ///   - ttl: How long the answer may be kept; nil for the cache's `minTTL`.
     public init(addresses: [IPAddress], ttl: Duration? = nil) {
         self.addresses = addresses
         self.ttl = ttl

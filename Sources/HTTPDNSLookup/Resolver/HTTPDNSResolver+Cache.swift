@@ -15,6 +15,8 @@ extension HTTPDNSResolver {
 
     /// Drops the cached answers for `host` (all networks): its next lookup asks HTTPDNS. For a name
     /// whose addresses the app knows have changed.
+    ///
+    /// - Parameter host: The name whose answers to drop.
     public func clearCache(_ host: String) {
         let name = normalizeHostname(host)
         state.withLockedValue {

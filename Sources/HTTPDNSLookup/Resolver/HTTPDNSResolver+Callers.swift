@@ -21,6 +21,11 @@ extension HTTPDNSResolver {
     /// Resolves `host` and calls `completion` once with the result, on no particular thread.
     ///
     /// For callers that are not async (Objective-C era code, delegate-based stacks). Returns at once.
+    ///
+    /// - Parameters:
+    ///   - host: The name to resolve, or an IP literal.
+    ///   - query: The address families to ask for; nil for those the network can use.
+    ///   - completion: Called once, with the addresses or the `ResolverError` ``resolve(_:_:)`` would throw.
     public func resolve(
         _ host: String,
         _ query: AddressQuery? = nil,
@@ -35,10 +40,17 @@ extension HTTPDNSResolver {
     ///
     /// On the main thread it never blocks: it returns the cached answer (a stale one included, refreshed
     /// in the background), an IP literal or an address override at once, or starts the lookup and
-    /// throws `ResolverError.Code.wouldBlockMainThread` at once, so a later call finds the answer.
-    /// Called on a SwiftNIO event loop thread it throws `.calledOnEventLoop` at once instead of risking
-    /// a deadlock. When `timeout` passes first it throws `.timeout` and the lookup goes on in the
-    /// background (its answer is cached for the next call).
+    /// throws at once, so a later call finds the answer. When `timeout` passes first the lookup goes on
+    /// in the background (its answer is cached for the next call).
+    ///
+    /// - Parameters:
+    ///   - host: The name to resolve, or an IP literal.
+    ///   - query: The address families to ask for; nil for those the network can use.
+    ///   - timeout: The longest the calling thread is blocked.
+    /// - Returns: The addresses, with their TTL and who answered.
+    /// - Throws: `ResolverError`: `.wouldBlockMainThread` on the main thread when nothing is cached,
+    ///   `.calledOnEventLoop` at once on a SwiftNIO event loop thread (instead of risking a deadlock),
+    ///   `.timeout` when `timeout` passes first, or what ``resolve(_:_:)`` throws.
     public func resolveBlocking(
         _ host: String,
         _ query: AddressQuery? = nil,
@@ -80,10 +92,16 @@ extension HTTPDNSResolver {
     ///
     /// When the cache cannot answer every family asked, a lookup starts in the background and this
     /// returns nil: call again later (or on the next request) to get its answer. A stale or aging
-    /// cached answer is returned and refreshed in the background. IP literals and overridden names are answered at once.
+    /// cached answer is returned and refreshed in the background. IP literals and overridden names are
+    /// answered at once.
     ///
     /// The fastest lookup there is: a name answered within the last second is one table read under a
     /// lock of its own, with no task, no await and no parsing (`bench resolver` times it).
+    ///
+    /// - Parameters:
+    ///   - host: The name to look up, or an IP literal.
+    ///   - query: The address families to ask for; nil for those the network can use.
+    /// - Returns: The cached answer, or nil while a lookup starts in the background.
     public func resolveCachedOrStart(_ host: String, _ query: AddressQuery? = nil) -> Resolution? {
         let query = query ?? path.query
         if let hot = hotResolution(host, query) { return hot }
@@ -100,6 +118,11 @@ extension HTTPDNSResolver {
     /// fails does not fail the others). Names repeated in `hosts` are looked up once. Where the first
     /// resolver takes several names per query (DNSPod, Alibaba's signed and v2 forms), the names not
     /// cached are asked for in batches first.
+    ///
+    /// - Parameters:
+    ///   - hosts: The names to resolve.
+    ///   - query: The address families to ask for; nil for those the network can use.
+    /// - Returns: Each distinct name's addresses, or the `ResolverError` ``resolve(_:_:)`` would throw for it.
     public func resolve(
         _ hosts: [String],
         _ query: AddressQuery? = nil

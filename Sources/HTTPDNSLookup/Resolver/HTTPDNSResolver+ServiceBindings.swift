@@ -71,7 +71,12 @@ extension HTTPDNSResolver {
     /// an alias followed to its target. Asked of the first provider that has a query for them, within
     /// the lookup timeout; cached for their TTL.
     ///
-    /// Throws `ResolverError` when no provider could answer; a name without records gives none.
+    /// A name without records gives none.
+    ///
+    /// - Parameter host: The name whose records to ask for.
+    /// - Returns: The records, with the aliases followed to reach them and who answered.
+    /// - Throws: `ResolverError`: `.invalidName` for a name that is not a valid hostname, or the lookup's error
+    ///   when no provider could answer.
     public func serviceBindings(for host: String) async throws -> ServiceBindings {
         var walk = AliasWalk(try recordsName(host))
         for _ in 0...Self.aliasLimit {

@@ -219,16 +219,9 @@ extension HTTPDNSURLProtocol {
                     sender: sender
                 )
                 guard gate.isOpen, !Task.isCancelled else { return once.resume((.cancelAuthenticationChallenge, nil)) }
-                #if canImport(Darwin)
-                    // The challenge only travels to the client's thread, where the system takes it.
-                    let carried = UncheckedChallenge(challenge: challenge)
-                    let sent = gate.send { client, me in client.urlProtocol(me, didReceive: carried.challenge) }
-                    if !sent { once.resume((.cancelAuthenticationChallenge, nil)) }
-                #else
-                    context.askDelegate(challenge, connectionLevel: space is HTTPDNSServerTrustSpace) {
-                        once.resume($0)
-                    }
-                #endif
+                context.askDelegate(challenge, connectionLevel: space is HTTPDNSServerTrustSpace, gate: gate) {
+                    once.resume($0)
+                }
             }
         } onCancel: {
             pending.withLockedValue { $0 }?.resume((.cancelAuthenticationChallenge, nil))
