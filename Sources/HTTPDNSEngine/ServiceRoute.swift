@@ -59,4 +59,16 @@ package struct ServiceRoute: Equatable, Sendable {
     package static func extraWait(afterLookupOf took: Duration) -> Duration {
         min(.milliseconds(50), took / 5)
     }
+
+    /// How long a connect waits for the origin's HTTPS records once its addresses are in: none when
+    /// the addresses came without a round trip (the cache, fresh or stale, an override, a configured
+    /// table), so a relaunch that connects on a persisted answer is never held up by a records query
+    /// on its way; else `extraWait(afterLookupOf:)`. `source` nil: the addresses' lookup failed (the
+    /// records' hints may still stand in).
+    package static func recordsWait(addressesFrom source: ResolutionSource?, lookupTook took: Duration) -> Duration {
+        switch source {
+        case .cache, .stale, .override, .literal, .staticHosts, .bootstrap, .serviceList: return .zero
+        case .httpdns, .localDNS, .fallback, .system, .proxy, nil: return extraWait(afterLookupOf: took)
+        }
+    }
 }

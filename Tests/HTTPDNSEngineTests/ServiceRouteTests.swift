@@ -80,4 +80,34 @@ import Testing
         #expect(ServiceRoute.extraWait(afterLookupOf: .milliseconds(100)) == .milliseconds(20))
         #expect(ServiceRoute.extraWait(afterLookupOf: .seconds(2)) == .milliseconds(50))
     }
+
+    @Test func anAddressThatCameWithoutARoundTripWaitsForNoRecords() {
+        // A relaunch on a persisted (stale) answer, or a fresh cached one: connect at once.
+        #expect(ServiceRoute.recordsWait(addressesFrom: .stale("doh"), lookupTook: .seconds(1)) == .zero)
+        #expect(ServiceRoute.recordsWait(addressesFrom: .cache("doh"), lookupTook: .seconds(1)) == .zero)
+        #expect(ServiceRoute.recordsWait(addressesFrom: .override, lookupTook: .seconds(1)) == .zero)
+        // An answer from the network: the records that came with it count, within the bound.
+        #expect(
+            ServiceRoute.recordsWait(addressesFrom: .httpdns("doh"), lookupTook: .milliseconds(100))
+                == .milliseconds(20)
+        )
+        #expect(ServiceRoute.recordsWait(addressesFrom: nil, lookupTook: .seconds(5)) == .milliseconds(50))
+    }
+
+    @Test func theWaitEndsAtItsBoundWhileTheRecordsQueryRunsOn() async {
+        // A records query that answers late: the wait returns nil at its bound instead of waiting for
+        // it (it used to wait for the whole query). The query finishes only after the wait is over.
+        let (stream, release) = AsyncStream<Void>.makeStream()
+        let late = Task<String?, Never> {
+            for await _ in stream { break }
+            return "late"
+        }
+        #expect(await ConnectionFactory.value(of: late, within: .milliseconds(10)) == nil)
+        release.finish()
+        #expect(await late.value == "late")
+        // One that is there in time is taken.
+        let prompt = Task<String?, Never> { "prompt" }
+        _ = await prompt.value
+        #expect(await ConnectionFactory.value(of: prompt, within: .seconds(60)) == "prompt")
+    }
 }

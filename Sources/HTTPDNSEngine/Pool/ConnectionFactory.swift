@@ -220,7 +220,10 @@ struct ConnectionFactory: Sendable {
         }
         var bindings = cached
         if let records {
-            bindings = await Self.value(of: records, within: ServiceRoute.extraWait(afterLookupOf: .now - started))
+            let source = (try? found.get())?.1.source
+            let wait = ServiceRoute.recordsWait(addressesFrom: source, lookupTook: .now - started)
+            // The records' query runs on when not waited for: its answer is cached for the next connect.
+            bindings = wait > .zero ? await Self.value(of: records, within: wait) : nil
         }
         guard let bindings,
             let route = ServiceRoute.choose(bindings, port: url.port, versions: recipe.versions)
@@ -261,18 +264,25 @@ struct ConnectionFactory: Sendable {
         return try await connect(via, addresses: addresses, lookup: own, deadline: deadline, port: route.port)
     }
 
-    /// `task`'s value if it comes within `limit`; nil otherwise (the task runs on: its answer is cached
-    /// for the next connect).
-    private static func value<T: Sendable>(of task: Task<T?, Never>, within limit: Duration) async -> T? {
-        await withTaskGroup(of: T?.self) { group in
-            group.addTask { await task.value }
-            group.addTask {
-                try? await Task.sleep(for: limit)
-                return nil
+    /// `task`'s value if it comes within `limit`; nil otherwise, at `limit`, whether or not the task is
+    /// done (it runs on: its answer is cached for the next connect). A race on a continuation resumed
+    /// once: awaiting an unstructured task's value does not end when the waiter is cancelled, so a task
+    /// group would wait for the whole lookup.
+    static func value<T: Sendable>(of task: Task<T?, Never>, within limit: Duration) async -> T? {
+        let result = NIOLockedValueBox<CheckedContinuation<T?, Never>?>(nil)
+        let resume: @Sendable (T?) -> Void = { value in
+            result.withLockedValue { continuation in
+                continuation?.resume(returning: value)
+                continuation = nil
             }
-            let first = await group.next() ?? nil
-            group.cancelAll()
-            return first
+        }
+        return await withCheckedContinuation { (continuation: CheckedContinuation<T?, Never>) in
+            result.withLockedValue { $0 = continuation }
+            Task { resume(await task.value) }
+            Task {
+                try? await Task.sleep(for: limit)
+                resume(nil)
+            }
         }
     }
 
