@@ -5,7 +5,9 @@
 //
 // Module map (one concern each). No module shares its name with a type, so `Module.Type` always works:
 //   HTTPDNSKit       the front door: `HTTPDNS`, one value that owns the resolver, the engines and their
-//                    lifecycle, and re-exports the public types of the modules below. Apps import this.
+//                    lifecycle, its routes (LocalProxy/: the loopback forward proxy, `HTTPDNSProxy`, with
+//                    CONNECT tunnels, http:// forwarding and PAC), and re-exports the public types of the
+//                    modules below. Apps import this.
 //   HTTPDNSPrivacy   the privacy manifest (PrivacyInfo.xcprivacy), bundled with every app that links HTTPDNSKit.
 //   HTTPDNSCore      pure core, no I/O: DNS wire format, provider answer parsers, cache and refresh
 //                    policy, host policy, answer validation, resolver specs.
@@ -17,7 +19,6 @@
 //                    closing, accept back-off, HTTP/2 limits, trace context in header fields).
 //   HTTPDNSLookup    the resolver, `HTTPDNSResolver` (SwiftNIO): providers (DoH, JSON, DNSPod, Do53, system), cache,
 //                    coalescing, prefetch, persistence, fallback, hijack detection.
-//   HTTPDNSLocalProxy the loopback forward proxy, `HTTPDNSProxy` (CONNECT tunnels, http:// forwarding, PAC).
 //   HTTPDNSURLSession the URLProtocol for URLSession (the only module that imports FoundationNetworking).
 //   HTTPDNSOpenAPI   a ClientTransport for swift-openapi-generator's clients, behind the trait `OpenAPI`.
 //
@@ -194,27 +195,6 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .target(
-            name: "HTTPDNSLocalProxy",
-            dependencies: [
-                "HTTPDNSCore",
-                "HTTPDNSEngine",
-                "HTTPDNSLookup",
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "CoreMetrics", package: "swift-metrics"),
-                // The listener on Apple platforms, where the tunnels' connections are Network.framework's.
-                .product(
-                    name: "NIOTransportServices",
-                    package: "swift-nio-transport-services",
-                    condition: .when(platforms: apple)
-                ),
-            ],
-            swiftSettings: swiftSettings
-        ),
-        .target(
             name: "HTTPDNSURLSession",
             dependencies: [
                 "HTTPDNSCore",
@@ -244,13 +224,21 @@ let package = Package(
                 "HTTPDNSCore",
                 "HTTPDNSEngine",
                 "HTTPDNSLookup",
-                "HTTPDNSLocalProxy",
                 "HTTPDNSURLSession",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                // The loopback proxy's listener on Apple platforms, where the tunnels' connections are
+                // Network.framework's.
+                .product(
+                    name: "NIOTransportServices",
+                    package: "swift-nio-transport-services",
+                    condition: .when(platforms: apple)
+                ),
             ],
             swiftSettings: swiftSettings
         ),
@@ -345,7 +333,6 @@ let package = Package(
             dependencies: [
                 "HTTPDNSKit",
                 "HTTPDNSURLSession",
-                "HTTPDNSLocalProxy",
                 "HTTPDNSServer",
                 "HTTPDNSCore",
                 "HTTPDNSEngine",
@@ -369,7 +356,7 @@ let package = Package(
         ),
         .target(
             name: "HTTPDNSTestSupport",
-            dependencies: sharedTestDependencies + ["HTTPDNSKit", "HTTPDNSLocalProxy", "HTTPDNSURLSession"],
+            dependencies: sharedTestDependencies + ["HTTPDNSKit", "HTTPDNSURLSession"],
             path: "Tests/HTTPDNSTestSupport",
             swiftSettings: swiftSettings
         ),
@@ -413,7 +400,7 @@ let package = Package(
         ),
         testTarget(
             "HTTPDNSLocalProxyTests",
-            ["HTTPDNSLocalProxy", .product(name: "NIOEmbedded", package: "swift-nio")]
+            ["HTTPDNSKit", .product(name: "NIOEmbedded", package: "swift-nio")]
         ),
         testTarget("HTTPDNSURLSessionTests", ["HTTPDNSURLSession"]),
         testTarget(
@@ -433,7 +420,7 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         testTarget("httpdnsTests"),
-        testTarget("HTTPDNSIntegrationTests", ["HTTPDNSKit", "HTTPDNSLocalProxy", "HTTPDNSURLSession"]),
+        testTarget("HTTPDNSIntegrationTests", ["HTTPDNSKit", "HTTPDNSURLSession"]),
     ],
     swiftLanguageModes: [.v6]
 )

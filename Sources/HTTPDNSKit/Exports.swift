@@ -3,7 +3,6 @@
 @_exported import HTTPDNSCore
 @_exported import HTTPDNSEngine
 @_exported import HTTPDNSLookup
-@_exported import HTTPDNSLocalProxy
 @_exported import HTTPDNSURLSession
 // The SwiftNIO types the public API is written in (request headers, methods, statuses, body buffers).
 @_exported import struct NIOCore.ByteBuffer

@@ -4,7 +4,6 @@
 // "Choosing a route" compares them.
 
 import Foundation
-import HTTPDNSLocalProxy
 import HTTPDNSURLSession
 import NIOConcurrencyHelpers
 

@@ -11,7 +11,6 @@
 import Foundation
 import HTTPDNSCore
 import HTTPDNSEngine
-import HTTPDNSLocalProxy
 import HTTPDNSLookup
 import HTTPDNSURLSession
 import Logging

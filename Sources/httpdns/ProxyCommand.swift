@@ -7,7 +7,6 @@ import HTTPDNSKit
 import Foundation
 import HTTPDNSCore
 import HTTPDNSEngine
-import HTTPDNSLocalProxy
 import HTTPDNSServer
 import Logging
 

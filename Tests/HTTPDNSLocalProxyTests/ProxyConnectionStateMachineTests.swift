@@ -2,7 +2,7 @@
 // and in orders only a hostile one (or a race with the event loop) produces. No channels, no clocks.
 
 import HTTPDNSEngine
-@testable import HTTPDNSLocalProxy
+@testable import HTTPDNSKit
 import NIOCore
 import NIOHTTP1
 import Testing

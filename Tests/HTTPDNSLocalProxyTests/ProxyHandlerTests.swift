@@ -2,7 +2,7 @@
 // HTTP decoder and encoder): the exact bytes a client gets, time moved by hand. CONNECT goes to a
 // connector stub whose result the test decides, and the tunnel's target is another EmbeddedChannel.
 
-@testable import HTTPDNSLocalProxy
+@testable import HTTPDNSKit
 @testable import HTTPDNSTestSupport
 import HTTPDNSCore
 import HTTPDNSEngine

@@ -6,7 +6,7 @@
 import Foundation
 import HTTPDNSCore
 import HTTPDNSEngine
-import HTTPDNSLocalProxy
+import HTTPDNSKit
 import HTTPDNSLookup
 import NIOCore
 import NIOPosix

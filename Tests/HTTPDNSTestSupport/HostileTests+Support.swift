@@ -7,7 +7,7 @@
 import Foundation
 import HTTPDNSCore
 import HTTPDNSEngine
-import HTTPDNSLocalProxy
+import HTTPDNSKit
 import HTTPDNSLookup
 import HTTPDNSServer
 import NIOConcurrencyHelpers
