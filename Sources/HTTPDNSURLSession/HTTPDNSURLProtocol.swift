@@ -159,7 +159,10 @@ package class HTTPDNSURLProtocol: URLProtocol {
             transportHonoursNetworkRules: HandBack.transportHonoursNetworkRules,
             systemHonoursNetworkRules: HandBack.systemHonoursNetworkRules,
             cleartextForbidden: target(of: url, setup: setup).scheme?.lowercased() == "http"
-                && !TransportSecurity.current.allowsCleartext(to: host)
+                && !TransportSecurity.current.allowsCleartext(to: host),
+            systemTLS: target(of: url, setup: setup).scheme?.lowercased() == "https"
+                ? TransportSecurity.current.systemOnlyReason(forHTTPSTo: host) : nil,
+            waitsWhileOffline: ConfigurationSlots.waitsWhileOffline(protocolClass: self)
         ) {
             setup.logger.info("left to the system's URL loading: \(reason)", metadata: ["host": "\(host)"])
             return false

@@ -293,6 +293,50 @@ import Testing
         )
     }
 
+    @Test func pinnedOrTLSRelaxedDomainsAreTheSystemsToLoad() {
+        let plist: [String: Any] = [
+            "NSAppTransportSecurity": [
+                "NSPinnedDomains": [
+                    "pinned.example.com": ["NSIncludesSubdomains": true, "NSPinnedCAIdentities": [] as [Any]],
+                    "leaf.example.org": ["NSPinnedLeafIdentities": [] as [Any]],
+                ],
+                "NSExceptionDomains": [
+                    "old.example.net": ["NSExceptionMinimumTLSVersion": "TLSv1.0"],
+                    "nofs.example.net": ["NSExceptionRequiresForwardSecrecy": false, "NSIncludesSubdomains": true],
+                    "fine.example.net": ["NSExceptionMinimumTLSVersion": "TLSv1.3"],
+                ],
+            ]
+        ]
+        let ats = TransportSecurity(infoDictionary: plist, isAppBundle: true)
+        #expect(ats.systemOnlyReason(forHTTPSTo: "api.pinned.example.com")?.contains("NSPinnedDomains") == true)
+        #expect(ats.systemOnlyReason(forHTTPSTo: "leaf.example.org") != nil)
+        #expect(ats.systemOnlyReason(forHTTPSTo: "sub.leaf.example.org") == nil, "no NSIncludesSubdomains")
+        #expect(ats.systemOnlyReason(forHTTPSTo: "old.example.net")?.contains("relaxes TLS") == true)
+        #expect(ats.systemOnlyReason(forHTTPSTo: "cdn.nofs.example.net") != nil)
+        // A stricter exception is ours to serve (we never go below TLS 1.2 anyway).
+        #expect(ats.systemOnlyReason(forHTTPSTo: "fine.example.net") == nil)
+        #expect(ats.systemOnlyReason(forHTTPSTo: "other.test") == nil)
+        // Outside an app (Linux, a tool) there is no ATS.
+        #expect(
+            TransportSecurity(infoDictionary: plist, isAppBundle: false).systemOnlyReason(
+                forHTTPSTo: "leaf.example.org"
+            ) == nil
+        )
+        func reason(systemTLS: String? = nil, waits: Bool = false) -> String? {
+            HandBack.reason(
+                cachePolicy: .useProtocolCachePolicy,
+                forbidsSomeNetworks: false,
+                transportHonoursNetworkRules: true,
+                systemHonoursNetworkRules: true,
+                systemTLS: systemTLS,
+                waitsWhileOffline: waits
+            )
+        }
+        #expect(reason(systemTLS: "pins") == "pins")
+        #expect(reason(waits: true)?.contains("waits for connectivity") == true)
+        #expect(reason() == nil)
+    }
+
     @Test func protectionSpacesAreTheSameWhenEveryFieldIs() {
         func space(_ host: String, realm: String? = "r", port: Int = 80) -> URLProtectionSpace {
             URLProtectionSpace(

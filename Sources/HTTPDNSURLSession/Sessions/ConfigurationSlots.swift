@@ -25,6 +25,7 @@
 // `enableHTTPDNS()` puts the base class in; the slots are Apple-only executors of the same rule.
 
 import Foundation
+import HTTPDNSEngine
 import NIOConcurrencyHelpers
 
 #if canImport(FoundationNetworking)
@@ -142,6 +143,21 @@ final class ConfigurationSlots: Sendable {
     }
 
     var count: Int { state.withLockedValue { $0.table.count } }
+
+    /// Whether loads of `protocolClass`'s sessions find no network while their session waits for
+    /// connectivity (`waitsForConnectivity`): then the system's loading takes them, which waits and
+    /// tells the delegate (`taskIsWaitingForConnectivity`), as a URLProtocol cannot. Apple platforms;
+    /// corelibs does not wait.
+    static func waitsWhileOffline(protocolClass: AnyClass) -> Bool {
+        #if canImport(ObjectiveC)
+            guard platformPathFacts.withLockedValue({ $0?.satisfied == false }),
+                let slot = shared.slot(of: protocolClass)
+            else { return false }
+            return shared.settings(of: slot)?.waitsForConnectivity == true
+        #else
+            return false
+        #endif
+    }
 
     private static func copy(of configuration: URLSessionConfiguration) -> URLSessionConfiguration {
         // `copy()` of a URLSessionConfiguration is always one (NSCopying on the class itself).

@@ -17,15 +17,25 @@ enum HandBack {
     ///   system honours that and our transport could not.
     /// - `cleartextForbidden`: an http:// load that App Transport Security forbids (TransportSecurity.swift):
     ///   the system refuses it, as the app expects; it must not go out in the clear through us.
+    /// - `systemTLS`: why the system's own TLS must serve an https load (pins in `NSPinnedDomains`, TLS
+    ///   relaxed by an ATS exception).
+    /// - `waitsWhileOffline`: the session waits for connectivity (`waitsForConnectivity`) and there is
+    ///   no network now: the system waits, and tells the delegate, as a URLProtocol cannot.
     static func reason(
         cachePolicy: URLRequest.CachePolicy,
         forbidsSomeNetworks: Bool,
         transportHonoursNetworkRules: Bool,
         systemHonoursNetworkRules: Bool,
-        cleartextForbidden: Bool = false
+        cleartextForbidden: Bool = false,
+        systemTLS: String? = nil,
+        waitsWhileOffline: Bool = false
     ) -> String? {
         if cleartextForbidden {
             return "App Transport Security forbids cleartext HTTP to this host: the system refuses it as it would"
+        }
+        if let systemTLS { return systemTLS }
+        if waitsWhileOffline {
+            return "its session waits for connectivity and there is no network: the system waits and tells the delegate"
         }
         if cachePolicy == .returnCacheDataDontLoad {
             return "its cache policy is returnCacheDataDontLoad: the system answers it from the session's cache"
