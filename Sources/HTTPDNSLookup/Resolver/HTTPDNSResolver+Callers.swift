@@ -25,7 +25,7 @@ extension HTTPDNSResolver {
     /// - Parameters:
     ///   - host: The name to resolve, or an IP literal.
     ///   - query: The address families to ask for; nil for those the network can use.
-    ///   - completion: Called once, with the addresses or the `ResolverError` ``resolve(_:_:)`` would throw.
+    ///   - completion: Called once, with the addresses or the `ResolverError` ``resolve(_:_:)->Resolution`` would throw.
     public func resolve(
         _ host: String,
         _ query: AddressQuery? = nil,
@@ -50,7 +50,7 @@ extension HTTPDNSResolver {
     /// - Returns: The addresses, with their TTL and who answered.
     /// - Throws: `ResolverError`: `.wouldBlockMainThread` on the main thread when nothing is cached,
     ///   `.calledOnEventLoop` at once on a SwiftNIO event loop thread (instead of risking a deadlock),
-    ///   `.timeout` when `timeout` passes first, or what ``resolve(_:_:)`` throws.
+    ///   `.timeout` when `timeout` passes first, or what ``resolve(_:_:)->Resolution`` throws.
     public func resolveBlocking(
         _ host: String,
         _ query: AddressQuery? = nil,
@@ -122,7 +122,7 @@ extension HTTPDNSResolver {
     /// - Parameters:
     ///   - hosts: The names to resolve.
     ///   - query: The address families to ask for; nil for those the network can use.
-    /// - Returns: Each distinct name's addresses, or the `ResolverError` ``resolve(_:_:)`` would throw for it.
+    /// - Returns: Each distinct name's addresses, or the `ResolverError` ``resolve(_:_:)->Resolution`` would throw for it.
     public func resolve(
         _ hosts: [String],
         _ query: AddressQuery? = nil
