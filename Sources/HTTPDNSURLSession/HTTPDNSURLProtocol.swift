@@ -153,15 +153,15 @@ package class HTTPDNSURLProtocol: URLProtocol {
         guard case .httpdns = setup.intercept.route(for: host) else { return false }
         // A proxy the system would use, and none given to HTTPDNS: the system's request (SystemProxy).
         if setup.engine.configuration.network.proxy == nil, SystemProxy.applies(to: url) { return false }
+        // Where it really goes (https after an upgrade): what ATS judges.
+        let targetScheme = target(of: url, setup: setup).scheme?.lowercased()
         if let reason = HandBack.reason(
             cachePolicy: request.cachePolicy,
             forbidsSomeNetworks: NetworkAccess(of: request) != .unrestricted,
             transportHonoursNetworkRules: HandBack.transportHonoursNetworkRules,
             systemHonoursNetworkRules: HandBack.systemHonoursNetworkRules,
-            cleartextForbidden: target(of: url, setup: setup).scheme?.lowercased() == "http"
-                && !TransportSecurity.current.allowsCleartext(to: host),
-            systemTLS: target(of: url, setup: setup).scheme?.lowercased() == "https"
-                ? TransportSecurity.current.systemOnlyReason(forHTTPSTo: host) : nil,
+            cleartextForbidden: targetScheme == "http" && !TransportSecurity.current.allowsCleartext(to: host),
+            systemTLS: targetScheme == "https" ? TransportSecurity.current.systemOnlyReason(forHTTPSTo: host) : nil,
             waitsWhileOffline: ConfigurationSlots.waitsWhileOffline(protocolClass: self)
         ) {
             setup.logger.info("left to the system's URL loading: \(reason)", metadata: ["host": "\(host)"])

@@ -71,21 +71,24 @@ struct LoadContext: @unchecked Sendable {
     var additionalHeaders: [String: String] = [:]
     var sessionRequestTimeout: TimeInterval?
     var resourceTimeout: TimeInterval?
-    var deliversEveryChunk = true
     /// The body length the task expects to send (an upload task's data or file), when it knows it:
     /// Apple's loading system hands such a body to a URLProtocol as a stream, and the length keeps it
     /// from going out chunked (object stores refuse chunked PUTs).
     var expectedUploadLength: Int?
-    /// Where client calls must be made, in order (see `ClientGate`); nil: on the caller's thread.
-    var clientSchedule: ClientSchedule?
-    /// Whether a delegate may be there to answer challenges (Apple platforms: always, as far as a
-    /// URLProtocol can tell).
-    var mayHaveDelegate = true
-    /// The session's configuration: corelibs shows the session; on Apple platforms the protocol class
-    /// names its slot, which keeps a copy (ConfigurationSlots.swift). nil for loads of `URLSession.shared` and the like.
-    var sessionConfiguration: URLSessionConfiguration?
     /// This platform's part.
     let host: LoadHost
+
+    /// Whether every chunk is handed over as it comes (else all at the end).
+    var deliversEveryChunk: Bool { host.deliversEveryChunk }
+    /// Where client calls must be made, in order (see `ClientGate`); nil: on the caller's thread.
+    var clientSchedule: ClientSchedule? { host.clientSchedule }
+    /// Whether a delegate may be there to answer challenges (Apple platforms: always, as far as a
+    /// URLProtocol can tell).
+    var mayHaveDelegate: Bool { host.mayHaveDelegate }
+    /// The session's configuration: corelibs shows the session; on Apple platforms the protocol class
+    /// names its slot, which keeps a copy (ConfigurationSlots.swift). nil for loads of `URLSession.shared`
+    /// and the like.
+    var sessionConfiguration: URLSessionConfiguration? { host.configuration }
 
     /// - Parameter protocolClass: the class the loading system instantiated: on Apple platforms it names
     ///   the session's configuration (ConfigurationSlots.swift); corelibs shows the session itself.
@@ -94,13 +97,8 @@ struct LoadContext: @unchecked Sendable {
         expectedUploadLength = BodyLength.known(taskExpects: task?.countOfBytesExpectedToSend ?? -1)
         host = LoadHost(task: task, protocolClass: protocolClass)
         let configuration = host.configuration
-        clientSchedule = host.clientSchedule
-        credentials = host.credentials
-        deliversEveryChunk = host.deliversEveryChunk
-        mayHaveDelegate = host.mayHaveDelegate
         // The session's own settings where its configuration is known; the shared storage otherwise
         // (`URLSession.shared`, a protocol registered globally).
-        sessionConfiguration = configuration
         cookieStorage =
             setup.cookieStorage
             ?? (configuration.map { $0.httpShouldSetCookies ? $0.httpCookieStorage : nil } ?? HTTPCookieStorage.shared)
@@ -221,9 +219,9 @@ struct LoadContext: @unchecked Sendable {
         self.host.rememberCertificateNeedsDelegate(host)
     }
 
+    /// The session's credential storage: its configuration's, or where that is not known the shared
     /// one (the default's); nil when the session keeps none.
-    private let credentials: URLCredentialStorage?
-    private var credentialStorage: URLCredentialStorage? { credentials }
+    private var credentialStorage: URLCredentialStorage? { host.credentials }
 
     /// The stored default credential for `space`, proposed to the delegate. corelibs' storage finds a
     /// space only by identity (its URLProtectionSpace has no equality), so there the stored space equal

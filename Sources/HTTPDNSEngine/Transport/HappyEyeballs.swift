@@ -124,20 +124,18 @@ struct HappyEyeballsSchedule: Sendable {
         return [.won(index, cancel: losers.sorted())]
     }
 
-    private mutating func startNext() -> [Action] {
-        let index = next
-        next += 1
-        running.append(index)
-        generation += 1
-        return next < count ? [.start(index), .armTimer(generation: generation)] : [.start(index)]
-    }
+    private mutating func startNext() -> [Action] { launchNext(probe: false) }
 
-    private mutating func probeNext() -> [Action] {
+    private mutating func probeNext() -> [Action] { launchNext(probe: true) }
+
+    /// The next address: its whole attempt, or its TCP probe; the timer for the one after, if any.
+    private mutating func launchNext(probe: Bool) -> [Action] {
         let index = next
         next += 1
-        probing.append(index)
+        if probe { probing.append(index) } else { running.append(index) }
         generation += 1
-        return next < count ? [.probe(index), .armTimer(generation: generation)] : [.probe(index)]
+        let launch: Action = probe ? .probe(index) : .start(index)
+        return next < count ? [launch, .armTimer(generation: generation)] : [launch]
     }
 }
 

@@ -39,7 +39,6 @@ import NIOConcurrencyHelpers
 /// slot numbers and decisions out). `Settings` is what a load reads (a configuration copy).
 struct SlotTable<Settings> {
     private struct Slot {
-        let configuration: ObjectIdentifier
         var settings: Settings
         /// Whether a load has read the settings: they are fixed from then on.
         var loaded = false
@@ -72,9 +71,14 @@ struct SlotTable<Settings> {
             slots[slot].settings = settings
             return .same(slot)
         }
-        slots.append(Slot(configuration: configuration, settings: settings))
+        slots.append(Slot(settings: settings))
         latest[configuration] = slots.count - 1
         return .new(slots.count - 1)
+    }
+
+    /// The settings of `slot` once a load has fixed them; nil before (or for no such slot).
+    func fixed(_ slot: Int) -> Settings? {
+        slots.indices.contains(slot) && slots[slot].loaded ? slots[slot].settings : nil
     }
 
     /// The settings a load of `slot` reads. The first load may take them again from the configuration
@@ -131,8 +135,12 @@ final class ConfigurationSlots: Sendable {
 
     /// The settings loads of `slot` read (see `SlotTable.load`).
     func settings(of slot: Int) -> URLSessionConfiguration? {
+        // Every load but a slot's first finds them fixed: no copy.
+        let (fixed, object) = state.withLockedValue { state in
+            (state.table.fixed(slot), state.objects.indices.contains(slot) ? state.objects[slot].configuration : nil)
+        }
+        if let fixed { return fixed }
         // The copy is taken outside the lock (copying calls into Foundation).
-        let object = state.withLockedValue { $0.objects.indices.contains(slot) ? $0.objects[slot].configuration : nil }
         let fresh = object.map(Self.copy(of:))
         return state.withLockedValue { $0.table.load(slot) { fresh } }
     }

@@ -61,18 +61,13 @@ struct TransportSecurity: Equatable {
     /// specific domain wins) over the top-level ones; local names with NSAllowsLocalNetworking.
     func allowsCleartext(to host: String) -> Bool {
         guard inForce else { return true }
-        let name = host.lowercased().trimmingCharacters(in: CharacterSet(charactersIn: "."))
-        var labels = name.split(separator: ".").map(String.init)
-        var exact = true
-        while !labels.isEmpty {
-            let domain = labels.joined(separator: ".")
+        let (name, domains) = Self.domains(of: host)
+        for (domain, exact) in domains {
             if let exception = exceptions[domain], exact || exception.includesSubdomains,
                 let allowed = exception.allowsInsecureHTTPLoads
             {
                 return allowed
             }
-            labels.removeFirst()
-            exact = false
         }
         if allowsLocalNetworking, !name.contains(".") || name.hasSuffix(".local") { return true }
         return allowsArbitraryLoads
@@ -83,21 +78,24 @@ struct TransportSecurity: Equatable {
     /// cleartext.
     func systemOnlyReason(forHTTPSTo host: String) -> String? {
         guard inForce else { return nil }
-        let name = host.lowercased().trimmingCharacters(in: CharacterSet(charactersIn: "."))
-        var labels = name.split(separator: ".").map(String.init)
-        var exact = true
-        while !labels.isEmpty {
-            let domain = labels.joined(separator: ".")
+        for (domain, exact) in Self.domains(of: host).domains {
             if let pin = pinned[domain], exact || pin.includesSubdomains {
                 return "NSPinnedDomains pins \(domain): the system enforces the pins"
             }
             if let exception = exceptions[domain], exact || exception.includesSubdomains, exception.relaxesTLS {
                 return "App Transport Security relaxes TLS for \(domain) (an older TLS version or no forward secrecy)"
             }
-            labels.removeFirst()
-            exact = false
         }
         return nil
+    }
+
+    /// `host` lowercased without outer dots, and the domains ATS settings are looked up under, the most
+    /// specific first (`a.b.c` exactly, then `b.c` and `c` as parents).
+    private static func domains(of host: String) -> (name: String, domains: [(domain: String, exact: Bool)]) {
+        let name = host.lowercased().trimmingCharacters(in: CharacterSet(charactersIn: "."))
+        let labels = name.split(separator: ".")
+        let domains = labels.indices.map { (domain: labels[$0...].joined(separator: "."), exact: $0 == 0) }
+        return (name, domains)
     }
 
     /// The app's, read once.

@@ -134,17 +134,14 @@
                 timeout: timeout,
                 on: loop,
                 attempt: { index in
-                    guard case .address(let address) = targets[index],
-                        let bootstrap = NIOTSConnectionBootstrap(validatingGroup: loop)
-                    else { return loop.makeFailedFuture(Self.notTransportServicesLoop()) }
-                    return Self.configured(bootstrap, access: access, tuning: .standard, timeout: timeout)
-                        .channelOption(.allowRemoteHalfClosure, value: true)
-                        .channelInitializer { channel in
-                            opened.withLockedValue { $0[index] = channel }
-                            return channel.eventLoop.makeSucceededVoidFuture()
-                        }
-                        .connect(to: address)
-                        .map { Established(channel: $0, ready: nil, remote: address, at: .now) }
+                    Self.connectTCP(
+                        targets[index],
+                        access: access,
+                        timeout: timeout,
+                        on: loop,
+                        halfClosure: true
+                    ) { channel in opened.withLockedValue { $0[index] = channel } }
+                    .map { Established(channel: $0.channel, ready: nil, remote: $0.remote, at: .now) }
                 },
                 cancel: { index in opened.withLockedValue { $0[index] }?.close(promise: nil) },
                 explain: {
@@ -464,15 +461,31 @@
             on loop: any EventLoop,
             noteChannel: @escaping @Sendable (any Channel) -> Void
         ) -> EventLoopFuture<Void> {
+            connectTCP(target, access: access, timeout: timeout, on: loop, halfClosure: false, noteChannel: noteChannel)
+                .flatMap { $0.channel.close() }
+        }
+
+        /// A plain TCP connection (no TLS, no handlers) to `target`, an address: a tunnel's attempt or a
+        /// probe. `halfClosure`: a half-close from the peer is passed on (a tunnel's). `noteChannel`
+        /// learns the channel before it connects.
+        private static func connectTCP(
+            _ target: Target,
+            access: NetworkAccess,
+            timeout: Duration,
+            on loop: any EventLoop,
+            halfClosure: Bool,
+            noteChannel: @escaping @Sendable (any Channel) -> Void
+        ) -> EventLoopFuture<(channel: any Channel, remote: SocketAddress)> {
             guard case .address(let address) = target, let bootstrap = NIOTSConnectionBootstrap(validatingGroup: loop)
             else { return loop.makeFailedFuture(Self.notTransportServicesLoop()) }
             return configured(bootstrap, access: access, tuning: .standard, timeout: timeout)
+                .channelOption(.allowRemoteHalfClosure, value: halfClosure)
                 .channelInitializer { channel in
                     noteChannel(channel)
                     return channel.eventLoop.makeSucceededVoidFuture()
                 }
                 .connect(to: address)
-                .flatMap { $0.close() }
+                .map { (channel: $0, remote: address) }
         }
 
         // MARK: the race
