@@ -22,10 +22,10 @@
 #               3N operations; the difference over 2N cancels start-up)
 #   tracing     the h1 row and the instructions of a cached await resolve and an h1 exchange, with no
 #               tracer (off) and with every span exported over OTLP/HTTP to the peers' receiver (on)
-#   rtt         round trips to the first byte on a simulated mobile link (50 ms each way through a
-#               delay relay), `httpdns fetch` by name vs curl (system resolver, --doh-url, --resolve): a
-#               cold launch, a persisted expired answer, a pre-connected host, a cached answer
-#               (scripts/rtt-bench.sh, which explains the accounting; its own table)
+#   rtt         round trips to the first byte on a true delay line (50 ms each way, every packet; needs
+#               root and ../shared/tools/rttlink), `httpdns fetch` on https://host/ vs curl: cold, warm
+#               resolver, slow HTTPS records, relaunch, second host, pre-connected, dual-stack
+#               (scripts/rtt-bench.sh, which lists the rows and floors; its own table)
 # The URL is an IP literal (https://127.0.0.1:PORT/whoami), so every client reaches the same nginx
 # server block without a name (wrk and h2load do not verify certificates; ours checks the IP SAN).
 set -euo pipefail
@@ -365,7 +365,7 @@ for r in $ROWS; do
         coldstart) run_coldstart ;;
         instr) run_instr ;;
         tracing) run_tracing ;;
-        rtt) echo; ROUNDS=$ROUNDS scripts/rtt-bench.sh "$H" "$dir" ;;
+        rtt) echo; ROUNDS=$ROUNDS scripts/rtt-bench.sh "$H" "$dir/rtt" ;;
         *) echo "unknown row $r (lookup h1 h2 urlsession doh coldstart instr tracing rtt)" >&2; exit 2 ;;
     esac
 done

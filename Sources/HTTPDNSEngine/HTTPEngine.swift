@@ -203,6 +203,7 @@ public final class HTTPEngine: Sendable {
         let loop = group.any()
         let connection: Connection
         let reused: Bool
+        let leaseStarted = ContinuousClock.now
         do {
             (connection, reused) = try await pool.lease(
                 key,
@@ -226,6 +227,7 @@ public final class HTTPEngine: Sendable {
                 recorder.update {
                     $0.dnsSource = lookup.source
                     $0.dns = lookup.duration
+                    $0.recordsWait = lookup.recordsWait
                 }
             }
             throw failed.error
@@ -236,11 +238,18 @@ public final class HTTPEngine: Sendable {
             $0.synthesizedFrom = connection.synthesizedFrom?.description
             $0.port = connection.remote.port
             $0.httpVersion = connection.version
-            if !reused {
-                $0.dnsSource = connection.lookup.source
-                $0.dns = connection.lookup.duration
+            let leased = ContinuousClock.now - leaseStarted
+            if reused {
+                $0.stalled = leased
+            } else {
+                let lookup = connection.lookup
+                $0.dnsSource = lookup.source
+                $0.dns = lookup.duration
+                $0.recordsWait = lookup.recordsWait
                 $0.connect = connection.connectDuration
                 $0.tls = connection.tlsDuration
+                let phases = [lookup.duration, lookup.recordsWait, connection.connectDuration, connection.tlsDuration]
+                $0.stalled = max(.zero, leased - phases.reduce(.zero) { $0 + ($1 ?? .zero) })
             }
         }
         if !reused { metrics.connected(connect: connection.connectDuration, tls: connection.tlsDuration) }
@@ -302,12 +311,14 @@ extension HTTPEngine {
     /// comes, opened again after a network change while it is in use). It serves requests with the
     /// engine's defaults: not one whose app evaluates the server's certificate itself, sends its own
     /// proxy credentials or narrows the network rules. Returns at once when a connection to the origin is
-    /// open or on its way. Throws the connect's `HTTPEngineError`.
-    package func preconnect(_ url: HTTPURL) async throws {
-        let key = poolKey(HTTPEngineRequest(url: url), given: nil)
+    /// open or on its way. `given`: the addresses to connect to, as a request sent with them names them
+    /// (a resolver's bootstrap addresses): the connection is the one such requests use. Throws the
+    /// connect's `HTTPEngineError`.
+    package func preconnect(_ url: HTTPURL, addresses given: ResolvedAddresses? = nil) async throws {
+        let key = poolKey(HTTPEngineRequest(url: url), given: given)
         let recipe = ConnectRecipe(
             url: url,
-            given: nil,
+            given: given,
             versions: key.versions,
             h2c: key.h2c,
             idleTimeout: nil,

@@ -223,7 +223,9 @@ public struct HTTPEngineRequest: Sendable {
 /// connection has no lookup, connect or TLS) is nil.
 ///
 /// As JSON (`Encodable`) it is the object `httpdns fetch --metrics` prints: durations as milliseconds
-/// (`dnsMs`, `connectMs`, `tlsMs`, `ttfbMs`, `totalMs`), the protocol and the DNS source as text.
+/// (`dnsMs`, `recordsWaitMs`, `stalledMs`, `connectMs`, `tlsMs`, `ttfbMs`, `totalMs`), the protocol and
+/// the DNS source as text. Everything before the response head is accounted for: `ttfbMs` is `stalledMs`,
+/// `dnsMs`, `recordsWaitMs`, `connectMs` and `tlsMs`, then the server's time and the request's round trip.
 public struct RequestMetrics: Sendable, Hashable {
     /// The URL requested (after redirects, the last one).
     public var url: String
@@ -241,6 +243,14 @@ public struct RequestMetrics: Sendable, Hashable {
     public var dnsSource: ResolutionSource?
     /// Time spent resolving the name.
     public var dns: Duration?
+    /// How long the connect waited for the origin's HTTPS records (RFC 9460) after its addresses were
+    /// in: only an https URL on port 443 asks for them, and the wait is bounded (nil: no wait).
+    public var recordsWait: Duration?
+    /// Time before the connection was ready that no phase here accounts for: waiting for a connection
+    /// from the pool (its limit reached, or another request's connect to join), an alias target's
+    /// lookup, an address tried before the one that answered. Nil when the request failed before it
+    /// had a connection.
+    public var stalled: Duration?
     /// Time to establish TCP (nil on a reused connection).
     public var connect: Duration?
     /// Time of the TLS handshake (nil on a reused connection or plain http).
@@ -266,7 +276,8 @@ public struct RequestMetrics: Sendable, Hashable {
 
 extension RequestMetrics: Encodable {
     private enum Keys: String, CodingKey {
-        case url, ip, synthesizedFrom, port, `protocol`, dnsSource, dnsMs, connectMs, tlsMs, ttfbMs, totalMs
+        case url, ip, synthesizedFrom, port, `protocol`, dnsSource, dnsMs, recordsWaitMs, stalledMs, connectMs, tlsMs
+        case ttfbMs, totalMs
         case reused, status, bytesSent, bytesReceived, redirects
     }
 
@@ -281,6 +292,8 @@ extension RequestMetrics: Encodable {
         try c.encodeIfPresent(httpVersion?.rawValue, forKey: .protocol)
         try c.encodeIfPresent(dnsSource?.description ?? (reused ? "reused connection" : nil), forKey: .dnsSource)
         try c.encodeIfPresent(dns?.milliseconds, forKey: .dnsMs)
+        try c.encodeIfPresent(recordsWait?.milliseconds, forKey: .recordsWaitMs)
+        try c.encodeIfPresent(stalled?.milliseconds, forKey: .stalledMs)
         try c.encodeIfPresent(connect?.milliseconds, forKey: .connectMs)
         try c.encodeIfPresent(tls?.milliseconds, forKey: .tlsMs)
         try c.encodeIfPresent(timeToFirstByte?.milliseconds, forKey: .ttfbMs)

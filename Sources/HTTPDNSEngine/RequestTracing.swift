@@ -79,6 +79,12 @@ struct AttemptSpan: Sendable {
             at += UInt64(clamping: took.nanoseconds)
             Self.resolveSpan(lookup, host: host, parent: span.context, ends: at, tracer: tracer)
         }
+        if let wait = lookup.recordsWait {
+            // The wait for the origin's HTTPS records, which ends where the connect begins.
+            at += UInt64(clamping: wait.nanoseconds)
+            span.addEvent(SpanEvent(name: "https-records", at: DefaultTracerClock.Instant(nanosecondsSinceEpoch: at)))
+            span.updateAttributes { $0["httpdns.https_records.wait_ms"] = wait.milliseconds }
+        }
         at += UInt64(clamping: connection.connectDuration.nanoseconds)
         span.addEvent(SpanEvent(name: "connect", at: DefaultTracerClock.Instant(nanosecondsSinceEpoch: at)))
         if let tls = connection.tlsDuration {

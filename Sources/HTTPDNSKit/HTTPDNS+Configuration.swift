@@ -108,5 +108,17 @@ extension HTTPDNS {
             get { resolution.persistencePath }
             set { resolution.persistencePath = newValue }
         }
+        /// Whether ``HTTPDNS`` opens its first resolver's connection (TCP and TLS) as soon as it is
+        /// created, so the app's first lookup costs one round trip on a warm connection instead of
+        /// three (on by default). An app makes `HTTPDNS` at launch, before its first request, so the
+        /// handshake is done while the app starts.
+        ///
+        /// Only when ``policy`` selects a name (an embedded library whose app has not configured its
+        /// policy opens nothing), and only for a resolver that keeps a connection (DoH, JSON DoH, the
+        /// vendors' HTTP APIs; not `dns:` over UDP or `system`). The connection is pooled as a query's:
+        /// closed after 60 s without a lookup, and the next lookup connects again. When no lookup
+        /// comes, it costs one TCP and TLS handshake with the resolver (a few kilobytes) and one socket
+        /// for those 60 s. A failure is logged at debug level; the first lookup then connects itself.
+        public var connectsResolverAtStart = true
     }
 }

@@ -41,6 +41,8 @@ public final class HTTPDNS: Sendable {
     let logger: Logger
     /// The loopback proxy that proxy configurations point at (`configure(_:via:)`), started on first use.
     package let proxyKeeper: ProxyKeeper
+    /// The resolver's connection being opened at creation (``Configuration/connectsResolverAtStart``).
+    let resolverWarmUp: Task<Void, any Error>?
     /// The system encrypted-DNS mode, while it is on (`enableSystemEncryptedDNS(_:)`).
     let encryptedDNS = NIOLockedValueBox<SystemEncryptedDNS?>(nil)
     /// What follows the app's background and foreground notices (UIKit platforms).
@@ -89,6 +91,16 @@ public final class HTTPDNS: Sendable {
         app.tracing = tracing
         let engine = try HTTPEngine(configuration: app, addressSource: resolver, path: path, logger: logger)
         self.engine = engine
+        if configuration.connectsResolverAtStart, !configuration.policy.selectsNothing {
+            resolverWarmUp = Task {
+                do { try await resolver.warmUp() } catch {
+                    logger.debug("could not open the resolver's connection early", metadata: ["error": "\(error)"])
+                    throw error
+                }
+            }
+        } else {
+            resolverWarmUp = nil
+        }
         let upgrade = upgradeToHTTPS
         self.proxyKeeper = ProxyKeeper(logger: logger) { port in
             var proxy = HTTPDNSProxy.Configuration()
@@ -286,6 +298,14 @@ public final class HTTPDNS: Sendable {
             }
             return failed
         }
+    }
+
+    /// Waits until the resolver's connection, opened at creation, is up (see
+    /// ``Configuration/connectsResolverAtStart``); returns at once when none is being opened. For
+    /// `httpdns fetch --warm-resolver`, which models an app's first request after launch. Throws the
+    /// connect's error.
+    package func resolverConnected() async throws {
+        try await resolverWarmUp?.value
     }
 
     /// Tells HTTPDNS the device moved to another network (Wi-Fi to cellular, another Wi-Fi), named by

@@ -49,7 +49,6 @@ public final class HTTPDNSResolver: Sendable {
     /// Told when a stored answer differs from the one it replaces (the engines' pools).
     let answerSubscribers = NIOLockedValueBox<[@Sendable (String, AddressFamily, [IPAddress]) -> Void]>([])
     /// HTTPS records asked lately, per network and name (HTTPDNSResolver+ServiceBindings.swift).
-    let bindingTable = NIOLockedValueBox(ServiceBindingTable())
     /// The network path the engines connect on; the families asked for follow it.
     package let path: NetworkPath
     /// The app's pinned names (`addressOverrides`), keys in normal form.
@@ -98,6 +97,8 @@ public final class HTTPDNSResolver: Sendable {
         var listFetches: [Int: Task<Void, Never>] = [:]
         /// The last `Waiter` key handed out.
         var lastWaiter = 0
+        /// Background refreshes of stale HTTPS records, by key (see `HTTPDNSResolver+ServiceBindings.swift`).
+        var recordsRefreshes: [RecordsKey: Task<Void, Never>] = [:]
     }
 
     /// Counters, for benchmarks and diagnostics.
@@ -368,6 +369,14 @@ public final class HTTPDNSResolver: Sendable {
         } catch {
             return .failure(ResolverError(code, name: host, "\(error)"))
         }
+    }
+
+    /// Opens the first provider's connection (TCP and TLS for one that speaks HTTP), so the first
+    /// lookup is one round trip on a warm connection. Nothing for a provider with none (UDP, the
+    /// system resolver). The connection is pooled as a query's: closed after the resolver engine's
+    /// idle timeout (60 s) without a lookup. Throws the connect's error.
+    package func warmUp() async throws {
+        try await providers.first?.warmUp()
     }
 
     /// Resolves many names ahead of use (e.g. at app start), batching where the first provider can.

@@ -86,6 +86,13 @@ struct FetchCommand: AsyncParsableCommand {
     var preconnect = false
 
     @Flag(
+        name: .customLong("warm-resolver"),
+        help:
+            "Wait until the resolver's connection, which HTTPDNS opens when it is made, is up before the request: an app's first request after launch, when it made HTTPDNS at launch. The request's metrics are its own."
+    )
+    var warmResolver = false
+
+    @Flag(
         name: .customLong("probe"),
         help:
             "Probe the host's addresses first (TCP, and TLS for https, each in parallel), as an app with NetworkSettings.probing does when it pre-resolves: the request tries the fastest first."
@@ -183,6 +190,14 @@ struct FetchCommand: AsyncParsableCommand {
             await httpdns.preResolve([origin])
             trace.line("* Probed the addresses of \(target.host)")
         }
+        if warmResolver {
+            do {
+                try await httpdns.resolverConnected()
+                trace.line("* The resolver's connection is up")
+            } catch {
+                trace.line("* The resolver's connection failed (\(error)); the lookup connects itself")
+            }
+        }
         if preconnect {
             if let failed = await httpdns.preconnect([origin])[origin] {
                 trace.line("* Pre-connect to \(origin) failed (\(failed)); the request connects itself")
@@ -255,6 +270,9 @@ struct FetchCommand: AsyncParsableCommand {
         func ms(_ d: Duration?) -> String { String(format: "%.1f", d.map(\.milliseconds) ?? 0.0) }
         trace.line(
             "* dns \(ms(final.dns)) ms, connect \(ms(final.connect)) ms, tls \(ms(final.tls)) ms, first byte \(ms(final.timeToFirstByte)) ms, total \(ms(final.total)) ms, \(final.bytesReceived) bytes"
+                // The waits, after the fields scripts read, only when there were any.
+                + (final.recordsWait.map { ", waited \(ms($0)) ms for HTTPS records" } ?? "")
+                + (final.stalled.flatMap { $0 >= .milliseconds(1) ? ", stalled \(ms($0)) ms" : nil } ?? "")
         )
         if traceJSON {
             let encoder = JSONEncoder()

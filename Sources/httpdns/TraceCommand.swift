@@ -204,7 +204,9 @@ struct TraceCommand: AsyncParsableCommand {
         TraceTiming(
             url: url.description,
             startMs: startMs,
+            stalledMs: m.stalled?.milliseconds,
             dnsMs: m.dns?.milliseconds,
+            recordsWaitMs: m.recordsWait?.milliseconds,
             connectMs: m.connect?.milliseconds,
             tlsMs: m.tls?.milliseconds,
             ttfbMs: m.timeToFirstByte?.milliseconds,

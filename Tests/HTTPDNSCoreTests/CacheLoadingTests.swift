@@ -52,7 +52,6 @@ import Testing
         ("IPv4 address under an IPv6 key", item(family: .ipv6, addresses: ["1.2.3.4"])),
         ("unspecified IPv4", item(addresses: ["1.2.3.4", "0.0.0.0"])),
         ("unspecified IPv6", item(family: .ipv6, addresses: ["::"])),
-        ("no address", item(addresses: [])),
         ("65 addresses", item(addresses: (0..<65).map { "10.0.\($0 / 256).\($0 % 256 + 1)" })),
         ("TTL over 7 days", item(ttl: 7 * 24 * 3600 + 1)),
         ("expires before it was stored", item(expiresIn: -1)),

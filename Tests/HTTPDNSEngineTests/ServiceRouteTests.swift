@@ -77,7 +77,7 @@ import Testing
 
     @Test func theRecordsAreWaitedForAFifthOfTheLookupAtMost50ms() {
         #expect(ServiceRoute.extraWait(afterLookupOf: .zero) == .zero)
-        #expect(ServiceRoute.extraWait(afterLookupOf: .milliseconds(100)) == .milliseconds(20))
+        #expect(ServiceRoute.extraWait(afterLookupOf: .milliseconds(100)) == .milliseconds(10))
         #expect(ServiceRoute.extraWait(afterLookupOf: .seconds(2)) == .milliseconds(50))
     }
 
@@ -89,7 +89,7 @@ import Testing
         // An answer from the network: the records that came with it count, within the bound.
         #expect(
             ServiceRoute.recordsWait(addressesFrom: .httpdns("doh"), lookupTook: .milliseconds(100))
-                == .milliseconds(20)
+                == .milliseconds(10)
         )
         #expect(ServiceRoute.recordsWait(addressesFrom: nil, lookupTook: .seconds(5)) == .milliseconds(50))
     }

@@ -1,9 +1,10 @@
 // Pre-connect through the front door, hermetic: a classic DNS server and our own service as the origin
 // (it keeps connections alive), behind a relay that counts the connections it accepts.
 
-import HTTPDNSKit
 import NIOCore
 import Testing
+
+@testable import HTTPDNSKit
 @testable import HTTPDNSTestSupport
 
 @Suite struct PreconnectTests {
@@ -37,6 +38,46 @@ import Testing
         }
         await relay.close()
         await origin.stop()
+    }
+
+    /// An app makes HTTPDNS at launch: the resolver's connection is opened then (issue 63), and the first
+    /// lookup is one exchange on it, not a connect and a handshake first.
+    @Test func theResolversConnectionIsOpenedAtCreationAndCarriesTheFirstLookup() async throws {
+        let service = try await startService()
+        let relay = try await FlakyRelay.start(
+            to: try SocketAddress(ipAddress: "127.0.0.1", port: service.ports[0]),
+            faults: []
+        )
+        func configuration(_ policy: HostPolicy) throws -> HTTPDNS.Configuration {
+            var configuration = HTTPDNS.Configuration(
+                resolvers: [try ResolverSpec(parsing: "doh:http://127.0.0.1:\(relay.port)/dns-query")],
+                policy: policy
+            )
+            configuration.timeouts.lookup = .seconds(60)  // not a test of timeouts (a starved machine)
+            return configuration
+        }
+        let httpdns = try HTTPDNS(try configuration(try HostPolicy(only: ["*.example.com"])))
+        try await httpdns.resolverConnected()
+        try await eventually("the relay accepted the resolver's connection") { relay.accepted == 1 }
+        // One family: over HTTP/1.1 (this service's plain http) two queries at once take two connections;
+        // a DoH server speaking h2 carries both on the one.
+        let answer = try await httpdns.resolver.resolve("v4.example.com", .ipv4)
+        #expect(answer.ipv4 == [IPAddress("198.51.0.2")!])
+        #expect(relay.accepted == 1, "the first lookup opened a connection of its own")
+        await httpdns.shutdown()
+
+        // An embedded library whose app has not chosen a policy, or an app that turned it off, opens
+        // nothing.
+        let unconfigured = try HTTPDNS(try configuration(.none))
+        #expect(unconfigured.resolverWarmUp == nil)
+        await unconfigured.shutdown()
+        var off = try configuration(try HostPolicy(only: ["*.example.com"]))
+        off.connectsResolverAtStart = false
+        let switchedOff = try HTTPDNS(off)
+        #expect(switchedOff.resolverWarmUp == nil)
+        await switchedOff.shutdown()
+        await relay.close()
+        await service.stop()
     }
 
     @Test func anOriginThatCannotBeReachedIsReportedNotThrown() async throws {

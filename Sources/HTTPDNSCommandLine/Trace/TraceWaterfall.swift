@@ -3,7 +3,8 @@
 //
 // Pure: timings in, text out. A row is one HTTP exchange (a redirect hop is a row of its own); its bar
 // starts where the request started, on its panel's time axis, and is cut into the phases the engine
-// measures: DNS, connect, TLS, waiting for the first byte, download. The engine's `ttfbMs` and
+// measures: stalled (waiting for a connection), DNS, the wait for the origin's HTTPS records, connect,
+// TLS, waiting for the first byte, download. The engine's `ttfbMs` and
 // `totalMs` count from the request's start, so waiting is what is left of the TTFB after the three
 // set-up phases, and download is the rest. Two panels side by side compare the same URLs through
 // LocalDNS and through HTTPDNS. Each panel has an axis of its own: on a shared one, a hijacked LocalDNS
@@ -22,7 +23,11 @@ package struct TraceTiming: Sendable, Equatable {
     package var url: String
     /// When the request started, in milliseconds since the trace's first request started.
     package var startMs: Double
+    /// Waiting before the connection was ready that no other phase accounts for (the pool's queue).
+    package var stalledMs: Double?
     package var dnsMs: Double?
+    /// The connect's wait for the origin's HTTPS records, after the addresses.
+    package var recordsWaitMs: Double?
     package var connectMs: Double?
     package var tlsMs: Double?
     /// From the request's start to the response head; nil when no head came.
@@ -44,7 +49,9 @@ package struct TraceTiming: Sendable, Equatable {
     package init(
         url: String,
         startMs: Double,
+        stalledMs: Double? = nil,
         dnsMs: Double? = nil,
+        recordsWaitMs: Double? = nil,
         connectMs: Double? = nil,
         tlsMs: Double? = nil,
         ttfbMs: Double? = nil,
@@ -59,7 +66,9 @@ package struct TraceTiming: Sendable, Equatable {
     ) {
         self.url = url
         self.startMs = startMs
+        self.stalledMs = stalledMs
         self.dnsMs = dnsMs
+        self.recordsWaitMs = recordsWaitMs
         self.connectMs = connectMs
         self.tlsMs = tlsMs
         self.ttfbMs = ttfbMs
@@ -83,7 +92,9 @@ package struct TraceTiming: Sendable, Equatable {
             result.append((phase, at, duration))
             at += duration
         }
+        add(.stalled, stalledMs)
         add(.dns, dnsMs)
+        add(.records, recordsWaitMs)
         add(.connect, connectMs)
         add(.tls, tlsMs)
         if let ttfbMs {
@@ -106,13 +117,15 @@ package struct TraceTiming: Sendable, Equatable {
 
 /// A phase of a request, with its name and colour on the chart.
 package enum TracePhase: String, Sendable, CaseIterable {
-    case dns, connect, tls, waiting, download
+    case stalled, dns, records, connect, tls, waiting, download
     /// From the request's start (or its last phase measured) to the error, when no response came.
     case failed
 
     package var name: String {
         switch self {
+        case .stalled: "stalled"
         case .dns: "DNS"
+        case .records: "HTTPS records wait"
         case .connect: "connect"
         case .tls: "TLS"
         case .waiting: "waiting (TTFB)"
@@ -124,7 +137,9 @@ package enum TracePhase: String, Sendable, CaseIterable {
     /// Okabe–Ito colours.
     package var colour: String {
         switch self {
+        case .stalled: "#F0E442"  // yellow
         case .dns: "#E69F00"  // orange
+        case .records: "#D55E00"  // vermillion
         case .connect: "#56B4E9"  // sky blue
         case .tls: "#009E73"  // bluish green
         case .waiting: "#CC79A7"  // reddish purple
@@ -386,14 +401,17 @@ package struct TraceWaterfall: Sendable {
         }
         out += "<figure>\n" + svgElement() + "</figure>\n"
         out += "<table class=\"figures\">\n<tr><th>panel</th><th>URL</th><th>address</th><th>protocol</th>"
-        out += "<th>status</th><th>DNS</th><th>connect</th><th>TLS</th><th>TTFB</th><th>total</th>"
+        out += "<th>status</th><th>stalled</th><th>DNS</th><th>HTTPS records wait</th><th>connect</th><th>TLS</th>"
+        out += "<th>TTFB</th><th>total</th>"
         out += "<th>reused</th><th>DNS from</th></tr>\n"
         for panel in panels {
             for row in panel.rows {
                 out += "<tr><td>\(xmlEscaped(panel.title))</td><td>\(xmlEscaped(row.url))</td>"
                 out += "<td>\(xmlEscaped(row.ip ?? ""))</td><td>\(xmlEscaped(row.protocolName ?? ""))</td>"
                 out += "<td>\(xmlEscaped(row.outcome))</td>"
-                for value in [row.dnsMs, row.connectMs, row.tlsMs, row.ttfbMs, row.totalMs] {
+                for value in [
+                    row.stalledMs, row.dnsMs, row.recordsWaitMs, row.connectMs, row.tlsMs, row.ttfbMs, row.totalMs,
+                ] {
                     out += "<td class=\"num\">\(value.map(number) ?? "")</td>"
                 }
                 out += "<td>\(row.reused ? "yes" : "no")</td><td>\(xmlEscaped(row.dnsSource ?? ""))</td></tr>\n"

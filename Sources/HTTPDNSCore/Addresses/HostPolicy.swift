@@ -125,6 +125,9 @@ public struct HostPolicy: Hashable, Sendable {
     /// Selects every name.
     public static var all: HostPolicy { HostPolicy(only: [HostPattern(kind: .any)]) }
 
+    /// Whether the policy selects no name for HTTPDNS (the library default).
+    package var selectsNothing: Bool { only.isEmpty }
+
     /// How a name is to be resolved.
     package enum Route: Hashable, Sendable {
         /// The host is an IP literal: no lookup at all.

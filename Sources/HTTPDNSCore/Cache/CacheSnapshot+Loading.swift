@@ -31,10 +31,12 @@ extension CacheSnapshot {
     ///
     /// Throws for a file over `maxFileBytes`, one that is not a cache file, or one of another version.
     /// Drops entries whose name is not a normalized valid hostname, whose network id is over
-    /// `maxNetworkBytes`, that hold no address, an address of the other family, an unspecified address or
-    /// more than `maxAddressesPerEntry` addresses, whose TTL is over `maxEntryTTL`, that expire before
-    /// they were stored, whose `source` is over `maxSourceBytes`, or whose key came earlier in the file.
-    /// Keeps at most `capacity` entries, the most recently used.
+    /// `maxNetworkBytes`, that hold an address of the other family, an unspecified address or more than
+    /// `maxAddressesPerEntry` addresses, whose TTL is over `maxEntryTTL`, that expire before they were
+    /// stored, whose `source` is over `maxSourceBytes`, or whose key came earlier in the file (an entry
+    /// with no address is a negative answer). Keeps at most `capacity` entries, the most recently used.
+    /// HTTPS records are dropped on the same grounds, and when a record does not read as off the wire
+    /// or there are more than `maxRecordsPerName`; at most `DNSCache.recordsCapacity` names are kept.
     package static func load(from bytes: [UInt8], capacity: Int = defaultLoadCapacity) throws(CacheFileError)
         -> LoadResult
     {
@@ -57,7 +59,21 @@ extension CacheSnapshot {
             kept.sort { $0.entry.lastUsed > $1.entry.lastUsed }
             kept.removeLast(kept.count - max(capacity, 0))
         }
-        return LoadResult(snapshot: CacheSnapshot(entries: kept), dropped: lenient.count - kept.count)
+        let lenientRecords = file.records ?? []
+        var seenRecords: Set<RecordsKey> = []
+        var records: [RecordsItem] = []
+        for item in lenientRecords.lazy.compactMap(\.item)
+        where Self.isValid(item) && seenRecords.insert(item.key).inserted {
+            records.append(item)
+        }
+        if records.count > DNSCache.recordsCapacity {
+            records.sort { $0.lastUsed > $1.lastUsed }
+            records.removeLast(records.count - DNSCache.recordsCapacity)
+        }
+        return LoadResult(
+            snapshot: CacheSnapshot(entries: kept, records: records),
+            dropped: lenient.count - kept.count + lenientRecords.count - records.count
+        )
     }
 
     /// Whether this version could have written `item`.
@@ -67,12 +83,21 @@ extension CacheSnapshot {
         guard (try? validatedHostname(key.name)) == key.name, key.network.utf8.count <= maxNetworkBytes else {
             return false
         }
-        guard !entry.addresses.isEmpty, entry.addresses.count <= maxAddressesPerEntry else { return false }
+        guard entry.addresses.count <= maxAddressesPerEntry else { return false }
         for ip in entry.addresses where ip.isIPv6 != (key.family == .ipv6) || ip.isUnspecified {
             return false
         }
         return entry.ttl <= maxEntryTTL && entry.storedAt <= entry.expiresAt
             && entry.source.utf8.count <= maxSourceBytes
+    }
+
+    /// Whether this version could have written `item`.
+    package static func isValid(_ item: RecordsItem) -> Bool {
+        guard (try? validatedHostname(item.key.name)) == item.key.name,
+            item.key.network.utf8.count <= maxNetworkBytes, item.source.utf8.count <= maxSourceBytes,
+            item.storedAt <= item.expiresAt
+        else { return false }
+        return item.answer != nil
     }
 
     /// The file's bytes as `CachePersistence` writes them (JSON, keys sorted).
@@ -87,19 +112,28 @@ extension CacheSnapshot {
     private struct FileBody: Decodable {
         var version: Int
         var entries: [LenientItem]?
+        /// Absent from a file written before records were kept.
+        var records: [LenientRecords]?
 
-        enum CodingKeys: String, CodingKey { case version, entries }
+        enum CodingKeys: String, CodingKey { case version, entries, records }
 
         init(from decoder: any Decoder) throws {
             let c = try decoder.container(keyedBy: CodingKeys.self)
             version = try c.decode(Int.self, forKey: .version)
-            entries = version == CacheSnapshot.currentVersion ? try c.decode([LenientItem].self, forKey: .entries) : nil
+            guard version == CacheSnapshot.currentVersion else { return }
+            entries = try c.decode([LenientItem].self, forKey: .entries)
+            records = try c.decodeIfPresent([LenientRecords].self, forKey: .records)
         }
     }
 
     private struct LenientItem: Decodable {
         var item: Item?
         init(from decoder: any Decoder) { item = try? Item(from: decoder) }
+    }
+
+    private struct LenientRecords: Decodable {
+        var item: RecordsItem?
+        init(from decoder: any Decoder) { item = try? RecordsItem(from: decoder) }
     }
 }
 

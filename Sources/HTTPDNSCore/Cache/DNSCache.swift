@@ -5,7 +5,11 @@
 //   stale  — expired, but by no more than `serveExpired`: served while exactly one refresh runs (the
 //            first stale lookup is told to refresh; the rest just get the stale answer).
 //   miss   — nothing usable.
-// Negative answers (no such address) are kept for `negativeTTL` and are never served stale.
+// Negative answers (no such address) are kept for at most `negativeTTL`. A negative answer is served
+// stale only beside addresses of the name's other family (an A-only host's missing AAAA, so a relaunch
+// on a dual-stack network needs no query before its connect); a name with no address at all is asked
+// again. The name's HTTPS records (RFC 9460), none included, are kept beside its addresses with the
+// same fresh / stale / miss rules (DNSCache+Records.swift).
 // Keys carry the network identifier, so an answer learnt on one network is never served on another.
 // The number of entries is bounded; the least recently used entry goes first.
 
@@ -169,6 +173,8 @@ package enum CacheLookup: Hashable, Sendable {
 package struct DNSCache: Sendable {
     package var configuration: CacheConfiguration
     private(set) var entries: [CacheKey: CacheEntry] = [:]
+    /// HTTPS records by network and name (DNSCache+Records.swift).
+    var records: [RecordsKey: RecordsEntry] = [:]
 
     package init(configuration: CacheConfiguration = CacheConfiguration()) {
         self.configuration = configuration
@@ -186,13 +192,24 @@ package struct DNSCache: Sendable {
             if prefetch { entries.values[index].refreshing = true }
             return .fresh(entry, remaining: entry.expiresAt - now, prefetch: prefetch)
         }
-        if !entry.isNegative, now < entry.expiresAt + configuration.serveExpired {
+        if now < entry.expiresAt + configuration.serveExpired,
+            !entry.isNegative || otherFamilyHasAddresses(key, now: now)
+        {
             let refresh = !entry.refreshing
             entries.values[index].refreshing = true
             return .stale(entry, refresh: refresh)
         }
         entries.remove(at: index)
         return .miss
+    }
+
+    /// Whether `key`'s name has addresses of the other family, fresh or within the stale window: a
+    /// negative answer beside them may be served stale.
+    private func otherFamilyHasAddresses(_ key: CacheKey, now: Timestamp) -> Bool {
+        var other = key
+        other.family = key.family == .ipv4 ? .ipv6 : .ipv4
+        guard let entry = entries[other] else { return false }
+        return !entry.isNegative && now < entry.expiresAt + configuration.serveExpired
     }
 
     /// When a fresh lookup of `entry` first asks for a prefetch: `prefetchFraction` into its TTL.
@@ -245,12 +262,19 @@ package struct DNSCache: Sendable {
     }
 
     package mutating func remove(network: String? = nil) {
-        if let network { entries = entries.filter { $0.key.network != network } } else { entries.removeAll() }
+        if let network {
+            entries = entries.filter { $0.key.network != network }
+            records = records.filter { $0.key.network != network }
+        } else {
+            entries.removeAll()
+            records.removeAll()
+        }
     }
 
-    /// Forgets every answer for `name` (normal form), on every network.
+    /// Forgets every answer for `name` (normal form), its HTTPS records included, on every network.
     package mutating func remove(name: String) {
         entries = entries.filter { $0.key.name != name }
+        records = records.filter { $0.key.name != name }
     }
 
     /// The names of `network` with an answer used at or after `since`, most recently used first, at
@@ -263,26 +287,31 @@ package struct DNSCache: Sendable {
         return latest.sorted { $0.value > $1.value }.prefix(limit).map(\.key)
     }
 
-    /// Entries fit to persist: positive answers not yet past their stale window.
+    /// What a relaunch needs: answers, negative ones included, and HTTPS records, not yet past their
+    /// stale window.
     package func snapshot(now: Timestamp) -> CacheSnapshot {
-        let kept = entries.filter { !$0.value.isNegative && now < $0.value.expiresAt + configuration.serveExpired }
-        return CacheSnapshot(entries: kept.map { CacheSnapshot.Item(key: $0.key, entry: $0.value) })
+        let kept = entries.filter { now < $0.value.expiresAt + configuration.serveExpired }
+        var snapshot = CacheSnapshot(entries: kept.map { CacheSnapshot.Item(key: $0.key, entry: $0.value) })
+        snapshot.records = recordsSnapshot(now: now)
+        return snapshot
     }
 
-    /// Loads persisted entries, skipping expired ones. Entries already in memory win.
+    /// Loads persisted answers and records, skipping expired ones; TTLs are clamped again by this
+    /// configuration. What is already in memory wins.
     package mutating func restore(_ snapshot: CacheSnapshot, now: Timestamp) {
         for item in snapshot.entries where entries[item.key] == nil {
-            guard !item.entry.addresses.isEmpty, now < item.entry.expiresAt + configuration.serveExpired else {
-                continue
-            }
+            guard now < item.entry.expiresAt + configuration.serveExpired else { continue }
             guard item.entry.storedAt <= now, item.entry.expiresAt > item.entry.storedAt else { continue }
             if entries.count >= configuration.capacity { break }
             var e = item.entry
             e.refreshing = false
-            e.ttl = configuration.ttl(e.ttl, for: item.key.name)
+            e.ttl =
+                e.isNegative
+                ? Swift.min(e.ttl, configuration.negativeTTL) : configuration.ttl(e.ttl, for: item.key.name)
             e.expiresAt = Swift.min(e.expiresAt, e.storedAt + .seconds(Int64(e.ttl)))
             entries[item.key] = e
         }
+        restoreRecords(snapshot.records, now: now)
     }
 
     private mutating func evictLeastRecentlyUsed() {
@@ -302,6 +331,20 @@ package struct CacheSnapshot: Hashable, Sendable, Codable {
     package static let currentVersion = 1
     package var version: Int = CacheSnapshot.currentVersion
     package var entries: [Item]
+    /// HTTPS records (absent from files written before they were kept: none).
+    package var records: [RecordsItem] = []
 
-    package init(entries: [Item]) { self.entries = entries }
+    package init(entries: [Item], records: [RecordsItem] = []) {
+        self.entries = entries
+        self.records = records
+    }
+
+    private enum CodingKeys: String, CodingKey { case version, entries, records }
+
+    package init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        version = try c.decode(Int.self, forKey: .version)
+        entries = try c.decode([Item].self, forKey: .entries)
+        records = try c.decodeIfPresent([RecordsItem].self, forKey: .records) ?? []
+    }
 }

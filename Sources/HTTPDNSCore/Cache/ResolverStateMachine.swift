@@ -143,6 +143,23 @@ package struct ResolverStateMachine: Sendable {
     ) -> PersistAction {
         cache.store(key, addresses: addresses, ttl: ttl, source: source, clientAddress: clientAddress, now: now)
         if let id, queries[key]?.id == id { queries[key] = nil }
+        return changed(now: now)
+    }
+
+    /// A name's HTTPS records arrived (none: it has none). Stores them; they are saved as answers are.
+    package mutating func storedRecords(
+        _ key: RecordsKey,
+        _ answer: ServiceBindingAnswer,
+        source: String,
+        now: Timestamp
+    ) -> PersistAction {
+        cache.storeRecords(key, answer, source: source, now: now)
+        return changed(now: now)
+    }
+
+    /// The cache changed: a save is scheduled unless one is pending (saves are batched, at most one
+    /// per `persistInterval`).
+    private mutating func changed(now: Timestamp) -> PersistAction {
         guard persists, pendingPersist == nil else { return .none }
         var due = now + persistInterval
         if let last = lastPersist, due < last + persistInterval { due = last + persistInterval }

@@ -52,6 +52,8 @@ struct AddressLookup: Sendable {
     var duration: Duration?
     /// When the lookup started, on the wall clock spans are stamped with (the resolve span's start).
     var startedAt = DefaultTracerClock.now
+    /// How long the connect then waited for the origin's HTTPS records (nil: it did not wait).
+    var recordsWait: Duration?
 }
 
 /// A failed connect: the engine's error, and how the address was found before it failed (the request's
@@ -219,16 +221,24 @@ struct ConnectionFactory: Sendable {
             found = .failure(error)
         }
         var bindings = cached
+        var waited: Duration?
         if let records {
             let source = (try? found.get())?.1.source
             let wait = ServiceRoute.recordsWait(addressesFrom: source, lookupTook: .now - started)
             // The records' query runs on when not waited for: its answer is cached for the next connect.
-            bindings = wait > .zero ? await Self.value(of: records, within: wait) : nil
+            if wait > .zero {
+                let waitStarted = ContinuousClock.now
+                bindings = await Self.value(of: records, within: wait)
+                waited = .now - waitStarted
+            } else {
+                bindings = nil
+            }
         }
         guard let bindings,
             let route = ServiceRoute.choose(bindings, port: url.port, versions: recipe.versions)
         else {
-            let (addresses, own) = try found.get()
+            var (addresses, own) = try found.get()
+            own.recordsWait = waited
             lookup = own
             return try await connect(recipe, addresses: addresses, lookup: own, deadline: deadline)
         }
@@ -258,6 +268,7 @@ struct ConnectionFactory: Sendable {
         default:
             (addresses, own) = try routed.get()
         }
+        own.recordsWait = waited
         lookup = own
         var via = recipe
         via.versions = route.versions

@@ -166,3 +166,8 @@ package struct AlibabaJSONProvider: DNSProvider {
         }
     }
 }
+
+extension AlibabaJSONProvider {
+    /// Opens the endpoint's connection ahead of the first query.
+    package func warmUp() async throws { try await client.warmUp() }
+}

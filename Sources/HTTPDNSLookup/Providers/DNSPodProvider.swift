@@ -93,3 +93,8 @@ package struct DNSPodProvider: DNSProvider {
         }
     }
 }
+
+extension DNSPodProvider {
+    /// Opens the endpoint's connection ahead of the first query.
+    package func warmUp() async throws { try await client.warmUp() }
+}

@@ -28,12 +28,17 @@ package protocol DNSProvider: Sendable {
     /// The HTTPS records (RFC 9460) of `name`, before `deadline`. The default throws: the provider's API
     /// has no such query.
     func serviceBindings(_ name: String, deadline: NIODeadline) async throws -> ServiceBindingAnswer
+    /// Opens the connection the first query will use, ahead of it. The default does nothing (a
+    /// provider with no connection to keep: UDP, the system resolver). Throws the connect's error.
+    func warmUp() async throws
 }
 
 extension DNSProvider {
     package var maximumBatch: Int { 1 }
 
     package var answersServiceBindings: Bool { false }
+
+    package func warmUp() async throws {}
 
     package func serviceBindings(_ name: String, deadline: NIODeadline) async throws -> ServiceBindingAnswer {
         throw ProviderError("\(self.name) has no query for HTTPS records")

@@ -39,3 +39,8 @@ package struct DoHJSONProvider: DNSProvider {
         }
     }
 }
+
+extension DoHJSONProvider {
+    /// Opens the endpoint's connection ahead of the first query.
+    package func warmUp() async throws { try await client.warmUp() }
+}

@@ -112,3 +112,8 @@ func base64URL(_ bytes: [UInt8]) -> String {
     while s.hasSuffix("=") { s.removeLast() }
     return s
 }
+
+extension DoHProvider {
+    /// Opens the endpoint's connection ahead of the first query.
+    package func warmUp() async throws { try await client.warmUp() }
+}

@@ -116,6 +116,15 @@ struct EndpointClient: Sendable {
         throw ProviderError("has no address to send to")
     }
 
+    /// Opens the connection the first query would use (TCP and TLS), so that query is one round trip.
+    /// Throws the connect's `HTTPEngineError`.
+    func warmUp() async throws {
+        let first = routes?.attempts(defaultPort: endpoint.port).first.map { ($0.port, $0.addresses) }
+        let (port, addresses) = first ?? (endpoint.port, self.addresses)
+        let url = HTTPURL(scheme: endpoint.scheme, host: endpoint.host, port: port, target: "/")
+        try await engine.preconnect(url, addresses: addresses)
+    }
+
     /// An engine error that says no address of the attempt could be reached.
     static func unreachable(_ error: HTTPEngineError) -> Bool {
         [.connectFailed, .connectTimeout, .noAddresses].contains(error.code)

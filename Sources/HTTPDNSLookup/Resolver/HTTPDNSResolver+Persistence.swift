@@ -35,11 +35,15 @@ extension HTTPDNSResolver {
         await state.withLockedValue { $0.reResolving }?.value
         await waitForServiceListFetches()
         while true {
-            let refreshes = state.withLockedValue { state in
-                state.machine.runningRefreshes.compactMap { state.queries[$0]?.task }
+            let (refreshes, records) = state.withLockedValue { state in
+                (
+                    state.machine.runningRefreshes.compactMap { state.queries[$0]?.task },
+                    Array(state.recordsRefreshes.values)
+                )
             }
-            if refreshes.isEmpty { return }
+            if refreshes.isEmpty, records.isEmpty { return }
             for refresh in refreshes { _ = try? await refresh.value }
+            for refresh in records { await refresh.value }
         }
     }
 

@@ -1,40 +1,12 @@
 // HTTPS records (RFC 9460) of a name, asked next to its addresses: the first provider that has a query for
 // them (DoH, JSON DoH, classic DNS; the vendors' APIs have none) answers, and an alias is followed to its
 // target, four steps at most. Names outside the HTTPDNS policy ask LocalDNS when it can (a `dns:` server;
-// the system resolver has no such query, so they have none). Answers are kept per network for their TTL
-// in a small table of their own (the address cache's rules are per address family).
+// the system resolver has no such query, so they have none). Answers are kept in the answer cache beside
+// the addresses (DNSCache+Records.swift): per network, fresh or served stale while one refresh runs, and
+// saved in the cache file, so a relaunch knows an origin's records (or that it has none) at once.
 
 import HTTPDNSCore
 import NIOCore
-
-/// The resolver's table of HTTPS answers: per network and name, until their TTL runs out. At most
-/// `capacity` names; when full, expired ones go first, then everything (a lookup costs one query).
-struct ServiceBindingTable {
-    struct Entry {
-        var answer: ServiceBindingAnswer
-        var source: String
-        var expiresAt: Timestamp
-    }
-    var entries: [String: Entry] = [:]
-    static let capacity = 512
-
-    private static func key(_ name: String, _ network: String) -> String { network + " " + name }
-
-    /// `name`'s entry on `network`, while its TTL lasts.
-    func fresh(_ name: String, on network: String, now: Timestamp) -> Entry? {
-        guard let entry = entries[Self.key(name, network)], now < entry.expiresAt else { return nil }
-        return entry
-    }
-
-    mutating func store(_ name: String, on network: String, _ entry: Entry, now: Timestamp) {
-        let key = Self.key(name, network)
-        if entries[key] == nil, entries.count >= Self.capacity {
-            entries = entries.filter { now < $0.value.expiresAt }
-            if entries.count >= Self.capacity { entries = [:] }
-        }
-        entries[key] = entry
-    }
-}
 
 /// Following aliases (RFC 9460 §2.4.2), one answer at a time: the name to ask next, and what was found.
 struct AliasWalk {
@@ -86,18 +58,48 @@ extension HTTPDNSResolver {
         return walk.result
     }
 
-    /// `name`'s records, every alias step answered by the table (fresh), or nil.
+    /// `name`'s records, every alias step answered by the cache (fresh, or stale while its one refresh
+    /// runs behind), or nil.
     func cachedServiceBindings(_ name: String) -> ServiceBindings? {
-        let now = clock.now()
-        let network = state.withLockedValue { $0.network }
         var walk = AliasWalk(name)
         for _ in 0...Self.aliasLimit {
-            guard let entry = bindingTable.withLockedValue({ $0.fresh(walk.current, on: network, now: now) }) else {
-                return nil
-            }
+            guard let (entry, _) = cachedRecords(walk.current) else { return nil }
             guard walk.answered(entry.answer, source: .cache(entry.source)) else { break }
         }
         return walk.result
+    }
+
+    /// `name`'s records from the cache, fresh or stale (then its refresh is started, once), or nil.
+    private func cachedRecords(_ name: String) -> (RecordsEntry, stale: Bool)? {
+        let now = clock.now()
+        let (found, key) = state.withLockedValue { state in
+            let key = RecordsKey(network: state.network, name: name)
+            return (state.machine.cache.lookupRecords(key, now: now), key)
+        }
+        switch found {
+        case .miss:
+            return nil
+        case .fresh(let entry):
+            return (entry, false)
+        case .stale(let entry, let refresh):
+            if refresh { refreshRecords(key) }
+            return (entry, true)
+        }
+    }
+
+    /// Asks `key`'s records again behind a stale answer; a failure leaves the stale one for the next
+    /// lookup to try again. `waitForBackgroundWork()` waits for it.
+    private func refreshRecords(_ key: RecordsKey) {
+        state.withLockedValue { state in
+            state.recordsRefreshes[key] = Task {
+                do {
+                    _ = try await self.askRecords(key.name, network: key.network)
+                } catch {
+                    self.state.withLockedValue { $0.machine.cache.recordsRefreshFailed(key) }
+                }
+                _ = self.state.withLockedValue { $0.recordsRefreshes.removeValue(forKey: key) }
+            }
+        }
     }
 
     /// `host`'s own HTTPS records, as a DNS server answers the question (an alias is passed on as it is,
@@ -116,12 +118,13 @@ extension HTTPDNSResolver {
         }
     }
 
-    /// `host`'s own HTTPS records from the table, while fresh, with the TTL they have left; nil otherwise.
+    /// `host`'s own HTTPS records from the cache, while fresh, with the TTL they have left; nil otherwise.
     package func cachedServiceBindingAnswer(of host: String) -> ServiceBindingAnswer? {
         let now = clock.now()
-        let network = state.withLockedValue { $0.network }
         guard let name = try? validatedHostname(host),
-            let entry = bindingTable.withLockedValue({ $0.fresh(name, on: network, now: now) })
+            let entry = state.withLockedValue({
+                $0.machine.cache.freshRecords(RecordsKey(network: $0.network, name: name), now: now)
+            })
         else { return nil }
         var answer = entry.answer
         if answer.ttl != nil {
@@ -130,13 +133,17 @@ extension HTTPDNSResolver {
         return answer
     }
 
-    /// One name's answer: the table's, else the first provider's that answers HTTPS records.
+    /// One name's answer: the cache's (fresh, or stale while it is refreshed), else the first provider's
+    /// that answers HTTPS records.
     private func serviceBindingAnswer(_ name: String) async throws -> (ServiceBindingAnswer, ResolutionSource) {
-        let now = clock.now()
-        let network = state.withLockedValue { $0.network }
-        if let entry = bindingTable.withLockedValue({ $0.fresh(name, on: network, now: now) }) {
-            return (entry.answer, .cache(entry.source))
+        if let (entry, stale) = cachedRecords(name) {
+            return (entry.answer, stale ? .stale(entry.source) : .cache(entry.source))
         }
+        return try await askRecords(name, network: state.withLockedValue { $0.network })
+    }
+
+    /// Asks the providers for `name`'s records and caches the first answer (saved with the cache).
+    private func askRecords(_ name: String, network: String) async throws -> (ServiceBindingAnswer, ResolutionSource) {
         let candidates: [any DNSProvider]
         switch configuration.policy.route(for: name) {
         case .httpdns(let strict):
@@ -149,13 +156,19 @@ extension HTTPDNSResolver {
         for provider in candidates where provider.answersServiceBindings {
             do {
                 let answer = try await provider.serviceBindings(name, deadline: deadline)
-                let ttl = max(configuration.cache.minTTL, min(answer.ttl ?? configuration.cache.negativeTTL, 86_400))
-                let entry = ServiceBindingTable.Entry(
-                    answer: answer,
-                    source: provider.name,
-                    expiresAt: now + .seconds(Int64(ttl))
-                )
-                bindingTable.withLockedValue { $0.store(name, on: network, entry, now: now) }
+                let now = clock.now()
+                let write = state.withLockedValue { state in
+                    apply(
+                        state.machine.storedRecords(
+                            RecordsKey(network: network, name: name),
+                            answer,
+                            source: provider.name,
+                            now: now
+                        ),
+                        &state
+                    )
+                }
+                if write { writeCacheLogging() }
                 let fromHTTPDNS = providers.contains { $0.name == provider.name }
                 return (answer, fromHTTPDNS ? .httpdns(provider.name) : .localDNS(provider.name))
             } catch {

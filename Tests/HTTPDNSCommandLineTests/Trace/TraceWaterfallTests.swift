@@ -36,6 +36,26 @@ import Testing
         #expect(fresh.endMs == 15)
     }
 
+    @Test func theWaitsBeforeTheConnectHaveBarsOfTheirOwn() {
+        // A relaunch on port 443 whose HTTPS records came late: the 50 ms the connect waited for them
+        // is its own phase, not part of the server's wait (issue 63: a 619 ms TTFB with nothing in it).
+        var t = fresh
+        t.stalledMs = 1
+        t.recordsWaitMs = 50
+        t.ttfbMs = 70
+        t.totalMs = 75
+        #expect(
+            phases(t) == [
+                "stalled 0.0+1.0", "dns 1.0+2.0", "records 3.0+50.0", "connect 53.0+1.0", "tls 54.0+3.0",
+                "waiting 57.0+13.0", "download 70.0+5.0",
+            ]
+        )
+        let html = TraceWaterfall(panels: [TracePanel(title: "HTTPDNS", rows: [t])])
+            .html(title: "trace", subtitle: "", comparisons: [])
+        #expect(html.contains("HTTPS records wait"))
+        #expect(html.contains(TracePhase.records.colour))
+    }
+
     @Test func aReusedConnectionHasOnlyWaitingAndDownload() {
         let t = TraceTiming(url: "https://a.test/", startMs: 20, ttfbMs: 4, totalMs: 5, reused: true, status: 200)
         #expect(phases(t) == ["waiting 0.0+4.0", "download 4.0+1.0"])
