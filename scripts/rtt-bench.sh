@@ -20,6 +20,10 @@
 #   stale       relaunched with the persisted answer an hour past its TTL (floor 3)
 #   fresh       a second host with a fresh answer in the cache file (floor 3)
 #   pre         a pre-connected request (floor 1)
+#   tfo         with --tcp-fastopen, against servers that offer fast open (nginx, kresd): cold over DoH
+#               (floor 4), the relaunch and the second host (floor 2), beside curl --tcp-fastopen with
+#               --doh-url and --resolve. The ClientHello rides in the SYN once the kernel holds the
+#               server's cookie, which the first round gets.
 #   dual_*      a dual-stack client network (IPv4 and IPv6 default routes) and names with A records only:
 #               the relaunch and the second host again, port 443 and 8443 (floor 3)
 # Ours is ttfbMs of --trace-json (from the request's start, its lookup included, to the response head),
@@ -47,6 +51,13 @@ export STATE=${STATE:-/tmp/rtt/state}
 mkdir -p "$OUT"
 trap '"$RTTLINK/teardown.sh" > "$OUT/tunlink.txt" 2>&1 || true' EXIT
 "$RTTLINK/setup.sh" > "$OUT/setup.txt"
+# The origins offer TCP Fast Open (the tfo rows): the kernel's server side in their namespace, and
+# nginx's listeners (restarted: a listener's fast-open queue is set when nginx opens it).
+ip netns exec rtts sysctl -qw net.ipv4.tcp_fastopen=3
+sed -i 's/\(listen 10\.200\.0\.1[01]:[0-9]* ssl http2\)/\1 fastopen=64/' "$STATE/nginx/nginx.conf"
+ip netns exec rtts nginx -p "$STATE/nginx" -c "$STATE/nginx/nginx.conf" -s stop
+while [ -e "$STATE/nginx/nginx.pid" ]; do sleep 0.1; done
+ip netns exec rtts nginx -p "$STATE/nginx" -c "$STATE/nginx/nginx.conf"
 { echo "before:"; ip netns exec rttc ping -c 5 -i 0.2 -q 10.200.0.10 2>&1 | tail -1
   ip netns exec rttc python3 "$RTTLINK/linkcheck.py"; } | tee "$OUT/link.txt"
 for net in v4 dual; do

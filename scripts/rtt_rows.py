@@ -60,6 +60,22 @@ def main():
                 at = next(i for i, v in enumerate(V) if v[0] == "cold_ours_dns53") + 1
                 V[at:at] = [("warm_ours", "ours", "warm", 4,
                              lambda: self.ours(bench.A_URL, bench.DOH_KRESD, "doh:", "--warm-resolver"))]
+                # TCP Fast Open to origins that offer it (scripts/rtt-bench.sh turns it on in nginx).
+                V += [
+                    ("tfo_curl_doh", "curl", "tfo", 4,
+                     lambda: self.curl(1, "-o", "/dev/null", "--tcp-fastopen", "--doh-url", bench.DOH_KRESD[4:],
+                                       bench.A_URL)),
+                    ("tfo_cold_ours", "ours", "tfo", 4,
+                     lambda: self.ours(bench.A_URL, bench.DOH_KRESD, "doh:", "--tcp-fastopen")),
+                    ("PREPARE", None, None, None, self.prepare_caches),
+                    ("tfo_curl_resolve", "curl", "tfo", 2,
+                     lambda: self.curl(1, "-o", "/dev/null", "--tcp-fastopen", "--resolve", "a.test:443:10.200.0.10",
+                                       bench.A_URL)),
+                    ("tfo_stale_ours", "ours", "tfo", 2,
+                     lambda: self.ours(bench.A_URL, bench.DOH_KRESD, "stale(", "--tcp-fastopen", *stale)),
+                    ("tfo_fresh_ours", "ours", "tfo", 2,
+                     lambda: self.ours(bench.B_URL, bench.DOH_KRESD, "cache(", "--tcp-fastopen", *fresh)),
+                ]
             else:
                 # The dual-stack rows on port 443 too, where the origin's HTTPS records are asked.
                 V[1:1] = [

@@ -95,11 +95,12 @@ import Testing
     }
 
     /// The engine's error for `https://host:port/` with `host` resolved to the server's address.
-    static func failure(host: String, tls: HTTPEngineTLS) async throws -> HTTPEngineError? {
+    static func failure(host: String, tls: HTTPEngineTLS, fastOpen: Bool = false) async throws -> HTTPEngineError? {
         let server = try await startTLSServer()
         defer { server.close(promise: nil) }
         var configuration = HTTPEngine.Configuration()
         configuration.tls = tls
+        configuration.network.tcpFastOpen = fastOpen
         configuration.timeouts.tlsHandshake = .seconds(5)
         let engine = try HTTPEngine(
             configuration: configuration,
@@ -131,6 +132,19 @@ import Testing
         let error = try #require(try await Self.failure(host: "b.test", tls: tls))
         #expect(error.code == .certificateNameMismatch, "\(error)")
         #expect(error.description.contains("not valid for b.test"))
+    }
+
+    /// Under TCP Fast Open NIOSSL cannot check names (a deferred connect has no peer address when the
+    /// handshake ends); ours does, and the chain is BoringSSL's as ever.
+    @Test func underFastOpenTheChainAndTheNameAreCheckedAsEver() async throws {
+        let untrusted = try #require(try await Self.failure(host: "a.test", tls: HTTPEngineTLS(), fastOpen: true))
+        #expect(untrusted.code == .untrustedCertificate, "\(untrusted)")
+        let tls = HTTPEngineTLS(additionalTrustRoots: [try Self.ca()])
+        let otherName = try #require(try await Self.failure(host: "b.test", tls: tls, fastOpen: true))
+        #expect(otherName.code == .certificateNameMismatch, "\(otherName)")
+        // An IP-literal URL is checked against the IP: the a.test certificate has no IP address.
+        let literal = try #require(try await Self.failure(host: "127.0.0.1", tls: tls, fastOpen: true))
+        #expect(literal.code == .certificateNameMismatch, "\(literal)")
     }
 
     @Test func trustedCertificateWithAnUnpinnedKeyIsAPinMismatch() async throws {

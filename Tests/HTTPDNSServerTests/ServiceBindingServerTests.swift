@@ -3,6 +3,7 @@
 // (BIND) is in ServiceBindingPeerTests.
 
 @testable import HTTPDNSTestSupport
+import Foundation
 import HTTPDNSCore
 import HTTPDNSEngine
 import HTTPDNSLookup
@@ -33,6 +34,45 @@ import Testing
         // Not a test of timeouts: a bound the whole parallel suite on 2 cores cannot miss.
         config.timeout = .seconds(60)
         return try HTTPDNSResolver(configuration: config, engine: try HTTPEngine(), logger: testLogger)
+    }
+
+    /// A relaunch (issue 63): the records, and the AAAA a host with A records only does not have, come
+    /// from the cache file; the service is gone, so any query would fail the lookup.
+    @Test func aRelaunchedResolverKnowsTheRecordsAndTheMissingAAAAWithoutAsking() async throws {
+        let service = try await startRecordsService()
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("httpdns-records-\(UUID()).json").path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        func launch() throws -> HTTPDNSResolver {
+            var config = ResolverConfiguration(providers: [
+                try ResolverSpec(parsing: "doh:http://127.0.0.1:\(service.ports[0])/dns-query")
+            ])
+            config.policy = .all
+            config.fallbackToLocalDNS = false
+            config.timeout = .seconds(60)  // not a test of timeouts
+            config.persistencePath = path
+            config.cache.serveExpired = .seconds(86_400)
+            return try HTTPDNSResolver(configuration: config, engine: try HTTPEngine(), logger: testLogger)
+        }
+        let first = try launch()
+        #expect(try await first.serviceBindings(for: "svc.test").endpoints == [Self.endpoint, Self.second])
+        let asked = try await first.resolve("plain.test", .both)
+        #expect(asked.ipv4 == [IPAddress("127.0.0.1")!] && asked.ipv6.isEmpty)
+        await first.shutdown()
+        await service.stop()
+
+        let relaunched = try launch()
+        let records = try await relaunched.serviceBindings(for: "svc.test")
+        #expect(records.endpoints == [Self.endpoint, Self.second])
+        guard case .cache = records.source else {
+            Issue.record("the records did not come from the cache file: \(records.source)"); return
+        }
+        let plain = try await relaunched.resolve("plain.test", .both)
+        #expect(plain.ipv4 == [IPAddress("127.0.0.1")!])
+        #expect(plain.ipv6.isEmpty)
+        guard case .cache = plain.source else {
+            Issue.record("the answer did not come from the cache file: \(plain.source)"); return
+        }
+        await relaunched.shutdown()
     }
 
     @Test(arguments: ["doh", "doh-post", "doh-json"])

@@ -6,12 +6,21 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 
-/// Notes the remote address of a channel as soon as it is connected.
-final class RemoteAddressRecorder: ChannelInboundHandler, RemovableChannelHandler {
+/// Notes the remote address of a channel: the address it connects to, and the socket's peer once it is
+/// connected. The first matters under TCP Fast Open: a deferred connect has no peer until the server
+/// answers, so the socket reports none when the channel becomes active.
+final class RemoteAddressRecorder: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = NIOAny
+    typealias OutboundIn = NIOAny
     let remotes: NIOLockedValueBox<[ObjectIdentifier: SocketAddress]>
 
     init(remotes: NIOLockedValueBox<[ObjectIdentifier: SocketAddress]>) { self.remotes = remotes }
+
+    func connect(context: ChannelHandlerContext, to address: SocketAddress, promise: EventLoopPromise<Void>?) {
+        let id = ObjectIdentifier(context.channel)
+        remotes.withLockedValue { $0[id] = address }
+        context.connect(to: address, promise: promise)
+    }
 
     func channelActive(context: ChannelHandlerContext) {
         if let remote = context.channel.remoteAddress {

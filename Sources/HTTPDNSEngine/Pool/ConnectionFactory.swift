@@ -473,6 +473,7 @@ struct ConnectionFactory: Sendable {
             serverTrust: recipe.serverTrust,
             networkAccess: recipe.networkAccess,
             tuning: recipe.tuning,
+            tcpFastOpen: configuration.network.tcpFastOpen,
             port: port
         )
         do {

@@ -92,12 +92,18 @@ extension HTTPDNSResolver {
     private func refreshRecords(_ key: RecordsKey) {
         state.withLockedValue { state in
             state.recordsRefreshes[key] = Task {
+                let failed: Bool
                 do {
                     _ = try await self.askRecords(key.name, network: key.network)
+                    failed = false
                 } catch {
-                    self.state.withLockedValue { $0.machine.cache.recordsRefreshFailed(key) }
+                    failed = true
                 }
-                _ = self.state.withLockedValue { $0.recordsRefreshes.removeValue(forKey: key) }
+                // One step, so a refresh the failure lets start is not taken off the list with this one.
+                self.state.withLockedValue { state in
+                    if failed { state.machine.cache.recordsRefreshFailed(key) }
+                    state.recordsRefreshes[key] = nil
+                }
             }
         }
     }

@@ -16,22 +16,35 @@
     import NIOSSL
     import NIOTLS
 
+    #if canImport(Glibc)
+        import Glibc
+    #elseif canImport(Musl)
+        import Musl
+    #endif
+
     /// BSD sockets and BoringSSL (see the file comment).
     struct PosixTransport: ConnectionTransport {
         static var kind: ConnectionTransportKind { .posixBoringSSL }
         static var defaultEventLoopGroup: any EventLoopGroup { MultiThreadedEventLoopGroup.singleton }
 
-        /// One context per ALPN offer, built once, that check names.
+        /// One context per ALPN offer, built once, that check names (under fast open, that do not: see
+        /// `deferringContexts`).
         private let contexts: [HTTPVersionPolicy: NIOSSLContext]
-        /// Without NIOSSL's name check, for connections whose failures the app decides on (made when
-        /// first needed: most engines never need them).
+        /// Without NIOSSL's name check (ours, `verifyIdentity`, runs on every connection), for connections
+        /// whose failures the app decides on (made when first needed: most engines never need them).
+        /// Under fast open every context is one of these, built at once: a deferred connect has no
+        /// peer address when the handshake ends, which NIOSSL's check needs.
         private let deferringContexts = NIOLockedValueBox<[HTTPVersionPolicy: NIOSSLContext]>([:])
         private let configuration: HTTPEngine.Configuration
 
         init(configuration: HTTPEngine.Configuration) throws {
             var contexts: [HTTPVersionPolicy: NIOSSLContext] = [:]
             for policy in [HTTPVersionPolicy.automatic, .http1Only, .http2Only] {
-                contexts[policy] = try Self.makeContext(policy, configuration: configuration, checksNames: true)
+                contexts[policy] = try Self.makeContext(
+                    policy,
+                    configuration: configuration,
+                    checksNames: !configuration.network.tcpFastOpen
+                )
             }
             self.contexts = contexts
             self.configuration = configuration
@@ -52,6 +65,15 @@
                 tls.additionalTrustRoots = [.certificates(roots)]
             }
             tls.applicationProtocols = policy.alpn
+            if configuration.network.tcpFastOpen {
+                // Fast open saves its round trip only when the whole ClientHello rides in the SYN, whose
+                // room is one segment (about 1,400 bytes). The hybrid post-quantum key share NIOSSL sends
+                // by default (X25519MLKEM768, 1,216 bytes of it) makes the ClientHello about 1,500: the
+                // server then waits a round trip for its rest. With fast open on, the classical groups
+                // (a 32-byte X25519 share, a ClientHello of about 300 bytes): the trade the app opts
+                // into, documented on `NetworkSettings.tcpFastOpen`.
+                tls.curves = [.x25519, .secp256r1, .secp384r1]
+            }
             return try NIOSSLContext(configuration: tls)
         }
 
@@ -59,7 +81,9 @@
         /// failures (then the connection's own check does, so that a mismatch reaches the app).
         private func context(for url: HTTPURL, settings: Connection.Settings) throws -> NIOSSLContext? {
             guard url.isTLS else { return nil }
-            guard settings.serverTrust != nil else { return contexts[settings.versions] }
+            guard settings.serverTrust != nil, !configuration.network.tcpFastOpen else {
+                return contexts[settings.versions]
+            }
             return try deferringContexts.withLockedValue { made in
                 if let context = made[settings.versions] { return context }
                 let context = try Self.makeContext(settings.versions, configuration: configuration, checksNames: false)
@@ -88,6 +112,23 @@
                 addresses: addresses,
                 timeout: timeout
             )
+        }
+
+        /// `bootstrap` with TCP Fast Open asked for when `on` (Linux's `TCP_FASTOPEN_CONNECT`: `connect()`
+        /// returns at once when a cookie for the server is kept, and the first write, the ClientHello,
+        /// goes in the SYN; without a cookie it is an ordinary connect that asks for one). Elsewhere,
+        /// and when off, `bootstrap` as it is.
+        static func fastOpen(_ on: Bool, _ bootstrap: ClientBootstrap) -> ClientBootstrap {
+            #if canImport(Glibc) || canImport(Musl)
+                guard on else { return bootstrap }
+                let option = ChannelOptions.Types.SocketOption(
+                    level: .tcp,
+                    name: NIOBSDSocket.Option(rawValue: CInt(TCP_FASTOPEN_CONNECT))
+                )
+                return bootstrap.channelOption(option, value: 1)
+            #else
+                return bootstrap
+            #endif
         }
 
         static func describeTLSError(_ error: any Error, host: String, address: String, chainRejected: Bool)
@@ -152,7 +193,7 @@
             let h2c = settings.h2c
             let serverTrust = settings.serverTrust
             let verdict = ChainVerdict(deferring: serverTrust != nil)
-            let bootstrap = ClientBootstrap(group: eventLoop)
+            let bootstrap = Self.fastOpen(settings.tcpFastOpen, ClientBootstrap(group: eventLoop))
                 .connectTimeout(TimeAmount(settings.connectTimeout))
                 .channelOption(.socketOption(.tcp_nodelay), value: 1)
                 .channelInitializer { channel in
@@ -180,7 +221,14 @@
                                 let address = channel.remoteAddress.map(describe) ?? url.host
                                 let checked = channel.eventLoop.makeFutureWithTask {
                                     guard let serverTrust else {
-                                        try await verifyIdentity(hostname: sni, peer: peer, pins: pins)
+                                        // An IP-literal host is checked against its IP here too: under
+                                        // fast open NIOSSL has no peer address to check it against.
+                                        try await verifyIdentity(
+                                            hostname: sni,
+                                            ip: sni == nil ? url.host : nil,
+                                            peer: peer,
+                                            pins: pins
+                                        )
                                         return
                                     }
                                     try await serverTrust.evaluate(
