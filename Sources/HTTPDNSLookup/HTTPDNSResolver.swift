@@ -48,7 +48,6 @@ public final class HTTPDNSResolver: Sendable {
     let hot: NIOLockedValueBox<HotAnswers>
     /// Told when a stored answer differs from the one it replaces (the engines' pools).
     let answerSubscribers = NIOLockedValueBox<[@Sendable (String, AddressFamily, [IPAddress]) -> Void]>([])
-    /// HTTPS records asked lately, per network and name (HTTPDNSResolver+ServiceBindings.swift).
     /// The network path the engines connect on; the families asked for follow it.
     package let path: NetworkPath
     /// The app's pinned names (`addressOverrides`), keys in normal form.
