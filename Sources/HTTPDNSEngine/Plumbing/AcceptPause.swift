@@ -56,3 +56,18 @@ package final class AcceptPause: ChannelInboundHandler, RemovableChannelHandler 
         context.fireChannelInactive()
     }
 }
+
+extension ServerBootstrap {
+    /// A listener that reuses its address, pauses accepting when out of descriptors (`AcceptPause`) and
+    /// counts what it accepts for `connections` (`AcceptCounting`): `httpdns serve`'s and the loopback
+    /// proxy's.
+    package func pausingAccepts(countingFor connections: ConnectionLimiter) -> ServerBootstrap {
+        serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .serverChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(AcceptPause())
+                    try channel.pipeline.syncOperations.addHandler(AcceptCounting(connections))
+                }
+            }
+    }
+}

@@ -39,16 +39,10 @@ enum ProxyListener {
                 .childChannelInitializer(child)
                 .bind(host: host, port: port).get()
         #else
+            // Out of descriptors (EMFILE), accept fails and keeps failing: pause instead of spinning.
             return try await ServerBootstrap(group: group)
                 .serverChannelOption(.backlog, value: 512)
-                .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-                // Out of descriptors (EMFILE), accept fails and keeps failing: pause instead of spinning.
-                .serverChannelInitializer { channel in
-                    channel.eventLoop.makeCompletedFuture {
-                        try channel.pipeline.syncOperations.addHandler(AcceptPause())
-                        try channel.pipeline.syncOperations.addHandler(AcceptCounting(connections))
-                    }
-                }
+                .pausingAccepts(countingFor: connections)
                 .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
                 .childChannelOption(.allowRemoteHalfClosure, value: true)
                 .childChannelInitializer(child)

@@ -155,18 +155,11 @@ package final class HTTPListener: Sendable {
                 }
             }
         }
+        // Out of descriptors (EMFILE), accept fails at once and keeps failing: without a pause the loop
+        // would retry it as fast as it can, a whole core, until descriptors come back (AcceptPause.swift).
         let channel = try await ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 256)
-            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            // Out of descriptors (EMFILE), accept fails at once and keeps failing: without a pause the
-            // loop would retry it as fast as it can, a whole core, until descriptors come back
-            // (AcceptPause.swift).
-            .serverChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(AcceptPause())
-                    try channel.pipeline.syncOperations.addHandler(AcceptCounting(connections))
-                }
-            }
+            .pausingAccepts(countingFor: connections)
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
             .childChannelInitializer { channel in
                 // A newcomer may wait for a slot here (not read until it has one): see ConnectionSlots.
