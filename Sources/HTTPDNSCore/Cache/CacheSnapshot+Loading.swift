@@ -50,30 +50,46 @@ extension CacheSnapshot {
         guard file.version == currentVersion, let lenient = file.entries else {
             throw CacheFileError(.otherVersion(file.version))
         }
-        var seen: Set<CacheKey> = []
-        var kept: [Item] = []
-        for item in lenient.lazy.compactMap(\.item) where Self.isValid(item) && seen.insert(item.key).inserted {
+        let entries = kept(
+            lenient.map(\.item),
+            isValid: isValid,
+            key: \.key,
+            lastUsed: \.entry.lastUsed,
+            capacity: capacity
+        )
+        let lenientRecords = file.records ?? []
+        let records = kept(
+            lenientRecords.map(\.item),
+            isValid: isValid,
+            key: \.key,
+            lastUsed: \.lastUsed,
+            capacity: DNSCache.recordsCapacity
+        )
+        return LoadResult(
+            snapshot: CacheSnapshot(entries: entries, records: records),
+            dropped: lenient.count - entries.count + lenientRecords.count - records.count
+        )
+    }
+
+    /// The items a file's list keeps: those that decoded and are valid, the first of each key, at most
+    /// `capacity`, the most recently used.
+    private static func kept<Element, Key: Hashable>(
+        _ decoded: [Element?],
+        isValid: (Element) -> Bool,
+        key: (Element) -> Key,
+        lastUsed: (Element) -> Timestamp,
+        capacity: Int
+    ) -> [Element] {
+        var seen: Set<Key> = []
+        var kept: [Element] = []
+        for item in decoded.lazy.compactMap({ $0 }) where isValid(item) && seen.insert(key(item)).inserted {
             kept.append(item)
         }
         if kept.count > max(capacity, 0) {
-            kept.sort { $0.entry.lastUsed > $1.entry.lastUsed }
+            kept.sort { lastUsed($0) > lastUsed($1) }
             kept.removeLast(kept.count - max(capacity, 0))
         }
-        let lenientRecords = file.records ?? []
-        var seenRecords: Set<RecordsKey> = []
-        var records: [RecordsItem] = []
-        for item in lenientRecords.lazy.compactMap(\.item)
-        where Self.isValid(item) && seenRecords.insert(item.key).inserted {
-            records.append(item)
-        }
-        if records.count > DNSCache.recordsCapacity {
-            records.sort { $0.lastUsed > $1.lastUsed }
-            records.removeLast(records.count - DNSCache.recordsCapacity)
-        }
-        return LoadResult(
-            snapshot: CacheSnapshot(entries: kept, records: records),
-            dropped: lenient.count - kept.count + lenientRecords.count - records.count
-        )
+        return kept
     }
 
     /// Whether this version could have written `item`.

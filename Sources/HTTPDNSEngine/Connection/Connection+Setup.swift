@@ -6,9 +6,9 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 
-/// Notes the remote address of a channel: the address it connects to, and the socket's peer once it is
-/// connected. The first matters under TCP Fast Open: a deferred connect has no peer until the server
-/// answers, so the socket reports none when the channel becomes active.
+/// Notes the remote address of a channel: the address it connects to, which is its peer's. Taken from the
+/// connect, not the socket: under TCP Fast Open a deferred connect has no peer until the server answers,
+/// so the socket reports none when the channel becomes active. Gone from the pipeline once it is.
 final class RemoteAddressRecorder: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = NIOAny
     typealias OutboundIn = NIOAny
@@ -23,10 +23,6 @@ final class RemoteAddressRecorder: ChannelDuplexHandler, RemovableChannelHandler
     }
 
     func channelActive(context: ChannelHandlerContext) {
-        if let remote = context.channel.remoteAddress {
-            let id = ObjectIdentifier(context.channel)
-            remotes.withLockedValue { $0[id] = remote }
-        }
         context.fireChannelActive()
         context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
     }

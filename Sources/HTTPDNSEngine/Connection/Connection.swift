@@ -72,8 +72,6 @@ final class Connection: Sendable {
         var networkAccess = NetworkAccess.unrestricted
         /// Service class, multipath and TLS versions (honoured where Network.framework carries it).
         var tuning = ConnectionTuning.standard
-        /// TCP Fast Open: the ClientHello in the SYN to a server seen before (`NetworkSettings.tcpFastOpen`).
-        var tcpFastOpen = false
         /// The port to connect to when the origin's HTTPS record names another than the URL's; the
         /// URL's port stays the origin's everywhere else (the app's certificate challenge, Host).
         var port: Int? = nil

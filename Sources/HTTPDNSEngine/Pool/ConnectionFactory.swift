@@ -473,7 +473,6 @@ struct ConnectionFactory: Sendable {
             serverTrust: recipe.serverTrust,
             networkAccess: recipe.networkAccess,
             tuning: recipe.tuning,
-            tcpFastOpen: configuration.network.tcpFastOpen,
             port: port
         )
         do {

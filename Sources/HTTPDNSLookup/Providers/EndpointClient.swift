@@ -79,10 +79,8 @@ struct EndpointClient: Sendable {
         }
         var headers = HTTPHeaders([("accept", accept)])
         if let contentType { headers.add(name: "content-type", value: contentType) }
-        // The service list's addresses, grouped by port (usually one group on the endpoint's port), or the
-        // endpoint's own; a group none of whose addresses connects passes on to the next.
-        let attempts: [(port: Int, addresses: ResolvedAddresses?)] =
-            routes?.attempts(defaultPort: endpoint.port).map { ($0.port, $0.addresses) } ?? [(endpoint.port, addresses)]
+        // A group none of whose addresses connects passes on to the next.
+        let attempts = self.attempts
         for (index, attempt) in attempts.enumerated() {
             var request = HTTPEngineRequest(
                 method: method,
@@ -116,13 +114,18 @@ struct EndpointClient: Sendable {
         throw ProviderError("has no address to send to")
     }
 
+    /// Where a query goes, in order: the service list's addresses, grouped by port (usually one group
+    /// on the endpoint's port), or the endpoint's own.
+    private var attempts: [(port: Int, addresses: ResolvedAddresses?)] {
+        routes?.attempts(defaultPort: endpoint.port).map { ($0.port, $0.addresses) } ?? [(endpoint.port, addresses)]
+    }
+
     /// Opens the connection the first query would use (TCP and TLS), so that query is one round trip.
     /// Throws the connect's `HTTPEngineError`.
     func warmUp() async throws {
-        let first = routes?.attempts(defaultPort: endpoint.port).first.map { ($0.port, $0.addresses) }
-        let (port, addresses) = first ?? (endpoint.port, self.addresses)
-        let url = HTTPURL(scheme: endpoint.scheme, host: endpoint.host, port: port, target: "/")
-        try await engine.preconnect(url, addresses: addresses)
+        guard let first = attempts.first else { return }
+        let url = HTTPURL(scheme: endpoint.scheme, host: endpoint.host, port: first.port, target: "/")
+        try await engine.preconnect(url, addresses: first.addresses)
     }
 
     /// An engine error that says no address of the attempt could be reached.

@@ -162,19 +162,14 @@ extension HTTPDNSResolver {
         for provider in candidates where provider.answersServiceBindings {
             do {
                 let answer = try await provider.serviceBindings(name, deadline: deadline)
-                let now = clock.now()
-                let write = state.withLockedValue { state in
-                    apply(
-                        state.machine.storedRecords(
-                            RecordsKey(network: network, name: name),
-                            answer,
-                            source: provider.name,
-                            now: now
-                        ),
-                        &state
+                persistence { machine, now in
+                    machine.storedRecords(
+                        RecordsKey(network: network, name: name),
+                        answer,
+                        source: provider.name,
+                        now: now
                     )
                 }
-                if write { writeCacheLogging() }
                 let fromHTTPDNS = providers.contains { $0.name == provider.name }
                 return (answer, fromHTTPDNS ? .httpdns(provider.name) : .localDNS(provider.name))
             } catch {

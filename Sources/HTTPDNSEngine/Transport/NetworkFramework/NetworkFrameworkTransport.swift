@@ -36,11 +36,14 @@
         static var defaultEventLoopGroup: any EventLoopGroup { NIOTSEventLoopGroup.singleton }
 
         private let additionalRoots: [[UInt8]]
+        /// `NetworkSettings.tcpFastOpen`.
+        private let tcpFastOpen: Bool
         /// Where the verify blocks run (the Security framework calls back on it).
         private let verifyQueue = DispatchQueue(label: "httpdns.tls-verify")
 
         init(configuration: HTTPEngine.Configuration) throws {
             additionalRoots = configuration.tls.additionalTrustRoots.map(\.der)
+            tcpFastOpen = configuration.network.tcpFastOpen
         }
 
         func attempt(
@@ -242,7 +245,7 @@
                 base,
                 access: settings.networkAccess,
                 tuning: settings.tuning,
-                fastOpen: settings.tcpFastOpen,
+                fastOpen: tcpFastOpen,
                 timeout: timeout
             )
             if tls {
@@ -385,10 +388,15 @@
             fastOpen: Bool = false,
             timeout: Duration
         ) -> NIOTSConnectionBootstrap {
-            let tcp = NWProtocolTCP.Options()  // a class: its properties are set on the one object
-            tcp.noDelay = true
-            tcp.enableFastOpen = true
-            return (fastOpen ? bootstrap.tcpOptions(tcp) : bootstrap)
+            var bootstrap = bootstrap
+            if fastOpen {
+                let tcp = NWProtocolTCP.Options()  // a class: its properties are set on the one object
+                tcp.noDelay = true
+                tcp.enableFastOpen = true
+                bootstrap = bootstrap.tcpOptions(tcp)
+            }
+            return
+                bootstrap
                 .connectTimeout(TimeAmount(timeout))
                 .channelOption(NIOTSChannelOptions.waitForActivity, value: false)
                 .channelOption(.socketOption(.tcp_nodelay), value: 1)

@@ -193,7 +193,7 @@
             let h2c = settings.h2c
             let serverTrust = settings.serverTrust
             let verdict = ChainVerdict(deferring: serverTrust != nil)
-            let bootstrap = Self.fastOpen(settings.tcpFastOpen, ClientBootstrap(group: eventLoop))
+            let bootstrap = Self.fastOpen(configuration.network.tcpFastOpen, ClientBootstrap(group: eventLoop))
                 .connectTimeout(TimeAmount(settings.connectTimeout))
                 .channelOption(.socketOption(.tcp_nodelay), value: 1)
                 .channelInitializer { channel in
