@@ -25,6 +25,20 @@ package protocol AddressSource: Sendable {
     /// The HTTPS records of `host` when the source has them at hand (cached and fresh, each alias
     /// step too), without waiting; nil otherwise.
     func cachedServiceBindings(for host: String) -> ServiceBindings?
+
+    // What a connect asks when the addresses given failed or are slow (ConnectFailover.swift).
+
+    /// Connecting to `failed`, addresses of `host` the source gave, failed: no later lookup is served
+    /// them (on this network).
+    func forget(_ failed: [IPAddress], of host: String)
+
+    /// `host`'s addresses asked again past any cache (joining a refresh already on its way), ended by
+    /// `deadline`; nil when the source has no other way to ask.
+    func freshAddresses(for host: String, deadline: NIODeadline?) async throws -> ResolvedAddresses?
+
+    /// `host`'s addresses from the fallback its policy allows (LocalDNS), ended by `deadline`; nil
+    /// when none may answer (a strict name, fallback off, or a source without one).
+    func fallbackAddresses(for host: String, deadline: NIODeadline?) async throws -> ResolvedAddresses?
 }
 
 extension AddressSource {
@@ -38,6 +52,17 @@ extension AddressSource {
 
     /// A source without HTTPS records has none at hand.
     package func cachedServiceBindings(for host: String) -> ServiceBindings? { nil }
+
+    /// A source without memory forgets nothing.
+    package func forget(_ failed: [IPAddress], of host: String) {}
+
+    /// A source without a cache has no other answer.
+    package func freshAddresses(for host: String, deadline: NIODeadline?) async throws -> ResolvedAddresses? { nil }
+
+    /// A source without a fallback has none.
+    package func fallbackAddresses(for host: String, deadline: NIODeadline?) async throws -> ResolvedAddresses? {
+        nil
+    }
 
     /// A source whose answers never change (fixed tables) tells nobody.
     package func onAnswerChanged(_ body: @escaping @Sendable (String, AddressFamily, [IPAddress]) -> Void) {}

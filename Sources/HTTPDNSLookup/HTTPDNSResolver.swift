@@ -464,7 +464,9 @@ extension HTTPDNSResolver: AddressSource {
     /// runs on for the others.
     package func addresses(for host: String, deadline: NIODeadline?) async throws -> ResolvedAddresses {
         let r = try await resolveUntraced(host, nil, until: deadline)
-        return ResolvedAddresses(ipv4: r.ipv4, ipv6: r.ipv6, source: r.source)
+        var addresses = ResolvedAddresses(ipv4: r.ipv4, ipv6: r.ipv6, source: r.source)
+        addresses.remembered = r.remembered
+        return addresses
     }
 
     /// `body` learns of each answer stored on the current network that gives other addresses than the

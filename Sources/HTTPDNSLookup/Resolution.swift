@@ -47,6 +47,12 @@ public struct Resolution: Hashable, Sendable {
         get { storage.fields.expiredFor }
         set { unique().fields.expiredFor = newValue }
     }
+    /// Whether the cache gave any of the addresses (fresh or stale, a persisted answer too): a connect
+    /// that fails at them asks again past the cache (the engine's ConnectFailover).
+    package var remembered: Bool {
+        get { storage.fields.remembered }
+        set { unique().fields.remembered = newValue }
+    }
 
     /// The fields, shared by copies until one of them changes (copy-on-write): copying a resolution is
     /// one retain instead of one per array and string, which was a third of a cached lookup served
@@ -66,6 +72,7 @@ public struct Resolution: Hashable, Sendable {
         var elapsed: Duration
         var clientAddress: IPAddress?
         var expiredFor: Duration?
+        var remembered = false
     }
 
     private var storage: Storage

@@ -175,11 +175,53 @@ package struct ResolvedAddresses: Sendable, Hashable {
     /// addresses back, never a known-fast one forward.
     package var ordered = false
 
+    /// IPv4 goes first: the host's IPv6 failed here lately (`FamilyMemory`).
+    package var ipv4First = false
+    /// A cache gave some of them (fresh or stale, a persisted answer too): the source may know others.
+    package var remembered = false
+
     package init(ipv4: [IPAddress], ipv6: [IPAddress], source: ResolutionSource) {
         self.ipv4 = ipv4
         self.ipv6 = ipv6
         self.source = source
     }
+
+    /// Every address in the order to try them: the families interleaved (RFC 8305 §4), IPv6 first
+    /// unless `ipv4First`.
+    package var connectOrder: [IPAddress] {
+        ipv4First ? interleaved(ipv4, ipv6) : interleavedIPv6First(ipv4: ipv4, ipv6: ipv6)
+    }
+
+    /// Only `addresses` (a part of these), in their families and order, with what else is known of them.
+    package func restricted(to addresses: [IPAddress]) -> ResolvedAddresses {
+        let kept = Set(addresses)
+        var part = self
+        part.ipv4 = ipv4.filter { kept.contains($0) }
+        part.ipv6 = ipv6.filter { kept.contains($0) }
+        part.synthesized = synthesized.filter { kept.contains($0.key) }
+        return part
+    }
+
+    /// These addresses and `other`'s not among them (each family after its own), keeping what is known
+    /// of each (its NAT64 origin).
+    package func adding(_ other: ResolvedAddresses) -> ResolvedAddresses {
+        var union = self
+        union.ipv4 += other.ipv4.filter { !ipv4.contains($0) }
+        union.ipv6 += other.ipv6.filter { !ipv6.contains($0) }
+        union.synthesized.merge(other.synthesized) { mine, _ in mine }
+        return union
+    }
+}
+
+/// `first` and `second` interleaved, `first`'s address first, then the rest of the longer one.
+private func interleaved(_ first: [IPAddress], _ second: [IPAddress]) -> [IPAddress] {
+    var out: [IPAddress] = []
+    out.reserveCapacity(first.count + second.count)
+    for i in 0..<max(first.count, second.count) {
+        if i < first.count { out.append(first[i]) }
+        if i < second.count { out.append(second[i]) }
+    }
+    return out
 }
 
 extension AddressQuery {

@@ -261,6 +261,21 @@ package struct DNSCache: Sendable {
         entries[key]?.refreshing = false
     }
 
+    /// Connecting to `failed` addresses of `key`'s answer failed: the entry loses them, and goes when none
+    /// is left (an empty entry would read as a negative answer). Returns whether the entry changed.
+    @discardableResult
+    package mutating func forget(_ failed: Set<IPAddress>, of key: CacheKey) -> Bool {
+        guard let index = entries.index(forKey: key), !entries.values[index].isNegative else { return false }
+        let kept = entries.values[index].addresses.filter { !failed.contains($0) }
+        guard kept.count < entries.values[index].addresses.count else { return false }
+        if kept.isEmpty {
+            entries.remove(at: index)
+        } else {
+            entries.values[index].addresses = kept
+        }
+        return true
+    }
+
     package mutating func remove(network: String? = nil) {
         if let network {
             entries = entries.filter { $0.key.network != network }

@@ -10,6 +10,10 @@
 // the resolver holds, and the next miss starts afresh. A failed refresh leaves the stale entry servable
 // and lets the next stale hit try again.
 //
+// A connect that failed at cached addresses (`addressesFailed`) takes them out of the answer, and its
+// lookup past the cache (`lookupPastCache`) joins the refresh on its way or starts a query: it is never
+// served the cache.
+//
 // Persistence batches writes: the first store after a write schedules one, `persistInterval` later and
 // never sooner than `persistInterval` after the last write; stores before it is due ride along. The
 // resolver runs the timer and reports it with `persistTimerFired`; `flushPersistence` (and `shutdown`)
@@ -106,6 +110,23 @@ package struct ResolverStateMachine: Sendable {
         let id = newQuery()
         queries[key] = Query(id: id, isRefresh: false)
         return .startQuery(id)
+    }
+
+    /// A lookup past the cache, for a connect whose cached addresses failed or are slow to answer: it
+    /// joins the query running for the key (a refresh already on its way), else starts one; it is
+    /// never served the cached answer.
+    package mutating func lookupPastCache(_ key: CacheKey) -> LookupAction {
+        if let running = queries[key] { return .join(running.id) }
+        let id = newQuery()
+        queries[key] = Query(id: id, isRefresh: false)
+        return .startQuery(id)
+    }
+
+    /// Connecting to `failed` addresses of `key`'s cached answer failed: the answer loses them (and goes
+    /// when none is left), so no later lookup is served them; the change is saved as a store is.
+    package mutating func addressesFailed(_ key: CacheKey, _ failed: Set<IPAddress>, now: Timestamp) -> PersistAction {
+        guard cache.forget(failed, of: key) else { return .none }
+        return changed(now: now)
     }
 
     /// The cache asked for a refresh: one background query, unless one for the key already runs (its

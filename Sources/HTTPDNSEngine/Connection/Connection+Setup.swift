@@ -53,23 +53,29 @@ final class ConnectionAbandoner: ChannelOutboundHandler {
     }
 }
 
-/// Hands NIO's happy-eyeballs connector the addresses we already have, in our order.
+/// Hands NIO's happy-eyeballs connector the addresses we already have, in our order. With
+/// `ipv6Later`, the IPv6 ones come an attempt delay after the IPv4 ones, so the race starts with IPv4
+/// and IPv6 follows (the host's IPv6 failed lately: `FamilyMemory`).
 final class RankedResolver: Resolver, Sendable {
     let ipv4: [SocketAddress]
     let ipv6: [SocketAddress]
     let eventLoop: any EventLoop
+    let ipv6Later: Bool
 
-    init(ipv4: [SocketAddress], ipv6: [SocketAddress], eventLoop: any EventLoop) {
+    init(ipv4: [SocketAddress], ipv6: [SocketAddress], eventLoop: any EventLoop, ipv6Later: Bool = false) {
         self.ipv4 = ipv4
         self.ipv6 = ipv6
         self.eventLoop = eventLoop
+        self.ipv6Later = ipv6Later && !ipv4.isEmpty
     }
 
     func initiateAQuery(host: String, port: Int) -> EventLoopFuture<[SocketAddress]> {
         eventLoop.makeSucceededFuture(ipv4)
     }
     func initiateAAAAQuery(host: String, port: Int) -> EventLoopFuture<[SocketAddress]> {
-        eventLoop.makeSucceededFuture(ipv6)
+        guard ipv6Later else { return eventLoop.makeSucceededFuture(ipv6) }
+        let ipv6 = self.ipv6
+        return eventLoop.scheduleTask(in: TimeAmount(ConnectionFactory.attemptDelay)) { ipv6 }.futureResult
     }
     func cancelQueries() {}
 }

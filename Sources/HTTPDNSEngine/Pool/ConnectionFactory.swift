@@ -104,6 +104,8 @@ struct ConnectionFactory: Sendable {
     let path: NetworkPath
     let group: any EventLoopGroup
     let ranker = NIOLockedValueBox(AddressRanker())
+    /// Hosts whose IPv6 failed lately, per network: their connects start with IPv4.
+    let families = NIOLockedValueBox(FamilyMemory())
     /// Active probing, when the configuration turns it on (AddressProber.swift).
     let prober: AddressProber?
     let clock = SystemWallClock()
@@ -168,7 +170,7 @@ struct ConnectionFactory: Sendable {
             )
             lookup = found
             guard let proxy else {
-                return try await connect(recipe, addresses: addresses, lookup: found, deadline: deadline)
+                return try await connectFromSource(recipe, addresses: addresses, lookup: found, deadline: deadline)
             }
             // Through a proxy: a tunnel to each address HTTPDNS gave, the originals rather than their NAT64
             // forms (the proxy connects, from its own network).
@@ -240,7 +242,7 @@ struct ConnectionFactory: Sendable {
             var (addresses, own) = try found.get()
             own.recordsWait = waited
             lookup = own
-            return try await connect(recipe, addresses: addresses, lookup: own, deadline: deadline)
+            return try await connectFromSource(recipe, addresses: addresses, lookup: own, deadline: deadline)
         }
         // An alias's target: its own addresses (a round trip the alias costs).
         let routed: Result<(ResolvedAddresses?, AddressLookup), any Error>
@@ -272,7 +274,49 @@ struct ConnectionFactory: Sendable {
         lookup = own
         var via = recipe
         via.versions = route.versions
-        return try await connect(via, addresses: addresses, lookup: own, deadline: deadline, port: route.port)
+        do {
+            return try await connectFromSource(via, addresses: addresses, lookup: own, deadline: deadline, port: route.port)
+        } catch let error as HTTPEngineError where Self.originMayServe(after: error) {
+            // The record's endpoint did not answer: the origin's own addresses and port (RFC 9460 §3),
+            // unless they are the same endpoint.
+            guard route.port != url.port || route.addressName != url.host, let (origin, ownLookup) = try? found.get()
+            else { throw error }
+            var fallen = ownLookup
+            fallen.recordsWait = waited
+            lookup = fallen
+            return try await connectFromSource(recipe, addresses: origin, lookup: fallen, deadline: deadline)
+        }
+    }
+
+    /// Whether the origin's own endpoint may serve where an HTTPS record's failed with `error`: a connect
+    /// that failed or timed out, not a certificate or TLS verdict, nor the request's own deadline.
+    static func originMayServe(after error: HTTPEngineError) -> Bool {
+        switch error.code {
+        case .connectFailed, .connectTimeout, .noAddresses: return true
+        default: return false
+        }
+    }
+
+    /// A connection to `addresses`: through ConnectFailover's rules when the address source gave them
+    /// (HTTPDNS, its cache), straight otherwise.
+    private func connectFromSource(
+        _ recipe: ConnectRecipe,
+        addresses: ResolvedAddresses?,
+        lookup: AddressLookup,
+        deadline: NIODeadline?,
+        port: Int? = nil
+    ) async throws -> Connection {
+        guard let addresses, let source = addressSource, recipe.given == nil, lookup.source.isHTTPDNS else {
+            return try await connect(recipe, addresses: addresses, lookup: lookup, deadline: deadline, port: port)
+        }
+        return try await connectFailingOver(
+            recipe,
+            addresses: addresses,
+            source: source,
+            lookup: lookup,
+            deadline: deadline,
+            port: port
+        )
     }
 
     /// `task`'s value if it comes within `limit`; nil otherwise, at `limit`, whether or not the task is
@@ -316,7 +360,7 @@ struct ConnectionFactory: Sendable {
                 on: loop,
                 timeout: left
             )
-            learn(winner: channel.remoteAddress, after: ContinuousClock.now - started, addresses: addresses)
+            learn(winner: channel.remoteAddress, after: ContinuousClock.now - started, addresses: addresses, host: host)
             return channel
         } catch let error as HTTPEngineError {
             learn(from: error)
@@ -370,7 +414,6 @@ struct ConnectionFactory: Sendable {
         } else {
             return (nil, AddressLookup(source: .system))  // NIO's getaddrinfo resolver, inside the connect
         }
-        let now = clock.now()
         let network = path.state.id
         let probed = origin.flatMap { origin in
             prober.flatMap { prober in
@@ -378,23 +421,34 @@ struct ConnectionFactory: Sendable {
             }
         }
         let probes = probed.map { $0.outcomes(for: found.ipv4 + found.ipv6, port: $1.port, network: network) } ?? [:]
-        let ranked = ranker.withLockedValue { r in
-            ResolvedAddresses(
-                ipv4: r.rank(found.ipv4, now: now, keepOrder: found.ordered, probes: probes),
-                ipv6: r.rank(found.ipv6, now: now, keepOrder: found.ordered, probes: probes),
-                source: found.source
-            )
-        }
         let lookup = AddressLookup(
             source: found.source,
             duration: ContinuousClock.now - started,
             startedAt: wallStart
         )
-        let connectable = await path.connectable(ranked)
+        let connectable = await prepared(found, host: host, probes: probes)
         if let (prober, origin) = probed {
             prober.start(origin, addresses: connectable, network: network)
         }
         return (connectable, lookup)
+    }
+
+    /// `found`, `host`'s addresses, as a connect tries them: each family ranked (how earlier connects
+    /// and `probes` went), IPv4 first where the host's IPv6 failed lately on this network, and the
+    /// NAT64 forms where IPv4 has no route.
+    func prepared(
+        _ found: ResolvedAddresses,
+        host: String,
+        probes: [IPAddress: ProbeOutcome] = [:]
+    ) async -> ResolvedAddresses {
+        let now = clock.now()
+        var ranked = found
+        ranker.withLockedValue { r in
+            ranked.ipv4 = r.rank(found.ipv4, now: now, keepOrder: found.ordered, probes: probes)
+            ranked.ipv6 = r.rank(found.ipv6, now: now, keepOrder: found.ordered, probes: probes)
+        }
+        ranked.ipv4First = families.withLockedValue { $0.prefersIPv4(host, network: path.state.id, now: now) }
+        return await path.connectable(ranked)
     }
 
     /// Resolves `url`'s host and waits for the probes of its addresses (AddressProber.swift), when
@@ -445,7 +499,7 @@ struct ConnectionFactory: Sendable {
         }
     }
 
-    private func connect(
+    func connect(
         _ recipe: ConnectRecipe,
         addresses: ResolvedAddresses?,
         lookup: AddressLookup,
@@ -486,7 +540,7 @@ struct ConnectionFactory: Sendable {
             )
             // Through a proxy the remote is the proxy's address: nothing to learn about the origin's.
             if proxy == nil {
-                learn(winner: connection.remote, after: connection.connectDuration, addresses: addresses)
+                learn(winner: connection.remote, after: connection.connectDuration, addresses: addresses, host: url.host)
             }
             return connection
         } catch let error as HTTPEngineError {
@@ -522,13 +576,21 @@ struct ConnectionFactory: Sendable {
     /// Feeds connect outcomes back to the ranker. Either transport's race (NIO's connector on Linux,
     /// HappyEyeballsRace on Apple platforms) reports the winner only; the addresses tried before it (in
     /// the same IPv6-first interleaved order) either failed or were too slow, and are counted as failures.
-    private func learn(winner remote: SocketAddress?, after connectTime: Duration, addresses: ResolvedAddresses?) {
+    private func learn(
+        winner remote: SocketAddress?,
+        after connectTime: Duration,
+        addresses: ResolvedAddresses?,
+        host: String
+    ) {
         guard let addresses, let winner = remote?.httpdnsIP else { return }
         let now = clock.now()
-        let order = interleavedIPv6First(ipv4: addresses.ipv4, ipv6: addresses.ipv6)
+        let before = Array(addresses.connectOrder.prefix(while: { $0 != winner }))
         ranker.withLockedValue { r in
-            for ip in order.prefix(while: { $0 != winner }) { r.recordFailure(ip, now: now) }
+            for ip in before { r.recordFailure(ip, now: now) }
             r.recordSuccess(winner, connectTime: connectTime, now: now)
+        }
+        families.withLockedValue {
+            $0.connected(host, network: path.state.id, winner: winner, triedBefore: before, now: now)
         }
     }
 

@@ -91,6 +91,7 @@ extension HTTPDNSResolver {
             }
             guard !resolution.ipv4.isEmpty || !resolution.ipv6.isEmpty else { return nil }
             resolution.source = stale ? .stale(origin) : .cache(origin)
+            resolution.remembered = true
             if !stale, quiet, expiresAt != .max {
                 hot.withLockedValue {
                     $0.remember(
@@ -112,8 +113,9 @@ extension HTTPDNSResolver {
         do { return .success(try await body()) } catch { return .failure(error) }
     }
 
-    /// One family of one name: cache, else join or start the upstream query. The returned lookup is the
-    /// cache outcome (nil: answered upstream); the FamilyResult's TTL is the time left.
+    /// One family of one name: cache, else join or start the upstream query (`pastCache`: never the
+    /// cache). The returned lookup is the cache outcome (nil: answered upstream); the FamilyResult's TTL
+    /// is the time left.
     ///
     /// A caller whose `deadline` comes before the query's own end leaves at it (`.timeout`), and the
     /// query runs on for its other callers; the others wait for the query, which ends by its budget.
@@ -121,7 +123,8 @@ extension HTTPDNSResolver {
         _ name: String,
         _ family: AddressFamily,
         _ budget: QueryBudget,
-        until deadline: NIODeadline = .distantFuture
+        until deadline: NIODeadline = .distantFuture,
+        pastCache: Bool = false
     ) async throws -> (FamilyResult, CacheLookup?) {
         let now = clock.now()
         enum Step {
@@ -130,7 +133,7 @@ extension HTTPDNSResolver {
         }
         let step: Step = state.withLockedValue { state in
             let key = CacheKey(network: state.network, normalizedName: name, family: family)
-            switch state.machine.lookup(key, now: now) {
+            switch pastCache ? state.machine.lookupPastCache(key) : state.machine.lookup(key, now: now) {
             case .serve(let found, let refresh):
                 // The machine serves hits only, so there is always an answer here.
                 return .answer(served(found, key, refresh: refresh, &state)!, found)

@@ -11,13 +11,16 @@ extension HTTPDNSResolver {
         _ query: AddressQuery,
         started: ContinuousClock.Instant,
         reserveForFallback: Bool,
-        until callerDeadline: NIODeadline = .distantFuture
+        until callerDeadline: NIODeadline = .distantFuture,
+        pastCache: Bool = false
     ) async throws -> Resolution {
         let budget = QueryBudget(reserveForFallback: reserveForFallback)
         async let v4: Result<(FamilyResult, CacheLookup?), any Error>? =
-            query.wantsIPv4 ? result { try await self.lookup(name, .ipv4, budget, until: callerDeadline) } : nil
+            query.wantsIPv4
+            ? result { try await self.lookup(name, .ipv4, budget, until: callerDeadline, pastCache: pastCache) } : nil
         async let v6: Result<(FamilyResult, CacheLookup?), any Error>? =
-            query.wantsIPv6 ? result { try await self.lookup(name, .ipv6, budget, until: callerDeadline) } : nil
+            query.wantsIPv6
+            ? result { try await self.lookup(name, .ipv6, budget, until: callerDeadline, pastCache: pastCache) } : nil
         let (r4, r6) = await (v4, v6)
         var ipv4: [IPAddress] = []
         var ipv6: [IPAddress] = []
@@ -73,7 +76,7 @@ extension HTTPDNSResolver {
             sources.first(where: { if case .httpdns = $0 { return true } else { return false } })
             ?? sources.first(where: { if case .stale = $0 { return true } else { return false } })
             ?? sources[0]
-        return Resolution(
+        var resolution = Resolution(
             name: name,
             ipv4: ipv4,
             ipv6: ipv6,
@@ -83,6 +86,8 @@ extension HTTPDNSResolver {
             clientAddress: clientAddress,
             expiredFor: expiredFor
         )
+        resolution.remembered = sources.contains { $0.cacheState == "hit" || $0.cacheState == "stale" }
+        return resolution
     }
 
     /// Tries the providers in health order, each with a fair share of the time left.

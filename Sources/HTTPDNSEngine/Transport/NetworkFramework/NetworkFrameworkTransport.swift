@@ -213,7 +213,7 @@
                 }
                 return [.address(try SocketAddress(ip, port: port))]
             }
-            let ordered = interleavedIPv6First(ipv4: addresses.ipv4, ipv6: addresses.ipv6)
+            let ordered = addresses.connectOrder
             guard !ordered.isEmpty else {
                 throw HTTPEngineError(.noAddresses, "no address to connect to for \(url.host)")
             }

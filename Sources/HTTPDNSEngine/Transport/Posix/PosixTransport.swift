@@ -386,7 +386,8 @@
                 let ranked = RankedResolver(
                     ipv4: try addresses.ipv4.map { try SocketAddress($0, port: port) },
                     ipv6: try addresses.ipv6.map { try SocketAddress($0, port: port) },
-                    eventLoop: loop
+                    eventLoop: loop,
+                    ipv6Later: addresses.ipv4First
                 )
                 return try await bootstrap.resolver(ranked).connect(host: host, port: port).get()
             } catch let error as HTTPEngineError {

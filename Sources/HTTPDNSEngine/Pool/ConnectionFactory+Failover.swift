@@ -1,0 +1,156 @@
+// The executor of ConnectFailover's rules (see that file): attempts, the attempt delay, and the source's
+// answers run as tasks that report to one loop, which feeds the machine and carries out what it says.
+// The connect waits for no attempt but the winner: one that connects after another has won is closed.
+
+import HTTPDNSCore
+import NIOConcurrencyHelpers
+import NIOCore
+
+extension ConnectionFactory {
+    /// The attempt delay (RFC 8305's): a remembered address that has not connected by then starts the
+    /// lookup past the cache; under fast open, the next address starts.
+    static let attemptDelay = Duration.milliseconds(250)
+
+    /// What the loop hears from its tasks.
+    private enum Report: Sendable {
+        case event(ConnectFailover.Event)
+        /// The lookup past the cache (`fresh`) or the fallback answered; nil: nothing, or it failed.
+        case answer(fresh: Bool, ResolvedAddresses?)
+    }
+
+    /// What the attempts leave behind: connections that came up, errors, and whether the race is over.
+    private struct Outcomes {
+        var connections: [ConnectFailover.AttemptID: Connection] = [:]
+        var errors: [any Error] = []
+        var over = false
+    }
+
+    /// A connection to `addresses`, which `source` gave for the recipe's host, trying again past the
+    /// cache and then the fallback when they fail or stay silent (ConnectFailover.swift). Throws the
+    /// engine's error, with every attempt's failure.
+    func connectFailingOver(
+        _ recipe: ConnectRecipe,
+        addresses: ResolvedAddresses,
+        source: any AddressSource,
+        lookup: AddressLookup,
+        deadline: NIODeadline?,
+        port: Int? = nil
+    ) async throws -> Connection {
+        let host = recipe.url.host
+        var machine = ConnectFailover(
+            addresses: addresses.connectOrder,
+            options: ConnectFailover.Options(
+                remembered: addresses.remembered,
+                mayFallBack: true,
+                fastOpen: configuration.network.tcpFastOpen
+            )
+        )
+        let (reports, sink) = AsyncStream.makeStream(of: Report.self)
+        let outcomes = NIOLockedValueBox(Outcomes())
+        // Every address heard of so far, and who gave the ones that came later.
+        var known = addresses
+        var givenBy: [IPAddress: ResolutionSource] = [:]
+        var timer: Task<Void, Never>?
+        defer {
+            timer?.cancel()
+            sink.finish()
+        }
+        var actions = machine.start()
+        var iterator = reports.makeAsyncIterator()
+        while true {
+            for action in actions {
+                switch action {
+                case .attempt(let id, let ips):
+                    var own = lookup
+                    if let first = ips.first, let later = givenBy[first] { own.source = later }
+                    let part = known.restricted(to: ips)
+                    Task {
+                        do {
+                            let connection = try await self.connect(
+                                recipe,
+                                addresses: part,
+                                lookup: own,
+                                deadline: deadline,
+                                port: port
+                            )
+                            let late = outcomes.withLockedValue { o -> Bool in
+                                if !o.over { o.connections[id] = connection }
+                                return o.over
+                            }
+                            if late {
+                                connection.channel.close(promise: nil)
+                            } else {
+                                sink.yield(.event(.attemptSucceeded(id)))
+                            }
+                        } catch {
+                            outcomes.withLockedValue { $0.errors.append(error) }
+                            sink.yield(.event(.attemptFailed(id)))
+                        }
+                    }
+                case .scheduleAttemptDelay:
+                    timer?.cancel()
+                    timer = Task {
+                        guard (try? await Task.sleep(for: Self.attemptDelay)) != nil else { return }
+                        sink.yield(.event(.attemptDelayPassed))
+                    }
+                case .forget(let ips):
+                    // The cache holds what the source gave: a NAT64 form's own IPv4 address.
+                    source.forget(ips.map { known.synthesized[$0] ?? $0 }, of: host)
+                case .askFresh:
+                    Task { sink.yield(.answer(fresh: true, try? await source.freshAddresses(for: host, deadline: deadline))) }
+                case .askFallback:
+                    Task {
+                        sink.yield(.answer(fresh: false, try? await source.fallbackAddresses(for: host, deadline: deadline)))
+                    }
+                case .succeed(let id):
+                    let (winner, others) = outcomes.withLockedValue { o in
+                        o.over = true
+                        let winner = o.connections.removeValue(forKey: id)
+                        defer { o.connections = [:] }
+                        return (winner, Array(o.connections.values))
+                    }
+                    for other in others { other.channel.close(promise: nil) }
+                    // The machine names only an attempt that reported its connection.
+                    return winner!
+                case .fail:
+                    throw Self.merged(outcomes.withLockedValue { $0.errors }, host: host)
+                case .discard(let id):
+                    let late = outcomes.withLockedValue { $0.connections.removeValue(forKey: id) }
+                    late?.channel.close(promise: nil)
+                }
+            }
+            // The reports never finish before the loop returns (the sink is finished on the way out).
+            guard let report = await iterator.next() else {
+                throw HTTPEngineError(.connectFailed, "the connect to \(host) was abandoned")
+            }
+            switch report {
+            case .event(let event):
+                actions = machine.event(event)
+            case .answer(let fresh, let found):
+                var ips: [IPAddress] = []
+                if let found {
+                    let usable = await prepared(found, host: host)
+                    for ip in usable.connectOrder where givenBy[ip] == nil { givenBy[ip] = found.source }
+                    known = known.adding(usable)
+                    ips = usable.connectOrder
+                }
+                actions = machine.event(fresh ? .freshAnswer(ips) : .fallbackAnswer(ips))
+            }
+        }
+    }
+
+    /// Every attempt's failure as one error: the first one's code and message, every attempt listed.
+    private static func merged(_ errors: [any Error], host: String) -> any Error {
+        let engineErrors = errors.compactMap { $0 as? HTTPEngineError }
+        guard let first = engineErrors.first else {
+            return errors.first ?? HTTPEngineError(.noAddresses, "no address to connect to for \(host)")
+        }
+        guard engineErrors.count > 1 else { return first }
+        return HTTPEngineError(
+            first.code,
+            first.message,
+            attempts: engineErrors.flatMap(\.attempts),
+            underlying: first.underlying
+        )
+    }
+}
