@@ -246,6 +246,7 @@ public final class HTTPEngine: Sendable {
                 $0.dnsSource = lookup.source
                 $0.dns = lookup.duration
                 $0.recordsWait = lookup.recordsWait
+                $0.reasks = lookup.reasks
                 $0.connect = connection.connectDuration
                 $0.tls = connection.tlsDuration
                 let phases = [lookup.duration, lookup.recordsWait, connection.connectDuration, connection.tlsDuration]

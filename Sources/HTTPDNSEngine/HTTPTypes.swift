@@ -224,7 +224,8 @@ public struct HTTPEngineRequest: Sendable {
 ///
 /// As JSON (`Encodable`) it is the object `httpdns fetch --metrics` prints: durations as milliseconds
 /// (`dnsMs`, `recordsWaitMs`, `stalledMs`, `connectMs`, `tlsMs`, `ttfbMs`, `totalMs`), the protocol and
-/// the DNS source as text. Everything before the response head is accounted for: `ttfbMs` is `stalledMs`,
+/// the DNS source as text, and, only when there were any, `reasks` and the earlier redirect `hops`
+/// (objects of the same keys). Everything before the response head is accounted for: `ttfbMs` is `stalledMs`,
 /// `dnsMs`, `recordsWaitMs`, `connectMs` and `tlsMs`, then the server's time and the request's round trip.
 public struct RequestMetrics: Sendable, Hashable {
     /// The URL requested (after redirects, the last one).
@@ -270,15 +271,65 @@ public struct RequestMetrics: Sendable, Hashable {
     public var bytesReceived: Int = 0
     /// Redirects followed before this response.
     public var redirects: Int = 0
+    /// The times the connect asked for other addresses because the ones it had failed or stayed silent
+    /// (a remembered address of an origin that moved), in order. Their time, and the failed attempts',
+    /// is part of `stalled`. Empty when the first addresses served.
+    public var reasks: [AddressReask] = []
+    /// The redirect hops before this response, first first, each as it was measured (its own URL,
+    /// status, lookup, connect, TLS and time to its head): with this response they make up the whole
+    /// request. Empty without redirects.
+    public var hops: [RequestMetrics] = []
 
     package init(url: String) { self.url = url }
+}
+
+/// One time a connect asked for other addresses of its host: past the cache (the origin may have moved
+/// since the cached answer), or the fallback the policy allows (LocalDNS).
+public struct AddressReask: Sendable, Hashable, Encodable {
+    /// What was asked.
+    public enum Kind: String, Sendable, Hashable, Encodable {
+        /// HTTPDNS again, past the cache (joining a refresh already on its way).
+        case pastCache = "past-cache"
+        /// The fallback the policy allows (LocalDNS), after HTTPDNS's addresses failed.
+        case fallback
+    }
+
+    /// What was asked.
+    public var kind: Kind
+    /// The addresses that had failed to connect when it was asked; empty when the attempt delay started
+    /// it (the addresses tried had not answered yet).
+    public var failed: [String]
+    /// Who answered; nil when nothing did (or it failed).
+    public var source: ResolutionSource?
+    /// How long it took to answer.
+    public var duration: Duration
+
+    package init(kind: Kind, failed: [String], source: ResolutionSource?, duration: Duration) {
+        self.kind = kind
+        self.failed = failed
+        self.source = source
+        self.duration = duration
+    }
+
+    private enum Keys: String, CodingKey {
+        case kind, failed, source, ms
+    }
+
+    /// `{"kind": "past-cache", "failed": ["192.0.2.1"], "source": "doh", "ms": 12.5}`.
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: Keys.self)
+        try c.encode(kind, forKey: .kind)
+        try c.encode(failed, forKey: .failed)
+        try c.encodeIfPresent(source?.description, forKey: .source)
+        try c.encode(duration.milliseconds, forKey: .ms)
+    }
 }
 
 extension RequestMetrics: Encodable {
     private enum Keys: String, CodingKey {
         case url, ip, synthesizedFrom, port, `protocol`, dnsSource, dnsMs, recordsWaitMs, stalledMs, connectMs, tlsMs
         case ttfbMs, totalMs
-        case reused, status, bytesSent, bytesReceived, redirects
+        case reused, status, bytesSent, bytesReceived, redirects, reasks, hops
     }
 
     /// The object `httpdns fetch --metrics` prints (milliseconds; a reused connection's DNS source is
@@ -303,6 +354,9 @@ extension RequestMetrics: Encodable {
         try c.encode(bytesSent, forKey: .bytesSent)
         try c.encode(bytesReceived, forKey: .bytesReceived)
         try c.encode(redirects, forKey: .redirects)
+        // Only when there were any: the object scripts read stays as it was.
+        if !reasks.isEmpty { try c.encode(reasks, forKey: .reasks) }
+        if !hops.isEmpty { try c.encode(hops, forKey: .hops) }
     }
 }
 

@@ -85,6 +85,20 @@ struct AttemptSpan: Sendable {
             span.addEvent(SpanEvent(name: "https-records", at: DefaultTracerClock.Instant(nanosecondsSinceEpoch: at)))
             span.updateAttributes { $0["httpdns.https_records.wait_ms"] = wait.milliseconds }
         }
+        for reask in lookup.reasks {
+            // When each answered is not kept: the events say what was asked, in order.
+            var attributes = SpanAttributes()
+            attributes["httpdns.reask.kind"] = reask.kind.rawValue
+            attributes["httpdns.reask.failed"] = reask.failed.joined(separator: " ")
+            attributes["httpdns.reask.ms"] = reask.duration.milliseconds
+            if let source = reask.source { attributes["httpdns.reask.source"] = source.description }
+            span.addEvent(SpanEvent(name: "address-reask", attributes: attributes))
+        }
+        if !lookup.reasks.isEmpty {
+            // The failed attempts and re-asks came between the lookup and this connection's connect.
+            at = max(at, UInt64(clamping: DefaultTracerClock.now.nanosecondsSinceEpoch)
+                - UInt64(clamping: (connection.connectDuration + (connection.tlsDuration ?? .zero)).nanoseconds))
+        }
         at += UInt64(clamping: connection.connectDuration.nanoseconds)
         span.addEvent(SpanEvent(name: "connect", at: DefaultTracerClock.Instant(nanosecondsSinceEpoch: at)))
         if let tls = connection.tlsDuration {

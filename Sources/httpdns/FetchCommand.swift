@@ -274,6 +274,17 @@ struct FetchCommand: AsyncParsableCommand {
                 + (final.recordsWait.map { ", waited \(ms($0)) ms for HTTPS records" } ?? "")
                 + (final.stalled.flatMap { $0 >= .milliseconds(1) ? ", stalled \(ms($0)) ms" : nil } ?? "")
         )
+        for reask in final.reasks {
+            let after = reask.failed.isEmpty ? "no answer yet" : reask.failed.joined(separator: ", ") + " failed"
+            trace.line(
+                "* Asked again (\(reask.kind.rawValue), \(after)): \(reask.source?.description ?? "no answer") in \(ms(reask.duration)) ms"
+            )
+        }
+        for (index, hop) in final.hops.enumerated() {
+            trace.line(
+                "* Hop \(index + 1): \(hop.url) \(hop.status.map(String.init) ?? "-") via \(hop.ip ?? "?"), dns \(ms(hop.dns)) ms, connect \(ms(hop.connect)) ms, tls \(ms(hop.tls)) ms, first byte \(ms(hop.timeToFirstByte)) ms, total \(ms(hop.total)) ms"
+            )
+        }
         if traceJSON {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]

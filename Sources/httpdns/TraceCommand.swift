@@ -216,7 +216,8 @@ struct TraceCommand: AsyncParsableCommand {
             dnsSource: m.reused && m.dnsSource == nil ? "reused connection" : m.dnsSource?.description,
             reused: m.reused,
             status: m.status,
-            redirectHop: hop
+            redirectHop: hop,
+            reaskMs: m.reasks.isEmpty ? nil : m.reasks.reduce(Duration.zero) { $0 + $1.duration }.milliseconds
         )
     }
 

@@ -156,6 +156,10 @@ struct DeadAddressError: Error {
         let response = try await get(w)
         #expect(response.status == .ok)
         #expect(response.metrics.ip == "127.0.0.2")
+        // The trace says what was asked again, after which failure, and who answered.
+        #expect(response.metrics.reasks.map(\.kind) == [.pastCache])
+        #expect(response.metrics.reasks.first?.failed == ["127.0.0.3"])
+        #expect(response.metrics.reasks.first?.source.map { "\($0)" } == "dns:127.0.0.1:\(w.dns.port)")
         // The dead address is no longer served; the new one is cached.
         #expect(w.resolver.cached("moved.test", .ipv4)?.ipv4 == [IPAddress("127.0.0.2")!])
         await w.stop()
@@ -172,6 +176,9 @@ struct DeadAddressError: Error {
         let response = try await get(w)
         #expect(response.status == .ok)
         #expect(response.metrics.ip == "127.0.0.2")
+        // Asked by the attempt delay, while the old address had not answered.
+        #expect(response.metrics.reasks.map(\.kind) == [.pastCache])
+        #expect(response.metrics.reasks.first?.failed == [])
         await w.stop()
     }
 
@@ -181,6 +188,7 @@ struct DeadAddressError: Error {
         #expect(response.status == .ok)
         #expect(response.metrics.ip == "127.0.0.2")
         #expect(response.metrics.dnsSource.map { "\($0)" }?.hasPrefix("fallback") == true)
+        #expect(response.metrics.reasks.map(\.kind) == [.fallback])
         await w.stop()
     }
 

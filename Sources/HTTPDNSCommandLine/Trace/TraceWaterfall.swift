@@ -3,8 +3,9 @@
 //
 // Pure: timings in, text out. A row is one HTTP exchange (a redirect hop is a row of its own); its bar
 // starts where the request started, on its panel's time axis, and is cut into the phases the engine
-// measures: stalled (waiting for a connection), DNS, the wait for the origin's HTTPS records, connect,
-// TLS, waiting for the first byte, download. The engine's `ttfbMs` and
+// measures: stalled (waiting for a connection), DNS, the wait for the origin's HTTPS records, the
+// re-asks of a connect whose first addresses failed or stayed silent (taken out of stalled, which holds
+// them), connect, TLS, waiting for the first byte, download. The engine's `ttfbMs` and
 // `totalMs` count from the request's start, so waiting is what is left of the TTFB after the three
 // set-up phases, and download is the rest. Two panels side by side compare the same URLs through
 // LocalDNS and through HTTPDNS. Each panel has an axis of its own: on a shared one, a hijacked LocalDNS
@@ -28,6 +29,9 @@ package struct TraceTiming: Sendable, Equatable {
     package var dnsMs: Double?
     /// The connect's wait for the origin's HTTPS records, after the addresses.
     package var recordsWaitMs: Double?
+    /// The time the connect spent asking for other addresses (past the cache, the fallback) when its
+    /// first ones failed or stayed silent: part of `stalledMs`, drawn apart.
+    package var reaskMs: Double?
     package var connectMs: Double?
     package var tlsMs: Double?
     /// From the request's start to the response head; nil when no head came.
@@ -62,8 +66,10 @@ package struct TraceTiming: Sendable, Equatable {
         reused: Bool = false,
         status: Int? = nil,
         redirectHop: Int = 0,
-        error: String? = nil
+        error: String? = nil,
+        reaskMs: Double? = nil
     ) {
+        self.reaskMs = reaskMs
         self.url = url
         self.startMs = startMs
         self.stalledMs = stalledMs
@@ -92,9 +98,11 @@ package struct TraceTiming: Sendable, Equatable {
             result.append((phase, at, duration))
             at += duration
         }
-        add(.stalled, stalledMs)
+        let reask = reaskMs.map { min($0, stalledMs ?? 0) }
+        add(.stalled, stalledMs.map { $0 - (reask ?? 0) })
         add(.dns, dnsMs)
         add(.records, recordsWaitMs)
+        add(.reask, reask)
         add(.connect, connectMs)
         add(.tls, tlsMs)
         if let ttfbMs {
@@ -117,7 +125,7 @@ package struct TraceTiming: Sendable, Equatable {
 
 /// A phase of a request, with its name and colour on the chart.
 package enum TracePhase: String, Sendable, CaseIterable {
-    case stalled, dns, records, connect, tls, waiting, download
+    case stalled, dns, records, reask, connect, tls, waiting, download
     /// From the request's start (or its last phase measured) to the error, when no response came.
     case failed
 
@@ -126,6 +134,7 @@ package enum TracePhase: String, Sendable, CaseIterable {
         case .stalled: "stalled"
         case .dns: "DNS"
         case .records: "HTTPS records wait"
+        case .reask: "re-ask (address failover)"
         case .connect: "connect"
         case .tls: "TLS"
         case .waiting: "waiting (TTFB)"
@@ -140,6 +149,7 @@ package enum TracePhase: String, Sendable, CaseIterable {
         case .stalled: "#F0E442"  // yellow
         case .dns: "#E69F00"  // orange
         case .records: "#D55E00"  // vermillion
+        case .reask: "#000000"  // black
         case .connect: "#56B4E9"  // sky blue
         case .tls: "#009E73"  // bluish green
         case .waiting: "#CC79A7"  // reddish purple

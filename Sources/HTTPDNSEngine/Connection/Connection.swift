@@ -8,6 +8,7 @@
 
 import Foundation
 import HTTPDNSCore
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
 import NIOHTTP2
@@ -26,7 +27,10 @@ final class Connection: Sendable {
     /// HTTP/2: what the server's GOAWAY said, once it has sent one.
     let goAway: GoAwayRecord?
     /// How its address was found.
-    let lookup: AddressLookup
+    var lookup: AddressLookup { found.withLockedValue { $0 } }
+    /// Set once by the connect that made it, before the pool hands it out; the failover's re-asks are
+    /// added as the race ends (ConnectionFactory+Failover.swift).
+    private let found: NIOLockedValueBox<AddressLookup>
 
     init(
         channel: any Channel,
@@ -43,9 +47,15 @@ final class Connection: Sendable {
         self.goAway = ready.goAway
         self.remote = remote
         self.synthesizedFrom = synthesizedFrom
-        self.lookup = lookup
+        self.found = NIOLockedValueBox(lookup)
         self.connectDuration = connect
         self.tlsDuration = tls
+    }
+
+    /// The re-asks of the connect that won with this connection.
+    func noteReasks(_ reasks: [AddressReask]) {
+        guard !reasks.isEmpty else { return }
+        found.withLockedValue { $0.reasks = reasks }
     }
 
     struct Ready: Sendable {

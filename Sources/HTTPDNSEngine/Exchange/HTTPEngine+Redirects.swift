@@ -23,6 +23,7 @@ extension HTTPEngine {
     public func send(_ request: HTTPEngineRequest, followRedirects: Int = 0) async throws -> HTTPEngineResponse {
         var current = request
         var hops = 0
+        var earlier: [RequestMetrics] = []
         let deadline = (request.timeout ?? configuration.timeouts.request).map { ContinuousClock.now + $0 }
         while true {
             if let deadline {
@@ -33,7 +34,10 @@ extension HTTPEngine {
                 current.timeout = left
             }
             let response = try await execute(current)
-            response.recorder.update { $0.redirects = hops }
+            response.recorder.update {
+                $0.redirects = hops
+                $0.hops = earlier
+            }
             guard followRedirects > 0, let next = try Self.redirect(from: current, response: response) else {
                 return response
             }
@@ -42,6 +46,9 @@ extension HTTPEngine {
             }
             // Drain a small redirect body so the connection can be reused; abandon a large one.
             _ = try? await response.body.collect(upTo: 64 * 1024)
+            var hop = response.metrics
+            hop.hops = []
+            earlier.append(hop)
             hops += 1
             current = next
         }

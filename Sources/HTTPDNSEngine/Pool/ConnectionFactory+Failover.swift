@@ -51,6 +51,10 @@ extension ConnectionFactory {
         var known = addresses
         var givenBy: [IPAddress: ResolutionSource] = [:]
         var timer: Task<Void, Never>?
+        // What the trace shows of each re-ask: the addresses failed when it was asked, and when.
+        var failedSoFar: [String] = []
+        var asked: [Bool: (at: ContinuousClock.Instant, failed: [String])] = [:]
+        var reasks: [AddressReask] = []
         defer {
             timer?.cancel()
             sink.finish()
@@ -95,10 +99,14 @@ extension ConnectionFactory {
                     }
                 case .forget(let ips):
                     // The cache holds what the source gave: a NAT64 form's own IPv4 address.
-                    source.forget(ips.map { known.synthesized[$0] ?? $0 }, of: host)
+                    let given = ips.map { known.synthesized[$0] ?? $0 }
+                    failedSoFar += given.map(\.description)
+                    source.forget(given, of: host)
                 case .askFresh:
+                    asked[true] = (.now, failedSoFar)
                     Task { sink.yield(.answer(fresh: true, try? await source.freshAddresses(for: host, deadline: deadline))) }
                 case .askFallback:
+                    asked[false] = (.now, failedSoFar)
                     Task {
                         sink.yield(.answer(fresh: false, try? await source.fallbackAddresses(for: host, deadline: deadline)))
                     }
@@ -111,6 +119,7 @@ extension ConnectionFactory {
                     }
                     for other in others { other.channel.close(promise: nil) }
                     // The machine names only an attempt that reported its connection.
+                    winner!.noteReasks(reasks)
                     return winner!
                 case .fail:
                     throw Self.merged(outcomes.withLockedValue { $0.errors }, host: host)
@@ -127,6 +136,16 @@ extension ConnectionFactory {
             case .event(let event):
                 actions = machine.event(event)
             case .answer(let fresh, let found):
+                if let ask = asked[fresh] {
+                    reasks.append(
+                        AddressReask(
+                            kind: fresh ? .pastCache : .fallback,
+                            failed: ask.failed,
+                            source: found?.source,
+                            duration: .now - ask.at
+                        )
+                    )
+                }
                 var ips: [IPAddress] = []
                 if let found {
                     let usable = await prepared(found, host: host)

@@ -54,6 +54,8 @@ struct AddressLookup: Sendable {
     var startedAt = DefaultTracerClock.now
     /// How long the connect then waited for the origin's HTTPS records (nil: it did not wait).
     var recordsWait: Duration?
+    /// Other addresses the connect asked for when these failed or stayed silent (ConnectFailover).
+    var reasks: [AddressReask] = []
 }
 
 /// A failed connect: the engine's error, and how the address was found before it failed (the request's

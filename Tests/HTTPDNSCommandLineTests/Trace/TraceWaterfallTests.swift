@@ -36,6 +36,22 @@ import Testing
         #expect(fresh.endMs == 15)
     }
 
+    @Test func aFailoversReAsksAreTakenOutOfStalledAndDrawnBeforeTheConnect() {
+        // A remembered address that stayed silent: 250 ms of attempt delay and a 100 ms lookup past the
+        // cache, all before the new address's connect; 350 ms stalled in all, 100 of them the re-ask.
+        var moved = fresh
+        moved.stalledMs = 350
+        moved.reaskMs = 100
+        moved.ttfbMs = 360
+        moved.totalMs = 365
+        #expect(
+            phases(moved) == [
+                "stalled 0.0+250.0", "dns 250.0+2.0", "reask 252.0+100.0", "connect 352.0+1.0", "tls 353.0+3.0",
+                "waiting 356.0+4.0", "download 360.0+5.0",
+            ]
+        )
+    }
+
     @Test func theWaitsBeforeTheConnectHaveBarsOfTheirOwn() {
         // A relaunch on port 443 whose HTTPS records came late: the 50 ms the connect waited for them
         // is its own phase, not part of the server's wait (issue 63: a 619 ms TTFB with nothing in it).
