@@ -39,6 +39,19 @@ package protocol AddressSource: Sendable {
     /// `host`'s addresses from the fallback its policy allows (LocalDNS), ended by `deadline`; nil
     /// when none may answer (a strict name, fallback off, or a source without one).
     func fallbackAddresses(for host: String, deadline: NIODeadline?) async throws -> ResolvedAddresses?
+
+    // Known https origins (StrictTransportSecurity.swift): the source keeps them beside its answers.
+
+    /// Whether the source keeps HSTS (the engine reads responses' Strict-Transport-Security only then).
+    var keepsStrictTransportSecurity: Bool { get }
+
+    /// An https response from `host`, over a connection whose certificate passed, carried
+    /// Strict-Transport-Security `value` (RFC 6797).
+    func strictTransportSecurity(_ value: String, from host: String)
+
+    /// Whether `host` is known to serve https: it asked for HSTS, or (`byRecords`) it has HTTPS records
+    /// with an endpoint at hand (RFC 9460 §9.5). Without waiting.
+    func knownHTTPSOrigin(_ host: String, byRecords: Bool) -> Bool
 }
 
 extension AddressSource {
@@ -63,6 +76,15 @@ extension AddressSource {
     package func fallbackAddresses(for host: String, deadline: NIODeadline?) async throws -> ResolvedAddresses? {
         nil
     }
+
+    /// A source without memory keeps no HSTS.
+    package var keepsStrictTransportSecurity: Bool { false }
+
+    /// A source without memory forgets the policy.
+    package func strictTransportSecurity(_ value: String, from host: String) {}
+
+    /// A source without memory knows no https origin.
+    package func knownHTTPSOrigin(_ host: String, byRecords: Bool) -> Bool { false }
 
     /// A source whose answers never change (fixed tables) tells nobody.
     package func onAnswerChanged(_ body: @escaping @Sendable (String, AddressFamily, [IPAddress]) -> Void) {}

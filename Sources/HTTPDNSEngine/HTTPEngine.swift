@@ -27,6 +27,8 @@ public final class HTTPEngine: Sendable {
     package let group: any EventLoopGroup
     let logger: Logger
     let addressSource: (any AddressSource)?
+    /// `configuration.http.keepHTTP`, parsed.
+    let keepHTTP: [HostPattern]
     let pool: ConnectionPool
     let factory: ConnectionFactory
     let metrics = EngineMetrics()
@@ -66,6 +68,7 @@ public final class HTTPEngine: Sendable {
             maxConcurrentStreams: configuration.maxConcurrentStreams,
             idleTimeout: TimeAmount(configuration.idleConnectionTimeout)
         )
+        self.keepHTTP = try configuration.http.keepHTTP.map(HostPattern.init)
         self.factory = factory
         self.pool = ConnectionPool(limits: limits, group: eventLoopGroup) { recipe, deadline in
             try await factory.connect(recipe, deadline: deadline)
@@ -142,14 +145,20 @@ public final class HTTPEngine: Sendable {
     package func execute(_ request: HTTPEngineRequest, addresses: ResolvedAddresses? = nil) async throws
         -> HTTPEngineResponse
     {
+        var request = request
+        if addresses == nil, request.upgradesKnownHTTPSOrigins, let upgraded = httpsUpgrade(of: request.url) {
+            request.url = upgraded
+        }
         let recorder = MetricsRecorder(url: request.url, traced: isTraced)
         var retries = ExchangeRetry.limit
         while true {
             do {
-                if isTraced {
-                    return try await tracedAttempt(request, addresses: addresses, recorder: recorder, retries: retries)
-                }
-                return try await attempt(request, addresses: addresses, recorder: recorder, retries: retries, span: nil)
+                let response =
+                    isTraced
+                    ? try await tracedAttempt(request, addresses: addresses, recorder: recorder, retries: retries)
+                    : try await attempt(request, addresses: addresses, recorder: recorder, retries: retries, span: nil)
+                noteStrictTransportSecurity(of: response, to: request)
+                return response
             } catch let again as SendAgain {
                 logger.debug("\(again.reason)", metadata: ["host": "\(request.url.host)"])
                 retries -= 1
@@ -158,6 +167,33 @@ public final class HTTPEngine: Sendable {
                 throw error
             }
         }
+    }
+
+    /// `url` on https when it is an http:// URL to a known https origin (HSTS, or an HTTPS record on
+    /// port 80: `HTTPSettings.keepHTTP`); nil otherwise.
+    func httpsUpgrade(of url: HTTPURL) -> HTTPURL? {
+        guard url.scheme == "http", !url.hostIsIP, knownHTTPSOrigin(url.host, port: url.port) else { return nil }
+        return HTTPURL(scheme: "https", host: url.host, port: url.port == 80 ? 443 : url.port, target: url.target)
+    }
+
+    /// Whether an http:// request to `host` on `port` goes to https: the host asked for HSTS, or it has
+    /// an HTTPS record at hand and the port is 80, and `HTTPSettings.keepHTTP` does not keep it on http.
+    package func knownHTTPSOrigin(_ host: String, port: Int) -> Bool {
+        guard let source = addressSource, source.keepsStrictTransportSecurity else { return false }
+        let name = normalizeHostname(host)
+        return !keepHTTP.contains(where: { $0.matches(name) })
+            && source.knownHTTPSOrigin(name, byRecords: port == 80 && configuration.http.usesHTTPSRecords)
+    }
+
+    /// Hands the source a Strict-Transport-Security policy an https response carried, unless the app's
+    /// own trust decision let the connection through (RFC 6797 §8.1: only from a connection without
+    /// certificate errors).
+    private func noteStrictTransportSecurity(of response: HTTPEngineResponse, to request: HTTPEngineRequest) {
+        guard response.url.isTLS, request.serverTrust == nil, let source = addressSource,
+            source.keepsStrictTransportSecurity,
+            let policy = response.headers.first(name: "strict-transport-security")
+        else { return }
+        source.strictTransportSecurity(policy, from: response.url.host)
     }
 
     /// `attempt` inside a CLIENT span of its own, which ends with the response's body or the failure.

@@ -197,6 +197,9 @@ public struct HTTPEngineRequest: Sendable {
     /// `httpMaximumConnectionsPerHost`); nil or one above `Configuration.http.maxConnectionsPerHost`: the
     /// engine's limit.
     package var connectionLimit: Int?
+    /// An http:// URL to a known https origin goes to https (`HTTPSettings.keepHTTP` says where not);
+    /// false where the caller decides itself (the URLSession route, as the system it stands in for).
+    package var upgradesKnownHTTPSOrigins = true
 
     package init(method: HTTPMethod = .GET, url: HTTPURL, headers: HTTPHeaders = [:], body: HTTPRequestBody? = nil) {
         self.method = method

@@ -160,6 +160,13 @@ public struct HTTPSettings: Sendable, Hashable {
     /// http:// hosts (patterns such as `api.example.com`, `*.example.com`) whose requests are sent
     /// over https instead, HTTP/2 when the server offers it (URLSession and the proxy).
     public var upgradeToHTTPS: [String] = []
+    /// http:// hosts (patterns) kept on http even when known to serve https. Otherwise an http://
+    /// request goes straight to https when its host asked for HSTS (RFC 6797: port 80 becomes 443,
+    /// another port stays), kept from earlier https responses and saved with the resolver's cache, or
+    /// when it has an HTTPS record at hand and the URL is on port 80 (RFC 9460 §9.5): the TCP connect
+    /// to port 80 and the redirect the origin would answer are saved. The engine, `fetch` and the
+    /// proxy apply it; the URLSession route where the system applies HSTS (Apple platforms).
+    public var keepHTTP: [String] = []
     /// HTTP/2 without TLS to http:// URLs (the CLI's `--http2` on http://).
     package var http2PriorKnowledge = false
     /// Ask for an https origin's HTTPS records (RFC 9460) next to its addresses, where a resolver has a

@@ -173,11 +173,23 @@ package class HTTPDNSURLProtocol: URLProtocol {
     package override class func canonicalRequest(for request: URLRequest) -> URLRequest { request }
 
     /// Where a request for `url` really goes: https for the hosts `upgradeToHTTPS` lists and, where the
-    /// system applies HSTS, for the hosts that asked for it.
+    /// system applies HSTS (Apple platforms), for the hosts the resolver knows serve https (they asked
+    /// for HSTS; on port 80, an HTTPS record), unless the engine keeps them on http.
     static func target(of url: URL, setup: Setup) -> URL {
         Translation.upgraded(url, upgrade: setup.upgradeToHTTPS) { host in
-            StrictTransportSecurity.shared?.withLockedValue { $0.upgrades(host, now: Date()) } ?? false
+            systemAppliesHSTS && setup.engine.knownHTTPSOrigin(host, port: url.port ?? 80)
         }
+    }
+
+    /// Whether the system this route stands in for applies HSTS: Apple's URL loading does;
+    /// swift-corelibs-foundation has none, so there the route does not either (the app would see a
+    /// difference from the system).
+    static var systemAppliesHSTS: Bool {
+        #if canImport(Darwin)
+            return true
+        #else
+            return false
+        #endif
     }
 
     private struct Loading {

@@ -231,6 +231,9 @@ struct FetchCommand: AsyncParsableCommand {
             )
         }
         if m.redirects > 0 { trace.line("* Followed \(m.redirects) redirect(s) to \(response.url)") }
+        if request.url.scheme == "http", (m.hops.first?.url ?? m.url).hasPrefix("https:") {
+            trace.line("* \(request.url.host) is a known https origin (HSTS, or an HTTPS record): sent over https")
+        }
         trace.line(
             "> \(request.method.rawValue) \(response.url.target) \(response.version == .http2 ? "HTTP/2" : "HTTP/1.1")"
         )

@@ -37,6 +37,8 @@ extension CacheSnapshot {
     /// with no address is a negative answer). Keeps at most `capacity` entries, the most recently used.
     /// HTTPS records are dropped on the same grounds, and when a record does not read as off the wire
     /// or there are more than `maxRecordsPerName`; at most `DNSCache.recordsCapacity` names are kept.
+    /// HSTS entries whose host is not a normalized valid hostname are dropped; at most
+    /// `StrictTransportSecurity.limit` are kept, those that expire last.
     package static func load(from bytes: [UInt8], capacity: Int = defaultLoadCapacity) throws(CacheFileError)
         -> LoadResult
     {
@@ -65,9 +67,20 @@ extension CacheSnapshot {
             lastUsed: \.lastUsed,
             capacity: DNSCache.recordsCapacity
         )
+        let lenientHSTS = file.hsts ?? []
+        let hsts = kept(
+            lenientHSTS.map(\.item),
+            isValid: { (try? validatedHostname($0.host)) == $0.host },
+            key: \.host,
+            lastUsed: \.expires,
+            capacity: StrictTransportSecurity.limit
+        )
+        var snapshot = CacheSnapshot(entries: entries, records: records)
+        snapshot.strictTransport = hsts
         return LoadResult(
-            snapshot: CacheSnapshot(entries: entries, records: records),
+            snapshot: snapshot,
             dropped: lenient.count - entries.count + lenientRecords.count - records.count
+                + lenientHSTS.count - hsts.count
         )
     }
 
@@ -130,8 +143,10 @@ extension CacheSnapshot {
         var entries: [LenientItem]?
         /// Absent from a file written before records were kept.
         var records: [LenientRecords]?
+        /// Absent from a file written before HSTS was kept.
+        var hsts: [LenientHSTS]?
 
-        enum CodingKeys: String, CodingKey { case version, entries, records }
+        enum CodingKeys: String, CodingKey { case version, entries, records, hsts }
 
         init(from decoder: any Decoder) throws {
             let c = try decoder.container(keyedBy: CodingKeys.self)
@@ -139,7 +154,13 @@ extension CacheSnapshot {
             guard version == CacheSnapshot.currentVersion else { return }
             entries = try c.decode([LenientItem].self, forKey: .entries)
             records = try c.decodeIfPresent([LenientRecords].self, forKey: .records)
+            hsts = try c.decodeIfPresent([LenientHSTS].self, forKey: .hsts)
         }
+    }
+
+    private struct LenientHSTS: Decodable {
+        var item: StrictTransportSecurity.Entry?
+        init(from decoder: any Decoder) { item = try? StrictTransportSecurity.Entry(from: decoder) }
     }
 
     private struct LenientItem: Decodable {

@@ -173,6 +173,9 @@ package enum CacheLookup: Hashable, Sendable {
 package struct DNSCache: Sendable {
     package var configuration: CacheConfiguration
     private(set) var entries: [CacheKey: CacheEntry] = [:]
+    /// Hosts that asked for https (HSTS), saved with the answers: not DNS, but what a relaunch needs to
+    /// send its first http:// request straight to https.
+    package var strictTransport = StrictTransportSecurity()
     /// HTTPS records by network and name (DNSCache+Records.swift).
     var records: [RecordsKey: RecordsEntry] = [:]
 
@@ -308,6 +311,7 @@ package struct DNSCache: Sendable {
         let kept = entries.filter { now < $0.value.expiresAt + configuration.serveExpired }
         var snapshot = CacheSnapshot(entries: kept.map { CacheSnapshot.Item(key: $0.key, entry: $0.value) })
         snapshot.records = recordsSnapshot(now: now)
+        snapshot.strictTransport = strictTransport.snapshot(now: now)
         return snapshot
     }
 
@@ -327,6 +331,7 @@ package struct DNSCache: Sendable {
             entries[item.key] = e
         }
         restoreRecords(snapshot.records, now: now)
+        strictTransport.restore(snapshot.strictTransport, now: now)
     }
 
     private mutating func evictLeastRecentlyUsed() {
@@ -348,18 +353,24 @@ package struct CacheSnapshot: Hashable, Sendable, Codable {
     package var entries: [Item]
     /// HTTPS records (absent from files written before they were kept: none).
     package var records: [RecordsItem] = []
+    /// Hosts that asked for https (absent from files written before they were kept: none).
+    package var strictTransport: [StrictTransportSecurity.Entry] = []
 
     package init(entries: [Item], records: [RecordsItem] = []) {
         self.entries = entries
         self.records = records
     }
 
-    private enum CodingKeys: String, CodingKey { case version, entries, records }
+    private enum CodingKeys: String, CodingKey {
+        case version, entries, records
+        case strictTransport = "hsts"
+    }
 
     package init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         version = try c.decode(Int.self, forKey: .version)
         entries = try c.decode([Item].self, forKey: .entries)
         records = try c.decodeIfPresent([RecordsItem].self, forKey: .records) ?? []
+        strictTransport = try c.decodeIfPresent([StrictTransportSecurity.Entry].self, forKey: .strictTransport) ?? []
     }
 }

@@ -112,6 +112,14 @@ package struct ResolverStateMachine: Sendable {
         return .startQuery(id)
     }
 
+    /// An https response from `host` carried Strict-Transport-Security `value`: stored, and saved as
+    /// an answer is when it changed the store.
+    package mutating func strictTransportSecurity(_ value: String, from host: String, now: Timestamp) -> PersistAction
+    {
+        guard cache.strictTransport.record(value, from: host, now: now) else { return .none }
+        return changed(now: now)
+    }
+
     /// A lookup past the cache, for a connect whose cached addresses failed or are slow to answer: it
     /// joins the query running for the key (a refresh already on its way), else starts one; it is
     /// never served the cached answer.

@@ -9,6 +9,8 @@
 //   cached as any other.
 // - `fallbackAddresses`: LocalDNS, as after HTTPDNS failed: never for a strict name, nor when fallback
 //   is off, nor for a name the policy does not send through HTTPDNS.
+// And what the engine asks before an http:// request: whether the host is a known https origin (HSTS it
+// asked for, kept in the cache and saved with it; or its HTTPS records, RFC 9460 §9.5).
 
 import HTTPDNSCore
 import HTTPDNSEngine
@@ -67,5 +69,20 @@ extension HTTPDNSResolver {
             reason: nil
         )
         return ResolvedAddresses(ipv4: r.ipv4, ipv6: r.ipv6, source: r.source)
+    }
+
+    package var keepsStrictTransportSecurity: Bool { true }
+
+    package func strictTransportSecurity(_ value: String, from host: String) {
+        persistence { machine, now in machine.strictTransportSecurity(value, from: host, now: now) }
+    }
+
+    package func knownHTTPSOrigin(_ host: String, byRecords: Bool) -> Bool {
+        let now = clock.now()
+        if state.withLockedValue({ $0.machine.cache.strictTransport.upgrades(host, now: now) }) { return true }
+        guard byRecords, IPAddress(host) == nil, let bindings = cachedServiceBindings(normalizeHostname(host)) else {
+            return false
+        }
+        return ServiceRoute.choose(bindings, port: 443, versions: .automatic) != nil
     }
 }

@@ -68,6 +68,8 @@ extension HTTPDNSURLProtocol {
         // URLSession decodes a gzip or deflate body whoever asked for it (an app's own Accept-Encoding
         // is sent as it is, and the body still arrives decoded).
         engineRequest.decompress = true
+        // The route decided the scheme itself (`target(of:setup:)`), as the system it stands in for does.
+        engineRequest.upgradesKnownHTTPSOrigins = false
         engineRequest.networkAccess = NetworkAccess.forLoad(session: context.sessionConfiguration, request: request)
         engineRequest.tuning = ConnectionTuning.forLoad(session: context.sessionConfiguration, request: request)
         engineRequest.connectionLimit = context.sessionConfiguration?.httpMaximumConnectionsPerHost

@@ -68,7 +68,7 @@ extension HTTPDNSURLProtocol {
                         headers: response.headers,
                         from: url
                     )
-                    apply(effects, context: context)
+                    apply(effects, setup: setup, context: context)
                     action = next
 
                 case .serveRevalidated:
@@ -159,11 +159,13 @@ extension HTTPDNSURLProtocol {
     }
 
     /// What every response does besides the machine's action: HSTS recorded, cookies stored.
-    private static func apply(_ effects: [URLLoadMachine.Effect], context: LoadContext) {
+    private static func apply(_ effects: [URLLoadMachine.Effect], setup: Setup, context: LoadContext) {
         for effect in effects {
             switch effect {
             case .recordStrictTransportSecurity(let policy, let host):
-                StrictTransportSecurity.shared?.withLockedValue { $0.record(policy, from: host, now: Date()) }
+                // Kept by the resolver, saved with its cache (the engine records what it sees itself,
+                // but not for a connection the app's delegate decided on).
+                if systemAppliesHSTS { setup.resolver.strictTransportSecurity(policy, from: host) }
             case .storeCookies(let values, let url):
                 if let storage = context.cookieStorage { CookieRules.store(values, from: url, in: storage) }
             }
