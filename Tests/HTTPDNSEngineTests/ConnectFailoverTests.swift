@@ -3,7 +3,9 @@
 // fallback after; fast open's happy eyeballs one level up.
 
 @testable import HTTPDNSEngine
+@testable import HTTPDNSTestSupport
 import HTTPDNSCore
+import NIOConcurrencyHelpers
 import Testing
 
 @Suite struct ConnectFailoverTests {
@@ -108,5 +110,63 @@ import Testing
         var m = machine([])
         #expect(m.start() == [.askFallback])
         #expect(m.event(.fallbackAnswer([Self.local])) == [.attempt(1, [Self.local])])
+    }
+}
+
+/// The race between an HTTPS record's endpoint and the origin's own (ConnectionFactory.race), with values
+/// standing in for connections: no clock is needed where the delay is zero or an hour.
+@Suite struct EndpointRaceTests {
+    struct Refused: Error {}
+
+    @Test func theOriginJoinsAtOnceWhenTheRecordsEndpointFails() async throws {
+        let discarded = NIOLockedValueBox<[Int]>([])
+        let winner = try await ConnectionFactory.race(after: .seconds(3600)) { () async throws -> Int in
+            throw Refused()
+        } or: {
+            2
+        } discard: { value in
+            discarded.withLockedValue { $0.append(value) }
+        }
+        #expect(winner == 2)
+    }
+
+    @Test func theOriginJoinsAfterTheDelayWhileTheRecordsEndpointIsSilent() async throws {
+        // The record's endpoint never answers (a blackholed port): its value comes only after the
+        // origin's has won, and is discarded.
+        let (silence, hold) = AsyncStream.makeStream(of: Void.self)
+        let discarded = NIOLockedValueBox<[Int]>([])
+        let winner = try await ConnectionFactory.race(after: .zero) { () async throws -> Int in
+            for await _ in silence {}
+            return 1
+        } or: {
+            2
+        } discard: { value in
+            discarded.withLockedValue { $0.append(value) }
+        }
+        #expect(winner == 2)
+        hold.finish()
+        try await eventually("the late value discarded", within: .seconds(60)) {
+            discarded.withLockedValue { $0 } == [1]
+        }
+    }
+
+    @Test func bothFailingThrowsTheOriginsError() async throws {
+        struct OriginDown: Error {}
+        await #expect(throws: OriginDown.self) {
+            _ = try await ConnectionFactory.race(after: .seconds(3600)) { () async throws -> Int in
+                throw Refused()
+            } or: {
+                throw OriginDown()
+            } discard: { _ in }
+        }
+    }
+
+    @Test func aRecordsEndpointThatConnectsFirstWins() async throws {
+        let winner = try await ConnectionFactory.race(after: .seconds(3600)) { () async throws -> Int in
+            1
+        } or: {
+            2
+        } discard: { _ in }
+        #expect(winner == 1)
     }
 }

@@ -158,6 +158,85 @@ extension ConnectionFactory {
         }
     }
 
+    /// `first`'s connection, or `second`'s: `second` starts once `first` has failed or has not connected
+    /// within `delay`; the first to connect wins and a later one is closed. Throws `second`'s error when
+    /// both fail (`first`'s if `second` never ran).
+    static func race(
+        after delay: Duration,
+        _ first: @escaping @Sendable () async throws -> Connection,
+        or second: @escaping @Sendable () async throws -> Connection
+    ) async throws -> Connection {
+        try await race(after: delay, first, or: second) { $0.channel.close(promise: nil) }
+    }
+
+    /// `race(after:_:or:)` for any value; `discard` disposes of a value that came after the winner.
+    static func race<T: Sendable>(
+        after delay: Duration,
+        _ first: @escaping @Sendable () async throws -> T,
+        or second: @escaping @Sendable () async throws -> T,
+        discard: @escaping @Sendable (T) -> Void
+    ) async throws -> T {
+        let (reports, sink) = AsyncStream.makeStream(of: RaceReport.self)
+        // Values that came, by runner, until the race is over; after it, a value is discarded at once.
+        let outcomes = NIOLockedValueBox((values: [Int: T](), over: false))
+        @Sendable func start(_ index: Int, _ body: @escaping @Sendable () async throws -> T) {
+            Task {
+                do {
+                    let value = try await body()
+                    let late = outcomes.withLockedValue { o -> Bool in
+                        if !o.over { o.values[index] = value }
+                        return o.over
+                    }
+                    if late { discard(value) } else { sink.yield(.connected(index)) }
+                } catch {
+                    sink.yield(.failed(index, error))
+                }
+            }
+        }
+        start(0, first)
+        let timer = Task {
+            guard (try? await Task.sleep(for: delay)) != nil else { return }
+            sink.yield(.delayPassed)
+        }
+        defer {
+            timer.cancel()
+            sink.finish()
+        }
+        var secondStarted = false
+        var errors: [Int: any Error] = [:]
+        for await report in reports {
+            switch report {
+            case .delayPassed, .failed(0, _):
+                if case .failed(_, let error) = report { errors[0] = error }
+                if !secondStarted {
+                    secondStarted = true
+                    start(1, second)
+                }
+            case .failed(let index, let error):
+                errors[index] = error
+            case .connected(let index):
+                let (winner, others) = outcomes.withLockedValue { o in
+                    o.over = true
+                    let winner = o.values.removeValue(forKey: index)
+                    defer { o.values = [:] }
+                    return (winner, Array(o.values.values))
+                }
+                others.forEach(discard)
+                // Only a runner that stored its value reports `connected`.
+                return winner!
+            }
+            if errors.count == 2 { throw errors[1]! }
+        }
+        throw errors[1] ?? errors[0] ?? HTTPEngineError(.connectFailed, "the connect was abandoned")
+    }
+
+    /// What `race`'s loop hears from its runners and its timer.
+    private enum RaceReport: Sendable {
+        case delayPassed
+        case connected(Int)
+        case failed(Int, any Error)
+    }
+
     /// Every attempt's failure as one error: the first one's code and message, every attempt listed.
     private static func merged(_ errors: [any Error], host: String) -> any Error {
         let engineErrors = errors.compactMap { $0 as? HTTPEngineError }

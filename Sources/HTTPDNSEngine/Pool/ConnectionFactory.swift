@@ -276,28 +276,26 @@ struct ConnectionFactory: Sendable {
         lookup = own
         var via = recipe
         via.versions = route.versions
-        do {
+        // The origin's own endpoint (its addresses on the URL's port) is the fallback (RFC 9460 §3), unless
+        // it is the record's endpoint: it joins the race when the record's fails, or has not connected
+        // within `recordsFallbackDelay` (a blackholed record port would otherwise cost the connect
+        // timeout).
+        guard route.port != url.port || route.addressName != url.host,
+            case .success((let origin?, var fallen)) = found, !(origin.ipv4.isEmpty && origin.ipv6.isEmpty)
+        else {
             return try await connectFromSource(via, addresses: addresses, lookup: own, deadline: deadline, port: route.port)
-        } catch let error as HTTPEngineError where Self.originMayServe(after: error) {
-            // The record's endpoint did not answer: the origin's own addresses and port (RFC 9460 §3),
-            // unless they are the same endpoint.
-            guard route.port != url.port || route.addressName != url.host, let (origin, ownLookup) = try? found.get()
-            else { throw error }
-            var fallen = ownLookup
-            fallen.recordsWait = waited
-            lookup = fallen
-            return try await connectFromSource(recipe, addresses: origin, lookup: fallen, deadline: deadline)
+        }
+        fallen.recordsWait = waited
+        let (record, originLookup, endpoint, byRecord) = (own, fallen, via, addresses)
+        return try await Self.race(after: Self.recordsFallbackDelay) {
+            try await self.connectFromSource(endpoint, addresses: byRecord, lookup: record, deadline: deadline, port: route.port)
+        } or: {
+            try await self.connectFromSource(recipe, addresses: origin, lookup: originLookup, deadline: deadline)
         }
     }
 
-    /// Whether the origin's own endpoint may serve where an HTTPS record's failed with `error`: a connect
-    /// that failed or timed out, not a certificate or TLS verdict, nor the request's own deadline.
-    static func originMayServe(after error: HTTPEngineError) -> Bool {
-        switch error.code {
-        case .connectFailed, .connectTimeout, .noAddresses: return true
-        default: return false
-        }
-    }
+    /// How long an HTTPS record's endpoint has to connect before the origin's own joins the race.
+    static let recordsFallbackDelay = Duration.seconds(1)
 
     /// A connection to `addresses`: through ConnectFailover's rules when the address source gave them
     /// (HTTPDNS, its cache), straight otherwise.
