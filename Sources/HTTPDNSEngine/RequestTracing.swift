@@ -96,8 +96,11 @@ struct AttemptSpan: Sendable {
         }
         if !lookup.reasks.isEmpty {
             // The failed attempts and re-asks came between the lookup and this connection's connect.
-            at = max(at, UInt64(clamping: DefaultTracerClock.now.nanosecondsSinceEpoch)
-                - UInt64(clamping: (connection.connectDuration + (connection.tlsDuration ?? .zero)).nanoseconds))
+            at = max(
+                at,
+                UInt64(clamping: DefaultTracerClock.now.nanosecondsSinceEpoch)
+                    - UInt64(clamping: (connection.connectDuration + (connection.tlsDuration ?? .zero)).nanoseconds)
+            )
         }
         at += UInt64(clamping: connection.connectDuration.nanoseconds)
         span.addEvent(SpanEvent(name: "connect", at: DefaultTracerClock.Instant(nanosecondsSinceEpoch: at)))

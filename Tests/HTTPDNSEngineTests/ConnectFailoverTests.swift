@@ -101,6 +101,13 @@ import Testing
         #expect(m.event(.attemptSucceeded(1)) == [.discard(1)])
     }
 
+    @Test func noNetworkBlamesNoAddressAndAsksNobody() {
+        var m = machine()
+        _ = m.start()
+        #expect(m.event(.attemptFoundNoNetwork(1)) == [.fail])
+        #expect(m.isFinished)
+    }
+
     @Test func duplicatesAreTriedOnce() {
         var m = machine([Self.old, Self.old])
         #expect(m.start() == [.attempt(1, [Self.old]), .scheduleAttemptDelay])
@@ -157,7 +164,8 @@ import Testing
                 throw Refused()
             } or: {
                 throw OriginDown()
-            } discard: { _ in }
+            } discard: { _ in
+            }
         }
     }
 
@@ -166,7 +174,8 @@ import Testing
             1
         } or: {
             2
-        } discard: { _ in }
+        } discard: { _ in
+        }
         #expect(winner == 1)
     }
 }

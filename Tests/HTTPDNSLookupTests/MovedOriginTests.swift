@@ -35,7 +35,9 @@ struct DeadAddress {
         address.sin_port = in_port_t(UInt16(port).bigEndian)
         inet_pton(AF_INET, host, &address.sin_addr)
         let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
         }
         guard bound == 0 else {
             close(fd)

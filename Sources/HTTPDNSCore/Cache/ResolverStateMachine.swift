@@ -114,8 +114,7 @@ package struct ResolverStateMachine: Sendable {
 
     /// An https response from `host` carried Strict-Transport-Security `value`: stored, and saved as
     /// an answer is when it changed the store.
-    package mutating func strictTransportSecurity(_ value: String, from host: String, now: Timestamp) -> PersistAction
-    {
+    package mutating func strictTransportSecurity(_ value: String, from host: String, now: Timestamp) -> PersistAction {
         guard cache.strictTransport.record(value, from: host, now: now) else { return .none }
         return changed(now: now)
     }

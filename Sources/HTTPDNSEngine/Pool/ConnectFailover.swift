@@ -16,6 +16,8 @@
 //   (LocalDNS; the source says none for strict names), once, for addresses not tried yet. Then the
 //   connect fails, with every attempt's error.
 // - No address is tried twice in one connect.
+// - An attempt that found no network (unreachable, down) blames no address: nothing is forgotten or
+//   asked again, and the connect fails once nothing else runs (the app is offline, not the origin gone).
 // - Under TCP Fast Open a connect "succeeds" at once, before any SYN is answered, so the transport's race
 //   would end on the first address. There, each address is an attempt of its own, the next one started
 //   by the attempt delay (or at once when one fails): happy eyeballs one level up.
@@ -31,6 +33,9 @@ struct ConnectFailover {
         case attemptDelayPassed
         case attemptSucceeded(AttemptID)
         case attemptFailed(AttemptID)
+        /// The attempt failed because the device has no network (unreachable, down): the addresses are
+        /// not to blame, and asking anyone again would not help.
+        case attemptFoundNoNetwork(AttemptID)
         /// The lookup past the cache answered (empty: nothing, or it failed).
         case freshAnswer([IPAddress])
         /// The fallback answered (empty: nothing, none allowed, or it failed).
@@ -116,6 +121,11 @@ struct ConnectFailover {
             }
             askFreshIfRemembered(into: &actions)
             return actions + settle()
+        case .attemptFoundNoNetwork(let id):
+            running[id] = nil
+            guard !isFinished, running.isEmpty else { return [] }
+            isFinished = true
+            return [.fail]
         case .attemptDelayPassed:
             delayArmed = false
             guard !isFinished else { return [] }

@@ -88,7 +88,8 @@ extension ConnectionFactory {
                             }
                         } catch {
                             outcomes.withLockedValue { $0.errors.append(error) }
-                            sink.yield(.event(.attemptFailed(id)))
+                            let offline = (error as? HTTPEngineError)?.networkUnavailable != nil
+                            sink.yield(.event(offline ? .attemptFoundNoNetwork(id) : .attemptFailed(id)))
                         }
                     }
                 case .scheduleAttemptDelay:
@@ -104,11 +105,17 @@ extension ConnectionFactory {
                     source.forget(given, of: host)
                 case .askFresh:
                     asked[true] = (.now, failedSoFar)
-                    Task { sink.yield(.answer(fresh: true, try? await source.freshAddresses(for: host, deadline: deadline))) }
+                    Task {
+                        sink.yield(
+                            .answer(fresh: true, try? await source.freshAddresses(for: host, deadline: deadline))
+                        )
+                    }
                 case .askFallback:
                     asked[false] = (.now, failedSoFar)
                     Task {
-                        sink.yield(.answer(fresh: false, try? await source.fallbackAddresses(for: host, deadline: deadline)))
+                        sink.yield(
+                            .answer(fresh: false, try? await source.fallbackAddresses(for: host, deadline: deadline))
+                        )
                     }
                 case .succeed(let id):
                     let (winner, others) = outcomes.withLockedValue { o in

@@ -283,12 +283,24 @@ struct ConnectionFactory: Sendable {
         guard route.port != url.port || route.addressName != url.host,
             case .success((let origin?, var fallen)) = found, !(origin.ipv4.isEmpty && origin.ipv6.isEmpty)
         else {
-            return try await connectFromSource(via, addresses: addresses, lookup: own, deadline: deadline, port: route.port)
+            return try await connectFromSource(
+                via,
+                addresses: addresses,
+                lookup: own,
+                deadline: deadline,
+                port: route.port
+            )
         }
         fallen.recordsWait = waited
         let (record, originLookup, endpoint, byRecord) = (own, fallen, via, addresses)
         return try await Self.race(after: Self.recordsFallbackDelay) {
-            try await self.connectFromSource(endpoint, addresses: byRecord, lookup: record, deadline: deadline, port: route.port)
+            try await self.connectFromSource(
+                endpoint,
+                addresses: byRecord,
+                lookup: record,
+                deadline: deadline,
+                port: route.port
+            )
         } or: {
             try await self.connectFromSource(recipe, addresses: origin, lookup: originLookup, deadline: deadline)
         }
@@ -540,7 +552,12 @@ struct ConnectionFactory: Sendable {
             )
             // Through a proxy the remote is the proxy's address: nothing to learn about the origin's.
             if proxy == nil {
-                learn(winner: connection.remote, after: connection.connectDuration, addresses: addresses, host: url.host)
+                learn(
+                    winner: connection.remote,
+                    after: connection.connectDuration,
+                    addresses: addresses,
+                    host: url.host
+                )
             }
             return connection
         } catch let error as HTTPEngineError {
