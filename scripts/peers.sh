@@ -36,6 +36,9 @@ ensure_packages() {
     command -v haproxy >/dev/null || missing+=(haproxy)
     command -v tinyproxy >/dev/null || missing+=(tinyproxy)
     [ -x /usr/sbin/named ] || missing+=(bind9)
+    # The instruction-count guard (scripts/instr-guard.sh): callgrind, and h2load as the DoH client.
+    command -v valgrind >/dev/null || missing+=(valgrind)
+    command -v h2load >/dev/null || missing+=(nghttp2-client)
     # The Prometheus text parser the metrics tests check /metrics with (PyPI).
     python3 -c 'import prometheus_client' 2>/dev/null || python3 -m pip install -q prometheus_client >&2
     # The OTLP decoder the tracing tests read exported spans with: OpenTelemetry's own proto classes.

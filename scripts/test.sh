@@ -2,7 +2,7 @@
 # The test command (README, .ci/run): installs the Debian packages the tests need when missing, starts
 # the real peers on free loopback ports, runs every test target in parallel (the hermetic ones per module
 # in parallel, then HTTPDNSIntegrationTests, which needs the peers, one at a time), Chromium, the
-# benchmarks' smoke runs, the
+# benchmarks' smoke runs, the instruction-count guard, the
 # conformance suite, a 60 s soak with faults, stops the peers, the hermetic suites again under
 # ThreadSanitizer and AddressSanitizer (four tests at a time), builds every README and DocC example (Snippets/)
 # from a separate package, fuzzes the parsers, counts the public API and builds the documentation.
@@ -85,6 +85,10 @@ bench_smoke() {
         .build/debug/httpdns-bench hot --op lookup --iterations 1000
 }
 step "benchmarks: httpdns-bench smoke" bench_smoke
+# Instructions per operation (callgrind: repeatable whatever the machine's load) of a DoH answer, an h2
+# exchange and a cached lookup, against the baselines in Benchmarks/instructions-baseline.txt: a count
+# more than 5 % over fails the run, with ours, the baseline and the ratio printed (issue 76).
+step "instructions: guard against the baselines" scripts/instr-guard.sh
 # The differential conformance suite: every case through a plain URLSession and through one with
 # HTTPDNS enabled, corelibs as the oracle (where corelibs is wrong, Apple's documented behaviour:
 # Conformance/CorelibsDefects.swift). One DIFF fails the run.

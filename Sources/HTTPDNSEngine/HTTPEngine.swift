@@ -29,6 +29,8 @@ public final class HTTPEngine: Sendable {
     let addressSource: (any AddressSource)?
     /// `configuration.http.keepHTTP`, parsed.
     let keepHTTP: [HostPattern]
+    /// The address source keeps HSTS (asked once: a request then pays one load for it).
+    let keepsStrictTransportSecurity: Bool
     let pool: ConnectionPool
     let factory: ConnectionFactory
     let metrics = EngineMetrics()
@@ -69,6 +71,7 @@ public final class HTTPEngine: Sendable {
             idleTimeout: TimeAmount(configuration.idleConnectionTimeout)
         )
         self.keepHTTP = try configuration.http.keepHTTP.map(HostPattern.init)
+        self.keepsStrictTransportSecurity = addressSource?.keepsStrictTransportSecurity ?? false
         self.factory = factory
         self.pool = ConnectionPool(limits: limits, group: eventLoopGroup) { recipe, deadline in
             try await factory.connect(recipe, deadline: deadline)
@@ -145,9 +148,10 @@ public final class HTTPEngine: Sendable {
     package func execute(_ request: HTTPEngineRequest, addresses: ResolvedAddresses? = nil) async throws
         -> HTTPEngineResponse
     {
-        var request = request
         if addresses == nil, request.upgradesKnownHTTPSOrigins, let upgraded = httpsUpgrade(of: request.url) {
-            request.url = upgraded
+            var upgradedRequest = request
+            upgradedRequest.url = upgraded
+            return try await execute(upgradedRequest, addresses: nil)
         }
         let recorder = MetricsRecorder(url: request.url, traced: isTraced)
         var retries = ExchangeRetry.limit
@@ -172,14 +176,15 @@ public final class HTTPEngine: Sendable {
     /// `url` on https when it is an http:// URL to a known https origin (HSTS, or an HTTPS record on
     /// port 80: `HTTPSettings.keepHTTP`); nil otherwise.
     func httpsUpgrade(of url: HTTPURL) -> HTTPURL? {
-        guard url.scheme == "http", !url.hostIsIP, knownHTTPSOrigin(url.host, port: url.port) else { return nil }
+        guard keepsStrictTransportSecurity, url.scheme == "http", !url.hostIsIP, knownHTTPSOrigin(url.host, port: url.port)
+        else { return nil }
         return HTTPURL(scheme: "https", host: url.host, port: url.port == 80 ? 443 : url.port, target: url.target)
     }
 
     /// Whether an http:// request to `host` on `port` goes to https: the host asked for HSTS, or it has
     /// an HTTPS record at hand and the port is 80, and `HTTPSettings.keepHTTP` does not keep it on http.
     package func knownHTTPSOrigin(_ host: String, port: Int) -> Bool {
-        guard let source = addressSource, source.keepsStrictTransportSecurity else { return false }
+        guard keepsStrictTransportSecurity, let source = addressSource else { return false }
         let name = normalizeHostname(host)
         return !keepHTTP.contains(where: { $0.matches(name) })
             && source.knownHTTPSOrigin(name, byRecords: port == 80 && configuration.http.usesHTTPSRecords)
@@ -189,8 +194,7 @@ public final class HTTPEngine: Sendable {
     /// own trust decision let the connection through (RFC 6797 §8.1: only from a connection without
     /// certificate errors).
     private func noteStrictTransportSecurity(of response: HTTPEngineResponse, to request: HTTPEngineRequest) {
-        guard response.url.isTLS, request.serverTrust == nil, let source = addressSource,
-            source.keepsStrictTransportSecurity,
+        guard keepsStrictTransportSecurity, response.url.isTLS, request.serverTrust == nil, let source = addressSource,
             let policy = response.headers.first(name: "strict-transport-security")
         else { return }
         source.strictTransportSecurity(policy, from: response.url.host)

@@ -15,7 +15,13 @@ final class HTTP2RequestHandler: ChannelInboundHandler {
 
     let context: ConnectionContext
     private var requests: HTTP2Requests
+    /// The timers of requests still arriving, by stream.
     private var timers: [HTTP2StreamID: Scheduled<Void>] = [:]
+    /// Answers written and waiting to go out, since when: one timer for all of them (`sendTimer`),
+    /// re-armed for the earliest, since nearly every answer goes out in the write that made it and a
+    /// timer per answer cost a schedule and a cancel on the event loop each (issue 76).
+    private var sendingSince: [HTTP2StreamID: NIODeadline] = [:]
+    private var sendTimer: Scheduled<Void>?
     private var channelContext: ChannelHandlerContext?
     /// Inside a read: flushes wait for its end, so the answers to one read go out in one write.
     private var reading = false
@@ -24,13 +30,18 @@ final class HTTP2RequestHandler: ChannelInboundHandler {
     private var answerTasks: [HTTP2StreamID: Task<Void, Never>] = [:]
     /// A request is in progress: the connection is not to be closed to make room (ConnectionSlots).
     private var busy = false
-    /// Runs while no stream is open: the connection closes after idleTimeout without one, whatever
-    /// else the client sends (PINGs, SETTINGS, WINDOW_UPDATEs do not keep it open).
+    /// Since when no stream has been open (nil while one is): the connection closes once that is
+    /// idleTimeout ago, whatever else the client sends (PINGs, SETTINGS, WINDOW_UPDATEs do not keep it
+    /// open). One timer, re-armed for the time left when it fires early: a timer per request cost a
+    /// schedule and a cancel on the event loop for every answer (issue 76).
+    private var idleSince: NIODeadline?
     private var idleTimer: Scheduled<Void>?
+    private let idleTimeout: TimeAmount
 
     init(context: ConnectionContext) {
         self.context = context
         self.requests = HTTP2Requests(maxRequestBytes: context.limits.maxRequestBytes)
+        self.idleTimeout = TimeAmount(context.limits.idleTimeout)
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
@@ -41,6 +52,9 @@ final class HTTP2RequestHandler: ChannelInboundHandler {
     func handlerRemoved(context: ChannelHandlerContext) {
         for timer in timers.values { timer.cancel() }
         timers = [:]
+        sendTimer?.cancel()
+        sendTimer = nil
+        sendingSince = [:]
         idleTimer?.cancel()
         idleTimer = nil
         for task in answerTasks.values { task.cancel() }
@@ -56,18 +70,57 @@ final class HTTP2RequestHandler: ChannelInboundHandler {
             if busy { context.slot.busy() } else { context.slot.idle() }
         }
         if !requests.streams.isEmpty {
-            idleTimer?.cancel()
-            idleTimer = nil
-        } else if idleTimer == nil, let channelContext {
-            let bound = NIOLoopBound((self, channelContext), eventLoop: channelContext.eventLoop)
-            idleTimer = channelContext.eventLoop.scheduleTask(in: TimeAmount(self.context.limits.idleTimeout)) {
-                let (me, context) = bound.value
-                me.idleTimer = nil
-                me.context.logger.debug("connection closed: no stream for the idle timeout")
-                me.perform(.goAway(lastStreamID: me.requests.lastStreamID), context: context)
-                me.perform(.close, context: context)
-            }
+            idleSince = nil
+        } else if idleSince == nil, let channelContext {
+            idleSince = channelContext.eventLoop.now
+            if idleTimer == nil { armIdleTimer(after: idleTimeout, on: channelContext.eventLoop) }
         }
+    }
+
+    private func armSendTimer(after delay: TimeAmount, context: ChannelHandlerContext) {
+        let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
+        sendTimer = context.eventLoop.scheduleTask(in: delay) { bound.value.sendTimerFired() }
+    }
+
+    /// Resets the streams whose answer has waited requestTimeout to go out, and runs again for the
+    /// earliest of the others.
+    private func sendTimerFired() {
+        sendTimer = nil
+        guard let context = channelContext else { return }
+        let now = context.eventLoop.now
+        let limit = TimeAmount(self.context.limits.requestTimeout)
+        var next: TimeAmount?
+        for (id, since) in sendingSince {
+            let waited = now - since
+            guard waited >= limit else {
+                next = min(next ?? limit - waited, limit - waited)
+                continue
+            }
+            sendingSince[id] = nil
+            for action in requests.timerFired(id) { perform(action, context: context) }
+        }
+        noteStreams()
+        if let next, sendTimer == nil { armSendTimer(after: next, context: context) }
+    }
+
+    private func armIdleTimer(after delay: TimeAmount, on loop: any EventLoop) {
+        let bound = NIOLoopBound(self, eventLoop: loop)
+        idleTimer = loop.scheduleTask(in: delay) { bound.value.idleTimerFired() }
+    }
+
+    /// Closes the connection if no stream has been open for the whole idle timeout; otherwise the timer
+    /// runs again for the time left, or (a stream is open) the next idle moment arms it.
+    private func idleTimerFired() {
+        idleTimer = nil
+        guard let since = idleSince, let context = channelContext else { return }
+        let idleFor = context.eventLoop.now - since
+        guard idleFor >= idleTimeout else {
+            armIdleTimer(after: idleTimeout - idleFor, on: context.eventLoop)
+            return
+        }
+        self.context.logger.debug("connection closed: no stream for the idle timeout")
+        perform(.goAway(lastStreamID: requests.lastStreamID), context: context)
+        perform(.close, context: context)
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -129,7 +182,9 @@ final class HTTP2RequestHandler: ChannelInboundHandler {
     }
 
     private func streamGone(_ id: HTTP2StreamID) {
-        timers.removeValue(forKey: id)?.cancel()
+        // (Each table is looked at only when it holds something: a DoH GET's stream has no timer.)
+        if !timers.isEmpty { timers.removeValue(forKey: id)?.cancel() }
+        if !sendingSince.isEmpty { sendingSince[id] = nil }
         // Reset by the client (or closed): its answer, and the upstream lookup behind it, are not waited for.
         answerTasks.removeValue(forKey: id)?.cancel()
         guard let context = channelContext else { return }
@@ -139,6 +194,10 @@ final class HTTP2RequestHandler: ChannelInboundHandler {
 
     private func perform(_ action: HTTP2Requests.Action, context: ChannelHandlerContext) {
         switch action {
+        case .startTimer(let id) where requests.request(id)?.phase == .sending:
+            if !timers.isEmpty { timers.removeValue(forKey: id)?.cancel() }
+            sendingSince[id] = context.eventLoop.now
+            if sendTimer == nil { armSendTimer(after: TimeAmount(self.context.limits.requestTimeout), context: context) }
         case .startTimer(let id):
             let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
             timers[id]?.cancel()
@@ -151,7 +210,7 @@ final class HTTP2RequestHandler: ChannelInboundHandler {
                 me.noteStreams()
             }
         case .answer(let id):
-            timers.removeValue(forKey: id)?.cancel()
+            if !timers.isEmpty { timers.removeValue(forKey: id)?.cancel() }
             guard let stream = requests.request(id) else { return }
             answer(id, stream, context: context)
         case .refuseTooLarge(let id):

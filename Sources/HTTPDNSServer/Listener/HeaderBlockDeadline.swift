@@ -47,12 +47,21 @@ struct HeaderBlockScanner {
                 payloadLeft -= skip
                 at += skip
             } else {
-                partial.append(bytes[at])
-                at += 1
-                guard partial.count == 9 else { continue }
-                payloadLeft = Int(partial[0]) << 16 | Int(partial[1]) << 8 | Int(partial[2])
-                let (type, flags) = (partial[3], partial[4])
-                partial.removeAll(keepingCapacity: true)
+                let type: UInt8
+                let flags: UInt8
+                if partial.isEmpty, bytes.endIndex - at >= 9 {
+                    // The whole frame header is here (the usual case): read in place.
+                    payloadLeft = Int(bytes[at]) << 16 | Int(bytes[at + 1]) << 8 | Int(bytes[at + 2])
+                    (type, flags) = (bytes[at + 3], bytes[at + 4])
+                    at += 9
+                } else {
+                    partial.append(bytes[at])
+                    at += 1
+                    guard partial.count == 9 else { continue }
+                    payloadLeft = Int(partial[0]) << 16 | Int(partial[1]) << 8 | Int(partial[2])
+                    (type, flags) = (partial[3], partial[4])
+                    partial.removeAll(keepingCapacity: true)
+                }
                 let ends = flags & Self.endHeaders != 0
                 if type == Self.headers, !ends, !inHeaderBlock {
                     inHeaderBlock = true
