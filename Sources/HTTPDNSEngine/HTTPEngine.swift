@@ -176,7 +176,8 @@ public final class HTTPEngine: Sendable {
     /// `url` on https when it is an http:// URL to a known https origin (HSTS, or an HTTPS record on
     /// port 80: `HTTPSettings.keepHTTP`); nil otherwise.
     func httpsUpgrade(of url: HTTPURL) -> HTTPURL? {
-        guard keepsStrictTransportSecurity, url.scheme == "http", !url.hostIsIP, knownHTTPSOrigin(url.host, port: url.port)
+        guard keepsStrictTransportSecurity, url.scheme == "http", !url.hostIsIP,
+            knownHTTPSOrigin(url.host, port: url.port)
         else { return nil }
         return HTTPURL(scheme: "https", host: url.host, port: url.port == 80 ? 443 : url.port, target: url.target)
     }

@@ -197,7 +197,9 @@ final class HTTP2RequestHandler: ChannelInboundHandler {
         case .startTimer(let id) where requests.request(id)?.phase == .sending:
             if !timers.isEmpty { timers.removeValue(forKey: id)?.cancel() }
             sendingSince[id] = context.eventLoop.now
-            if sendTimer == nil { armSendTimer(after: TimeAmount(self.context.limits.requestTimeout), context: context) }
+            if sendTimer == nil {
+                armSendTimer(after: TimeAmount(self.context.limits.requestTimeout), context: context)
+            }
         case .startTimer(let id):
             let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
             timers[id]?.cancel()
