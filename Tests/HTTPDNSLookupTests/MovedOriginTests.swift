@@ -160,7 +160,10 @@ struct DeadAddressError: Error {
         #expect(response.metrics.ip == "127.0.0.2")
         // The trace says what was asked again, after which failure, and who answered.
         #expect(response.metrics.reasks.map(\.kind) == [.pastCache])
-        #expect(response.metrics.reasks.first?.failed == ["127.0.0.3"])
+        // Asked once the old address refused, or, on a machine too busy to see the refusal within the
+        // attempt delay, at that delay: either way, nothing but the old address had failed.
+        let failedBefore = Set(response.metrics.reasks.first?.failed ?? ["none"])
+        #expect(failedBefore.isSubset(of: ["127.0.0.3"]))
         #expect(response.metrics.reasks.first?.source.map { "\($0)" } == "dns:127.0.0.1:\(w.dns.port)")
         // The dead address is no longer served; the new one is cached.
         #expect(w.resolver.cached("moved.test", .ipv4)?.ipv4 == [IPAddress("127.0.0.2")!])

@@ -115,11 +115,16 @@ package struct AddressRanker: Sendable {
 /// IPv6 and IPv4 addresses interleaved, IPv6 first (RFC 8305 §4): v6, v4, v6, v4, … then the rest of the
 /// longer family, each family in its given order. The order to try a name's addresses in.
 package func interleavedIPv6First(ipv4: [IPAddress], ipv6: [IPAddress]) -> [IPAddress] {
+    interleaved(ipv6, ipv4)
+}
+
+/// `first` and `second` interleaved, `first`'s address first, then the rest of the longer one.
+package func interleaved(_ first: [IPAddress], _ second: [IPAddress]) -> [IPAddress] {
     var out: [IPAddress] = []
-    out.reserveCapacity(ipv4.count + ipv6.count)
-    for i in 0..<max(ipv4.count, ipv6.count) {
-        if i < ipv6.count { out.append(ipv6[i]) }
-        if i < ipv4.count { out.append(ipv4[i]) }
+    out.reserveCapacity(first.count + second.count)
+    for i in 0..<max(first.count, second.count) {
+        if i < first.count { out.append(first[i]) }
+        if i < second.count { out.append(second[i]) }
     }
     return out
 }

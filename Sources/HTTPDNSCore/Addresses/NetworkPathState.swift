@@ -213,17 +213,6 @@ package struct ResolvedAddresses: Sendable, Hashable {
     }
 }
 
-/// `first` and `second` interleaved, `first`'s address first, then the rest of the longer one.
-private func interleaved(_ first: [IPAddress], _ second: [IPAddress]) -> [IPAddress] {
-    var out: [IPAddress] = []
-    out.reserveCapacity(first.count + second.count)
-    for i in 0..<max(first.count, second.count) {
-        if i < first.count { out.append(first[i]) }
-        if i < second.count { out.append(second[i]) }
-    }
-    return out
-}
-
 extension AddressQuery {
     /// `A and AAAA`, `A`, `AAAA`.
     package var records: String {

@@ -18,11 +18,35 @@ extension ConnectionFactory {
         case answer(fresh: Bool, ResolvedAddresses?)
     }
 
-    /// What the attempts leave behind: connections that came up, errors, and whether the race is over.
-    private struct Outcomes {
-        var connections: [ConnectFailover.AttemptID: Connection] = [:]
-        var errors: [any Error] = []
-        var over = false
+    /// What a race's runners leave behind: the values that came, by runner, until the race is over (a
+    /// value after it is the runner's to dispose of), and the errors. Thread-safe.
+    private final class Finishers<T: Sendable>: Sendable {
+        private let state = NIOLockedValueBox((values: [Int: T](), errors: [any Error](), over: false))
+
+        /// Keeps `value` from runner `id`; false when the race is over (dispose of it).
+        func keep(_ value: T, from id: Int) -> Bool {
+            state.withLockedValue { s in
+                if !s.over { s.values[id] = value }
+                return !s.over
+            }
+        }
+
+        func failed(_ error: any Error) { state.withLockedValue { $0.errors.append(error) } }
+
+        var errors: [any Error] { state.withLockedValue { $0.errors } }
+
+        /// Ends the race: runner `id`'s value, and the others' that came, to dispose of.
+        func finish(with id: Int) -> (winner: T?, others: [T]) {
+            state.withLockedValue { s in
+                s.over = true
+                let winner = s.values.removeValue(forKey: id)
+                defer { s.values = [:] }
+                return (winner, Array(s.values.values))
+            }
+        }
+
+        /// Runner `id`'s value, taken out (one that came after the winner, to dispose of).
+        func take(_ id: Int) -> T? { state.withLockedValue { $0.values.removeValue(forKey: id) } }
     }
 
     /// A connection to `addresses`, which `source` gave for the recipe's host, trying again past the
@@ -46,7 +70,7 @@ extension ConnectionFactory {
             )
         )
         let (reports, sink) = AsyncStream.makeStream(of: Report.self)
-        let outcomes = NIOLockedValueBox(Outcomes())
+        let outcomes = Finishers<Connection>()
         // Every address heard of so far, and who gave the ones that came later.
         var known = addresses
         var givenBy: [IPAddress: ResolutionSource] = [:]
@@ -77,17 +101,13 @@ extension ConnectionFactory {
                                 deadline: deadline,
                                 port: port
                             )
-                            let late = outcomes.withLockedValue { o -> Bool in
-                                if !o.over { o.connections[id] = connection }
-                                return o.over
-                            }
-                            if late {
-                                connection.channel.close(promise: nil)
-                            } else {
+                            if outcomes.keep(connection, from: id) {
                                 sink.yield(.event(.attemptSucceeded(id)))
+                            } else {
+                                connection.channel.close(promise: nil)
                             }
                         } catch {
-                            outcomes.withLockedValue { $0.errors.append(error) }
+                            outcomes.failed(error)
                             let offline = (error as? HTTPEngineError)?.networkUnavailable != nil
                             sink.yield(.event(offline ? .attemptFoundNoNetwork(id) : .attemptFailed(id)))
                         }
@@ -103,36 +123,33 @@ extension ConnectionFactory {
                     let given = ips.map { known.synthesized[$0] ?? $0 }
                     failedSoFar += given.map(\.description)
                     source.forget(given, of: host)
-                case .askFresh:
-                    asked[true] = (.now, failedSoFar)
+                case .askFresh, .askFallback:
+                    let fresh = action == .askFresh
+                    asked[fresh] = (.now, failedSoFar)
                     Task {
-                        sink.yield(
-                            .answer(fresh: true, try? await source.freshAddresses(for: host, deadline: deadline))
-                        )
-                    }
-                case .askFallback:
-                    asked[false] = (.now, failedSoFar)
-                    Task {
-                        sink.yield(
-                            .answer(fresh: false, try? await source.fallbackAddresses(for: host, deadline: deadline))
-                        )
+                        // A lookup that fails brings nothing; its error joins the connect's, should no
+                        // attempt have one to report.
+                        do {
+                            let found =
+                                fresh
+                                ? try await source.freshAddresses(for: host, deadline: deadline)
+                                : try await source.fallbackAddresses(for: host, deadline: deadline)
+                            sink.yield(.answer(fresh: fresh, found))
+                        } catch {
+                            outcomes.failed(error)
+                            sink.yield(.answer(fresh: fresh, nil))
+                        }
                     }
                 case .succeed(let id):
-                    let (winner, others) = outcomes.withLockedValue { o in
-                        o.over = true
-                        let winner = o.connections.removeValue(forKey: id)
-                        defer { o.connections = [:] }
-                        return (winner, Array(o.connections.values))
-                    }
+                    let (winner, others) = outcomes.finish(with: id)
                     for other in others { other.channel.close(promise: nil) }
                     // The machine names only an attempt that reported its connection.
                     winner!.noteReasks(reasks)
                     return winner!
                 case .fail:
-                    throw Self.merged(outcomes.withLockedValue { $0.errors }, host: host)
+                    throw Self.merged(outcomes.errors, host: host)
                 case .discard(let id):
-                    let late = outcomes.withLockedValue { $0.connections.removeValue(forKey: id) }
-                    late?.channel.close(promise: nil)
+                    outcomes.take(id)?.channel.close(promise: nil)
                 }
             }
             // The reports never finish before the loop returns (the sink is finished on the way out).
@@ -184,17 +201,12 @@ extension ConnectionFactory {
         discard: @escaping @Sendable (T) -> Void
     ) async throws -> T {
         let (reports, sink) = AsyncStream.makeStream(of: RaceReport.self)
-        // Values that came, by runner, until the race is over; after it, a value is discarded at once.
-        let outcomes = NIOLockedValueBox((values: [Int: T](), over: false))
+        let outcomes = Finishers<T>()
         @Sendable func start(_ index: Int, _ body: @escaping @Sendable () async throws -> T) {
             Task {
                 do {
                     let value = try await body()
-                    let late = outcomes.withLockedValue { o -> Bool in
-                        if !o.over { o.values[index] = value }
-                        return o.over
-                    }
-                    if late { discard(value) } else { sink.yield(.connected(index)) }
+                    if outcomes.keep(value, from: index) { sink.yield(.connected(index)) } else { discard(value) }
                 } catch {
                     sink.yield(.failed(index, error))
                 }
@@ -222,12 +234,7 @@ extension ConnectionFactory {
             case .failed(let index, let error):
                 errors[index] = error
             case .connected(let index):
-                let (winner, others) = outcomes.withLockedValue { o in
-                    o.over = true
-                    let winner = o.values.removeValue(forKey: index)
-                    defer { o.values = [:] }
-                    return (winner, Array(o.values.values))
-                }
+                let (winner, others) = outcomes.finish(with: index)
                 others.forEach(discard)
                 // Only a runner that stored its value reports `connected`.
                 return winner!
