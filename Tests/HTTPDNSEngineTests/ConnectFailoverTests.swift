@@ -108,6 +108,30 @@ import Testing
         #expect(m.isFinished)
     }
 
+    @Test func aCertificateVerdictIsNoDeadAddressAndBringsNoFallback() {
+        // Remembered: the old address may serve another site now; HTTPDNS is asked once, nothing forgotten.
+        var m = machine()
+        _ = m.start()
+        #expect(m.event(.attemptRejected(1)) == [.askFresh])
+        #expect(m.event(.freshAnswer([Self.old])) == [.fail])
+        // A fresh answer's address rejected: the connect fails with that verdict.
+        var fresh = machine(remembered: false)
+        _ = fresh.start()
+        #expect(fresh.event(.attemptRejected(1)) == [.fail])
+    }
+
+    @Test func onlyAFailureToConnectMakesAnAddressDead() {
+        let refused = HTTPEngineError(.connectFailed, "refused")
+        let silent = HTTPEngineError(.connectTimeout, "silent")
+        let certificate = HTTPEngineError(.certificateNameMismatch, "another site")
+        #expect(ConnectionFactory.event(attempt: 1, failedWith: refused) == .attemptFailed(1))
+        #expect(ConnectionFactory.event(attempt: 1, failedWith: silent) == .attemptFailed(1))
+        #expect(ConnectionFactory.event(attempt: 1, failedWith: certificate) == .attemptRejected(1))
+        var offline = HTTPEngineError(.connectFailed, "unreachable")
+        offline.networkUnavailable = NetworkUnavailable()
+        #expect(ConnectionFactory.event(attempt: 1, failedWith: offline) == .attemptFoundNoNetwork(1))
+    }
+
     @Test func duplicatesAreTriedOnce() {
         var m = machine([Self.old, Self.old])
         #expect(m.start() == [.attempt(1, [Self.old]), .scheduleAttemptDelay])

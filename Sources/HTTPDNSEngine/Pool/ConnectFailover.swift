@@ -18,6 +18,9 @@
 // - No address is tried twice in one connect.
 // - An attempt that found no network (unreachable, down) blames no address: nothing is forgotten or
 //   asked again, and the connect fails once nothing else runs (the app is offline, not the origin gone).
+// - Only a failure to connect (refused, unreachable, timed out) makes an address dead. One that answered
+//   and was then rejected (the certificate, TLS) is not forgotten and brings no fallback; remembered, it
+//   may be an old address now serving another site, so HTTPDNS is asked past the cache once.
 // - Under TCP Fast Open a connect "succeeds" at once, before any SYN is answered, so the transport's race
 //   would end on the first address. There, each address is an attempt of its own, the next one started
 //   by the attempt delay (or at once when one fails): happy eyeballs one level up.
@@ -36,6 +39,9 @@ struct ConnectFailover {
         /// The attempt failed because the device has no network (unreachable, down): the addresses are
         /// not to blame, and asking anyone again would not help.
         case attemptFoundNoNetwork(AttemptID)
+        /// The address answered, but its connection was refused after the connect (a certificate or
+        /// TLS verdict, a handshake that timed out): the address is not dead.
+        case attemptRejected(AttemptID)
         /// The lookup past the cache answered (empty: nothing, or it failed).
         case freshAnswer([IPAddress])
         /// The fallback answered (empty: nothing, none allowed, or it failed).
@@ -85,6 +91,8 @@ struct ConnectFailover {
     private var fallback = Ask.notAsked
     private var nextAttempt: AttemptID = 0
     private var delayArmed = false
+    /// An attempt was rejected after its connect: no fallback for this connect.
+    private var fallbackBarred = false
     private(set) var isFinished = false
 
     init(addresses: [IPAddress], options: Options) {
@@ -126,6 +134,16 @@ struct ConnectFailover {
             guard !isFinished, running.isEmpty else { return [] }
             isFinished = true
             return [.fail]
+        case .attemptRejected(let id):
+            running[id] = nil
+            guard !isFinished else { return [] }
+            // Nothing is forgotten and the fallback is off: a certificate verdict is no reason to ask
+            // LocalDNS. A remembered address may now serve someone else (the origin moved and its old
+            // address was given to another site): HTTPDNS is asked past the cache, once.
+            fallbackBarred = true
+            var actions: [Action] = []
+            askFreshIfRemembered(into: &actions)
+            return actions + settle()
         case .attemptDelayPassed:
             delayArmed = false
             guard !isFinished else { return [] }
@@ -188,7 +206,7 @@ struct ConnectFailover {
         guard !isFinished, running.isEmpty, waiting.isEmpty, fresh != .asking, fallback != .asking else {
             return []
         }
-        if options.mayFallBack, fallback == .notAsked {
+        if options.mayFallBack, !fallbackBarred, fallback == .notAsked {
             fallback = .asking
             return [.askFallback]
         }

@@ -108,8 +108,7 @@ extension ConnectionFactory {
                             }
                         } catch {
                             outcomes.failed(error)
-                            let offline = (error as? HTTPEngineError)?.networkUnavailable != nil
-                            sink.yield(.event(offline ? .attemptFoundNoNetwork(id) : .attemptFailed(id)))
+                            sink.yield(.event(Self.event(attempt: id, failedWith: error)))
                         }
                     }
                 case .scheduleAttemptDelay:
@@ -242,6 +241,17 @@ extension ConnectionFactory {
             if errors.count == 2 { throw errors[1]! }
         }
         throw errors[1] ?? errors[0] ?? HTTPEngineError(.connectFailed, "the connect was abandoned")
+    }
+
+    /// What an attempt's failure tells the failover: no network, a dead address (it did not connect), or
+    /// an address that answered and was rejected after (TLS, the certificate, the request's deadline).
+    static func event(attempt id: ConnectFailover.AttemptID, failedWith error: any Error) -> ConnectFailover.Event {
+        guard let error = error as? HTTPEngineError else { return .attemptRejected(id) }
+        if error.networkUnavailable != nil { return .attemptFoundNoNetwork(id) }
+        switch error.code {
+        case .connectFailed, .connectTimeout: return .attemptFailed(id)
+        default: return .attemptRejected(id)
+        }
     }
 
     /// What `race`'s loop hears from its runners and its timer.
