@@ -109,12 +109,10 @@ import Testing
     }
 
     @Test func aCertificateVerdictIsNoDeadAddressAndBringsNoFallback() {
-        // Remembered: the old address may serve another site now; HTTPDNS is asked once, nothing forgotten.
+        // Remembered or not, the verdict ends the connect: nothing forgotten, nobody asked.
         var m = machine()
         _ = m.start()
-        #expect(m.event(.attemptRejected(1)) == [.askFresh])
-        #expect(m.event(.freshAnswer([Self.old])) == [.fail])
-        // A fresh answer's address rejected: the connect fails with that verdict.
+        #expect(m.event(.attemptRejected(1)) == [.fail])
         var fresh = machine(remembered: false)
         _ = fresh.start()
         #expect(fresh.event(.attemptRejected(1)) == [.fail])

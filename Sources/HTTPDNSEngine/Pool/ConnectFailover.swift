@@ -19,8 +19,8 @@
 // - An attempt that found no network (unreachable, down) blames no address: nothing is forgotten or
 //   asked again, and the connect fails once nothing else runs (the app is offline, not the origin gone).
 // - Only a failure to connect (refused, unreachable, timed out) makes an address dead. One that answered
-//   and was then rejected (the certificate, TLS) is not forgotten and brings no fallback; remembered, it
-//   may be an old address now serving another site, so HTTPDNS is asked past the cache once.
+//   and was then rejected (the certificate, TLS) is not forgotten, asks nobody again and brings no
+//   fallback: its verdict ends the connect once nothing else runs.
 // - Under TCP Fast Open a connect "succeeds" at once, before any SYN is answered, so the transport's race
 //   would end on the first address. There, each address is an attempt of its own, the next one started
 //   by the attempt delay (or at once when one fails): happy eyeballs one level up.
@@ -137,13 +137,10 @@ struct ConnectFailover {
         case .attemptRejected(let id):
             running[id] = nil
             guard !isFinished else { return [] }
-            // Nothing is forgotten and the fallback is off: a certificate verdict is no reason to ask
-            // LocalDNS. A remembered address may now serve someone else (the origin moved and its old
-            // address was given to another site): HTTPDNS is asked past the cache, once.
+            // The address answered: nothing is forgotten, nobody is asked again, and the verdict ends the
+            // connect once nothing else runs (a certificate verdict is no reason to ask LocalDNS).
             fallbackBarred = true
-            var actions: [Action] = []
-            askFreshIfRemembered(into: &actions)
-            return actions + settle()
+            return settle()
         case .attemptDelayPassed:
             delayArmed = false
             guard !isFinished else { return [] }
