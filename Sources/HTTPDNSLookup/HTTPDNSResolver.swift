@@ -298,22 +298,40 @@ public final class HTTPDNSResolver: Sendable {
                 where mayFallBack && (error.code == .allProvidersFailed || error.code == .timeout)
                 && callerDeadline > .now()
             {
-                state.withLockedValue { $0.statistics.fallbacks += 1 }
-                metrics.fallbacks.increment()
-                logger.debug("falling back to LocalDNS", metadata: ["name": "\(name)"])
                 let share = TimeAmount.nanoseconds(
                     QueryBudget.fallbackShare(timeout: configuration.timeout.nanoseconds, providers: providers.count)
                 )
-                return try await resolveLocally(
+                return try await fallBack(
                     name,
                     query,
                     started: started,
                     deadline: min(max(deadline, .now() + share), callerDeadline),
-                    fallback: true,
                     reason: error
                 )
             }
         }
+    }
+
+    /// LocalDNS in HTTPDNS's place (`reason`: HTTPDNS's failure; nil when HTTPDNS answered but its
+    /// addresses failed to connect), counted and logged as a fallback.
+    func fallBack(
+        _ name: String,
+        _ query: AddressQuery,
+        started: ContinuousClock.Instant,
+        deadline: NIODeadline,
+        reason: ResolverError?
+    ) async throws -> Resolution {
+        state.withLockedValue { $0.statistics.fallbacks += 1 }
+        metrics.fallbacks.increment()
+        logger.debug("falling back to LocalDNS", metadata: ["name": "\(name)"])
+        return try await resolveLocally(
+            name,
+            query,
+            started: started,
+            deadline: deadline,
+            fallback: true,
+            reason: reason
+        )
     }
 
     /// Resolves `host` through HTTPDNS whatever the policy says (no fallback), and through LocalDNS,

@@ -172,9 +172,9 @@ extension ConnectionFactory {
                 var ips: [IPAddress] = []
                 if let found {
                     let usable = await prepared(found, host: host)
-                    for ip in usable.connectOrder where givenBy[ip] == nil { givenBy[ip] = found.source }
-                    known = known.adding(usable)
                     ips = usable.connectOrder
+                    for ip in ips where givenBy[ip] == nil { givenBy[ip] = found.source }
+                    known = known.adding(usable)
                 }
                 actions = machine.event(fresh ? .freshAnswer(ips) : .fallbackAnswer(ips))
             }

@@ -34,7 +34,7 @@ struct PoolKey: Hashable, Sendable {
 
     /// The origin alone: keys that differ only in the rest (tuning, limits, partitions: rare, and
     /// compared in full by `==`) share a bucket. The whole key was hashed at every lease and release,
-    /// a third of the pool's cost per request (issue 76).
+    /// a third of the pool's cost per request.
     func hash(into hasher: inout Hasher) {
         hasher.combine(host)
         hasher.combine(port)

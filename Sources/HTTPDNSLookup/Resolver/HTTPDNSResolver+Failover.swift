@@ -56,16 +56,12 @@ extension HTTPDNSResolver {
 
     package func fallbackAddresses(for host: String, deadline: NIODeadline?) async throws -> ResolvedAddresses? {
         guard let (name, strict) = httpdnsRoute(host), !strict, configuration.fallbackToLocalDNS else { return nil }
-        state.withLockedValue { $0.statistics.fallbacks += 1 }
-        metrics.fallbacks.increment()
-        logger.debug("connect failed at HTTPDNS's addresses: falling back to LocalDNS", metadata: ["name": "\(name)"])
         let limit = NIODeadline.now() + TimeAmount(configuration.timeout)
-        let r = try await resolveLocally(
+        let r = try await fallBack(
             name,
             path.query,
             started: .now,
             deadline: min(limit, deadline ?? .distantFuture),
-            fallback: true,
             reason: nil
         )
         return ResolvedAddresses(ipv4: r.ipv4, ipv6: r.ipv6, source: r.source)

@@ -19,7 +19,7 @@ final class HTTP2RequestHandler: ChannelInboundHandler {
     private var timers: [HTTP2StreamID: Scheduled<Void>] = [:]
     /// Answers written and waiting to go out, since when: one timer for all of them (`sendTimer`),
     /// re-armed for the earliest, since nearly every answer goes out in the write that made it and a
-    /// timer per answer cost a schedule and a cancel on the event loop each (issue 76).
+    /// timer per answer cost a schedule and a cancel on the event loop each.
     private var sendingSince: [HTTP2StreamID: NIODeadline] = [:]
     private var sendTimer: Scheduled<Void>?
     private var channelContext: ChannelHandlerContext?
@@ -33,15 +33,18 @@ final class HTTP2RequestHandler: ChannelInboundHandler {
     /// Since when no stream has been open (nil while one is): the connection closes once that is
     /// idleTimeout ago, whatever else the client sends (PINGs, SETTINGS, WINDOW_UPDATEs do not keep it
     /// open). One timer, re-armed for the time left when it fires early: a timer per request cost a
-    /// schedule and a cancel on the event loop for every answer (issue 76).
+    /// schedule and a cancel on the event loop for every answer.
     private var idleSince: NIODeadline?
     private var idleTimer: Scheduled<Void>?
     private let idleTimeout: TimeAmount
+    /// `limits.requestTimeout`, converted once.
+    private let requestTimeout: TimeAmount
 
     init(context: ConnectionContext) {
         self.context = context
         self.requests = HTTP2Requests(maxRequestBytes: context.limits.maxRequestBytes)
         self.idleTimeout = TimeAmount(context.limits.idleTimeout)
+        self.requestTimeout = TimeAmount(context.limits.requestTimeout)
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
@@ -88,12 +91,11 @@ final class HTTP2RequestHandler: ChannelInboundHandler {
         sendTimer = nil
         guard let context = channelContext else { return }
         let now = context.eventLoop.now
-        let limit = TimeAmount(self.context.limits.requestTimeout)
         var next: TimeAmount?
         for (id, since) in sendingSince {
-            let waited = now - since
-            guard waited >= limit else {
-                next = min(next ?? limit - waited, limit - waited)
+            let left = requestTimeout - (now - since)
+            guard left <= .zero else {
+                next = min(next ?? left, left)
                 continue
             }
             sendingSince[id] = nil
@@ -198,13 +200,13 @@ final class HTTP2RequestHandler: ChannelInboundHandler {
             if !timers.isEmpty { timers.removeValue(forKey: id)?.cancel() }
             sendingSince[id] = context.eventLoop.now
             if sendTimer == nil {
-                armSendTimer(after: TimeAmount(self.context.limits.requestTimeout), context: context)
+                armSendTimer(after: requestTimeout, context: context)
             }
         case .startTimer(let id):
             let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
             timers[id]?.cancel()
             timers[id] = context.eventLoop.scheduleTask(
-                in: TimeAmount(self.context.limits.requestTimeout)
+                in: requestTimeout
             ) {
                 let (me, context) = bound.value
                 me.timers[id] = nil
