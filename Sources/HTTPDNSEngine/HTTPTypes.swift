@@ -170,7 +170,8 @@ public struct HTTPEngineRequest: Sendable {
     public var headers: HTTPHeaders
     /// The body, or nil for none.
     public var body: HTTPRequestBody?
-    /// Ask for gzip/deflate and decompress the response body.
+    /// Ask for gzip/deflate and decompress the response body; an Accept-Encoding of the request's own is
+    /// narrowed to the codings decoded (`ContentCodings`).
     package var decompress = false
     /// Bound on the whole request, body included (overrides `Configuration.timeouts.request`).
     public var timeout: Duration?

@@ -31,6 +31,12 @@ final class ClientGate: @unchecked Sendable {
     private var client: (any URLProtocolClient)?
     private var owner: URLProtocol?
     private let schedule: ClientSchedule?
+    /// Run once, when the gate closes (a question put to the delegate that nobody can answer now).
+    private var closeActions: [@Sendable () -> Void] = []
+    /// While the task is suspended: the client calls held back, in order (nil when it is not).
+    private var held: [@Sendable () -> Void]?
+    /// Loads waiting for the task to be resumed before they go on reading.
+    private var resumers: [CheckedContinuation<Void, Never>] = []
 
     init(client: any URLProtocolClient, owner: URLProtocol, schedule: ClientSchedule?) {
         self.client = client
@@ -43,11 +49,73 @@ final class ClientGate: @unchecked Sendable {
     /// The client and protocol while the gate is open; with `closing`, the gate closes as they are
     /// taken (the last call).
     private func take(closing: Bool) -> (any URLProtocolClient, URLProtocol)? {
-        lock.withLock {
-            guard open, let client, let owner else { return nil }
-            if closing { (open, self.client, self.owner) = (false, nil, nil) }
-            return (client, owner)
+        let (taken, actions, waiting) = lock.withLock {
+            () -> ((any URLProtocolClient, URLProtocol)?, [@Sendable () -> Void], [CheckedContinuation<Void, Never>]) in
+            guard open, let client, let owner else { return (nil, [], []) }
+            guard closing else { return ((client, owner), [], []) }
+            (open, self.client, self.owner, held) = (false, nil, nil, nil)
+            defer { (closeActions, resumers) = ([], []) }
+            return ((client, owner), closeActions, resumers)
         }
+        for action in actions { action() }
+        for continuation in waiting { continuation.resume() }
+        return taken
+    }
+
+    /// The task was suspended (corelibs says so with `stopLoading`): the load goes on, but its client
+    /// calls are held back until `resume`, and `waitWhileSuspended` holds its reading.
+    func suspend() {
+        lock.withLock { if open, held == nil { held = [] } }
+    }
+
+    /// Whether the task is suspended now.
+    var isSuspended: Bool { lock.withLock { held != nil } }
+
+    /// The task was resumed: the held calls are made, in order, and the load reads on.
+    func resume() {
+        let (inline, waiting) = lock.withLock {
+            () -> ([@Sendable () -> Void], [CheckedContinuation<Void, Never>]) in
+            let calls = held ?? []
+            defer { (held, resumers) = (nil, []) }
+            // Queued before the lock is let go, so no later call overtakes them.
+            guard let schedule else { return (calls, resumers) }
+            for call in calls { schedule(call) }
+            return ([], resumers)
+        }
+        for call in inline { call() }
+        for continuation in waiting { continuation.resume() }
+    }
+
+    /// Returns once the task is not suspended (or the gate is closed): a suspended task reads no more of
+    /// its response, as Apple's produces no network traffic while suspended.
+    func waitWhileSuspended() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let waits = lock.withLock {
+                if held != nil { resumers.append(continuation) }
+                return held != nil
+            }
+            if !waits { continuation.resume() }
+        }
+    }
+
+    /// Runs a client call where the loading system wants it, or holds it while the task is suspended.
+    private func run(_ call: @escaping @Sendable () -> Void) {
+        let heldBack = lock.withLock {
+            guard held != nil else { return false }
+            held?.append(call)
+            return true
+        }
+        guard !heldBack else { return }
+        if let schedule { schedule(call) } else { call() }
+    }
+
+    /// Runs `action` once when the gate closes; at once if it is closed already.
+    func whenClosed(_ action: @escaping @Sendable () -> Void) {
+        let closed = lock.withLock {
+            if open { closeActions.append(action) }
+            return !open
+        }
+        if closed { action() }
     }
 
     /// Makes one client call unless the gate is closed by then; false when it already is.
@@ -58,19 +126,18 @@ final class ClientGate: @unchecked Sendable {
             call(client, owner)
             return true
         }
-        guard let schedule else { return attempt() }
-        schedule { _ = attempt() }
+        if schedule == nil, !isSuspended { return attempt() }
+        run { _ = attempt() }
         return isOpen
     }
 
     /// The last client call (finished or failed), then closed. The protocol is released after the
     /// call, outside the lock (its deinit may run then).
     func finish(_ call: @escaping @Sendable (any URLProtocolClient, URLProtocol) -> Void) {
-        let last: @Sendable () -> Void = {
+        run {
             guard let (client, owner) = self.take(closing: true) else { return }
             call(client, owner)
         }
-        if let schedule { schedule(last) } else { last() }
     }
 
     func close() {

@@ -199,6 +199,12 @@ package class HTTPDNSURLProtocol: URLProtocol {
     private let loading = NIOLockedValueBox<Loading?>(nil)
 
     package override func startLoading() {
+        // Resumed after a suspension (corelibs stops and starts the same protocol): the load goes on
+        // where it was and its held calls are made; nothing is sent again (a POST stays one POST).
+        if let gate = loading.withLockedValue({ $0?.gate }), gate.isOpen, gate.isSuspended {
+            gate.resume()
+            return
+        }
         guard let client else { return }
         guard let setup = Self.current else {
             client.urlProtocol(self, didFailWithError: URLError(.unsupportedURL))
@@ -229,9 +235,13 @@ package class HTTPDNSURLProtocol: URLProtocol {
         }
     }
 
-    /// Cancels the load. corelibs also calls this when the task is suspended and `startLoading` again on
-    /// resume: the request then starts over (a delegate may see the response twice).
+    /// Cancels the load, or, for a task that is suspended (corelibs calls this on `suspend()` and
+    /// `startLoading` on `resume()`), holds it: it reads no more and its client calls wait for the resume.
     package override func stopLoading() {
+        if task?.state == .suspended, let gate = loading.withLockedValue({ $0?.gate }), gate.isOpen {
+            gate.suspend()
+            return
+        }
         loading.withLockedValue { state in
             state?.gate.close()
             state?.work.cancel()

@@ -6,6 +6,7 @@
 // `CorelibsLoadHost` (Corelibs/LoadHost+Corelibs.swift). No `#if` in between.
 
 import Foundation
+import NIOCore
 import HTTPDNSEngine
 import NIOConcurrencyHelpers
 
@@ -71,6 +72,10 @@ struct LoadContext: @unchecked Sendable {
     var additionalHeaders: [String: String] = [:]
     var sessionRequestTimeout: TimeInterval?
     var resourceTimeout: TimeInterval?
+    /// When the session's resource timeout ends for this load: set once, when the load starts, and
+    /// shared by every request it sends (redirect hops, 401 and 407 rounds, a trust re-ask), as a task's
+    /// resource timeout covers the whole task.
+    var resourceDeadline: NIODeadline?
     /// The body length the task expects to send (an upload task's data or file), when it knows it:
     /// Apple's loading system hands such a body to a URLProtocol as a stream, and the length keeps it
     /// from going out chunked (object stores refuse chunked PUTs).
@@ -108,6 +113,26 @@ struct LoadContext: @unchecked Sendable {
         }
         sessionRequestTimeout = configuration?.timeoutIntervalForRequest
         resourceTimeout = configuration?.timeoutIntervalForResource
+        // Past a year the timeout bounds nothing (and would not fit in a deadline).
+        if let total = resourceTimeout, total > 0, total < 365 * 86_400 {
+            resourceDeadline = .now() + .nanoseconds(Int64(total * 1e9))
+        }
+    }
+
+    /// The time left of the resource timeout, nil without one. Throws `URLError(.timedOut)` when it is
+    /// over: the task fails as Apple's does when its resource timeout ends.
+    func resourceTimeLeft() throws -> Duration? {
+        guard let resourceDeadline else { return nil }
+        let left = resourceDeadline - .now()
+        guard left > .zero else {
+            throw URLError(
+                .timedOut,
+                userInfo: [
+                    NSLocalizedDescriptionKey: "the session's resource timeout (\(resourceTimeout ?? 0) s) ended"
+                ]
+            )
+        }
+        return .nanoseconds(left.nanoseconds)
     }
 
     /// The body the first request carries: `httpBody`, `httpBodyStream`, or an upload task's data or

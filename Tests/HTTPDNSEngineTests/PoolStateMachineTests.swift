@@ -194,6 +194,28 @@ import Testing
         #expect(m.connected(2, version: .http2, now: Self.t0) == [.run(1, on: 2), .run(2, on: 2), .run(3, on: 2)])
     }
 
+    @Test func aConnectWhoseAskerWasCancelledFailsNobodyAndTheNextWaiterConnectsAtOnce() {
+        // Request 1 opens the connect and answers its certificate question; 2 and 3 wait for it. 1 is
+        // cancelled during the handshake (an image load scrolled away): 2 and 3 must not fail with it.
+        var m = machine(connections: 4, streams: 3)
+        #expect(m.request(1, key: Self.https, deadline: nil) == .wait(connect: connect(1, Self.https, for: 1)))
+        #expect(m.request(2, key: Self.https, deadline: nil) == .wait(connect: nil))
+        #expect(m.request(3, key: Self.https, deadline: nil) == .wait(connect: nil))
+        #expect(m.waiterGaveUp(1, .cancelled) == [.fail(1, .cancelled)])
+        // No backoff, no attempt counted: a connect at once, with 2's recipe (2 answers its question).
+        #expect(m.connectLostItsAsker(1) == [.connect(connect(2, Self.https, for: 2))])
+        #expect(m.connected(2, version: .http2, now: Self.t0) == [.run(2, on: 2), .run(3, on: 2)])
+        // Three lost askers in a row are no three failures: the host still has its attempts.
+        var n = machine(connections: 4, streams: 3)
+        _ = n.request(1, key: Self.https, deadline: nil)
+        for lost in 1...3 {
+            _ = n.request(lost + 1, key: Self.https, deadline: nil)
+            _ = n.waiterGaveUp(lost, .cancelled)
+            #expect(n.connectLostItsAsker(lost) == [.connect(connect(lost + 1, Self.https, for: lost + 1))])
+        }
+        #expect(n.hosts[Self.https]?.failedConnects == 0)
+    }
+
     @Test func aWaiterWhoseDeadlineComesBeforeTheNextTryFailsNowWithTheConnectError() {
         var m = machine()
         _ = m.request(1, key: Self.https, deadline: Self.t0 + .milliseconds(50))

@@ -9,7 +9,7 @@
 import Crypto
 import Foundation
 import HTTPDNSCore
-import HTTPDNSEngine
+@testable import HTTPDNSEngine
 import NIOConcurrencyHelpers
 import NIOSSL
 import Testing
@@ -69,14 +69,79 @@ final class ChallengeDelegate: NSObject, URLSessionTaskDelegate, @unchecked Send
     }
 }
 
+/// Implements both challenge methods: the session-level one answers server trust with `sessionAnswer`;
+/// which of them was asked is kept.
+final class BothLevelsDelegate: NSObject, URLSessionTaskDelegate, @unchecked Sendable {
+    let sessionAnswer: URLSession.AuthChallengeDisposition
+    private let askedBox = NIOLockedValueBox<[String]>([])
+    var asked: [String] { askedBox.withLockedValue { $0 } }
+
+    init(sessionAnswer: URLSession.AuthChallengeDisposition) { self.sessionAnswer = sessionAnswer }
+
+    func urlSession(
+        _ session: URLSession,
+        didReceive challenge: URLAuthenticationChallenge,
+        completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void
+    ) {
+        askedBox.withLockedValue { $0.append("session") }
+        completionHandler(sessionAnswer, nil)
+    }
+
+    func urlSession(
+        _ session: URLSession,
+        task: URLSessionTask,
+        didReceive challenge: URLAuthenticationChallenge,
+        completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void
+    ) {
+        askedBox.withLockedValue { $0.append("task") }
+        completionHandler(.cancelAuthenticationChallenge, nil)
+    }
+}
+
+/// Holds its first server trust question unanswered (a delegate showing a prompt); answers every later
+/// one with the default.
+final class HoldingFirstQuestionDelegate: NSObject, URLSessionTaskDelegate, @unchecked Sendable {
+    private struct State {
+        var questions = 0
+        var held: (@Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void)?
+    }
+    private let state = NIOLockedValueBox(State())
+    private let asked = AsyncStream<Void>.makeStream()
+    var questions: Int { state.withLockedValue { $0.questions } }
+
+    func urlSession(
+        _ session: URLSession,
+        task: URLSessionTask,
+        didReceive challenge: URLAuthenticationChallenge,
+        completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void
+    ) {
+        let first = state.withLockedValue { state in
+            state.questions += 1
+            if state.questions == 1 { state.held = completionHandler }
+            return state.questions == 1
+        }
+        if first { asked.continuation.yield() } else { completionHandler(.performDefaultHandling, nil) }
+    }
+
+    func firstQuestionAsked() async {
+        var iterator = asked.stream.makeAsyncIterator()
+        _ = await iterator.next()
+    }
+
+    func answerTheHeldQuestion() {
+        state.withLockedValue { $0.held }?(.cancelAuthenticationChallenge, nil)
+    }
+}
+
 extension URLSessionTests {
     static let alice = URLCredential(user: "alice", password: "wonderland", persistence: .none)
 
-    /// Installs the protocol for a.test; the engine trusts the test CA only when `trustCA`.
+    /// Installs the protocol for `host` (a.test); the engine trusts the test CA only when `trustCA`.
     func installForChallenges(
         _ peers: Peers,
         trustCA: Bool,
         asking: ServerTrustChallenges? = .whenOurCheckFails,
+        host: String = "a.test",
         _ tweak: (inout HTTPEngine.Configuration) -> Void = { _ in }
     ) throws -> HTTPDNSURLProtocol.Setup {
         var engineConfiguration = HTTPEngine.Configuration()
@@ -87,17 +152,18 @@ extension URLSessionTests {
         var setup = try HTTPDNSURLProtocol.Setup(
             resolver: try peers.resolver(),
             engineConfiguration: engineConfiguration,
-            intercept: HostPolicy(only: [try HostPattern("a.test")])
+            intercept: HostPolicy(only: [try HostPattern(host)])
         )
         if let asking { setup.serverTrustChallenges = asking }
         HTTPDNSURLProtocol.install(setup)
         return setup
     }
 
-    func challengeSession(_ delegate: ChallengeDelegate?) -> URLSession {
+    func challengeSession(_ delegate: ChallengeDelegate?, delegate other: (any URLSessionDelegate)? = nil) -> URLSession
+    {
         URLSession(
             configuration: URLSessionConfiguration.ephemeral.withHTTPDNS(),
-            delegate: delegate,
+            delegate: delegate ?? other,
             delegateQueue: nil
         )
     }
@@ -178,6 +244,92 @@ extension URLSessionTests {
         } catch let error as URLError {
             #expect(error.code == .serverCertificateUntrusted)
         }
+    }
+
+    @Test func aPasswordCredentialIsNoTrustCredential() async throws {
+        // A naive delegate answering every challenge with its Basic credential: Apple accepts a server
+        // only with `URLCredential(trust:)`, so the untrusted certificate stands.
+        let peers = try Peers.require()
+        let setup = try installForChallenges(peers, trustCA: false)
+        defer { setup.engine.shutdown() }
+        let naive = ChallengeDelegate { _ in (.useCredential, Self.alice) }
+        let session = challengeSession(naive)
+        defer { session.invalidateAndCancel() }
+        do {
+            let (_, response) = try await get(session, peers.url("a.test", "/whoami"))
+            Issue.record("a password credential accepted an untrusted certificate: \(response.statusCode)")
+        } catch let error as URLError {
+            #expect(error.code == .serverCertificateUntrusted, "\(error)")
+        }
+        #expect(naive.seen.map(\.method) == [HTTPDNSServerTrustSpace.authenticationMethod])
+    }
+
+    @Test func aCertificateForAnotherNameIsAnUntrustedServerCertificateAsWithApple() async throws {
+        // c.test resolves to nginx, which has no c.test certificate. Apple's URLSession says -1202.
+        let peers = try Peers.require()
+        let setup = try installForChallenges(peers, trustCA: true, host: "c.test")
+        defer { setup.engine.shutdown() }
+        let session = challengeSession(nil)
+        defer { session.invalidateAndCancel() }
+        do {
+            _ = try await get(session, peers.url("c.test", "/whoami"))
+            Issue.record("accepted a certificate that does not name c.test")
+        } catch let error as URLError {
+            #expect(error.code == .serverCertificateUntrusted, "\(error)")
+        }
+    }
+
+    @Test func serverTrustGoesToTheSessionLevelMethodFirst() async throws {
+        // Apple's URLSession sends server trust to `urlSession(_:didReceive:completionHandler:)`: its
+        // answer stands, and the task-level method is not asked about it.
+        let peers = try Peers.require()
+        let setup = try installForChallenges(peers, trustCA: false)
+        defer { setup.engine.shutdown() }
+        for (sessionAnswer, expected) in [
+            (URLSession.AuthChallengeDisposition.useCredential, Optional<URLError.Code>.none),
+            (.cancelAuthenticationChallenge, .cancelled),
+        ] {
+            let delegate = BothLevelsDelegate(sessionAnswer: sessionAnswer)
+            let session = challengeSession(nil, delegate: delegate)
+            defer { session.invalidateAndCancel() }
+            do {
+                let (_, response) = try await get(session, peers.url("a.test", "/whoami"))
+                #expect(expected == nil && response.statusCode == 200, "\(sessionAnswer)")
+            } catch let error as URLError {
+                #expect(error.code == expected, "\(sessionAnswer): \(error)")
+            }
+            #expect(delegate.asked == ["session"], "\(sessionAnswer): \(delegate.asked)")
+        }
+    }
+
+    @Test func cancellingTheLoadThatOpenedTheConnectionFailsNoneOfItsNeighbours() async throws {
+        // A opens the connection and its delegate is asked about the server; B and C of the same
+        // session wait for that connection. A is cancelled while the delegate thinks (an image load
+        // scrolled away): B and C must get their responses, as with a plain URLSession.
+        let peers = try Peers.require()
+        let setup = try installForChallenges(peers, trustCA: true, asking: nil)
+        defer { setup.engine.shutdown() }
+        let delegate = HoldingFirstQuestionDelegate()
+        let session = challengeSession(nil, delegate: delegate)
+        defer { session.invalidateAndCancel() }
+        let url = URL(string: peers.url("a.test", "/whoami"))!
+        var request = URLRequest(url: url)
+        request.timeoutInterval = 15
+        let a = session.dataTask(with: request)
+        a.resume()
+        await delegate.firstQuestionAsked()
+        async let b = session.data(for: request)
+        async let c = session.data(for: request)
+        // B and C are queued behind A's connect before A goes: wait until the pool holds all three.
+        while setup.engine.pool.waitingRequests < 3 { try await Task.sleep(for: .milliseconds(5)) }
+        a.cancel()
+        let (bResponse, cResponse) = try await (
+            (b.1 as? HTTPURLResponse)?.statusCode, (c.1 as? HTTPURLResponse)?.statusCode
+        )
+        #expect(bResponse == 200 && cResponse == 200)
+        // A's question went unanswered; the connect made for B asked again.
+        #expect(delegate.questions == 2, "\(delegate.questions)")
+        delegate.answerTheHeldQuestion()
     }
 
     @Test func byDefaultADelegateIsAskedOncePerNewConnectionEvenAboutATrustedChain() async throws {

@@ -68,6 +68,127 @@ struct URLSessionTests {
         )
     }
 
+    @Test func a304KeepsTheCachedResponseFreshForAsLongAsItSays() async throws {
+        // /revalidate is stored with max-age=0; its 304 says max-age=3600 (RFC 9111 §4.3.4): the second
+        // load revalidates, the third is the cache's answer, as with the system stack.
+        let peers = try Peers.require()
+        let (setup, log) = try install(peers)
+        defer { setup.engine.shutdown() }
+        let configuration = URLSessionConfiguration.ephemeral.withHTTPDNS()
+        configuration.urlCache = URLCache(memoryCapacity: 16 << 20, diskCapacity: 0, diskPath: nil)
+        let session = URLSession(configuration: configuration)
+        defer { session.invalidateAndCancel() }
+        let url = URL(string: peers.url("a.test", "/revalidate"))!
+        var bodies: [Data] = []
+        for _ in 0..<3 {
+            let (data, response) = try await session.data(for: URLRequest(url: url))
+            #expect((response as? HTTPURLResponse)?.statusCode == 200)
+            bodies.append(data)
+        }
+        let original = try Data(contentsOf: URL(fileURLWithPath: peers.www + "/text.txt"))
+        #expect(bodies.allSatisfy { $0 == original })
+        // The origin saw the first load (200) and the revalidation (304); the third never left.
+        let statuses = log.all.map { $0.hops.map(\.status) }
+        #expect(statuses.flatMap { $0 }.count == 2, "\(statuses)")
+    }
+
+    @Test func anAppAskingForBrotliGetsABodyItCanRead() async throws {
+        // Alamofire's default session sends br first. The engine decodes gzip and deflate, so br is not
+        // offered: the body reaches the app decoded, as through the system stack.
+        let peers = try Peers.require()
+        let (setup, _) = try install(peers)
+        defer { setup.engine.shutdown() }
+        let session = session()
+        defer { session.invalidateAndCancel() }
+        func get(_ path: String) async throws -> String {
+            var request = URLRequest(url: URL(string: peers.url("a.test", path))!)
+            request.setValue("br;q=1.0, gzip;q=0.9, deflate;q=0.8", forHTTPHeaderField: "Accept-Encoding")
+            return text(try await session.data(for: request).0)
+        }
+        #expect(try await get("/accept-encoding") == "accept-encoding=gzip;q=0.9, deflate;q=0.8\n")
+        let original = try String(contentsOfFile: peers.www + "/text.txt", encoding: .utf8)
+        #expect(try await get("/text") == original)
+    }
+
+    @Test func suspendingAndResumingATaskSendsItsPostOnce() async throws {
+        // corelibs suspends a task with stopLoading and resumes it with startLoading on the same
+        // protocol: the load must go on where it was, not start over and send the POST again.
+        let peers = try Peers.require()
+        let (setup, _) = try install(peers)
+        defer { setup.engine.shutdown() }
+        let requests = NIOLockedValueBox(0)
+        let arrived = AsyncStream<Void>.makeStream()
+        let origin = try await ScriptedServer.start { inbound, outbound in
+            var pending = ""
+            for try await chunk in inbound {
+                pending += String(buffer: chunk)
+                // Each POST carries "ping" (4 bytes) after its head.
+                while let end = pending.range(of: "\r\n\r\n"), pending[end.upperBound...].count >= 4 {
+                    pending = String(pending[end.upperBound...].dropFirst(4))
+                    requests.withLockedValue { $0 += 1 }
+                    arrived.continuation.yield()
+                    try await Task.sleep(for: .milliseconds(300))  // a slow origin, not the test waiting
+                    try await outbound.write(ByteBuffer(string: "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\npong"))
+                }
+            }
+        }
+        let session = session()
+        defer { session.invalidateAndCancel() }
+        var request = URLRequest(url: URL(string: "http://a.test:\(origin.port)/post")!)
+        request.httpMethod = "POST"
+        request.httpBody = Data("ping".utf8)
+        let done = AsyncStream<(Data?, Int?, (any Error)?)>.makeStream()
+        let task = session.dataTask(with: request) { data, response, error in
+            done.continuation.yield((data, (response as? HTTPURLResponse)?.statusCode, error))
+        }
+        task.resume()
+        var arrivals = arrived.stream.makeAsyncIterator()
+        _ = await arrivals.next()
+        task.suspend()
+        task.resume()
+        var results = done.stream.makeAsyncIterator()
+        let (data, status, error) = try #require(await results.next())
+        #expect(error == nil && status == 200 && data == Data("pong".utf8), "\(String(describing: error))")
+        #expect(requests.withLockedValue { $0 } == 1, "the POST went out again on resume")
+        await origin.stop()
+    }
+
+    @Test func theResourceTimeoutCoversEveryRedirectHop() async throws {
+        // Three hops of 0.6 s each (/1 -> /2 -> /3) under a 1.2 s resource timeout: each hop alone is
+        // within it, the task is not. Apple fails the task with -1001 when the timeout ends.
+        let peers = try Peers.require()
+        let (setup, _) = try install(peers)
+        defer { setup.engine.shutdown() }
+        let origin = try await ScriptedServer.start { inbound, outbound in
+            var pending = ""
+            for try await chunk in inbound {
+                pending += String(buffer: chunk)
+                while let end = pending.range(of: "\r\n\r\n") {
+                    let path = pending[..<end.lowerBound].split(separator: " ").dropFirst().first ?? "/3"
+                    pending = String(pending[end.upperBound...])
+                    try await Task.sleep(for: .milliseconds(600))  // a slow origin, not the test waiting
+                    let hop = Int(path.dropFirst()) ?? 3
+                    let response =
+                        hop >= 3
+                        ? "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+                        : "HTTP/1.1 302 Found\r\nLocation: /\(hop + 1)\r\nContent-Length: 0\r\n\r\n"
+                    try await outbound.write(ByteBuffer(string: response))
+                }
+            }
+        }
+        let configuration = URLSessionConfiguration.ephemeral.withHTTPDNS()
+        configuration.timeoutIntervalForResource = 1.2
+        let session = URLSession(configuration: configuration)
+        defer { session.invalidateAndCancel() }
+        do {
+            let (_, response) = try await session.data(from: URL(string: "http://a.test:\(origin.port)/1")!)
+            Issue.record("three hops outlived the resource timeout: \((response as? HTTPURLResponse)?.statusCode ?? 0)")
+        } catch let error as URLError {
+            #expect(error.code == .timedOut, "\(error)")
+        }
+        await origin.stop()
+    }
+
     @Test func aHundredthSessionKeepsItsOwnHeadersAndCookies() async throws {
         // Apple's loading system does not tell a URLProtocol its session: there each configuration gets a
         // slot (URLLoadingRulesTests proves the rule); corelibs shows the session. Either way a 100th

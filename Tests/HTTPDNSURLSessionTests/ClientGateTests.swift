@@ -80,4 +80,33 @@ import Testing
         }
         #expect(!other.isOpen)
     }
+
+    @Test func aSuspendedGateHoldsItsCallsInOrderUntilResumed() async {
+        // corelibs suspends a task with stopLoading and resumes it with startLoading: the load goes on,
+        // its client calls wait for the resume and are then made in order; the finish too.
+        let (gate, _, _) = gate()
+        let made = NIOLockedValueBox<[String]>([])
+        gate.suspend()
+        #expect(gate.isSuspended)
+        gate.send { _, _ in made.withLockedValue { $0.append("response") } }
+        gate.send { _, _ in made.withLockedValue { $0.append("data") } }
+        gate.finish { _, _ in made.withLockedValue { $0.append("finished") } }
+        #expect(made.withLockedValue { $0 }.isEmpty, "a call was made while the task was suspended")
+        let reader = Task { await gate.waitWhileSuspended() }
+        gate.resume()
+        await reader.value
+        #expect(made.withLockedValue { $0 } == ["response", "data", "finished"])
+        #expect(!gate.isSuspended && !gate.isOpen)
+    }
+
+    @Test func closingASuspendedGateDropsItsHeldCallsAndLetsTheLoadEnd() async {
+        let (gate, owner, _) = gate()
+        gate.suspend()
+        gate.send { _, _ in Issue.record("a held call made after the close") }
+        let reader = Task { await gate.waitWhileSuspended() }
+        gate.close()
+        await reader.value
+        gate.resume()
+        #expect(owner() == nil && !gate.isOpen)
+    }
 }

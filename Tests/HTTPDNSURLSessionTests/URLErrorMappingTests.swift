@@ -27,7 +27,7 @@ import Testing
             Translation.urlError(HTTPEngineError(code, "x"), url: nil).code
         }
         #expect(mapped(.untrustedCertificate) == .serverCertificateUntrusted)
-        #expect(mapped(.certificateNameMismatch) == .secureConnectionFailed)
+        #expect(mapped(.certificateNameMismatch) == .serverCertificateUntrusted, "Apple's -1202, not -1200")
         #expect(mapped(.pinMismatch) == .secureConnectionFailed)
         #expect(mapped(.tlsFailed) == .secureConnectionFailed)
         #expect(mapped(.totalTimeout) == .timedOut)

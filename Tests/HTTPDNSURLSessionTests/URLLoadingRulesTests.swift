@@ -41,6 +41,28 @@ import Testing
         #expect(decide(.useProtocolCachePolicy, nil) == .load)
     }
 
+    @Test func a304RefreshesTheStoredResponseSoItIsFreshForAsLongAsTheRevalidationSaid() {
+        // RFC 9111 §4.3.4: stored 700 s ago with max-age=0; the 304 says max-age=3600 with a new Date.
+        let stored = [
+            "Date": date(700), "cache-control": "max-age=0", "ETag": "\"v1\"", "Content-Length": "42",
+            "Content-Type": "text/plain",
+        ]
+        let fields = CacheUse.refreshed(
+            stored,
+            by: [
+                ("Date", date(1)), ("Cache-Control", "max-age=3600"), ("Cache-Control", "public"),
+                ("Content-Length", "0"), ("Connection", "keep-alive"),
+            ]
+        )
+        #expect(fields["Cache-Control"] == "max-age=3600, public" && fields["cache-control"] == nil, "\(fields)")
+        #expect(fields["Date"] == date(1))
+        // The stored body's own framing and type stay; what the 304 did not say stays too.
+        #expect(fields["Content-Length"] == "42" && fields["Connection"] == nil)
+        #expect(fields["Content-Type"] == "text/plain" && fields["ETag"] == "\"v1\"")
+        #expect(decide(.useProtocolCachePolicy, cached(stored)) == .revalidate(["If-None-Match": "\"v1\""]))
+        #expect(decide(.useProtocolCachePolicy, cached(fields)) == .serveCached)
+    }
+
     @Test func noCacheAlwaysAsksAndTheAgeFieldCounts() {
         let noCache = cached(["Date": date(1), "Cache-Control": "no-cache, max-age=600", "Last-Modified": date(9999)])
         #expect(decide(.useProtocolCachePolicy, noCache) == .revalidate(["If-Modified-Since": date(9999)]))
@@ -188,13 +210,16 @@ import Testing
     }
 
     @Test func aServerTrustAnswerMeansWhatApplesDoes() {
-        let trust = URLCredential(user: "x", password: "y", persistence: .none)
+        let password = URLCredential(user: "x", password: "y", persistence: .none)
         func decision(_ d: URLSession.AuthChallengeDisposition, _ c: URLCredential?, required: Bool)
             -> HTTPDNSURLProtocol.TrustDecision
         {
             HTTPDNSURLProtocol.trustDecision((d, c), credentialRequired: required)
         }
-        #expect(decision(.useCredential, trust, required: true) == .accept)
+        // A user and password is no trust credential: a delegate answering every challenge with its
+        // Basic credential accepts no chain (Apple wants `URLCredential(trust:)`).
+        #expect(decision(.useCredential, password, required: true) == .ourCheck)
+        #expect(decision(.useCredential, password, required: false) == .ourCheck)
         #expect(decision(.useCredential, nil, required: true) == .ourCheck)
         #expect(decision(.useCredential, nil, required: false) == .accept)
         #expect(decision(.cancelAuthenticationChallenge, nil, required: true) == .refuse)

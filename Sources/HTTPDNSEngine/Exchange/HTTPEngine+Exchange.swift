@@ -149,8 +149,12 @@ extension HTTPEngine {
         var headers = request.headers
         if !headers.contains(name: "host") { headers.add(name: "host", value: request.url.authority) }
         if !headers.contains(name: "user-agent") { headers.add(name: "user-agent", value: configuration.userAgent) }
-        if request.decompress, !headers.contains(name: "accept-encoding") {
-            headers.add(name: "accept-encoding", value: "gzip, deflate")
+        if request.decompress {
+            let accept = headers["accept-encoding"]
+            headers.replaceOrAdd(
+                name: "accept-encoding",
+                value: ContentCodings.offered(accept.isEmpty ? nil : accept.joined(separator: ", "))
+            )
         }
         if let body = request.body {
             headers.remove(name: "content-length")

@@ -210,11 +210,14 @@ final class ConnectionPool: Sendable {
             let effects = state.withLockedValue { state in
                 if state.lastConnectError.count >= Self.lastErrorLimit { state.lastConnectError = [:] }
                 state.lastConnectError[connect.key] = cause
-                let actions = state.machine.connectFailed(
-                    connect.connection,
-                    retryMayHelp: ConnectAttemptFailed.retryMayHelp(cause),
-                    now: .now()
-                )
+                let actions =
+                    (cause as? HTTPEngineError)?.underlying is ServerTrustAskerGone
+                    ? state.machine.connectLostItsAsker(connect.connection)
+                    : state.machine.connectFailed(
+                        connect.connection,
+                        retryMayHelp: ConnectAttemptFailed.retryMayHelp(cause),
+                        now: .now()
+                    )
                 return Self.apply(actions, &state, connectError: error)
             }
             run(effects)
@@ -307,6 +310,9 @@ final class ConnectionPool: Sendable {
 
     /// Connections open now (for tests and diagnostics).
     var openConnections: Int { state.withLockedValue { $0.machine.openConnections } }
+
+    /// Requests waiting for a connection now (for tests).
+    var waitingRequests: Int { state.withLockedValue { $0.machine.waiting.count } }
 
     // MARK: Carrying out actions
 

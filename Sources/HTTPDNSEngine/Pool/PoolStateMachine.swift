@@ -21,6 +21,8 @@
 //   waits `connectBackoff` (doubling each time) before it connects again for waiters that no connect
 //   on its way covers. With nothing else open or on its way, a waiter whose deadline comes before that
 //   try fails now, with the connect's error; the others keep waiting, each until its own deadline.
+//   A connect whose certificate question lost the request that was to answer it (cancelled during the
+//   handshake) is no failure: the waiters left connect again at once and answer for themselves.
 //   Otherwise (no further try) open connections serve the waiters when released; with none, each
 //   connect still on its way keeps one waiter and the oldest others fail with the connect's error.
 // - A waiter that times out or is cancelled leaves the queue; a connect on its way goes on for the
@@ -139,7 +141,7 @@ struct PoolStateMachine {
     /// Connects on their way, and their host.
     private var connecting: [ConnectionID: PoolKey] = [:]
     /// Queued requests: their host and deadline.
-    private var waiting: [RequestID: (key: PoolKey, deadline: NIODeadline?)] = [:]
+    private(set) var waiting: [RequestID: (key: PoolKey, deadline: NIODeadline?)] = [:]
     /// What ALPN chose for hosts that were dropped, oldest first; at most `rememberedLimit`.
     private var remembered: [PoolKey: HTTPVersionUsed] = [:]
     private var rememberedOrder = CircularBuffer<PoolKey>()
@@ -262,6 +264,20 @@ struct PoolStateMachine {
         } else if host.waiters.isEmpty, alone {
             host.failedConnects = 0
         }
+        return actions
+    }
+
+    /// Connect `conn` ended without a verdict: the request that was to answer its certificate question
+    /// went away first (a cancelled load). Nothing failed, so nothing counts against the host's
+    /// attempts and there is no backoff: the waiters left get a connect of their own at once, whose
+    /// question their own load answers.
+    mutating func connectLostItsAsker(_ conn: ConnectionID) -> [Action] {
+        guard let key = connecting.removeValue(forKey: conn), var host = hosts.removeValue(forKey: key)
+        else { return [] }
+        host.connecting -= 1
+        var actions: [Action] = []
+        serveWaiters(&host, key, into: &actions)
+        store(host, key)
         return actions
     }
 

@@ -38,7 +38,15 @@ package enum ServerTrustAnswer: Sendable {
     case ourCheck
     /// Refuse the connection with this error (the app cancelled the challenge).
     case refuse(HTTPEngineError)
+    /// Nobody is left to answer: the request that asked was cancelled or timed out first. The connect
+    /// fails without a verdict, and the requests still waiting for it connect again and ask for
+    /// themselves (a cancelled image load must not fail its neighbours).
+    case askerGone
 }
+
+/// The `underlying` of the error a connect fails with when the request that asked about its server's
+/// certificate went away before an answer (`ServerTrustAnswer.askerGone`): a second try may help.
+package struct ServerTrustAskerGone: Error, Sendable {}
 
 /// How one request's server trust is decided beyond the engine's own check.
 package struct ServerTrustEvaluation: Sendable {
@@ -90,6 +98,12 @@ package struct ServerTrustEvaluation: Sendable {
         case .accept: return
         case .ourCheck: if let failure { throw failure }
         case .refuse(let error): throw error
+        case .askerGone:
+            throw HTTPEngineError(
+                .cancelled,
+                "the request that asked about \(host)'s certificate went away before an answer",
+                underlying: ServerTrustAskerGone()
+            )
         }
     }
 }

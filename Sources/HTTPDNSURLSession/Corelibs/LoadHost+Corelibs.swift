@@ -208,9 +208,11 @@
             if let session = corelibs.session { TrustPartitions.shared.rememberNeedsDelegate(host, in: session) }
         }
 
-        /// Puts `challenge` to the task's delegate (else the session's) on the session's delegate queue,
-        /// as corelibs does for its own protocol. A connection-level challenge (server trust) answered
-        /// with the default goes to the session-level method too, where Apple's URLSession looks first.
+        /// Puts `challenge` to the delegate on the session's delegate queue, as Apple's URLSession routes
+        /// it: a connection-level challenge (server trust) to the session-level method first, then, when
+        /// that answers with the default (as corelibs' default implementation does for a delegate that
+        /// does not implement it), to the task-level one; any other challenge to the task's delegate,
+        /// else the session's.
         func askDelegate(
             _ challenge: URLAuthenticationChallenge,
             connectionLevel: Bool,
@@ -228,22 +230,17 @@
             guard call.taskDelegate != nil || call.sessionDelegate != nil else {
                 return answer((.performDefaultHandling, nil))
             }
-            let sessionLevel: @Sendable () -> Void = {
-                guard let delegate = call.sessionDelegate else { return answer((.performDefaultHandling, nil)) }
-                call.session.delegateQueue.addOperation {
-                    delegate.urlSession(call.session, didReceive: call.challenge) { answer(($0, $1)) }
-                }
+            let taskLevel: @Sendable () -> Void = {
+                guard let delegate = call.taskDelegate else { return answer((.performDefaultHandling, nil)) }
+                delegate.urlSession(call.session, task: call.task, didReceive: call.challenge) { answer(($0, $1)) }
             }
             session.delegateQueue.addOperation {
-                guard let delegate = call.taskDelegate else { return sessionLevel() }
-                delegate.urlSession(call.session, task: call.task, didReceive: call.challenge) {
-                    disposition,
-                    credential in
-                    if disposition == .performDefaultHandling, call.sessionDelegate != nil {
-                        sessionLevel()
-                    } else {
-                        answer((disposition, credential))
+                guard let delegate = call.sessionDelegate else { return taskLevel() }
+                delegate.urlSession(call.session, didReceive: call.challenge) { disposition, credential in
+                    guard disposition == .performDefaultHandling, call.taskDelegate != nil else {
+                        return answer((disposition, credential))
                     }
+                    call.session.delegateQueue.addOperation { taskLevel() }
                 }
             }
         }

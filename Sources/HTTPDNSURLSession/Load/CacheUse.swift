@@ -62,6 +62,34 @@ enum CacheUse: Equatable {
         }
     }
 
+    /// The stored response's header fields after a 304 to its revalidation (RFC 9111 §4.3.4, §3.2):
+    /// each field the 304 carries replaces the stored one of that name (so its Cache-Control, Date,
+    /// Expires and ETag make the stored response fresh again), except the fields that describe one
+    /// message's framing and the connection, which stay the stored body's own.
+    static func refreshed(_ stored: [String: String], by notModified: [(name: String, value: String)])
+        -> [String: String]
+    {
+        let kept: Set<String> = [
+            "content-length", "content-encoding", "transfer-encoding", "connection", "keep-alive",
+            "proxy-connection", "te", "upgrade", "trailer",
+        ]
+        var fields = stored
+        var joined: [String: (name: String, value: String)] = [:]
+        for (name, value) in notModified where !kept.contains(name.lowercased()) {
+            let key = name.lowercased()
+            if let earlier = joined[key] {
+                joined[key] = (earlier.name, earlier.value + ", " + value)
+            } else {
+                joined[key] = (name, value)
+            }
+        }
+        for (key, field) in joined {
+            for name in fields.keys where name.lowercased() == key { fields[name] = nil }
+            fields[field.name] = field.value
+        }
+        return fields
+    }
+
     /// If-None-Match from the ETag, If-Modified-Since from Last-Modified; nil without either.
     static func validators(of cached: Cached) -> [String: String]? {
         var fields: [String: String] = [:]

@@ -16,8 +16,13 @@
 //   certificate request, and corelibs' URLCredential has no identity.
 //
 // Linux (corelibs): the task's delegate, else the session's, is called on the session's delegate queue
-// (corelibs' `_ProtocolClient` would hand the task to its own libcurl protocol instead); for server
-// trust, the session-level method too when the task-level one answers with the default. Apple: through
+// (corelibs' `_ProtocolClient` would hand the task to its own libcurl protocol instead); server trust
+// goes to the session-level method first, as Apple's URLSession sends it, and to the task-level one
+// when that answers with the default.
+//
+// A server trust question belongs to the connection, not to the load that opened it: when that load
+// stops first (cancelled during the handshake), nobody answers, the connect ends without a verdict and
+// the loads still waiting connect again, each asking for itself (`ServerTrustAnswer.askerGone`). Apple: through
 // the URLProtocol client (`didReceive challenge`), which routes it as the system does, with a sender of
 // ours; COMPILED FOR iOS 16 BY THE APPLE TYPE-CHECK, NEVER RUN HERE.
 
@@ -191,8 +196,9 @@ final class TrustPartitions: Sendable {
 }
 
 extension HTTPDNSURLProtocol {
-    /// Puts `challenge` to the app's delegate and waits for the answer; a load stopped meanwhile answers
-    /// `.cancelAuthenticationChallenge`. Without a delegate: `.performDefaultHandling`.
+    /// Puts `challenge` to the app's delegate and waits for the answer. Without a delegate:
+    /// `.performDefaultHandling`. nil when nobody can answer any more: the load stopped (cancelled,
+    /// timed out) before or while the delegate thought.
     static func ask(
         _ space: URLProtectionSpace,
         proposed: URLCredential?,
@@ -201,14 +207,17 @@ extension HTTPDNSURLProtocol {
         error: (any Error)?,
         context: LoadContext,
         gate: ClientGate
-    ) async -> ChallengeAnswer {
-        // A load stopped while the delegate thinks answers "cancel" at once. (A server trust question
-        // runs in the pool's connect, which the TLS handshake timeout bounds.)
-        let pending = NIOLockedValueBox<Once<ChallengeAnswer>?>(nil)
+    ) async -> ChallengeAnswer? {
+        // A server trust question runs in the pool's connect, which the TLS handshake timeout bounds;
+        // that task's cancellation answers "cancel".
+        let pending = NIOLockedValueBox<Once<ChallengeAnswer?>?>(nil)
         return await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<ChallengeAnswer, Never>) in
+            await withCheckedContinuation { (continuation: CheckedContinuation<ChallengeAnswer?, Never>) in
                 let once = Once(continuation)
                 pending.withLockedValue { $0 = once }
+                guard !Task.isCancelled else { return once.resume((.cancelAuthenticationChallenge, nil)) }
+                gate.whenClosed { once.resume(nil) }
+                guard gate.isOpen else { return }
                 let sender = ChallengeSender { once.resume($0) }
                 let challenge = URLAuthenticationChallenge(
                     protectionSpace: space,
@@ -218,7 +227,6 @@ extension HTTPDNSURLProtocol {
                     error: error,
                     sender: sender
                 )
-                guard gate.isOpen, !Task.isCancelled else { return once.resume((.cancelAuthenticationChallenge, nil)) }
                 context.askDelegate(challenge, connectionLevel: space is HTTPDNSServerTrustSpace, gate: gate) {
                     once.resume($0)
                 }
@@ -246,15 +254,20 @@ extension HTTPDNSURLProtocol {
                 additionalRoots: roots,
                 platformTrust: question.platformTrust
             )
-            let answer = await ask(
-                space,
-                proposed: nil,
-                failures: 0,
-                response: nil,
-                error: question.failure.map { Translation.urlError($0, url: nil) },
-                context: context,
-                gate: gate
-            )
+            // The load that opened this connection went away first (an image load cancelled on
+            // scroll): the connect ends without a verdict and the loads still waiting for it connect
+            // again, each asking for itself, instead of failing with the cancelled one.
+            guard
+                let answer = await ask(
+                    space,
+                    proposed: nil,
+                    failures: 0,
+                    response: nil,
+                    error: question.failure.map { Translation.urlError($0, url: nil) },
+                    context: context,
+                    gate: gate
+                )
+            else { return .askerGone }
             switch trustDecision(answer, credentialRequired: trustCredentialRequired) {
             case .accept:
                 return .accept
@@ -271,17 +284,32 @@ extension HTTPDNSURLProtocol {
     /// What a delegate's answer to a server trust challenge means.
     enum TrustDecision: Equatable { case accept, refuse, ourCheck }
 
-    /// `.useCredential` accepts the server, where the platform has trust credentials only with one
-    /// (Apple platforms: `URLCredential(trust:)`; `.useCredential` with nil there means no say, the
-    /// default evaluation); corelibs has no trust credential, so any answer of `.useCredential` counts.
-    /// Cancel refuses; default handling, rejecting the space and "continue without credential" (the
-    /// sender's, which arrives as `.rejectProtectionSpace`) leave the verdict to our check.
+    /// `.useCredential` accepts the server only with a trust credential: on Apple platforms
+    /// `URLCredential(trust:)` (nil there means no say, the default evaluation); corelibs has no trust
+    /// credential, so nil counts there. A credential for something else (a user and password, a client
+    /// identity) is no trust credential: a naive delegate that answers every challenge with its Basic
+    /// credential must not accept any chain, so it leaves the verdict to our check. Cancel refuses;
+    /// default handling, rejecting the space and "continue without credential" (the sender's, which
+    /// arrives as `.rejectProtectionSpace`) leave the verdict to our check.
     static func trustDecision(_ answer: ChallengeAnswer, credentialRequired: Bool) -> TrustDecision {
         switch answer.disposition {
-        case .useCredential: return credentialRequired && answer.credential == nil ? .ourCheck : .accept
+        case .useCredential:
+            guard let credential = answer.credential else { return credentialRequired ? .ourCheck : .accept }
+            return isTrustCredential(credential) ? .accept : .ourCheck
         case .cancelAuthenticationChallenge: return .refuse
         default: return .ourCheck
         }
+    }
+
+    /// A credential that carries neither a user, a password nor a client identity: what
+    /// `URLCredential(trust:)` makes.
+    static func isTrustCredential(_ credential: URLCredential) -> Bool {
+        guard credential.user == nil, !credential.hasPassword else { return false }
+        #if canImport(Darwin)
+            return credential.identity == nil
+        #else
+            return true
+        #endif
     }
 
     /// Whether accepting a server needs a trust credential on this platform.
@@ -319,6 +347,7 @@ extension HTTPDNSURLProtocol {
         var proxyFailures = 0
         while true {
             do {
+                if let left = try context.resourceTimeLeft() { request.timeout = left }
                 return try await setup.engine.execute(request)
             } catch let error as HTTPEngineError
                 where request.serverTrust == nil && request.url.isTLS && context.mayHaveDelegate
@@ -341,15 +370,17 @@ extension HTTPDNSURLProtocol {
                     authenticationMethod: NSURLAuthenticationMethodHTTPBasic
                 )
                 let proposed = context.storedCredential(for: space)
-                let answer = await ask(
-                    space,
-                    proposed: proposed,
-                    failures: proxyFailures,
-                    response: nil,
-                    error: Translation.urlError(error, url: nil),
-                    context: context,
-                    gate: gate
-                )
+                guard
+                    let answer = await ask(
+                        space,
+                        proposed: proposed,
+                        failures: proxyFailures,
+                        response: nil,
+                        error: Translation.urlError(error, url: nil),
+                        context: context,
+                        gate: gate
+                    )
+                else { throw URLError(.cancelled) }
                 guard let credential = chosenCredential(answer, proposed: proposed, failures: proxyFailures),
                     let user = credential.user
                 else {
@@ -409,16 +440,17 @@ extension HTTPDNSURLProtocol {
         if proposed == nil, let user = url.user {
             proposed = URLCredential(user: user, password: url.password ?? "", persistence: .none)
         }
-        let answer = await ask(
-            space,
-            proposed: proposed,
-            failures: failures,
-            response: urlResponse,
-            error: nil,
-            context: context,
-            gate: gate
-        )
-        if answer.disposition == .cancelAuthenticationChallenge { throw URLError(.cancelled) }
+        guard
+            let answer = await ask(
+                space,
+                proposed: proposed,
+                failures: failures,
+                response: urlResponse,
+                error: nil,
+                context: context,
+                gate: gate
+            ), answer.disposition != .cancelAuthenticationChallenge
+        else { throw URLError(.cancelled) }
         guard let credential = chosenCredential(answer, proposed: proposed, failures: failures),
             let user = credential.user
         else { return nil }

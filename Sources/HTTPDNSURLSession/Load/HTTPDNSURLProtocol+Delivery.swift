@@ -50,6 +50,7 @@ extension HTTPDNSURLProtocol {
             // delegate slows the server down instead of piling data up in queued operations.
             var handedOver = 0
             for try await chunk in response.body {
+                await gate.waitWhileSuspended()
                 let data = Data(chunk.readableBytesView)
                 guard gate.send({ $0.urlProtocol($1, didLoad: data) }) else { return }
                 cacheable?.append(data)
@@ -68,6 +69,7 @@ extension HTTPDNSURLProtocol {
         } else {
             var all = Data()
             for try await chunk in response.body {
+                await gate.waitWhileSuspended()
                 all.append(contentsOf: chunk.readableBytesView)
                 guard gate.isOpen else { return }
             }
@@ -95,6 +97,36 @@ extension HTTPDNSURLProtocol {
         }
     }
 
+    /// Answers with the cached response a 304 confirmed, its header fields refreshed by the 304's
+    /// (`CacheUse.refreshed`), and keeps that refreshed response in the cache, so it is fresh for as long
+    /// as the 304 said: handed over as a load would be, for the system to store (Apple) or stored here
+    /// (corelibs).
+    static func deliverRevalidated(
+        _ cached: UncheckedCachedResponse,
+        notModified: HTTPHeaders,
+        context: LoadContext,
+        gate: ClientGate
+    ) {
+        guard let stored = cached.response.response as? HTTPURLResponse, let url = stored.url,
+            let facts = cached.facts,
+            let response = HTTPURLResponse(
+                url: url,
+                statusCode: stored.statusCode,
+                httpVersion: "HTTP/1.1",
+                headerFields: CacheUse.refreshed(facts.headers, by: notModified.map { ($0.name, $0.value) })
+            )
+        else { return deliverCached(cached, gate: gate) }
+        let data = cached.response.data
+        let policy = context.storagePolicy(cached.response.storagePolicy)
+        let storesHere = context.cacheCapacity != nil
+        gate.finish { client, me in
+            client.urlProtocol(me, didReceive: response, cacheStoragePolicy: policy)
+            if !data.isEmpty { client.urlProtocol(me, didLoad: data) }
+            client.urlProtocolDidFinishLoading(me)
+            if storesHere { context.storeInCache(response, data: data) }
+        }
+    }
+
     /// A download task on swift-corelibs-foundation: the body goes to a file, as corelibs' own protocol
     /// writes it, and corelibs is told where it is (it hands that file to the delegate or the completion
     /// handler); the file is removed once the delegate queue has run them.
@@ -119,6 +151,7 @@ extension HTTPDNSURLProtocol {
         gate.send { $0.urlProtocol($1, didReceive: urlResponse, cacheStoragePolicy: .notAllowed) }
         var total: Int64 = 0
         for try await chunk in response.body {
+            await gate.waitWhileSuspended()
             try handle.write(contentsOf: Data(chunk.readableBytesView))
             total += Int64(chunk.readableBytes)
             context.downloadProgress(

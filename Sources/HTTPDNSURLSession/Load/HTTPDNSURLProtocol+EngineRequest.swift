@@ -65,8 +65,8 @@ extension HTTPDNSURLProtocol {
                 )
             )
         )
-        // URLSession decodes a gzip or deflate body whoever asked for it (an app's own Accept-Encoding
-        // is sent as it is, and the body still arrives decoded).
+        // URLSession decodes a compressed body whoever asked for it: the app's own Accept-Encoding is
+        // narrowed to the codings the engine decodes (no brotli reaches the app still compressed).
         engineRequest.decompress = true
         // The route decided the scheme itself (`target(of:setup:)`), as the system it stands in for does.
         engineRequest.upgradesKnownHTTPSOrigins = false
@@ -75,8 +75,9 @@ extension HTTPDNSURLProtocol {
         engineRequest.connectionLimit = context.sessionConfiguration?.httpMaximumConnectionsPerHost
         if let body = engineRequest.body { engineRequest.onBodySent = context.uploadProgress(expected: body.length) }
         let idle = context.requestTimeout(request)
-        if idle > 0 { engineRequest.idleTimeout = .milliseconds(Int64(idle * 1000)) }
-        if let total = context.resourceTimeout, total > 0 { engineRequest.timeout = .milliseconds(Int64(total * 1000)) }
+        // Past a year the timeout bounds nothing (and `.infinity` would not fit in a time amount).
+        if idle > 0, idle < 365 * 86_400 { engineRequest.idleTimeout = .milliseconds(Int64(idle * 1000)) }
+        if let left = try context.resourceTimeLeft() { engineRequest.timeout = left }
         return (engineRequest, url)
     }
 }

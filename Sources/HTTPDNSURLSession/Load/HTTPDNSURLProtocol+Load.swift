@@ -45,6 +45,8 @@ extension HTTPDNSURLProtocol {
                     return
 
                 case .send(let request), .follow(let request, _):
+                    // A suspended task sends nothing until it is resumed.
+                    await gate.waitWhileSuspended()
                     if case .follow(_, let change) = action {
                         body = changed(body, by: change, to: request)
                         context.followedRedirect(to: request)
@@ -73,11 +75,11 @@ extension HTTPDNSURLProtocol {
 
                 case .serveRevalidated:
                     guard let cached, let (response, _, _) = last else { throw outOfStep }
-                    // Not modified: the cached response is the answer.
+                    // Not modified: the cached response is the answer, refreshed by the 304's fields.
                     _ = try? await response.body.collect(upTo: 1 << 16)
                     metrics.hops.append(response.metrics)
                     setup.onMetrics?(metrics)
-                    deliverCached(cached, gate: gate)
+                    deliverRevalidated(cached, notModified: response.headers, context: context, gate: gate)
                     return
 
                 case .authenticate(let request, let rounds):

@@ -254,7 +254,8 @@ enum Translation {
         .connectFailed: .cannotConnectToHost,
         .connectTimeout: .timedOut,
         .untrustedCertificate: .serverCertificateUntrusted,
-        .certificateNameMismatch: .secureConnectionFailed,
+        // Apple's URLSession: a certificate for another name is an untrusted server certificate.
+        .certificateNameMismatch: .serverCertificateUntrusted,
         .pinMismatch: .secureConnectionFailed,
         .tlsFailed: .secureConnectionFailed,
         .tlsHandshakeTimeout: .timedOut,
