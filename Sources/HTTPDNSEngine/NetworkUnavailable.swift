@@ -6,9 +6,13 @@
 //
 // The rule (pure, NetworkUnavailableTests): the operating system's view of the current path decides
 // where it has one (Apple platforms: NWPathMonitor); otherwise a connect whose every attempt failed with
-// "network is unreachable" or "network is down" had no network.
+// "network is unreachable" or "network is down" had no network. A lookup that failed (a name not cached,
+// in airplane mode: the most common offline case) had no network when the path says so, when the
+// probed stack has no route of either family, or when every provider asked failed for want of one; an
+// app then retries on reconnect, where "cannot find host" (-1003) would tell it the name is wrong.
 
 import HTTPDNSCore
+import NIOCore
 
 #if canImport(Glibc)
     import Glibc
@@ -45,4 +49,30 @@ package struct NetworkUnavailable: Hashable, Sendable {
         guard !errnos.isEmpty, errnos.allSatisfy(noNetwork.contains) else { return nil }
         return NetworkUnavailable()
     }
+
+    /// Whether a lookup that failed with `error` had no network: the system's `path` is unsatisfied
+    /// where it reports one, the probed `stack` has no route of either family, or every provider asked
+    /// failed to reach its server for want of a network (`ProviderFailures`).
+    package static func judge(lookupFailure error: any Error, stack: NetworkStack?, path: PathFacts?)
+        -> NetworkUnavailable?
+    {
+        if let path, !path.satisfied { return NetworkUnavailable() }
+        if let stack, !stack.ipv4, !stack.ipv6 { return NetworkUnavailable() }
+        guard let failures = (error as? any ProviderFailures)?.providerErrors, !failures.isEmpty else { return nil }
+        return failures.allSatisfy(foundNoNetwork) ? NetworkUnavailable() : nil
+    }
+
+    /// A provider's error that says the device had no network to reach it.
+    static func foundNoNetwork(_ error: any Error) -> Bool {
+        if let error = error as? HTTPEngineError { return error.networkUnavailable != nil }
+        guard let errno = (error as? IOError)?.errnoCode else { return false }
+        return errno == ENETUNREACH || errno == ENETDOWN
+    }
+}
+
+/// A lookup failure that keeps the error of each provider it asked (the resolver's `ResolverError`), for
+/// the engine to judge whether the device had a network (`NetworkUnavailable.judge(lookupFailure:)`).
+package protocol ProviderFailures: Error {
+    /// Each provider's own error, in the order they were asked.
+    var providerErrors: [any Error] { get }
 }

@@ -1,4 +1,5 @@
 import HTTPDNSCore
+import HTTPDNSEngine
 
 /// The addresses of a name, ready to connect to.
 public struct Resolution: Hashable, Sendable {
@@ -204,6 +205,10 @@ public struct ResolverError: Error, Equatable, Sendable, CustomStringConvertible
 
     /// The message.
     public var description: String { message }
+}
+
+extension ResolverError: ProviderFailures {
+    package var providerErrors: [any Error] { failures.map(\.error) }
 }
 
 /// One provider that could not answer a lookup, and why.

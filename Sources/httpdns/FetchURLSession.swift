@@ -81,6 +81,10 @@ extension FetchCommand {
             error = error ?? closing
         }
         if let error {
+            // The code the app's URLSession sees (-1009 offline, -1202 an untrusted certificate…).
+            if let urlError = error as? URLError {
+                trace.line("* URLSession failed: NSURLErrorDomain \(urlError.errorCode)")
+            }
             await httpdns.shutdown()
             throw failure((error as? URLError)?.userInfo[HTTPDNSURLProtocol.engineErrorKey] as? any Error ?? error)
         }

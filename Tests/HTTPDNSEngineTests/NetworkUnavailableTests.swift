@@ -63,4 +63,59 @@ import Testing
         )
         #expect(refused.code == .connectFailed && refused.networkUnavailable == nil)
     }
+
+    /// A lookup failure keeping each provider's error, as the resolver's does.
+    struct Lookup: ProviderFailures {
+        var providerErrors: [any Error]
+    }
+
+    @Test func aLookupThatFoundNoNetworkIsNoNetworkNotAnUnknownHost() {
+        let unreachable = describeConnectFailure(
+            IOError(errnoCode: ENETUNREACH, reason: "connect"),
+            host: "doh.test",
+            port: 443,
+            timeout: .seconds(1)
+        )
+        let udpDown = IOError(errnoCode: ENETDOWN, reason: "sendmsg")
+        func judge(_ error: any Error, stack: NetworkStack? = nil, path: PathFacts? = nil) -> NetworkUnavailable? {
+            NetworkUnavailable.judge(lookupFailure: error, stack: stack, path: path)
+        }
+        // Airplane mode: every provider (DoH, then LocalDNS over UDP) found no network.
+        #expect(judge(Lookup(providerErrors: [unreachable, udpDown])) == NetworkUnavailable())
+        // The system's path, or a stack probed with no route at all, says so whatever the providers said.
+        let refused = HTTPEngineError(.connectFailed, "refused")
+        #expect(judge(Lookup(providerErrors: [refused]), path: PathFacts(satisfied: false)) == NetworkUnavailable())
+        #expect(
+            judge(Lookup(providerErrors: [refused]), stack: NetworkStack(ipv4: false, ipv6: false))
+                == NetworkUnavailable()
+        )
+        // A provider that was reached (or failed otherwise): the name's problem, not the network's.
+        #expect(judge(Lookup(providerErrors: [unreachable, refused])) == nil)
+        #expect(judge(Lookup(providerErrors: [])) == nil)
+        #expect(judge(refused, stack: NetworkStack(ipv4: true, ipv6: false), path: PathFacts(satisfied: true)) == nil)
+    }
+
+    @Test func anEngineLookupOnAPathWithNoRouteFailsAsNoNetwork() async throws {
+        // The engine's own path says no route of either family (airplane mode): a name no source has
+        // fails with the no-network verdict, which URLSession reports as -1009.
+        let path = NetworkPath(NetworkPathState(id: "offline", stack: NetworkStack(ipv4: false, ipv6: false)))
+        let engine = try HTTPEngine(addressSource: StaticAddressSource([:]), path: path)
+        defer { engine.shutdown() }
+        do {
+            _ = try await engine.execute(try HTTPEngineRequest(url: "https://uncached.test/"))
+            Issue.record("resolved a name nobody has")
+        } catch let error as HTTPEngineError {
+            #expect(error.code == .nameNotResolved && error.networkUnavailable == NetworkUnavailable(), "\(error)")
+        }
+        let online = try HTTPEngine(
+            addressSource: StaticAddressSource([:]),
+            path: NetworkPath(NetworkPathState(id: "online", stack: NetworkStack(ipv4: true, ipv6: true)))
+        )
+        defer { online.shutdown() }
+        do {
+            _ = try await online.execute(try HTTPEngineRequest(url: "https://uncached.test/"))
+        } catch let error as HTTPEngineError {
+            #expect(error.code == .nameNotResolved && error.networkUnavailable == nil, "\(error)")
+        }
+    }
 }

@@ -42,6 +42,27 @@ struct FetchCLITests {
         #expect(trace.dnsSource == "doh:https://127.0.0.1:8473/dns-query")
     }
 
+    @Test func offlineANameNotCachedIsNotConnectedToInternetThroughURLSession() async throws {
+        // Airplane mode: a network namespace of its own with no interface up. The system stack fails
+        // too (curl: cannot resolve); URLSession must say -1009 (not -1003, "no such host"), as Apple's
+        // does, so an app's retry-on-reconnect runs.
+        _ = try Peers.require()
+        let curl = try await runProcess(
+            "/usr/bin/unshare",
+            ["-n", "curl", "-sS", "--max-time", "5", "https://uncached.test/"]
+        )
+        #expect(curl.status == 6, "curl: \(curl.status) \(curl.stderr)")
+        let r = try await runProcess(
+            "/usr/bin/unshare",
+            [
+                "-n", httpdnsBinary, "fetch", "--engine", "urlsession", "-v", "--resolver",
+                "doh:https://192.0.2.1/dns-query", "--max-time", "10", "https://uncached.test/",
+            ]
+        )
+        #expect(r.status == 6, "\(r.stderr)")
+        #expect(r.stderr.contains("* URLSession failed: NSURLErrorDomain -1009"), "\(r.stderr)")
+    }
+
     @Test func blackholedFirstAddressSucceedsOnTheSecondAfterTheAttemptDelay() async throws {
         let peers = try Peers.require()
         // nginx's static /d answer lists 127.0.0.2 (SYNs dropped in the namespace) before 127.0.0.1.

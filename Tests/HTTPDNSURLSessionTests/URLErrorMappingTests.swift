@@ -49,6 +49,13 @@ import Testing
         #if canImport(Darwin)
             #expect(lowData.networkUnavailableReason == .constrained)
         #endif
+        // Offline with a name not cached: not "cannot find host" (-1003), which says the name is wrong.
+        var offlineLookup = HTTPEngineError(.nameNotResolved, "could not resolve a.test")
+        offlineLookup.networkUnavailable = NetworkUnavailable()
+        #expect(Translation.urlError(offlineLookup, url: nil).code == .notConnectedToInternet)
+        #expect(
+            Translation.urlError(HTTPEngineError(.nameNotResolved, "no such name"), url: nil).code == .cannotFindHost
+        )
         // A server that refuses is still "cannot connect to host".
         #expect(Translation.urlError(HTTPEngineError(.connectFailed, "refused"), url: nil).code == .cannotConnectToHost)
     }

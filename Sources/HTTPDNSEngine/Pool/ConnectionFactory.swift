@@ -408,20 +408,34 @@ struct ConnectionFactory: Sendable {
                 // The source ends the lookup by the request's deadline itself (the resolver leaves a
                 // shared query at it): no timer or Task here.
                 found = try await addressSource.addresses(for: host, deadline: deadline)
-            } catch let error as HTTPEngineError {
-                throw error
             } catch {
-                if let deadline, deadline <= .now() {
+                var failure: HTTPEngineError
+                if let error = error as? HTTPEngineError {
+                    failure = error
+                } else if let deadline, deadline <= .now() {
                     throw HTTPEngineError(
                         .totalTimeout,
                         "\(host): no address before the request's total timeout",
                         underlying: error
                     )
+                } else {
+                    // The resolver's text usually starts with the name already: say it once.
+                    var reason = "\(error)"
+                    if reason.hasPrefix(host + ": ") { reason.removeFirst(host.count + 2) }
+                    failure = HTTPEngineError(
+                        .nameNotResolved,
+                        "could not resolve \(host): \(reason)",
+                        underlying: error
+                    )
                 }
-                // The resolver's text usually starts with the name already: say it once.
-                var reason = "\(error)"
-                if reason.hasPrefix(host + ": ") { reason.removeFirst(host.count + 2) }
-                throw HTTPEngineError(.nameNotResolved, "could not resolve \(host): \(reason)", underlying: error)
+                if failure.code == .nameNotResolved, failure.networkUnavailable == nil {
+                    failure.networkUnavailable = NetworkUnavailable.judge(
+                        lookupFailure: failure.underlying ?? error,
+                        stack: path.state.stack,
+                        path: platformPathFacts.withLockedValue { $0 }
+                    )
+                }
+                throw failure
             }
         } else {
             return (nil, AddressLookup(source: .system))  // NIO's getaddrinfo resolver, inside the connect
