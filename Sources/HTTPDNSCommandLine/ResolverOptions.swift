@@ -362,6 +362,9 @@ package struct ResolverOptions: ParsableArguments {
         // context, so a server that traces too (`httpdns serve --otlp-endpoint`) joins the same trace.
         config.tracing.propagatesContext = true
         config.network.watchesChanges = watch
+        // A command runs because its user asked for traffic: the resolver's connection is opened at
+        // once, as before (an app's HTTPDNS waits for its first lookup; see connectsResolverAtStart).
+        config.connectsResolverAtStart = true
         config.tls.trustedCertificateFiles = cacert.map { [$0] } ?? []
         try tweak(&config)
         do {

@@ -110,8 +110,11 @@ extension HTTPDNS {
         }
         /// Whether ``HTTPDNS`` opens its first resolver's connection (TCP and TLS) as soon as it is
         /// created, so the app's first lookup costs one round trip on a warm connection instead of
-        /// three (on by default). An app makes `HTTPDNS` at launch, before its first request, so the
-        /// handshake is done while the app starts.
+        /// three. Off by default: making `HTTPDNS` sends nothing, and the first lookup opens the
+        /// connection. An app is often made at launch before the user has accepted its privacy policy
+        /// (network traffic before consent is a finding in the compliance scans Chinese app stores
+        /// run), and background launches would wake the radio for nothing. Turn it on where `HTTPDNS`
+        /// is made after consent, as the vendors' SDKs tell apps to initialise theirs.
         ///
         /// Only when ``policy`` selects a name (an embedded library whose app has not configured its
         /// policy opens nothing), and only for a resolver that keeps a connection (DoH, JSON DoH, the
@@ -119,6 +122,6 @@ extension HTTPDNS {
         /// closed after 60 s without a lookup, and the next lookup connects again. When no lookup
         /// comes, it costs one TCP and TLS handshake with the resolver (a few kilobytes) and one socket
         /// for those 60 s. A failure is logged at debug level; the first lookup then connects itself.
-        public var connectsResolverAtStart = true
+        public var connectsResolverAtStart = false
     }
 }

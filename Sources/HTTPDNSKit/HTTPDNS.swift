@@ -324,6 +324,7 @@ public final class HTTPDNS: Sendable {
     /// Saves the cache (when ``Configuration/persistencePath`` is set), closes every connection and
     /// stops URLSession interception if this instance had it. Requests started afterwards fail.
     public func shutdown() async {
+        resolverWarmUp?.cancel()
         if HTTPDNSURLProtocol.current?.resolver === resolver { HTTPDNSURLProtocol.uninstall() }
         encryptedDNS.withLockedValue { $0 }?.stop()
         for token in appLifecycleObservers.withLockedValue({ $0.tokens }) {

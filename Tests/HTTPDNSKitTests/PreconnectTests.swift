@@ -40,8 +40,9 @@ import Testing
         await origin.stop()
     }
 
-    /// An app makes HTTPDNS at launch: the resolver's connection is opened then (issue 63), and the first
-    /// lookup is one exchange on it, not a connect and a handshake first.
+    /// An app that makes HTTPDNS after its user's consent and turns `connectsResolverAtStart` on: the
+    /// resolver's connection is opened then, and the first lookup is one exchange on it, not a connect
+    /// and a handshake first. By default, making HTTPDNS opens nothing.
     @Test func theResolversConnectionIsOpenedAtCreationAndCarriesTheFirstLookup() async throws {
         let service = try await startService()
         let relay = try await FlakyRelay.start(
@@ -54,6 +55,7 @@ import Testing
                 policy: policy
             )
             configuration.timeouts.lookup = .seconds(60)  // not a test of timeouts (a starved machine)
+            configuration.connectsResolverAtStart = true
             return configuration
         }
         let httpdns = try HTTPDNS(try configuration(try HostPolicy(only: ["*.example.com"])))
@@ -76,6 +78,20 @@ import Testing
         let switchedOff = try HTTPDNS(off)
         #expect(switchedOff.resolverWarmUp == nil)
         await switchedOff.shutdown()
+        // The default: nothing goes out when HTTPDNS is made (an app at launch, before its user's
+        // consent), whatever its policy selects.
+        let byDefault = try HTTPDNS(
+            HTTPDNS.Configuration(
+                resolvers: [try ResolverSpec(parsing: "doh:http://127.0.0.1:\(relay.port)/dns-query")],
+                policy: try HostPolicy(only: ["*"])
+            )
+        )
+        #expect(byDefault.resolverWarmUp == nil)
+        await byDefault.shutdown()
+        // A warm-up still on its way when the app shuts HTTPDNS down is cancelled.
+        let warming = try HTTPDNS(try configuration(try HostPolicy(only: ["*.example.com"])))
+        await warming.shutdown()
+        #expect(warming.resolverWarmUp?.isCancelled == true)
         await relay.close()
         await service.stop()
     }
