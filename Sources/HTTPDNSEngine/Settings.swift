@@ -31,8 +31,11 @@ public struct TLSSettings: Sendable, Hashable {
     /// PEM files of certificate authorities trusted on top of the system's (a private resolver or
     /// origin); loaded when the `HTTPDNS` is made.
     public var trustedCertificateFiles: [String] = []
-    /// Public-key pins: host to the base64 SHA-256 of the certificate's SubjectPublicKeyInfo. A host
-    /// listed here connects only when one of its keys matches (on top of the normal verification).
+    /// Public-key pins: host to the base64 SHA-256 of a certificate's SubjectPublicKeyInfo. A host
+    /// listed here connects only when one of its keys matches the key of a certificate of the verified
+    /// chain: the server's own, an intermediate's or the CA's, as TrustKit and `NSPinnedDomains` pin
+    /// (on top of the normal verification; of a chain only the app's delegate accepted, the server's
+    /// own key alone counts).
     public var pins: [String: Set<String>] = [:]
     /// When the app's URLSession delegate is asked about an origin's certificate: once for every new
     /// TLS connection, as Apple's URLSession does (the default), or only when our check refuses it. Its

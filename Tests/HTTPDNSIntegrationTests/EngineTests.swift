@@ -319,6 +319,12 @@ struct EngineTests {
         let good = try peers.appEngine { $0.tls.pins = ["a.test": [spki]] }
         defer { good.shutdown() }
         #expect(try await good.execute(try HTTPEngineRequest(url: peers.url("a.test", "/"))).status == .ok)
+        // The CA's key pins the chain it signs, as TrustKit and NSPinnedDomains pin a CA (the leaf can
+        // then be renewed with a new key).
+        let caPin = try NIOSSLCertificateSPKI.digest(pem: String(contentsOfFile: peers.ca, encoding: .utf8))
+        let ca = try peers.appEngine { $0.tls.pins = ["a.test": [caPin]] }
+        defer { ca.shutdown() }
+        #expect(try await ca.execute(try HTTPEngineRequest(url: peers.url("a.test", "/"))).status == .ok)
         let bad = try peers.appEngine { $0.tls.pins = ["a.test": ["AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="]] }
         defer { bad.shutdown() }
         do {

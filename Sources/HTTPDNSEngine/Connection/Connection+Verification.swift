@@ -78,7 +78,8 @@
         /// True once the chain has been rejected.
         var rejected: Bool { state.withLockedValue { $0.rejected } }
 
-        /// When deferring: the chain's certificates, the leaf first.
+        /// The chain's certificates, the leaf first: the path BoringSSL verified, or (when deferring) the
+        /// one it tried and rejected.
         var chain: [NIOSSLCertificate] { state.withLockedValue { $0.presented } }
 
         func makeClientHandler(
@@ -94,7 +95,7 @@
                 state.withLockedValue {
                     if case .failed = result { $0.rejected = true }
                     // BoringSSL calls this from the top of the chain down to the leaf, once per finding.
-                    if deferring, $0.presented.first != certificate { $0.presented.insert(certificate, at: 0) }
+                    if $0.presented.first != certificate { $0.presented.insert(certificate, at: 0) }
                 }
                 return deferring ? .certificateVerified : result
             }

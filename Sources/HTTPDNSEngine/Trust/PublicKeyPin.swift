@@ -23,6 +23,21 @@ enum PublicKeyPin {
         }
     }
 
+    /// Throws `IdentityFailure(.pinMismatch)` unless the key of one of the certificates of `chain` (DER,
+    /// the leaf first) is one of `pins`; the message names the leaf's.
+    static func check(chain: [[UInt8]], against pins: Set<String>) throws {
+        var leafDigest: String?
+        for der in chain {
+            let digest = try sha256(certificateDER: der)
+            if pins.contains(digest) { return }
+            leafDigest = leafDigest ?? digest
+        }
+        throw IdentityFailure(
+            .pinMismatch,
+            "public key pin mismatch (server key sha256/\(leafDigest ?? "none") is not pinned, nor any key of its chain)"
+        )
+    }
+
     /// The DER bytes of the certificate's SubjectPublicKeyInfo, as they appear in it (RFC 5280 4.1:
     /// the seventh field of TBSCertificate, the sixth when the optional `[0] version` is absent).
     static func subjectPublicKeyInfo(certificateDER der: [UInt8]) throws -> ArraySlice<UInt8> {

@@ -240,7 +240,7 @@
             let tls = url.isTLS
             let h2c = settings.h2c
             let serverTrust = settings.serverTrust
-            let pins = settings.pins
+            let checks = HandshakeChecks(host: url.host, port: url.port, serverTrust: serverTrust, pins: settings.pins)
             var bootstrap = Self.configured(
                 base,
                 access: settings.networkAccess,
@@ -304,33 +304,12 @@
                                     judged = verdict
                                     chain = seen
                                     handshakeTrust = trust.map(PlatformTrust.init)
-                                    // Not deferred to the app: our verdict stands as the verify block's would.
-                                    if serverTrust == nil,
-                                        let error = verdict.engineError(host: url.host, address: address)
-                                    {
-                                        throw error
-                                    }
                                 case .none:
+                                    // A resumed session whose chain cannot be read: nothing to check.
                                     judged = .rejected(status: SystemTrustVerdict.Status.notTrusted)
                                 }
-                                if let serverTrust {
-                                    try await serverTrust.evaluate(
-                                        host: url.host,
-                                        port: url.port,
-                                        chain: chain,
-                                        platformTrust: handshakeTrust
-                                    ) {
-                                        if let error = judged.engineError(host: url.host, address: address) {
-                                            throw error
-                                        }
-                                    }
-                                }
-                                // Pins are the app's own rule: never overruled.
-                                if let pins, !pins.isEmpty {
-                                    guard let leaf = chain.first else {
-                                        throw IdentityFailure(.noCertificate, "the server presented no certificate")
-                                    }
-                                    try PublicKeyPin.check(certificateDER: leaf, against: pins)
+                                try await checks.run(chain: chain, platformTrust: handshakeTrust) {
+                                    if let error = judged.engineError(host: url.host, address: address) { throw error }
                                 }
                             }
                             return Connection.finishSetup(channel, alpn: result, after: checked, ready: readyPromise)

@@ -188,7 +188,12 @@
             // Never an IP as SNI: for an IP-literal host no SNI is sent and the certificate is checked
             // against the IP, as NIOSSL does by itself.
             let sni: String? = url.hostIsIP ? nil : url.host
-            let pins = settings.pins
+            let checks = HandshakeChecks(
+                host: url.host,
+                port: url.port,
+                serverTrust: settings.serverTrust,
+                pins: settings.pins
+            )
             let sslContext = try context(for: url, settings: settings)
             let h2c = settings.h2c
             let serverTrust = settings.serverTrust
@@ -219,27 +224,17 @@
                                 let peer = try? channel.pipeline.syncOperations.handler(type: NIOSSLClientHandler.self)
                                     .peerCertificate
                                 let address = channel.remoteAddress.map(describe) ?? url.host
+                                var chain = verdict.chain.compactMap { try? $0.toDERBytes() }
+                                if chain.isEmpty, let leaf = try? peer?.toDERBytes() { chain = [leaf] }
+                                let presented = chain
                                 let checked = channel.eventLoop.makeFutureWithTask {
-                                    guard let serverTrust else {
-                                        // An IP-literal host is checked against its IP here too: under
-                                        // fast open NIOSSL has no peer address to check it against.
-                                        try await verifyIdentity(
-                                            hostname: sni,
-                                            ip: sni == nil ? url.host : nil,
-                                            peer: peer,
-                                            pins: pins
-                                        )
-                                        return
-                                    }
-                                    try await serverTrust.evaluate(
-                                        host: url.host,
-                                        port: url.port,
-                                        chain: verdict.chain.compactMap { try? $0.toDERBytes() }
-                                    ) {
+                                    try await checks.run(chain: presented) {
                                         if verdict.rejected {
                                             throw untrustedCertificate(host: url.host, address: address)
                                         }
                                         do {
+                                            // An IP-literal host is checked against its IP here too: under
+                                            // fast open NIOSSL has no peer address to check it against.
                                             try await verifyIdentity(
                                                 hostname: sni,
                                                 ip: sni == nil ? url.host : nil,
@@ -254,10 +249,6 @@
                                                 chainRejected: false
                                             )
                                         }
-                                    }
-                                    // Pins are the app's own rule: never overruled.
-                                    if let pins, !pins.isEmpty {
-                                        try await verifyIdentity(hostname: nil, peer: peer, pins: pins)
                                     }
                                 }
                                 return Connection.finishSetup(
