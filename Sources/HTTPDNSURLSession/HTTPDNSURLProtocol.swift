@@ -151,6 +151,8 @@ package class HTTPDNSURLProtocol: URLProtocol {
         else { return false }
         // `route` takes the host as URL gives it: an IP literal bracketed or not, a name in any case.
         guard case .httpdns = setup.intercept.route(for: host) else { return false }
+        // watchOS (TN3135): the system's loading serves every request, as with no SDK.
+        guard HandBack.lowLevelNetworkingAllowed else { return false }
         // A proxy the system would use, and none given to HTTPDNS: the system's request (SystemProxy).
         if setup.engine.configuration.network.proxy == nil, SystemProxy.applies(to: url) { return false }
         // Where it really goes (https after an upgrade): what ATS judges.

@@ -125,6 +125,9 @@ import Testing
         #expect(reason(.useProtocolCachePolicy, forbids: true, transport: false, system: false) == nil)
         #expect(HandBack.reason(configurationIdentifier: "com.example.bg")?.contains("background") == true)
         #expect(HandBack.reason(configurationIdentifier: nil) == nil)
+        // watchOS: no Network.framework for an ordinary watch app (TN3135), so no session is enabled.
+        #expect(HandBack.reason(configurationIdentifier: nil, lowLevelNetworking: false)?.contains("TN3135") == true)
+        #expect(HandBack.lowLevelNetworkingAllowed, "Linux and every Apple platform but watchOS")
     }
 
     @Test func everyConfigurationGetsASlotAndItsSettingsAreFixedAtTheFirstLoad() {

@@ -48,10 +48,29 @@ enum HandBack {
     }
 
     /// Why a session configuration is left without HTTPDNS, or nil to enable it: a background
-    /// session's tasks run in another process, which a URLProtocol cannot serve.
-    static func reason(configurationIdentifier: String?) -> String? {
+    /// session's tasks run in another process, which a URLProtocol cannot serve; on watchOS an ordinary
+    /// app may not use Network.framework (TN3135: only audio streaming and VoIP apps may), which every
+    /// HTTPDNS connection goes through, so the system's loading keeps its sessions.
+    static func reason(
+        configurationIdentifier: String?,
+        lowLevelNetworking: Bool = lowLevelNetworkingAllowed
+    ) -> String? {
+        guard lowLevelNetworking else { return Self.noLowLevelNetworking }
         guard let identifier = configurationIdentifier else { return nil }
         return "background session \"\(identifier)\": its tasks run outside the app, where no URLProtocol runs"
+    }
+
+    static let noLowLevelNetworking =
+        "watchOS: an ordinary watch app may not use Network.framework (TN3135), which HTTPDNS connects through: the system's loading serves it"
+
+    /// Whether the app may open connections itself: not on watchOS, where Network.framework is for
+    /// audio streaming and VoIP apps only (TN3135).
+    static var lowLevelNetworkingAllowed: Bool {
+        #if os(watchOS)
+            return false
+        #else
+            return true
+        #endif
     }
 
     /// Whether the engine's transport applies a request's network rules: Network.framework does
