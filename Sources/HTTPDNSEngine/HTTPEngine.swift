@@ -73,8 +73,8 @@ public final class HTTPEngine: Sendable {
         self.keepHTTP = try configuration.http.keepHTTP.map(HostPattern.init)
         self.keepsStrictTransportSecurity = addressSource?.keepsStrictTransportSecurity ?? false
         self.factory = factory
-        self.pool = ConnectionPool(limits: limits, group: eventLoopGroup) { recipe, deadline in
-            try await factory.connect(recipe, deadline: deadline)
+        self.pool = ConnectionPool(limits: limits, group: eventLoopGroup) { job, deadline in
+            try await factory.connect(job, deadline: deadline)
         }
         self.path.onChange { [weak pool] in pool?.retireConnections() }
         addressSource?.onAnswerChanged { [weak pool] host, family, addresses in
@@ -195,7 +195,8 @@ public final class HTTPEngine: Sendable {
     /// own trust decision let the connection through (RFC 6797 §8.1: only from a connection without
     /// certificate errors).
     private func noteStrictTransportSecurity(of response: HTTPEngineResponse, to request: HTTPEngineRequest) {
-        guard keepsStrictTransportSecurity, response.url.isTLS, request.serverTrust == nil, let source = addressSource,
+        guard keepsStrictTransportSecurity, response.url.isTLS, request.terms.serverTrust == nil,
+            let source = addressSource,
             let policy = response.headers.first(name: "strict-transport-security")
         else { return }
         source.strictTransportSecurity(policy, from: response.url.host)
@@ -235,7 +236,7 @@ public final class HTTPEngine: Sendable {
         span: AttemptSpan?
     ) async throws -> HTTPEngineResponse {
         let url = request.url
-        let key = poolKey(request, given: given)
+        let key = profile(of: request, given: given)
         let deadline = (request.timeout ?? configuration.timeouts.request).map {
             NIODeadline.now() + TimeAmount($0)
         }
@@ -248,18 +249,7 @@ public final class HTTPEngine: Sendable {
         do {
             (connection, reused) = try await pool.lease(
                 key,
-                recipe: ConnectRecipe(
-                    url: url,
-                    given: given,
-                    versions: key.versions,
-                    h2c: key.h2c,
-                    idleTimeout: request.idleTimeout,
-                    eventLoop: loop,
-                    serverTrust: url.isTLS ? request.serverTrust : nil,
-                    proxyCredentials: request.proxyCredentials,
-                    networkAccess: key.networkAccess,
-                    tuning: key.tuning
-                ),
+                job: ConnectJob(profile: key, idleTimeout: request.idleTimeout, eventLoop: loop),
                 deadline: deadline,
                 eventLoop: loop
             )
@@ -325,25 +315,24 @@ public final class HTTPEngine: Sendable {
 }
 
 extension HTTPEngine {
-    /// The pool key of `request` (to `given` addresses, if it names them): requests with equal keys
-    /// share connections.
-    func poolKey(_ request: HTTPEngineRequest, given: ResolvedAddresses?) -> PoolKey {
+    /// The connection profile of `request` (to `given` addresses, if it names them), derived once per
+    /// attempt: requests with equal profiles share connections.
+    func profile(of request: HTTPEngineRequest, given: ResolvedAddresses?) -> ConnectionProfile {
         let url = request.url
-        return PoolKey(
-            scheme: url.scheme,
-            host: url.host,
-            port: url.port,
+        let terms = request.terms
+        return ConnectionProfile(
+            origin: url,
             versions: request.versions ?? configuration.http.versions,
             h2c: !url.isTLS && configuration.http.http2PriorKnowledge,
-            trustPartition: url.isTLS ? request.serverTrust?.partition : nil,
-            proxyCredentials: request.proxyCredentials,
-            networkAccess: request.networkAccess.map(configuration.network.access.narrowed(by:))
+            serverTrust: url.isTLS ? terms.serverTrust : nil,
+            proxyCredentials: terms.proxyCredentials,
+            networkAccess: terms.networkAccess.map(configuration.network.access.narrowed(by:))
                 ?? configuration.network.access,
-            tuning: request.tuning ?? .standard,
-            route: given.map { [$0.ipv4.first, $0.ipv6.first].compactMap { $0 } },
-            connectionLimit: request.connectionLimit.flatMap {
+            tuning: terms.tuning ?? .standard,
+            connectionLimit: terms.connectionLimit.flatMap {
                 $0 < configuration.http.maxConnectionsPerHost ? $0 : nil
-            }
+            },
+            given: given
         )
     }
 
@@ -357,17 +346,8 @@ extension HTTPEngine {
     /// (a resolver's bootstrap addresses): the connection is the one such requests use. Throws the
     /// connect's `HTTPEngineError`.
     package func preconnect(_ url: HTTPURL, addresses given: ResolvedAddresses? = nil) async throws {
-        let key = poolKey(HTTPEngineRequest(url: url), given: given)
-        let recipe = ConnectRecipe(
-            url: url,
-            given: given,
-            versions: key.versions,
-            h2c: key.h2c,
-            idleTimeout: nil,
-            eventLoop: group.any(),
-            networkAccess: key.networkAccess
-        )
-        try await pool.preconnect(key, recipe: recipe)
+        let key = profile(of: HTTPEngineRequest(url: url), given: given)
+        try await pool.preconnect(key, job: ConnectJob(profile: key, idleTimeout: nil, eventLoop: group.any()))
     }
 }
 

@@ -180,24 +180,13 @@ public struct HTTPEngineRequest: Sendable {
     package var idleTimeout: Duration?
     /// HTTP versions for this request (overrides `Configuration.http.versions`).
     package var versions: HTTPVersionPolicy?
-    /// The app's say on the server's certificate beyond the engine's check (a URLSession delegate's).
-    package var serverTrust: ServerTrustEvaluation?
-    /// Credentials for the proxy instead of the configured ones (a URLSession delegate's, after a 407).
-    package var proxyCredentials: ProxyCredentials?
-    /// The networks this request may use, on top of the engine's `Configuration.network.access` (a
-    /// URLSession configuration's and request's rules).
-    package var networkAccess: NetworkAccess?
-    /// The connection's service class, multipath mode and TLS versions (a URLSession configuration's and
-    /// request's); nil: the engine's.
-    package var tuning: ConnectionTuning?
+    /// What the request's session narrows for its connections (a URLSession's, made by its one
+    /// factory); empty for the engine's defaults.
+    package var terms = ConnectionProfile.Terms()
     /// Told the body bytes handed to the connection so far, each time a chunk goes (an inline body:
     /// once, with the head); the URLSession integration turns it into upload progress. On the
     /// connection's event loop or the sending task: keep it short.
     package var onBodySent: (@Sendable (Int) -> Void)?
-    /// At most this many connections to the request's host (a URLSession configuration's
-    /// `httpMaximumConnectionsPerHost`); nil or one above `Configuration.http.maxConnectionsPerHost`: the
-    /// engine's limit.
-    package var connectionLimit: Int?
     /// An http:// URL to a known https origin goes to https (`HTTPSettings.keepHTTP` says where not);
     /// false where the caller decides itself (the URLSession route, as the system it stands in for).
     package var upgradesKnownHTTPSOrigins = true

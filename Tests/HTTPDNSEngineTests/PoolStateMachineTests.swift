@@ -9,8 +9,16 @@ import Testing
     typealias Action = PoolStateMachine.Action
     typealias Connect = PoolStateMachine.Connect
 
-    static let https = PoolKey(scheme: "https", host: "a.test", port: 443, versions: .automatic, h2c: false)
-    static let http = PoolKey(scheme: "http", host: "a.test", port: 80, versions: .automatic, h2c: false)
+    static let https = ConnectionProfile(
+        origin: HTTPURL(scheme: "https", host: "a.test", port: 443),
+        versions: .automatic,
+        h2c: false
+    )
+    static let http = ConnectionProfile(
+        origin: HTTPURL(scheme: "http", host: "a.test", port: 80),
+        versions: .automatic,
+        h2c: false
+    )
     static let t0 = NIODeadline.uptimeNanoseconds(1_000_000_000)
 
     func machine(connections: Int = 2, streams: Int = 2, idle: TimeAmount = .seconds(60)) -> PoolStateMachine {
@@ -20,13 +28,13 @@ import Testing
     }
 
     /// The connect the pool opens for `key`, on behalf of request `request`'s recipe.
-    func connect(_ conn: Int, _ key: PoolKey, for request: Int, deadline: NIODeadline? = nil) -> Connect {
-        Connect(connection: conn, key: key, recipeOf: request, deadline: deadline)
+    func connect(_ conn: Int, _ key: ConnectionProfile, for request: Int, deadline: NIODeadline? = nil) -> Connect {
+        Connect(connection: conn, key: key, forRequest: request, deadline: deadline)
     }
 
     /// Opens one connection for a first request, reports it made with `version`, and checks the request
     /// runs on it.
-    func open(_ m: inout PoolStateMachine, _ key: PoolKey, request: Int, version: HTTPVersionUsed) -> Int {
+    func open(_ m: inout PoolStateMachine, _ key: ConnectionProfile, request: Int, version: HTTPVersionUsed) -> Int {
         guard case .wait(let connect?) = m.request(request, key: key, deadline: nil) else {
             Issue.record("request \(request) did not make the pool connect")
             return -1
@@ -141,14 +149,22 @@ import Testing
 
     @Test func anHTTP1OnlyPolicyNeverWaitsForAPossibleHTTP2Connection() {
         var m = machine(connections: 2)
-        let key = PoolKey(scheme: "https", host: "a.test", port: 443, versions: .http1Only, h2c: false)
+        let key = ConnectionProfile(
+            origin: HTTPURL(scheme: "https", host: "a.test", port: 443),
+            versions: .http1Only,
+            h2c: false
+        )
         #expect(m.request(1, key: key, deadline: nil) == .wait(connect: connect(1, key, for: 1)))
         #expect(m.request(2, key: key, deadline: nil) == .wait(connect: connect(2, key, for: 1)))
     }
 
     @Test func ofTwoHTTP2ConnectionsThatRacedTheFirstTakesTheStreamsAndTheSecondCloses() {
         var m = machine(connections: 3)
-        let key = PoolKey(scheme: "http", host: "a.test", port: 80, versions: .automatic, h2c: true)
+        let key = ConnectionProfile(
+            origin: HTTPURL(scheme: "http", host: "a.test", port: 80),
+            versions: .automatic,
+            h2c: true
+        )
         // Learned as HTTP/1.1, so the next two connect in parallel; both come up as h2.
         _ = open(&m, key, request: 1, version: .http1)
         #expect(m.request(2, key: key, deadline: nil) == .wait(connect: connect(2, key, for: 2)))
@@ -402,8 +418,8 @@ import Testing
     // MARK: Pre-connect
 
     /// A pre-connect's connect, which names no waiter and has no deadline.
-    func preconnect(_ conn: Int, _ key: PoolKey) -> Connect {
-        Connect(connection: conn, key: key, recipeOf: nil, deadline: nil)
+    func preconnect(_ conn: Int, _ key: ConnectionProfile) -> Connect {
+        Connect(connection: conn, key: key, forRequest: nil, deadline: nil)
     }
 
     @Test func aPreconnectOpensOneConnectionThatTheFirstRequestWaitsForAndRunsOn() {
@@ -453,7 +469,7 @@ import Testing
     @Test func aNetworkChangeConnectsAPreconnectedHostAgainButNotOthers() {
         var m = machine()
         var other = Self.https
-        other.host = "b.test"
+        other.origin.host = "b.test"
         #expect(m.preconnect(Self.https) == preconnect(1, Self.https))
         _ = m.connected(1, version: .http2, now: Self.t0)
         let conn = open(&m, other, request: 1, version: .http2)
@@ -480,20 +496,24 @@ import Testing
     @Test func aHostWithNothingLeftIsDroppedAndALPNMemoryIsBounded() {
         var m = machine()
         for i in 0..<(PoolStateMachine.rememberedLimit + 10) {
-            let key = PoolKey(scheme: "https", host: "h\(i).test", port: 443, versions: .automatic, h2c: false)
+            let key = ConnectionProfile(
+                origin: HTTPURL(scheme: "https", host: "h\(i).test", port: 443),
+                versions: .automatic,
+                h2c: false
+            )
             let conn = open(&m, key, request: i, version: .http1)
             _ = m.released(conn, reusable: false, now: Self.t0)
             _ = m.closed(conn)
         }
         #expect(m.hosts.isEmpty)
         #expect(m.connections.isEmpty)
-        let first = PoolKey(scheme: "https", host: "h0.test", port: 443, versions: .automatic, h2c: false)
-        let last = PoolKey(
-            scheme: "https",
-            host: "h\(PoolStateMachine.rememberedLimit + 9).test",
-            port: 443,
+        let first = ConnectionProfile(
+            origin: HTTPURL(scheme: "https", host: "h0.test", port: 443),
             versions: .automatic,
             h2c: false
+        )
+        let last = ConnectionProfile(
+            origin: HTTPURL(scheme: "https", host: "h\(PoolStateMachine.rememberedLimit + 9).test", port: 443)
         )
         #expect(m.learnedProtocol(first) == nil)
         #expect(m.learnedProtocol(last) == .http1)

@@ -347,7 +347,7 @@ struct EngineTests {
         let asked = NIOLockedValueBox<[ServerTrustQuestion]>([])
         func request(_ answer: ServerTrustAnswer, partition: UInt64) throws -> HTTPEngineRequest {
             var request = try HTTPEngineRequest(url: peers.url("zzz.test", "/whoami"))
-            request.serverTrust = ServerTrustEvaluation(partition: partition, always: false) { question in
+            request.terms.serverTrust = ServerTrustEvaluation(partition: partition, always: false) { question in
                 asked.withLockedValue { $0.append(question) }
                 return answer
             }

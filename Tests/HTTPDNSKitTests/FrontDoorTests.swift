@@ -40,7 +40,7 @@ import Testing
             let url = "http://app.test:\(origin.ports[0])/healthz"
             func send(_ access: NetworkAccess?) async throws -> RequestMetrics {
                 var request = try HTTPEngineRequest(url: url)
-                request.networkAccess = access
+                request.terms.networkAccess = access
                 let response = try await httpdns.engine.send(request)
                 _ = try await response.body.collect(upTo: 1 << 16)
                 return response.metrics

@@ -15,7 +15,7 @@ extension HTTPEngine {
     func exchange(
         _ request: HTTPEngineRequest,
         on connection: Connection,
-        key: PoolKey,
+        key: ConnectionProfile,
         deadline: NIODeadline?,
         recorder: MetricsRecorder
     ) async throws -> HTTPEngineResponse {

@@ -49,18 +49,18 @@ extension ConnectionFactory {
         func take(_ id: Int) -> T? { state.withLockedValue { $0.values.removeValue(forKey: id) } }
     }
 
-    /// A connection to `addresses`, which `source` gave for the recipe's host, trying again past the
+    /// A connection to `addresses`, which `source` gave for the job's host, trying again past the
     /// cache and then the fallback when they fail or stay silent (ConnectFailover.swift). Throws the
     /// engine's error, with every attempt's failure.
     func connectFailingOver(
-        _ recipe: ConnectRecipe,
+        _ job: ConnectJob,
         addresses: ResolvedAddresses,
         source: any AddressSource,
         lookup: AddressLookup,
         deadline: NIODeadline?,
         port: Int? = nil
     ) async throws -> Connection {
-        let host = recipe.url.host
+        let host = job.profile.origin.host
         var machine = ConnectFailover(
             addresses: addresses.connectOrder,
             options: ConnectFailover.Options(
@@ -95,7 +95,7 @@ extension ConnectionFactory {
                     Task {
                         do {
                             let connection = try await self.connect(
-                                recipe,
+                                job,
                                 addresses: part,
                                 lookup: own,
                                 deadline: deadline,

@@ -21,27 +21,14 @@ import Tracing
     import Darwin
 #endif
 
-/// How to open a connection for a request: the pool keeps it with the waiting request and hands it to
-/// the factory when the host needs a connection.
-struct ConnectRecipe: Sendable {
-    var url: HTTPURL
-    /// Where to connect instead of asking the address source (a resolver endpoint's bootstrap IPs).
-    var given: ResolvedAddresses?
-    var versions: HTTPVersionPolicy
-    var h2c: Bool
-    /// The request's bound on silence, which also bounds its connect and TLS handshake.
+/// One connect the pool asks for: the profile of the waiting request it is for (or of a pre-connect),
+/// and what is that request's own: its bound on silence, which also bounds the connect and TLS
+/// handshake, and the loop the connection lives on (the requesting caller's own when it runs on one of
+/// the engine's loops, so its exchanges cost no thread hop).
+struct ConnectJob: Sendable {
+    var profile: ConnectionProfile
     var idleTimeout: Duration?
-    /// The loop the connection lives on: the requesting caller's own when it runs on one of the
-    /// engine's loops (`group.any()` gives it), so its exchanges cost no thread hop.
     var eventLoop: any EventLoop
-    /// The app's say on the server's certificate (a URLSession delegate's), if it has one.
-    var serverTrust: ServerTrustEvaluation? = nil
-    /// Credentials for the proxy instead of the configured ones.
-    var proxyCredentials: ProxyCredentials? = nil
-    /// The networks the connection may use (the engine's rules narrowed by the request's).
-    var networkAccess = NetworkAccess.unrestricted
-    /// The service class, multipath mode and TLS versions asked for.
-    var tuning = ConnectionTuning.standard
 }
 
 /// How a connection's address was found, for the metrics of the first request on it.
@@ -139,40 +126,40 @@ struct ConnectionFactory: Sendable {
         }
     }
 
-    /// A connection for `recipe`, given up at `deadline`. Throws `ConnectAttemptFailed`.
-    func connect(_ recipe: ConnectRecipe, deadline: NIODeadline?) async throws -> Connection {
+    /// A connection for `job`, given up at `deadline`. Throws `ConnectAttemptFailed`.
+    func connect(_ job: ConnectJob, deadline: NIODeadline?) async throws -> Connection {
         var lookup: AddressLookup?
         do {
-            let url = recipe.url
+            let url = job.profile.origin
             let proxy = configuration.network.proxy?.proxy(scheme: url.scheme, host: url.host)?.with(
-                recipe.proxyCredentials
+                job.profile.proxyCredentials
             )
             let proxyResolves = configuration.network.proxy?.proxyResolvesNames == true
             // Through a proxy that resolves, or to an IP literal: the tunnel names the host as given.
-            if let proxy, recipe.given == nil, proxyResolves || IPAddress(url.host) != nil {
+            if let proxy, job.profile.given == nil, proxyResolves || IPAddress(url.host) != nil {
                 let named = AddressLookup(source: proxyResolves ? .proxy : .literal)
                 lookup = named
                 let target = formatAuthority(host: url.host, port: url.port)
                 return try await connect(
-                    recipe,
+                    job,
                     addresses: nil,
                     lookup: named,
                     deadline: deadline,
                     proxy: (proxy, [target])
                 )
             }
-            if proxy == nil, let source = recordsSource(for: recipe) {
-                return try await connectByRecords(recipe, source: source, deadline: deadline, lookup: &lookup)
+            if proxy == nil, let source = recordsSource(for: job) {
+                return try await connectByRecords(job, source: source, deadline: deadline, lookup: &lookup)
             }
             let (addresses, found) = try await self.addresses(
                 for: url.host,
-                given: recipe.given,
+                given: job.profile.given,
                 deadline: deadline,
                 probing: proxy == nil ? url : nil
             )
             lookup = found
             guard let proxy else {
-                return try await connectFromSource(recipe, addresses: addresses, lookup: found, deadline: deadline)
+                return try await connectFromSource(job, addresses: addresses, lookup: found, deadline: deadline)
             }
             // Through a proxy: a tunnel to each address HTTPDNS gave, the originals rather than their NAT64
             // forms (the proxy connects, from its own network).
@@ -185,7 +172,7 @@ struct ConnectionFactory: Sendable {
                 throw HTTPEngineError(.noAddresses, "no address to connect to for \(url.host)")
             }
             return try await connect(
-                recipe,
+                job,
                 addresses: addresses,
                 lookup: found,
                 deadline: deadline,
@@ -196,11 +183,12 @@ struct ConnectionFactory: Sendable {
         }
     }
 
-    /// The source to ask for the origin's HTTPS records, when `recipe` is one they apply to (see
+    /// The source to ask for the origin's HTTPS records, when `job` is one they apply to (see
     /// ServiceRoute.swift): an https origin on its default port, by name, its addresses not given.
-    private func recordsSource(for recipe: ConnectRecipe) -> (any AddressSource)? {
-        guard configuration.http.usesHTTPSRecords, recipe.url.isTLS, recipe.url.port == 443, recipe.given == nil,
-            IPAddress(recipe.url.host) == nil, let source = addressSource, source.answersServiceBindings
+    private func recordsSource(for job: ConnectJob) -> (any AddressSource)? {
+        guard configuration.http.usesHTTPSRecords, job.profile.origin.isTLS, job.profile.origin.port == 443,
+            job.profile.given == nil,
+            IPAddress(job.profile.origin.host) == nil, let source = addressSource, source.answersServiceBindings
         else { return nil }
         return source
     }
@@ -208,12 +196,12 @@ struct ConnectionFactory: Sendable {
     /// Connects as the origin's HTTPS records say (ServiceRoute.swift): they are asked next to the
     /// addresses and waited for a little beyond them; without a usable record, as if there were none.
     private func connectByRecords(
-        _ recipe: ConnectRecipe,
+        _ job: ConnectJob,
         source: any AddressSource,
         deadline: NIODeadline?,
         lookup: inout AddressLookup?
     ) async throws -> Connection {
-        let url = recipe.url
+        let url = job.profile.origin
         let cached = source.cachedServiceBindings(for: url.host)
         let records =
             cached == nil ? Task { try? await source.serviceBindings(for: url.host, deadline: deadline) } : nil
@@ -239,12 +227,12 @@ struct ConnectionFactory: Sendable {
             }
         }
         guard let bindings,
-            let route = ServiceRoute.choose(bindings, port: url.port, versions: recipe.versions)
+            let route = ServiceRoute.choose(bindings, port: url.port, versions: job.profile.versions)
         else {
             var (addresses, own) = try found.get()
             own.recordsWait = waited
             lookup = own
-            return try await connectFromSource(recipe, addresses: addresses, lookup: own, deadline: deadline)
+            return try await connectFromSource(job, addresses: addresses, lookup: own, deadline: deadline)
         }
         // An alias's target: its own addresses (a round trip the alias costs).
         let routed: Result<(ResolvedAddresses?, AddressLookup), any Error>
@@ -274,8 +262,8 @@ struct ConnectionFactory: Sendable {
         }
         own.recordsWait = waited
         lookup = own
-        var via = recipe
-        via.versions = route.versions
+        var via = job
+        via.profile.versions = route.versions
         // The origin's own endpoint (its addresses on the URL's port) is the fallback (RFC 9460 §3), unless
         // it is the record's endpoint: it joins the race when the record's fails, or has not connected
         // within `recordsFallbackDelay` (a blackholed record port would otherwise cost the connect
@@ -302,7 +290,7 @@ struct ConnectionFactory: Sendable {
                 port: route.port
             )
         } or: {
-            try await self.connectFromSource(recipe, addresses: origin, lookup: originLookup, deadline: deadline)
+            try await self.connectFromSource(job, addresses: origin, lookup: originLookup, deadline: deadline)
         }
     }
 
@@ -312,17 +300,17 @@ struct ConnectionFactory: Sendable {
     /// A connection to `addresses`: through ConnectFailover's rules when the address source gave them
     /// (HTTPDNS, its cache), straight otherwise.
     private func connectFromSource(
-        _ recipe: ConnectRecipe,
+        _ job: ConnectJob,
         addresses: ResolvedAddresses?,
         lookup: AddressLookup,
         deadline: NIODeadline?,
         port: Int? = nil
     ) async throws -> Connection {
-        guard let addresses, let source = addressSource, recipe.given == nil, lookup.source.isHTTPDNS else {
-            return try await connect(recipe, addresses: addresses, lookup: lookup, deadline: deadline, port: port)
+        guard let addresses, let source = addressSource, job.profile.given == nil, lookup.source.isHTTPDNS else {
+            return try await connect(job, addresses: addresses, lookup: lookup, deadline: deadline, port: port)
         }
         return try await connectFailingOver(
-            recipe,
+            job,
             addresses: addresses,
             source: source,
             lookup: lookup,
@@ -526,15 +514,15 @@ struct ConnectionFactory: Sendable {
     }
 
     func connect(
-        _ recipe: ConnectRecipe,
+        _ job: ConnectJob,
         addresses: ResolvedAddresses?,
         lookup: AddressLookup,
         deadline: NIODeadline?,
         proxy: (proxy: HTTPProxy, targets: [String])? = nil,
         port: Int? = nil
     ) async throws -> Connection {
-        let url = recipe.url
-        let requested = recipe.idleTimeout
+        let url = job.profile.origin
+        let requested = job.idleTimeout
         var connectTimeout = requested.map { min($0, configuration.timeouts.connect) } ?? configuration.timeouts.connect
         if let deadline {
             let left = Duration(deadline - .now())
@@ -542,17 +530,17 @@ struct ConnectionFactory: Sendable {
             connectTimeout = min(connectTimeout, left)
         }
         let settings = Connection.Settings(
-            versions: recipe.versions,
+            versions: job.profile.versions,
             pins: configuration.tls.pins[url.host],
-            h2c: recipe.h2c,
+            h2c: job.profile.h2c,
             connectTimeout: connectTimeout,
             tlsTimeout: requested.map { min($0, configuration.timeouts.tlsHandshake) }
                 ?? configuration.timeouts.tlsHandshake,
             proxy: proxy?.proxy,
             tunnelTargets: proxy?.targets ?? [],
-            serverTrust: recipe.serverTrust,
-            networkAccess: recipe.networkAccess,
-            tuning: recipe.tuning,
+            serverTrust: job.profile.serverTrust,
+            networkAccess: job.profile.networkAccess,
+            tuning: job.profile.tuning,
             port: port
         )
         do {
@@ -561,7 +549,7 @@ struct ConnectionFactory: Sendable {
                 addresses: addresses,
                 lookup: lookup,
                 settings: settings,
-                on: recipe.eventLoop,
+                on: job.eventLoop,
                 transport: transport
             )
             // Through a proxy the remote is the proxy's address: nothing to learn about the origin's.

@@ -9,44 +9,12 @@ import HTTPDNSCore
 import NIOConcurrencyHelpers
 import NIOCore
 
-struct PoolKey: Hashable, Sendable {
-    var scheme: String
-    var host: String
-    var port: Int
-    var versions: HTTPVersionPolicy
-    var h2c: Bool
-    /// Connections whose certificate an app had a say on serve only that app's requests
-    /// (ServerTrustEvaluation's partition); nil for the engine's own check alone.
-    var trustPartition: UInt64? = nil
-    /// Connections opened with a request's own proxy credentials serve only requests with the same.
-    var proxyCredentials: ProxyCredentials? = nil
-    /// Connections opened under narrower network rules serve only requests with the same rules.
-    var networkAccess = NetworkAccess.unrestricted
-    /// Connections opened with another service class, multipath mode or TLS versions serve only requests
-    /// that ask for the same.
-    var tuning = ConnectionTuning.standard
-    /// For requests that name their addresses (a resolver's queries), the first of each family: a
-    /// resolver moved to another service address stops reusing connections to the one before.
-    var route: [IPAddress]? = nil
-    /// A lower connection limit than the engine's for these requests (a URLSession configuration's
-    /// `httpMaximumConnectionsPerHost`); they get connections of their own, held to it.
-    var connectionLimit: Int? = nil
-
-    /// The origin alone: keys that differ only in the rest (tuning, limits, partitions: rare, and
-    /// compared in full by `==`) share a bucket. The whole key was hashed at every lease and release,
-    /// a third of the pool's cost per request.
-    func hash(into hasher: inout Hasher) {
-        hasher.combine(host)
-        hasher.combine(port)
-    }
-}
-
 final class ConnectionPool: Sendable {
     typealias RequestID = PoolStateMachine.RequestID
     typealias ConnectionID = PoolStateMachine.ConnectionID
-    /// Opens one connection as `recipe` says, giving up at `deadline` (nil: only the connect and TLS
+    /// Opens one connection as `job` says, giving up at `deadline` (nil: only the connect and TLS
     /// timeouts bound it). Its errors are `ConnectAttemptFailed`.
-    typealias Factory = @Sendable (_ recipe: ConnectRecipe, _ deadline: NIODeadline?) async throws -> Connection
+    typealias Factory = @Sendable (_ job: ConnectJob, _ deadline: NIODeadline?) async throws -> Connection
 
     /// What a request is given by the pool.
     enum Grant {
@@ -56,14 +24,14 @@ final class ConnectionPool: Sendable {
     }
 
     /// A queued request: queued under the lock before its task suspends, so a grant that comes in
-    /// between is kept for it, never lost. `recipe` says how to connect for it.
+    /// between is kept for it, never lost. `job` says how to connect for it.
     struct Waiter {
         enum Stage {
             case queued
             case granted(Grant)
             case suspended(CheckedContinuation<Grant, Never>)
         }
-        var recipe: ConnectRecipe
+        var job: ConnectJob
         var stage: Stage
     }
 
@@ -77,10 +45,10 @@ final class ConnectionPool: Sendable {
         var fresh: Set<ConnectionID> = []
         /// Per host, the error of its last failed connect, named when a waiter times out after it.
         /// Cleared when a connect to the host succeeds; at most `lastErrorLimit` hosts.
-        var lastConnectError: [PoolKey: any Error] = [:]
+        var lastConnectError: [ConnectionProfile: any Error] = [:]
         /// How to connect to each pre-connected host, for the machine's pre-connects (which name no
         /// waiter); at most `preconnectLimit` hosts, those the pool has forgotten dropped first.
-        var preconnectRecipes: [PoolKey: ConnectRecipe] = [:]
+        var preconnectJobs: [ConnectionProfile: ConnectJob] = [:]
         /// The latest answers that moved (`answerChanged`), per host and family: a connection to a stale
         /// answer's address that comes up after its refresh moved the answer is retired at once. At
         /// most `lastErrorLimit` hosts.
@@ -94,8 +62,8 @@ final class ConnectionPool: Sendable {
         var resume: [(CheckedContinuation<Grant, Never>, Grant)] = []
         var close: [Connection] = []
         var idleTimers: [(Connection, ConnectionID, TimeAmount)] = []
-        var connects: [(PoolStateMachine.Connect, ConnectRecipe)] = []
-        var retryTimers: [(PoolKey, TimeAmount)] = []
+        var connects: [(PoolStateMachine.Connect, ConnectJob)] = []
+        var retryTimers: [(ConnectionProfile, TimeAmount)] = []
         /// The grant for the request whose own event produced these actions, if any.
         var own: Grant?
     }
@@ -111,11 +79,11 @@ final class ConnectionPool: Sendable {
     }
 
     /// A connection to run one request on: idle, multiplexed or new. `reused` is false for the first
-    /// request on a new connection. Every lease must be given back with `release`. `recipe` is made
+    /// request on a new connection. Every lease must be given back with `release`. `job` is made
     /// only when the request has to wait (a request that finds a connection builds none).
     func lease(
-        _ key: PoolKey,
-        recipe: @autoclosure () -> ConnectRecipe,
+        _ key: ConnectionProfile,
+        job: @autoclosure () -> ConnectJob,
         deadline: NIODeadline?,
         eventLoop: any EventLoop
     ) async throws -> (Connection, reused: Bool) {
@@ -131,7 +99,7 @@ final class ConnectionPool: Sendable {
                 case .fail(let failure):
                     return (id, .fail(failure, connectError: nil), Effects())
                 case .wait(let connect):
-                    state.waiters[id] = Waiter(recipe: recipe(), stage: .queued)
+                    state.waiters[id] = Waiter(job: job(), stage: .queued)
                     return (id, nil, Self.apply(connect.map { [.connect($0)] } ?? [], &state, connectError: nil))
                 }
             }
@@ -176,35 +144,35 @@ final class ConnectionPool: Sendable {
         }
     }
 
-    /// Opens a connection to `key` ahead of its first request, as `recipe` says, and returns when it is
+    /// Opens a connection to `key` ahead of its first request, as `job` says, and returns when it is
     /// in the pool; the first request to `key` runs on it. Returns at once when the host has a
     /// connection that can take a request or one on its way. Throws the connect's error.
-    func preconnect(_ key: PoolKey, recipe: ConnectRecipe) async throws {
+    func preconnect(_ key: ConnectionProfile, job: ConnectJob) async throws {
         let connect = state.withLockedValue { state -> PoolStateMachine.Connect? in
-            if state.preconnectRecipes[key] == nil, state.preconnectRecipes.count >= Self.preconnectLimit {
-                state.preconnectRecipes = state.preconnectRecipes.filter { state.machine.hosts[$0.key] != nil }
-                guard state.preconnectRecipes.count < Self.preconnectLimit else { return nil }
+            if state.preconnectJobs[key] == nil, state.preconnectJobs.count >= Self.preconnectLimit {
+                state.preconnectJobs = state.preconnectJobs.filter { state.machine.hosts[$0.key] != nil }
+                guard state.preconnectJobs.count < Self.preconnectLimit else { return nil }
             }
-            state.preconnectRecipes[key] = recipe
+            state.preconnectJobs[key] = job
             return state.machine.preconnect(key)
         }
         guard let connect else { return }
-        if let error = await establish(connect, recipe: recipe) {
+        if let error = await establish(connect, job: job) {
             throw (error as? ConnectAttemptFailed)?.error ?? error
         }
     }
 
     /// Opens a connection the machine asked for, and tells the machine how it went.
-    private func open(_ connect: PoolStateMachine.Connect, recipe: ConnectRecipe) {
-        Task { await establish(connect, recipe: recipe) }
+    private func open(_ connect: PoolStateMachine.Connect, job: ConnectJob) {
+        Task { await establish(connect, job: job) }
     }
 
     /// `open`'s work: the connect, then the machine's event. Returns the connect's error, if it failed.
     @discardableResult
-    private func establish(_ connect: PoolStateMachine.Connect, recipe: ConnectRecipe) async -> (any Error)? {
+    private func establish(_ connect: PoolStateMachine.Connect, job: ConnectJob) async -> (any Error)? {
         let conn: Connection
         do {
-            conn = try await factory(recipe, connect.deadline)
+            conn = try await factory(job, connect.deadline)
         } catch {
             let cause = (error as? ConnectAttemptFailed)?.error ?? error
             let effects = state.withLockedValue { state in
@@ -228,7 +196,7 @@ final class ConnectionPool: Sendable {
             state.ids[ObjectIdentifier(conn)] = connect.connection
             // A pre-connect's connection counts as reused for its first request, which paid none of its
             // lookup, connect or handshake.
-            if connect.recipeOf != nil { state.fresh.insert(connect.connection) }
+            if connect.forRequest != nil { state.fresh.insert(connect.connection) }
             state.lastConnectError[connect.key] = nil
             var actions = state.machine.connected(connect.connection, version: conn.version, now: .now())
             // Made to an address the answer has moved away from since its lookup (a stale answer
@@ -245,7 +213,7 @@ final class ConnectionPool: Sendable {
     }
 
     /// Gives a leased connection back. `reusable`: an HTTP/1.1 connection whose exchange ended cleanly.
-    func release(_ conn: Connection, key: PoolKey, reusable: Bool) {
+    func release(_ conn: Connection, key: ConnectionProfile, reusable: Bool) {
         let active = reusable && conn.isActive
         event(conn) { $0.released($1, reusable: active, now: .now()) }
     }
@@ -369,15 +337,15 @@ final class ConnectionPool: Sendable {
             case .run(let id, let conn):
                 grant(id, .run(state.connections[conn]!, reused: state.fresh.remove(conn) == nil))
             case .connect(let connect):
-                // The machine names a request still in its queue, so its recipe is here; a pre-connect's
+                // The machine names a request still in its queue, so its job is here; a pre-connect's
                 // is kept per host.
-                let recipe: ConnectRecipe?
-                if let waiter = connect.recipeOf {
-                    recipe = state.waiters[waiter]?.recipe
+                let job: ConnectJob?
+                if let waiter = connect.forRequest {
+                    job = state.waiters[waiter]?.job
                 } else {
-                    recipe = state.preconnectRecipes[connect.key]
+                    job = state.preconnectJobs[connect.key]
                 }
-                if let recipe { effects.connects.append((connect, recipe)) }
+                if let job { effects.connects.append((connect, job)) }
             case .fail(let id, let failure):
                 grant(id, .fail(failure, connectError: connectError))
             case .close(let conn):
@@ -397,13 +365,15 @@ final class ConnectionPool: Sendable {
         for (conn, id, after) in effects.idleTimers {
             conn.channel.eventLoop.scheduleTask(in: after) { self.idleTimerFired(id) }
         }
-        for (connect, recipe) in effects.connects { open(connect, recipe: recipe) }
+        for (connect, job) in effects.connects { open(connect, job: job) }
         for (key, after) in effects.retryTimers {
             group.any().scheduleTask(in: after) { self.perform { $0.connectRetryDue(key) } }
         }
     }
 
-    private func error(_ failure: PoolStateMachine.Failure, key: PoolKey, connectError: (any Error)?) -> any Error {
+    private func error(_ failure: PoolStateMachine.Failure, key: ConnectionProfile, connectError: (any Error)?)
+        -> any Error
+    {
         switch failure {
         case .shutdown:
             return HTTPEngineError(.shutdown, "the engine was shut down")

@@ -58,13 +58,13 @@ struct PoolStateMachine {
     }
 
     /// A connection the executor opens now for `key`, with the connect parameters of request
-    /// `recipeOf` (any waiter of the host: they share the key; nil for a pre-connect, whose parameters
+    /// `forRequest` (any waiter of the host: they share the key; nil for a pre-connect, whose parameters
     /// the executor keeps), within `deadline` (the latest of the host's waiters' deadlines; nil when one
     /// of them has none, or for a pre-connect).
     struct Connect: Equatable {
         var connection: ConnectionID
-        var key: PoolKey
-        var recipeOf: RequestID?
+        var key: ConnectionProfile
+        var forRequest: RequestID?
         var deadline: NIODeadline?
     }
 
@@ -86,7 +86,7 @@ struct PoolStateMachine {
         /// Call `idleTimerFired` for this connection after `after`.
         case scheduleIdleTimer(ConnectionID, after: TimeAmount)
         /// Call `connectRetryDue` for this host after `after`.
-        case scheduleConnectRetry(PoolKey, after: TimeAmount)
+        case scheduleConnectRetry(ConnectionProfile, after: TimeAmount)
     }
 
     struct Limits {
@@ -100,7 +100,7 @@ struct PoolStateMachine {
     }
 
     struct Connection {
-        var key: PoolKey
+        var key: ConnectionProfile
         var version: HTTPVersionUsed
         /// HTTP/2: streams open. HTTP/1.1: 1 while leased.
         var inUse = 0
@@ -136,15 +136,15 @@ struct PoolStateMachine {
     }
 
     let limits: Limits
-    private(set) var hosts: [PoolKey: Host] = [:]
+    private(set) var hosts: [ConnectionProfile: Host] = [:]
     private(set) var connections: [ConnectionID: Connection] = [:]
     /// Connects on their way, and their host.
-    private var connecting: [ConnectionID: PoolKey] = [:]
+    private var connecting: [ConnectionID: ConnectionProfile] = [:]
     /// Queued requests: their host and deadline.
-    private(set) var waiting: [RequestID: (key: PoolKey, deadline: NIODeadline?)] = [:]
+    private(set) var waiting: [RequestID: (key: ConnectionProfile, deadline: NIODeadline?)] = [:]
     /// What ALPN chose for hosts that were dropped, oldest first; at most `rememberedLimit`.
-    private var remembered: [PoolKey: HTTPVersionUsed] = [:]
-    private var rememberedOrder = CircularBuffer<PoolKey>()
+    private var remembered: [ConnectionProfile: HTTPVersionUsed] = [:]
+    private var rememberedOrder = CircularBuffer<ConnectionProfile>()
     static let rememberedLimit = 256
     private var nextConnection: ConnectionID = 0
     private(set) var isShutDown = false
@@ -163,12 +163,12 @@ struct PoolStateMachine {
     var openConnections: Int { connections.count }
 
     /// What ALPN chose for `key` the last time, if remembered.
-    func learnedProtocol(_ key: PoolKey) -> HTTPVersionUsed? { hosts[key]?.learned ?? remembered[key] }
+    func learnedProtocol(_ key: ConnectionProfile) -> HTTPVersionUsed? { hosts[key]?.learned ?? remembered[key] }
 
     // MARK: Events
 
     /// A request for `key` wants a connection; `deadline` is when it stops waiting (nil: never).
-    mutating func request(_ id: RequestID, key: PoolKey, deadline: NIODeadline?) -> RequestAction {
+    mutating func request(_ id: RequestID, key: ConnectionProfile, deadline: NIODeadline?) -> RequestAction {
         guard !isShutDown else { return .fail(.shutdown) }
         // Taken out of the dictionary while it changes, so that its arrays are not copied (copy on write).
         var host = hosts.removeValue(forKey: key) ?? Host(learned: remembered[key])
@@ -181,13 +181,13 @@ struct PoolStateMachine {
 
     /// The app wants a connection to `key` before its first request. Returns the connect to open, or nil
     /// when the host has a connection that can take a request, one on its way, or no room for another.
-    mutating func preconnect(_ key: PoolKey) -> Connect? {
+    mutating func preconnect(_ key: ConnectionProfile) -> Connect? {
         guard !isShutDown else { return nil }
         var host = hosts.removeValue(forKey: key) ?? Host(learned: remembered[key])
         host.preconnected = true
         defer { store(host, key) }
         guard host.http2 == nil, host.idle.isEmpty, host.connecting == 0, canConnect(host, key) else { return nil }
-        return newConnect(&host, key, recipeOf: nil)
+        return newConnect(&host, key, forRequest: nil)
     }
 
     /// Connection `conn` is up with the protocol ALPN chose (or h2c / plain HTTP/1.1): the oldest
@@ -282,7 +282,7 @@ struct PoolStateMachine {
     }
 
     /// The backoff after a failed connect to `key` is over: connect again for the waiters left.
-    mutating func connectRetryDue(_ key: PoolKey) -> [Action] {
+    mutating func connectRetryDue(_ key: ConnectionProfile) -> [Action] {
         guard var host = hosts.removeValue(forKey: key) else { return [] }
         host.retryPending = false
         var actions: [Action] = []
@@ -410,7 +410,7 @@ struct PoolStateMachine {
             host.http2 = nil
             // A pre-connected host in use (or still warm) is warmed up again on the new network.
             if host.preconnected, host.connecting == 0, canConnect(host, key) {
-                actions.append(.connect(newConnect(&host, key, recipeOf: nil)))
+                actions.append(.connect(newConnect(&host, key, forRequest: nil)))
             }
             hosts[key] = host
         }
@@ -452,32 +452,32 @@ struct PoolStateMachine {
     }
 
     /// Whether a new connection may be opened for `key` now.
-    private func canConnect(_ host: Host, _ key: PoolKey) -> Bool {
+    private func canConnect(_ host: Host, _ key: ConnectionProfile) -> Bool {
         let limit = min(limits.maxConnectionsPerHost, max(1, key.connectionLimit ?? .max))
         guard !host.retryPending, host.connections.count + host.connecting < limit else {
             return false
         }
         // A connection that is, or may turn out to be, HTTP/2 carries the request once it has room.
         let mayBeH2 =
-            key.versions != .http1Only && (key.scheme == "https" || key.h2c) && host.learned != .http1
+            key.versions != .http1Only && (key.origin.isTLS || key.h2c) && host.learned != .http1
         return !(mayBeH2 && (host.connecting > 0 || host.http2 != nil))
     }
 
     /// A connect for `key` when a waiter has none on its way and the limits allow one.
-    private mutating func nextConnect(_ host: inout Host, _ key: PoolKey) -> Connect? {
+    private mutating func nextConnect(_ host: inout Host, _ key: ConnectionProfile) -> Connect? {
         guard let oldest = host.waiters.first, host.connecting < host.waiters.count, canConnect(host, key) else {
             return nil
         }
-        return newConnect(&host, key, recipeOf: oldest)
+        return newConnect(&host, key, forRequest: oldest)
     }
 
-    /// Counts a new connect on its way for `key`: for waiter `recipeOf`, or a pre-connect (nil).
-    private mutating func newConnect(_ host: inout Host, _ key: PoolKey, recipeOf: RequestID?) -> Connect {
+    /// Counts a new connect on its way for `key`: for waiter `forRequest`, or a pre-connect (nil).
+    private mutating func newConnect(_ host: inout Host, _ key: ConnectionProfile, forRequest: RequestID?) -> Connect {
         nextConnection += 1
         host.connecting += 1
         connecting[nextConnection] = key
-        let deadline = recipeOf == nil ? nil : latestDeadline(of: host)
-        return Connect(connection: nextConnection, key: key, recipeOf: recipeOf, deadline: deadline)
+        let deadline = forRequest == nil ? nil : latestDeadline(of: host)
+        return Connect(connection: nextConnection, key: key, forRequest: forRequest, deadline: deadline)
     }
 
     /// The latest deadline among the host's waiters; nil when one of them waits without one.
@@ -492,7 +492,7 @@ struct PoolStateMachine {
 
     /// Gives queued requests, oldest first, what the host can offer now (a stream or an idle
     /// connection), then opens connections for those left while the limits allow.
-    private mutating func serveWaiters(_ host: inout Host, _ key: PoolKey, into actions: inout [Action]) {
+    private mutating func serveWaiters(_ host: inout Host, _ key: ConnectionProfile, into actions: inout [Action]) {
         while let waiter = host.waiters.first, let conn = take(&host) {
             actions.append(.run(waiter, on: conn))
             host.waiters.removeFirst()
@@ -521,7 +521,7 @@ struct PoolStateMachine {
     }
 
     /// Writes `host` back, or drops it when nothing is left, remembering what its ALPN chose.
-    private mutating func store(_ host: Host, _ key: PoolKey) {
+    private mutating func store(_ host: Host, _ key: ConnectionProfile) {
         guard host.isEmpty else {
             hosts[key] = host
             return

@@ -331,7 +331,7 @@ extension HTTPDNSURLProtocol {
         var request = original
         let host = request.url.host
         func askAboutTrust() {
-            request.serverTrust = serverTrust(
+            request.terms.serverTrust = serverTrust(
                 always: setup.serverTrustChallenges == .always,
                 partition: context.trustPartition(),
                 setup: setup,
@@ -350,7 +350,7 @@ extension HTTPDNSURLProtocol {
                 if let left = try context.resourceTimeLeft() { request.timeout = left }
                 return try await setup.engine.execute(request)
             } catch let error as HTTPEngineError
-                where request.serverTrust == nil && request.url.isTLS && context.mayHaveDelegate
+                where request.terms.serverTrust == nil && request.url.isTLS && context.mayHaveDelegate
                 && (error.code == .untrustedCertificate || error.code == .certificateNameMismatch)
             {
                 context.rememberCertificateNeedsDelegate(host)
@@ -388,7 +388,7 @@ extension HTTPDNSURLProtocol {
                     throw error
                 }
                 context.store(credential, for: space)
-                request.proxyCredentials = ProxyCredentials(user: user, password: credential.password ?? "")
+                request.terms.proxyCredentials = ProxyCredentials(user: user, password: credential.password ?? "")
                 proxyFailures += 1
             }
         }

@@ -70,9 +70,7 @@ extension HTTPDNSURLProtocol {
         engineRequest.decompress = true
         // The route decided the scheme itself (`target(of:setup:)`), as the system it stands in for does.
         engineRequest.upgradesKnownHTTPSOrigins = false
-        engineRequest.networkAccess = NetworkAccess.forLoad(session: context.sessionConfiguration, request: request)
-        engineRequest.tuning = ConnectionTuning.forLoad(session: context.sessionConfiguration, request: request)
-        engineRequest.connectionLimit = context.sessionConfiguration?.httpMaximumConnectionsPerHost
+        engineRequest.terms = ConnectionProfile.Terms.forLoad(session: context.sessionConfiguration, request: request)
         if let body = engineRequest.body { engineRequest.onBodySent = context.uploadProgress(expected: body.length) }
         let idle = context.requestTimeout(request)
         // Past a year the timeout bounds nothing (and `.infinity` would not fit in a time amount).

@@ -1,3 +1,8 @@
+// What a URLSession load says about its connections (`ConnectionProfile.Terms`), made here alone: a new
+// session option is a field of the terms and a line in `Terms.forLoad`. The delegate's say on
+// certificates and a proxy's credentials after a 407 are added by the load as it learns them
+// (Challenges.swift).
+//
 // The networks a load may use, read from the URLSession configuration and the request, as the system
 // honours them: each may only forbid (a session that forbids cellular access is not overruled by a
 // request that allows it). The engine narrows its own `HTTPDNS.Configuration.network.access` by the
@@ -13,6 +18,17 @@ import HTTPDNSEngine
 #if canImport(FoundationNetworking)
     import FoundationNetworking
 #endif
+
+extension ConnectionProfile.Terms {
+    /// The terms of a load: the networks it may use, its tuning and the session's connection limit.
+    static func forLoad(session: URLSessionConfiguration?, request: URLRequest) -> Self {
+        Self(
+            networkAccess: NetworkAccess.forLoad(session: session, request: request),
+            tuning: ConnectionTuning.forLoad(session: session, request: request),
+            connectionLimit: session?.httpMaximumConnectionsPerHost
+        )
+    }
+}
 
 extension NetworkAccess {
     /// The rules `request` carries.
