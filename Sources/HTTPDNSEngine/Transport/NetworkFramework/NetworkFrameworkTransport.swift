@@ -237,10 +237,13 @@
             let readyPromise = loop.makePromise(of: Connection.Ready.self)
             let tunnelPromise = loop.makePromise(of: Void.self)
             let verdict = HandshakeVerdict()
-            let tls = url.isTLS
-            let h2c = settings.h2c
-            let serverTrust = settings.serverTrust
-            let checks = HandshakeChecks(host: url.host, port: url.port, serverTrust: serverTrust, pins: settings.pins)
+            let checks = HandshakeChecks(
+                host: url.host,
+                port: url.port,
+                serverTrust: settings.serverTrust,
+                pins: settings.pins
+            )
+            let roots = additionalRoots
             var bootstrap = Self.configured(
                 base,
                 access: settings.networkAccess,
@@ -248,7 +251,7 @@
                 fastOpen: tcpFastOpen,
                 timeout: timeout
             )
-            if tls {
+            if url.isTLS {
                 bootstrap = bootstrap.tlsOptions(
                     makeTLSOptions(
                         // Never an IP as SNI: an IP-literal host sends none and is checked as an IP.
@@ -256,7 +259,7 @@
                         checkedName: url.host,
                         alpn: settings.versions.alpn,
                         tuning: settings.tuning,
-                        deferring: serverTrust != nil,
+                        deferring: settings.serverTrust != nil,
                         verdict: verdict
                     )
                 )
@@ -273,45 +276,13 @@
                     } else {
                         tunnelPromise.succeed(())
                     }
-                    guard tls else {
-                        readyPromise.succeed(try Connection.configure(channel, version: h2c ? .http2 : .http1))
+                    guard url.isTLS else {
+                        readyPromise.succeed(try Connection.configure(channel, version: settings.h2c ? .http2 : .http1))
                         return
                     }
                     try sync.addHandler(
                         ApplicationProtocolNegotiationHandler { result, channel in
-                            // The system's handshake is over: our checks, then the HTTP handlers.
-                            let address = channel.remoteAddress.map(describe) ?? url.host
-                            // A resumed session ran no verify block: its chain is in the metadata.
-                            let evidence = HandshakeEvidence.choose(
-                                verifyBlock: verdict.value,
-                                metadataChain: verdict.value == nil ? peerChain(of: channel) : []
-                            )
-                            let roots = additionalRoots
-                            let checked = channel.eventLoop.makeFutureWithTask {
-                                let judged: SystemTrustVerdict
-                                var chain: [[UInt8]] = []
-                                var handshakeTrust = verdict.trust
-                                switch evidence {
-                                case .judged(let verdict, let seen):
-                                    judged = verdict
-                                    chain = seen
-                                case .judgeNow(let seen):
-                                    let (verdict, trust) = await ApplePlatformTrust.judge(
-                                        chain: seen,
-                                        host: url.host,
-                                        additionalRoots: roots
-                                    )
-                                    judged = verdict
-                                    chain = seen
-                                    handshakeTrust = trust.map(PlatformTrust.init)
-                                case .none:
-                                    // A resumed session whose chain cannot be read: nothing to check.
-                                    judged = .rejected(status: SystemTrustVerdict.Status.notTrusted)
-                                }
-                                try await checks.run(chain: chain, platformTrust: handshakeTrust) {
-                                    if let error = judged.engineError(host: url.host, address: address) { throw error }
-                                }
-                            }
+                            let checked = Self.check(channel, verdict: verdict, checks: checks, roots: roots)
                             return Connection.finishSetup(channel, alpn: result, after: checked, ready: readyPromise)
                         }
                     )
@@ -323,8 +294,24 @@
             case .address(let address): connected = bootstrap.connect(to: address)
             case .name(let host, let port): connected = bootstrap.connect(host: host, port: port)
             }
-            return connected.flatMap { channel in
-                tunnelPromise.futureResult.flatMap { readyPromise.futureResult }.flatMapThrowing { ready in
+            return Self.established(connected, target: target, tunnel: tunnelPromise, ready: readyPromise)
+                .flatMapErrorThrowing { error in
+                    readyPromise.fail(error)
+                    tunnelPromise.fail(error)
+                    throw Self.failure(error, verdict: verdict, host: url.host, address: target.text)
+                }
+        }
+
+        /// The connection once its tunnel (if any) and its setup are done; a connection that fails after
+        /// connecting is closed.
+        private static func established(
+            _ connected: EventLoopFuture<any Channel>,
+            target: Target,
+            tunnel: EventLoopPromise<Void>,
+            ready: EventLoopPromise<Connection.Ready>
+        ) -> EventLoopFuture<Established> {
+            connected.flatMap { channel in
+                tunnel.futureResult.flatMap { ready.futureResult }.flatMapThrowing { ready in
                     var remote = channel.remoteAddress
                     if case .address(let address) = target { remote = address }
                     guard let remote else {
@@ -335,24 +322,71 @@
                     channel.close(promise: nil)
                     throw error
                 }
-            }.flatMapErrorThrowing { error in
-                readyPromise.fail(error)
-                tunnelPromise.fail(error)
-                // A chain the verify block refused fails the handshake: say why, from the verdict.
-                let address = target.text
-                if let judged = verdict.value?.0, let refused = judged.engineError(host: url.host, address: address) {
-                    throw refused
-                }
-                // Our own check (a pin), or the system's TLS refusing: a TLS failure. A connect failure
-                // (refused, unreachable, timed out) stays one, so the race tries the next address.
-                if error is IdentityFailure {
-                    throw describeTLSFailure(error, host: url.host, address: address, chainRejected: false)
-                }
-                if let failure = error as? NWError, case .tls = failure {
-                    throw describeTLSFailure(error, host: url.host, address: address, chainRejected: false)
-                }
-                throw error
             }
+        }
+
+        /// The checks of a handshake that is over (`HandshakeChecks`), before the HTTP handlers, on the
+        /// evidence it left: the verify
+        /// block's verdict and chain, or for a resumed session (no verify block) the chain in its
+        /// metadata, judged now; neither: nothing to check, refused.
+        private static func check(
+            _ channel: any Channel,
+            verdict: HandshakeVerdict,
+            checks: HandshakeChecks,
+            roots: [[UInt8]]
+        ) -> EventLoopFuture<Void> {
+            let host = checks.host
+            let address = channel.remoteAddress.map(describe) ?? host
+            let evidence = HandshakeEvidence.choose(
+                verifyBlock: verdict.value,
+                metadataChain: verdict.value == nil ? peerChain(of: channel) : []
+            )
+            return channel.eventLoop.makeFutureWithTask {
+                let judged: SystemTrustVerdict
+                var chain: [[UInt8]] = []
+                var handshakeTrust = verdict.trust
+                switch evidence {
+                case .judged(let verdict, let seen):
+                    judged = verdict
+                    chain = seen
+                case .judgeNow(let seen):
+                    let (verdict, trust) = await ApplePlatformTrust.judge(
+                        chain: seen,
+                        host: host,
+                        additionalRoots: roots
+                    )
+                    judged = verdict
+                    chain = seen
+                    handshakeTrust = trust.map(PlatformTrust.init)
+                case .none:
+                    judged = .rejected(status: SystemTrustVerdict.Status.notTrusted)
+                }
+                try await checks.run(chain: chain, platformTrust: handshakeTrust) {
+                    if let error = judged.engineError(host: host, address: address) { throw error }
+                }
+            }
+        }
+
+        /// The engine's error for a connect or handshake that failed: a chain the verify block refused
+        /// says why from the verdict; our own check (a pin) or the system's TLS refusing is a TLS failure;
+        /// a connect failure (refused, unreachable, timed out) stays one, so the race tries the next
+        /// address.
+        private static func failure(
+            _ error: any Error,
+            verdict: HandshakeVerdict,
+            host: String,
+            address: String
+        ) -> any Error {
+            if let judged = verdict.value?.0, let refused = judged.engineError(host: host, address: address) {
+                return refused
+            }
+            if error is IdentityFailure {
+                return describeTLSFailure(error, host: host, address: address, chainRejected: false)
+            }
+            if let failure = error as? NWError, case .tls = failure {
+                return describeTLSFailure(error, host: host, address: address, chainRejected: false)
+            }
+            return error
         }
 
         /// The bootstrap's settings every attempt shares: no waiting for a path, Nagle off, the rules on
