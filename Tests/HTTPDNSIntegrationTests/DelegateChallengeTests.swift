@@ -418,6 +418,29 @@ extension URLSessionTests {
         }
     }
 
+    @Test func aCredentialIsKeptOnlyOnceItHasWorked() async throws {
+        // A delegate first gives a wrong password for the session (persistence .forSession), then the
+        // right one: only the one that worked is kept in the session's storage, as URLSession keeps it.
+        let peers = try Peers.require()
+        let setup = try installForChallenges(peers, trustCA: true)
+        defer { setup.engine.shutdown() }
+        let wrongUser = "mallory-\(UUID().uuidString)"
+        let rightUser = "alice"
+        let wrong = URLCredential(user: wrongUser, password: "looking-glass", persistence: .forSession)
+        let right = URLCredential(user: rightUser, password: "wonderland", persistence: .forSession)
+        let delegate = ChallengeDelegate { challenge in
+            challenge.previousFailureCount == 0 ? (.useCredential, wrong) : (.useCredential, right)
+        }
+        let session = challengeSession(delegate)
+        defer { session.invalidateAndCancel() }
+        let (_, response) = try await get(session, peers.url("a.test", "/basic"))
+        #expect(response.statusCode == 200)
+        let storage = try #require(session.configuration.urlCredentialStorage)
+        let kept = storage.allCredentials.values.flatMap { $0.keys }
+        #expect(!kept.contains(wrongUser), "a password that failed was stored: \(kept)")
+        #expect(kept.contains(rightUser), "the password that worked was not stored: \(kept)")
+    }
+
     @Test func aProxys407IsAnsweredWithTheDelegatesCredential() async throws {
         let peers = try Peers.require()
         let port = try #require(

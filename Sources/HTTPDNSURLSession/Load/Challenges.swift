@@ -345,10 +345,14 @@ extension HTTPDNSURLProtocol {
             askAboutTrust()
         }
         var proxyFailures = 0
+        // A proxy credential the delegate gave is kept (as its persistence asks) once it has worked.
+        var unconfirmed: (URLCredential, URLProtectionSpace)?
         while true {
             do {
                 if let left = try context.resourceTimeLeft() { request.timeout = left }
-                return try await setup.engine.execute(request)
+                let response = try await setup.engine.execute(request)
+                if let (credential, space) = unconfirmed { context.store(credential, for: space) }
+                return response
             } catch let error as HTTPEngineError
                 where request.terms.serverTrust == nil && request.url.isTLS && context.mayHaveDelegate
                 && (error.code == .untrustedCertificate || error.code == .certificateNameMismatch)
@@ -387,7 +391,7 @@ extension HTTPDNSURLProtocol {
                     if answer.disposition == .cancelAuthenticationChallenge { throw URLError(.cancelled) }
                     throw error
                 }
-                context.store(credential, for: space)
+                unconfirmed = (credential, space)
                 request.terms.proxyCredentials = ProxyCredentials(user: user, password: credential.password ?? "")
                 proxyFailures += 1
             }
@@ -412,7 +416,9 @@ extension HTTPDNSURLProtocol {
 
     /// After a 401 with a challenge we speak: asks the delegate and returns the request to send again
     /// with its `Authorization`, or nil to deliver the 401 (no credential, a body that cannot be sent
-    /// twice, too many rounds). Throws `URLError(.cancelled)` when the delegate cancels.
+    /// twice, too many rounds). Throws `URLError(.cancelled)` when the delegate cancels. The credential
+    /// sent is left in `unconfirmed`: the load keeps it (as its persistence asks) only once it has worked,
+    /// so a wrong password is never stored.
     static func authenticate(
         after response: HTTPEngineResponse,
         as urlResponse: HTTPURLResponse,
@@ -420,6 +426,7 @@ extension HTTPDNSURLProtocol {
         url: URL,
         body: BodySource,
         failures: inout Int,
+        unconfirmed: inout (URLCredential, URLProtectionSpace)?,
         context: LoadContext,
         gate: ClientGate
     ) async throws -> URLRequest? {
@@ -464,7 +471,7 @@ extension HTTPDNSURLProtocol {
                 uri: target
             )
         else { return nil }
-        context.store(credential, for: space)
+        unconfirmed = (credential, space)
         _ = try? await response.body.collect(upTo: 1 << 16)
         failures += 1
         var next = request

@@ -35,6 +35,8 @@ extension HTTPDNSURLProtocol {
             }
             // The response the machine is deciding on, and where its request went.
             var last: (response: HTTPEngineResponse, url: URL, urlResponse: HTTPURLResponse)?
+            // The credential a 401 round sent, kept once a response shows it worked (not another 401).
+            var unconfirmed: (URLCredential, URLProtectionSpace)?
             var action = machine.start(cached: cached?.facts, now: Date())
             while true {
                 switch action {
@@ -65,6 +67,10 @@ extension HTTPDNSURLProtocol {
                     )
                     let response = try await send(engineRequest, setup: setup, context: context, gate: gate)
                     last = (response, url, Translation.urlResponse(response, url: url))
+                    if let (credential, space) = unconfirmed, response.status.code != 401 {
+                        context.store(credential, for: space)
+                    }
+                    unconfirmed = nil
                     let (effects, next) = machine.responseArrived(
                         status: Int(response.status.code),
                         headers: response.headers,
@@ -92,6 +98,7 @@ extension HTTPDNSURLProtocol {
                         url: url,
                         body: body,
                         failures: &failures,
+                        unconfirmed: &unconfirmed,
                         context: context,
                         gate: gate
                     )
