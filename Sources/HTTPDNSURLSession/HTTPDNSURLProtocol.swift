@@ -194,6 +194,16 @@ package class HTTPDNSURLProtocol: URLProtocol {
         #endif
     }
 
+    /// Whether the loading system suspends a task by `stopLoading` and resumes it by `startLoading` on
+    /// the same protocol: swift-corelibs-foundation's `URLSessionTask.suspend()` and `resume()`.
+    static var suspendStopsLoading: Bool {
+        #if canImport(Darwin)
+            return false
+        #else
+            return true
+        #endif
+    }
+
     private struct Loading {
         var gate: ClientGate
         var work: Task<Void, Never>
@@ -238,9 +248,13 @@ package class HTTPDNSURLProtocol: URLProtocol {
     }
 
     /// Cancels the load, or, for a task that is suspended (corelibs calls this on `suspend()` and
-    /// `startLoading` on `resume()`), holds it: it reads no more and its client calls wait for the resume.
+    /// `startLoading` on the same protocol on `resume()`), holds it: it reads no more and its client
+    /// calls wait for the resume. Only where that is known to be the loading system's way: elsewhere a
+    /// held load that no `startLoading` resumed would wait for good.
     package override func stopLoading() {
-        if task?.state == .suspended, let gate = loading.withLockedValue({ $0?.gate }), gate.isOpen {
+        if Self.suspendStopsLoading, task?.state == .suspended, let gate = loading.withLockedValue({ $0?.gate }),
+            gate.isOpen
+        {
             gate.suspend()
             return
         }
