@@ -364,7 +364,7 @@ extension HTTPDNSURLProtocol {
                     let proxy = setup.engine.configuration.network.proxy?.proxy(
                         scheme: request.url.scheme,
                         host: request.url.host
-                    ), proxyFailures < maxAuthenticationAttempts
+                    ), proxyFailures < URLLoadMachine.maxAuthenticationRounds
                 else { throw error }
                 let space = URLProtectionSpace(
                     proxyHost: proxy.host,
@@ -398,9 +398,6 @@ extension HTTPDNSURLProtocol {
         }
     }
 
-    /// Challenges answered per request at most, before the 401 (or the proxy's refusal) stands.
-    static let maxAuthenticationAttempts = 8
-
     /// The credential to send after `answer`: the delegate's own, or with default handling the proposed
     /// one on the first round; nil to stop asking.
     static func chosenCredential(_ answer: ChallengeAnswer, proposed: URLCredential?, failures: Int) -> URLCredential? {
@@ -430,7 +427,7 @@ extension HTTPDNSURLProtocol {
         context: LoadContext,
         gate: ClientGate
     ) async throws -> URLRequest? {
-        guard response.status.code == 401, failures < maxAuthenticationAttempts,
+        guard response.status.code == 401,
             let challenge = AuthChallenge.preferred(in: response.headers),
             let method = challenge.authenticationMethod, let host = url.host
         else { return nil }

@@ -70,7 +70,8 @@ struct URLLoadMachine {
         case storeCookies([String], from: URL)
     }
 
-    /// 401 rounds answered per load at most before the 401 stands.
+    /// 401 rounds answered per load at most before the 401 stands (this machine alone counts them), and
+    /// proxy 407 rounds per request.
     static let maxAuthenticationRounds = 8
 
     private(set) var current: URLRequest
