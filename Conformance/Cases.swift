@@ -395,6 +395,18 @@ let trustCases: [ConformanceCase] = [
     // What "continue without credential" arrives as, and a bare .useCredential on Apple platforms.
     trustCase("server-trust-untrusted-reject-protection-space", answer: .rejectProtectionSpace),
     trustCase("server-trust-untrusted-cancel", answer: .cancelAuthenticationChallenge),
+    // A naive delegate answering every challenge with its user and password: no trust credential, so
+    // the untrusted certificate stands (Apple accepts a server only with `URLCredential(trust:)`).
+    .init(name: "server-trust-untrusted-password-credential") { h in
+        let probe = Probe()
+        probe.challengeAnswer = .useCredential
+        probe.credential = URLCredential(user: "user", password: "secret", persistence: .none)
+        let session = h.session(Harness.fresh(), delegate: probe)
+        session.dataTask(with: h.secureURL("/")).resume()
+        let error = await probe.completion()
+        return
+            "error=\(error.map(errorCode) ?? "none") events=\(probe.log) body=[\(String(decoding: probe.data, as: UTF8.self))]"
+    },
     // URLSession asks a delegate about the server's certificate once per new TLS connection: three
     // requests of one session, one kept-alive connection, one question (pinning runs, and runs once).
     .init(name: "server-trust-asked-once-per-connection") { h in

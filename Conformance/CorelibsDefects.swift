@@ -37,6 +37,10 @@ let corelibsDefects: [String: CorelibsDefect] = [
         why: "never asks the delegate about a server's certificate, and reports an untrusted one as -1",
         expected: askedAboutTrust(failingWith: -1202)
     ),
+    "server-trust-untrusted-password-credential": .init(
+        why: "never asks the delegate about a server's certificate, and reports an untrusted one as -1",
+        expected: askedAboutTrust(failingWith: -1202)
+    ),
     "server-trust-untrusted-cancel": .init(
         why: "never asks the delegate about a server's certificate, and reports an untrusted one as -1",
         expected: askedAboutTrust(failingWith: -999)

@@ -109,4 +109,19 @@ import Testing
         gate.resume()
         #expect(owner() == nil && !gate.isOpen)
     }
+
+    @Test func aQuestionWaitingOnAGateIsToldOnceWhenTheGateCloses() {
+        // A delegate question put through a load's gate: when the load stops first (cancelled), the
+        // question is answered "nobody" at once, so a connect waiting on it ends instead of stalling.
+        let (gate, _, _) = gate()
+        let told = NIOLockedValueBox(0)
+        gate.whenClosed { told.withLockedValue { $0 += 1 } }
+        #expect(told.withLockedValue { $0 } == 0)
+        gate.close()
+        gate.close()
+        #expect(told.withLockedValue { $0 } == 1)
+        // Asked after the close: told at once.
+        gate.whenClosed { told.withLockedValue { $0 += 1 } }
+        #expect(told.withLockedValue { $0 } == 2)
+    }
 }
