@@ -254,6 +254,13 @@ final class Probe: NSObject, URLSessionDataDelegate, @unchecked Sendable {
         note(
             "challenge(\(space.authenticationMethod) realm=\(space.realm ?? "-") failures=\(challenge.previousFailureCount))"
         )
+        #if canImport(Darwin)
+            // A Mac settles whether the trust object crosses the URLProtocol bridge: pinning libraries
+            // (Alamofire, TrustKit) read it, and skip or block without it.
+            if space.authenticationMethod == NSURLAuthenticationMethodServerTrust {
+                note("serverTrust=\(space.serverTrust == nil ? "absent" : "present")")
+            }
+        #endif
         if acceptsServerTrust, space.authenticationMethod == "NSURLAuthenticationMethodServerTrust" {
             #if canImport(Darwin)
                 return completionHandler(.useCredential, space.serverTrust.map { URLCredential(trust: $0) })
