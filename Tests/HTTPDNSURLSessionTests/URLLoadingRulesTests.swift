@@ -159,6 +159,25 @@ import Testing
         #expect(!SlotTable<String>.isWorthLogging(100) && SlotTable<String>.isWorthLogging(128))
     }
 
+    @Test func whereSessionsAreSeenMadeEachGetsTheSettingsOfItsMoment() {
+        // Set Authorization, make session A, clear it, make session B, all from one configuration
+        // object (the all-sessions hook enables it as each session is made): A's first request still
+        // carries it, and B is a slot of its own (its delegate decides on its own connections).
+        var table = SlotTable<String>()
+        let configuration = ObjectIdentifier(NSObject())
+        _ = table.enable(configuration, settings: "enabled", alive: { _ in true })
+        #expect(table.enable(configuration, settings: "with Authorization", alive: { _ in true }) == .same(0))
+        table.sessionMade(from: configuration)
+        #expect(table.enable(configuration, settings: "without", alive: { _ in true }) == .new(1))
+        table.sessionMade(from: configuration)
+        // A's first load reads A's moment, not the object as it is now.
+        #expect(table.load(0, again: { "without" }) == "with Authorization")
+        #expect(table.load(1, again: { "changed later" }) == "without")
+        // A configuration never enabled: nothing to fix.
+        table.sessionMade(from: ObjectIdentifier(NSObject()))
+        #expect(table.count == 2)
+    }
+
     @Test func anUploadTasksKnownLengthKeepsItsStreamFromGoingOutChunked() {
         // Apple hands an upload task's file to a URLProtocol as a stream; the task knows its length.
         #expect(

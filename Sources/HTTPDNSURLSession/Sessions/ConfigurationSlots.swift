@@ -12,7 +12,11 @@
 //   copy taken when the configuration is enabled, taken again at the slot's first load if the app's
 //   object is still alive (an app often sets headers after enabling, before making the session), and
 //   never again: later changes to the app's object do not reach sessions already loading, as with
-//   URLSession.
+//   URLSession. Where sessions are seen made (`enableForAllSessions()`, which enables each
+//   configuration as its session is made), the settings are fixed right then, exactly as URLSession
+//   fixes its own, and every session gets a slot of its own. Without that hook, two sessions made from
+//   one configuration object without enabling it again in between share a slot: enable (or
+//   `HTTPDNS.urlSessionConfiguration()`) once per session.
 // - A configuration enabled again after its slot has loaded gets a new slot (it is about to make
 //   another session, maybe with other settings). A copy of a configuration (`copy()`) carries its
 //   slot's class, so sessions made from a changed copy that was not enabled again read the original's
@@ -92,6 +96,15 @@ struct SlotTable<Settings> {
         return slots[slot].settings
     }
 
+    /// A session is being made from `configuration` (seen where sessions are: the all-sessions hook,
+    /// SessionSwizzle.swift): its slot's settings, taken when it was enabled just now, are fixed, as
+    /// URLSession copies its configuration when the session is made; a session made later from the same
+    /// object, changed or not, gets a slot of its own when it is enabled again.
+    mutating func sessionMade(from configuration: ObjectIdentifier) {
+        guard let slot = latest[configuration], slots.indices.contains(slot) else { return }
+        slots[slot].loaded = true
+    }
+
     /// Whether a count of slots is one to log (each power of two from 64 on).
     static func isWorthLogging(_ count: Int) -> Bool { count >= 64 && count & (count - 1) == 0 }
 }
@@ -131,6 +144,11 @@ final class ConfigurationSlots: Sendable {
             }
             return enabled
         }
+    }
+
+    /// A session is being made from `configuration`, enabled just before (see `SlotTable.sessionMade`).
+    func sessionMade(from configuration: URLSessionConfiguration) {
+        state.withLockedValue { $0.table.sessionMade(from: ObjectIdentifier(configuration)) }
     }
 
     /// The settings loads of `slot` read (see `SlotTable.load`).

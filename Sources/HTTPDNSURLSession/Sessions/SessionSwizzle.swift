@@ -9,7 +9,9 @@
 // - `+sessionWithConfiguration:` may call `+sessionWithConfiguration:delegate:delegateQueue:` itself:
 //   `enableHTTPDNS()` is idempotent (our class is first, once), so passing through both is harmless;
 // - the app's configuration object is changed in place, as `enableHTTPDNS()` does; URLSession copies it
-//   when the session is made, so later changes by the app do not reach a session already made;
+//   when the session is made, so later changes by the app do not reach a session already made; the
+//   slot's settings are fixed then too (`SlotTable.sessionMade`), so each session reads what its
+//   configuration said when it was made, and a second session from the same object gets its own slot;
 // - `URLSession.shared` is made without these methods and is left to `registerGlobally()`.
 
 #if canImport(ObjectiveC)
@@ -46,6 +48,7 @@
         // After the exchange each of these names runs the original implementation.
         @objc class func httpdns_session(configuration: URLSessionConfiguration) -> URLSession {
             configuration.enableHTTPDNS()
+            ConfigurationSlots.shared.sessionMade(from: configuration)
             return httpdns_session(configuration: configuration)
         }
 
@@ -55,6 +58,7 @@
             delegateQueue: OperationQueue?
         ) -> URLSession {
             configuration.enableHTTPDNS()
+            ConfigurationSlots.shared.sessionMade(from: configuration)
             return httpdns_session(configuration: configuration, delegate: delegate, delegateQueue: delegateQueue)
         }
     }
