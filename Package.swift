@@ -398,14 +398,14 @@ let package = Package(
                 .product(name: "NIOHPACK", package: "swift-nio-http2"),
             ]
         ),
-        testTarget(
-            "HTTPDNSLocalProxyTests",
-            ["HTTPDNSKit", .product(name: "NIOEmbedded", package: "swift-nio")]
-        ),
         testTarget("HTTPDNSURLSessionTests", ["HTTPDNSURLSession"]),
         testTarget(
             "HTTPDNSKitTests",
-            ["HTTPDNSKit", "HTTPDNSPrivacy", .product(name: "InMemoryTracing", package: "swift-distributed-tracing")]
+            [
+                "HTTPDNSKit", "HTTPDNSPrivacy", .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
+                // The loopback proxy's handler on an EmbeddedChannel (LocalProxy/).
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+            ]
         ),
         // The OpenAPI transport against the test nginx, through a client swift-openapi-generator made
         // from openapi.yaml (committed under Generated/, so no build runs the generator).

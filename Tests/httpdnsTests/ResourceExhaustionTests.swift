@@ -1,4 +1,4 @@
-// Hostile round 3: resource exhaustion against `httpdns serve` and `httpdns fetch` as an operator runs
+// Resource exhaustion against `httpdns serve` and `httpdns fetch` as an operator runs
 // them (the real binary, a separate process, on loopback). Each case asserts the bound that holds now:
 // the process is alive, its descriptors, memory or CPU stay within a figure, and a normal client is still
 // served while the attack goes on. The figures before the fixes are in the CHANGELOG.
@@ -12,7 +12,7 @@ import NIOCore
 import NIOPosix
 import Testing
 
-@Suite(.serialized) struct HostileRound3Tests {
+@Suite(.serialized) struct ResourceExhaustionTests {
     /// A flood of DoH questions for names nobody cached, against an upstream that never answers: at most
     /// `--max-upstream-lookups` are asked at once, the rest are answered SERVFAIL at once, descriptors
     /// stay bounded, and the hosts file still answers meanwhile.

@@ -1,4 +1,5 @@
-// Hostile round 4 against `httpdns serve` as an operator runs it (the real binary, a separate process):
+// The limits of `httpdns serve` under attack (the fourth hostile round), as an operator runs it (the
+// real binary, a separate process):
 // a configuration value the wire form cannot carry is refused at start (it trapped on the first query),
 // and SIGHUP reads the hosts file again instead of killing every request in flight. The rules behind them
 // are tested without a process: EncoderLimitTests (HTTPDNSCoreTests), HostsReloadRuleTests.

@@ -1,4 +1,4 @@
-// Hostile round 2: the HTTP/2 corners round 1 left, against `httpdns serve` as an operator
+// HTTP/2 abuse (the corners the first hostile round left), against `httpdns serve` as an operator
 // runs it and against the engine (`httpdns fetch`). Each case asserts the bound it must hold: the connection is closed (within the timeout, or
 // before the flood ends), memory stays bounded, and other clients are still served.
 
@@ -10,7 +10,7 @@ import NIOCore
 import NIOPosix
 import Testing
 
-@Suite(.serialized) struct HostileRound2Tests {
+@Suite(.serialized) struct HTTP2AbuseTests {
     /// A client that keeps the server's response window shut (SETTINGS_INITIAL_WINDOW_SIZE 0, and no
     /// WINDOW_UPDATE ever), or stops in the middle of a frame, must not hold its connection forever.
     @Test(arguments: [
