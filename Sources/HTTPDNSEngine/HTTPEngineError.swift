@@ -93,6 +93,9 @@ public struct HTTPEngineError: Error, Equatable, Sendable, CustomStringConvertib
     /// Set on a failed connect when the device had no network it could use (NetworkUnavailable.swift):
     /// URLSession reports those as "not connected to the Internet".
     package var networkUnavailable: NetworkUnavailable?
+    /// Set when the server's certificate was refused where the system ran TLS: the handshake's trust
+    /// object, which URLSession hands the app under `NSURLErrorFailingURLPeerTrustErrorKey`.
+    package var peerTrust: PlatformTrust?
 
     package init(_ code: Code, _ message: String, attempts: [Attempt] = [], underlying: (any Error)? = nil) {
         self.code = code

@@ -100,4 +100,18 @@ import Testing
             )
         )
     }
+
+    @Test func aRefusedCertificateCarriesTheHandshakesTrustObject() async throws {
+        // Where the system ran TLS, the app gets the trust object that failed (URLSession's
+        // NSURLErrorFailingURLPeerTrustErrorKey).
+        let c = try chain()
+        final class TrustObject {}
+        let trust = PlatformTrust(TrustObject())
+        do {
+            try await checks().run(chain: c.ders, platformTrust: trust) { throw Self.untrusted }
+            Issue.record("an untrusted chain passed")
+        } catch let error as HTTPEngineError {
+            #expect(error.code == .untrustedCertificate && error.peerTrust?.object === trust.object)
+        }
+    }
 }

@@ -38,6 +38,22 @@ package struct HandshakeChecks: Sendable {
         platformTrust: PlatformTrust? = nil,
         ourCheck: () async throws -> Void
     ) async throws {
+        do {
+            try await check(chain: chain, platformTrust: platformTrust, ourCheck: ourCheck)
+        } catch var error as HTTPEngineError
+            where error.code == .untrustedCertificate || error.code == .certificateNameMismatch
+        {
+            // The app is told which trust object failed, as Apple's URLSession tells it.
+            error.peerTrust = error.peerTrust ?? platformTrust
+            throw error
+        }
+    }
+
+    private func check(
+        chain: [[UInt8]],
+        platformTrust: PlatformTrust?,
+        ourCheck: () async throws -> Void
+    ) async throws {
         var verified = false
         if let serverTrust {
             try await serverTrust.evaluate(host: host, port: port, chain: chain, platformTrust: platformTrust) {

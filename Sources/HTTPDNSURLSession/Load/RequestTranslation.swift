@@ -289,6 +289,12 @@ enum Translation {
         if let url {
             info[NSURLErrorFailingURLErrorKey] = url
         }
+        #if canImport(Darwin)
+            // The trust object that failed, where pinning and error reporting code reads it.
+            if let trust = (error as? HTTPEngineError)?.peerTrust?.object {
+                info[NSURLErrorFailingURLPeerTrustErrorKey] = trust
+            }
+        #endif
         // No network (or none the request may use): what the system reports, with its reason, which
         // Apple tells apps to read before retrying (say, without Low Data Mode's restriction).
         if let unavailable {
