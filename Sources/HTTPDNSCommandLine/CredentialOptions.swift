@@ -23,7 +23,7 @@ package struct CredentialOptions: ParsableArguments {
             valueName: "FILE"
         )
     )
-    package var dnspodKeyFile: String?
+    var dnspodKeyFile: String?
 
     @Option(
         name: .customLong("dnspod-alg"),
@@ -32,7 +32,7 @@ package struct CredentialOptions: ParsableArguments {
             valueName: "aes|des"
         )
     )
-    package var dnspodAlg: String?
+    var dnspodAlg: String?
 
     @Option(
         name: .customLong("dnspod-token-file"),
@@ -41,7 +41,7 @@ package struct CredentialOptions: ParsableArguments {
             valueName: "FILE"
         )
     )
-    package var dnspodTokenFile: String?
+    var dnspodTokenFile: String?
 
     @Option(
         name: .customLong("alibaba-secret-file"),
@@ -50,7 +50,7 @@ package struct CredentialOptions: ParsableArguments {
             valueName: "FILE"
         )
     )
-    package var alibabaSecretFile: String?
+    var alibabaSecretFile: String?
 
     @Option(
         name: .customLong("alibaba-aes-key-file"),
@@ -59,7 +59,7 @@ package struct CredentialOptions: ParsableArguments {
             valueName: "FILE"
         )
     )
-    package var alibabaAESKeyFile: String?
+    var alibabaAESKeyFile: String?
 
     @Option(
         name: .customLong("alibaba-mode"),
@@ -68,12 +68,12 @@ package struct CredentialOptions: ParsableArguments {
             valueName: "cbc|gcm"
         )
     )
-    package var alibabaMode: String?
+    var alibabaMode: String?
 
-    package static let keyVariable = "HTTPDNS_DNSPOD_KEY"
-    package static let tokenVariable = "HTTPDNS_DNSPOD_TOKEN"
-    package static let alibabaVariable = "HTTPDNS_ALIBABA_SECRET"
-    package static let alibabaAESVariable = "HTTPDNS_ALIBABA_AES_KEY"
+    static let keyVariable = "HTTPDNS_DNSPOD_KEY"
+    static let tokenVariable = "HTTPDNS_DNSPOD_TOKEN"
+    static let alibabaVariable = "HTTPDNS_ALIBABA_SECRET"
+    static let alibabaAESVariable = "HTTPDNS_ALIBABA_AES_KEY"
 
     /// `specs` with the credentials attached, each checked by `ResolverSpec.credentialProblem` (the
     /// library's own check). Every mistake is a usage error (exit 64) naming the flag; no message ever
@@ -113,7 +113,7 @@ package struct CredentialOptions: ParsableArguments {
         }
     }
 
-    package func dnspodAuth(environment: [String: String], hasResolver: Bool) throws -> DNSPodAuth? {
+    func dnspodAuth(environment: [String: String], hasResolver: Bool) throws -> DNSPodAuth? {
         let flagged = [
             ("--dnspod-id", dnspodID), ("--dnspod-key-file", dnspodKeyFile), ("--dnspod-alg", dnspodAlg),
             ("--dnspod-token-file", dnspodTokenFile),
@@ -174,7 +174,7 @@ package struct CredentialOptions: ParsableArguments {
     }
 
     /// The AES key and mode of Alibaba's encrypted v2 forms; nil when no key is given.
-    package func alibabaEncryption(environment: [String: String], hasResolver: Bool) throws -> AlibabaEncryption? {
+    func alibabaEncryption(environment: [String: String], hasResolver: Bool) throws -> AlibabaEncryption? {
         if let flag = alibabaAESKeyFile != nil ? "--alibaba-aes-key-file" : alibabaMode != nil ? "--alibaba-mode" : nil,
             !hasResolver
         {

@@ -42,7 +42,7 @@ package struct ResolverOptions: ParsableArguments {
     package var localDNS: String = "system"
 
     @Flag(name: .customLong("no-fallback"), help: "Never fall back to --local-dns when every resolver fails.")
-    package var noFallback = false
+    var noFallback = false
 
     @Option(
         parsing: .unconditional,  // so that "-1" is a value, refused as negative, not a missing one
@@ -84,7 +84,7 @@ package struct ResolverOptions: ParsableArguments {
         name: .customLong("cache-file"),
         help: ArgumentHelp("Keep the DNS cache in FILE across runs.", valueName: "FILE")
     )
-    package var cacheFile: String?
+    var cacheFile: String?
 
     @Option(
         name: .customLong("proxy"),
@@ -150,7 +150,7 @@ package struct ResolverOptions: ParsableArguments {
             valueName: "REGION"
         )
     )
-    package var serviceListRegion: String?
+    var serviceListRegion: String?
 
     @Option(
         name: .customLong("network-id"),
@@ -239,7 +239,7 @@ package struct ResolverOptions: ParsableArguments {
     /// The proxies to use: `--proxy` (for every URL; `""` for none), else curl's environment variables;
     /// `--noproxy` replaces `no_proxy`. A usage error naming the flag (or variable) when one is unusable;
     /// `--proxy` may not carry a password (a command line is readable by every process).
-    package func proxySettings(environment: [String: String] = ProcessInfo.processInfo.environment) throws
+    func proxySettings(environment: [String: String] = ProcessInfo.processInfo.environment) throws
         -> HTTPProxySettings?
     {
         var settings: HTTPProxySettings?
@@ -285,7 +285,7 @@ package struct ResolverOptions: ParsableArguments {
         }
     }
 
-    package func serveExpiredWindow() throws -> Duration? {
+    func serveExpiredWindow() throws -> Duration? {
         try serveExpired.map { try seconds($0, flag: "--serve-expired", range: 0...604_800) }
     }
 
@@ -305,7 +305,7 @@ package struct ResolverOptions: ParsableArguments {
     }
 
     /// `--service-list` and its region.
-    package func serviceListSettings() throws -> ServiceListSettings? {
+    func serviceListSettings() throws -> ServiceListSettings? {
         guard serviceList else {
             if serviceListRegion != nil { throw ValidationError("--service-list-region: give --service-list too") }
             return nil

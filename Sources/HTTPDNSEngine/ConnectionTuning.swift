@@ -43,5 +43,5 @@ package struct ConnectionTuning: Hashable, Sendable {
 
     /// The TLS floor to ask for: never below TLS 1.2, whatever the app asks (1.0 and 1.1 are gone from
     /// every platform's defaults and from RFC 8996).
-    package var effectiveTLSMinimum: UInt16 { max(tlsMinimum ?? 0x0303, 0x0303) }
+    var effectiveTLSMinimum: UInt16 { max(tlsMinimum ?? 0x0303, 0x0303) }
 }

@@ -14,9 +14,9 @@ extension HTTPEngine {
         /// Which HTTP versions to offer through ALPN for https, connections per origin, h2c.
         package var http = HTTPSettings()
         /// Streams on one HTTP/2 connection at most (lower if the server says so).
-        package var maxConcurrentStreams = 100
+        var maxConcurrentStreams = 100
         /// An idle pooled connection is closed after this long.
-        package var idleConnectionTimeout: Duration = .seconds(60)
+        var idleConnectionTimeout: Duration = .seconds(60)
         /// Sent when the request has no User-Agent.
         package var userAgent = "swift-httpdns/0.1"
         /// Spans of each request attempt; nil: none, at the cost of a nil check.

@@ -76,7 +76,7 @@ public struct HTTPEngineError: Error, Equatable, Sendable, CustomStringConvertib
     /// One connection attempt that failed.
     package struct Attempt: Hashable, Sendable, CustomStringConvertible {
         package var address: String
-        package var stage: String  // "connect" or "tls"
+        var stage: String  // "connect" or "tls"
         package var reason: String
         package var description: String {
             stage == "connect" ? "\(address): \(reason)" : "\(address) (\(stage)): \(reason)"

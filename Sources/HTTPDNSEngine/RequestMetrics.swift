@@ -22,7 +22,7 @@ public struct RequestMetrics: Sendable, Hashable {
     public var ip: String?
     /// The IPv4 address the answer gave, when `ip` is its NAT64-synthesized IPv6 form (an IPv6-only
     /// network); nil otherwise.
-    package var synthesizedFrom: String?
+    var synthesizedFrom: String?
     /// The port connected to (the URL's).
     public var port: Int?
     /// The HTTP version the connection speaks.

@@ -21,7 +21,7 @@ package struct ServiceRoute: Equatable, Sendable {
     /// The HTTP versions to offer in ALPN.
     package var versions: HTTPVersionPolicy
     /// The name whose addresses to connect to.
-    package var addressName: String
+    var addressName: String
     /// Addresses to use when `addressName` has none.
     package var hints: [IPAddress]
 
@@ -58,7 +58,7 @@ package struct ServiceRoute: Equatable, Sendable {
     /// both at once answers both at once), never at the cost of a round trip: a lookup of one round
     /// trip waits a tenth of one more for a late answer (Chrome waits a fifth; on a 100 ms link that
     /// fifth was measured at 0.2 of a round trip on every connect whose records came late).
-    package static func extraWait(afterLookupOf took: Duration) -> Duration {
+    static func extraWait(afterLookupOf took: Duration) -> Duration {
         min(.milliseconds(50), took / 10)
     }
 

@@ -19,7 +19,7 @@ public struct TimeoutSettings: Sendable, Hashable {
     /// Bound on a whole request, lookup and body included (nil: none beyond the other timeouts).
     public var request: Duration?
     /// Bound on the TLS handshake after the connect.
-    package var tlsHandshake: Duration = .seconds(10)
+    var tlsHandshake: Duration = .seconds(10)
 
     /// The defaults: 5 s lookup, 10 s connect, 30 s between bytes, no bound on the whole request.
     public init() {}

@@ -266,7 +266,7 @@ extension HTTPDNS {
 
     /// Starts the mode with `applier` making the function that points the system at the server or
     /// back; the Linux tests give one that records what it is told.
-    package func startSystemEncryptedDNS(
+    func startSystemEncryptedDNS(
         _ settings: EncryptedDNSSettings,
         applier: (_ url: URL, _ addresses: [HTTPDNSCore.IPAddress]) -> SystemEncryptedDNS.Apply
     ) throws -> SystemEncryptedDNS {

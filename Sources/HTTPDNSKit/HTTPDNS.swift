@@ -40,7 +40,7 @@ public final class HTTPDNS: Sendable {
     let resolverEngine: HTTPEngine
     let logger: Logger
     /// The loopback proxy that proxy configurations point at (`configure(_:via:)`), started on first use.
-    package let proxyKeeper: ProxyKeeper
+    let proxyKeeper: ProxyKeeper
     /// The resolver's connection being opened at creation (``Configuration/connectsResolverAtStart``).
     let resolverWarmUp: Task<Void, any Error>?
     /// The system encrypted-DNS mode, while it is on (`enableSystemEncryptedDNS(_:)`).

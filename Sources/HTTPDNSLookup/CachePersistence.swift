@@ -116,7 +116,7 @@ package enum CachePersistence {
     /// holds: what a process killed while saving left behind. Lists the folder once. Returns how many
     /// it removed.
     @discardableResult
-    package static func removeLeftovers(besides paths: [String]) -> Int {
+    static func removeLeftovers(besides paths: [String]) -> Int {
         guard let first = paths.first else { return 0 }
         let directory = directoryName(first)
         let prefixes = paths.map { fileName($0) + ".tmp-" }

@@ -104,11 +104,11 @@ public final class HTTPDNSResolver: Sendable {
     package struct ResolverStatistics: Hashable, Sendable {
         /// Queries sent to HTTPDNS providers (one per family per name per attempt; a batch counts once).
         package var upstreamQueries = 0
-        package var cacheHits = 0
-        package var staleServed = 0
+        var cacheHits = 0
+        var staleServed = 0
         package var prefetches = 0
-        package var fallbacks = 0
-        package var coalesced = 0
+        var fallbacks = 0
+        var coalesced = 0
     }
 
     struct FamilyResult: Sendable {

@@ -12,7 +12,7 @@ import NIOConcurrencyHelpers
 /// The offset between the device's clock and one service's, learnt from the service's `Date`.
 package final class ServiceClock: Sendable {
     /// Differences smaller than this are not corrected.
-    package static let tolerance = 30
+    static let tolerance = 30
 
     private let offset = NIOLockedValueBox(0)
     private let localNow: @Sendable () -> Int
@@ -26,7 +26,7 @@ package final class ServiceClock: Sendable {
     package func now() -> Int { localNow() + offset.withLockedValue { $0 } }
 
     /// The offset now in use (0: none).
-    package var currentOffset: Int { offset.withLockedValue { $0 } }
+    var currentOffset: Int { offset.withLockedValue { $0 } }
 
     /// Takes the service's `Date` header value; returns whether the offset changed. A value that does
     /// not parse changes nothing.
@@ -54,7 +54,7 @@ package final class ServiceClock: Sendable {
 
     /// Unix seconds of an IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`, RFC 9110 §5.6.7), the only form
     /// a server may send; nil for anything else.
-    package static func parseHTTPDate(_ text: String) -> Int? {
+    static func parseHTTPDate(_ text: String) -> Int? {
         guard text.hasSuffix(" GMT"), text.utf8.count == 29 else { return nil }
         return imfFixdate.withLockedValue { $0.date(from: text) }.map { Int($0.timeIntervalSince1970) }
     }

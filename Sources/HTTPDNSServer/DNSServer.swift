@@ -35,7 +35,7 @@ package final class DNSServer: Sendable {
 
     package struct Options: Sendable {
         /// Answer every UDP query with TC set and no records, so clients must retry over TCP.
-        package var truncateUDP = false
+        var truncateUDP = false
         package init() {}
     }
 

@@ -9,7 +9,7 @@ import SwiftASN1
 import X509
 
 package struct DemoPKI {
-    package let caPEM: String
+    let caPEM: String
     package let caCertificate: NIOSSLCertificate
     private let caKey: P256.Signing.PrivateKey
     private let caName: DistinguishedName
@@ -47,7 +47,7 @@ package struct DemoPKI {
     }
 
     /// A leaf certificate for `name` (DNS SAN only) and its key, as PEM text.
-    package func leafPEM(_ name: String) throws -> (certificate: String, key: String) {
+    func leafPEM(_ name: String) throws -> (certificate: String, key: String) {
         let key = P256.Signing.PrivateKey()
         let now = Date()
         let cert = try Certificate(

@@ -65,7 +65,7 @@ package class HTTPDNSURLProtocol: URLProtocol {
         package var upgradeToHTTPS: [HostPattern] = []
         /// Where cookies are kept when a request has `httpShouldHandleCookies`; nil: the session's
         /// storage where it can be found (Linux), else `HTTPCookieStorage.shared`.
-        package var cookieStorage: HTTPCookieStorage?
+        var cookieStorage: HTTPCookieStorage?
         /// Redirects followed inside the protocol (Linux) before failing with `.httpTooManyRedirects`.
         package var maxRedirects = 16
         /// When the task's delegate is asked about the origin's certificate (see Challenges.swift).
@@ -117,9 +117,9 @@ package class HTTPDNSURLProtocol: URLProtocol {
 
     /// Header marking a request the protocol must leave alone where URLProtocol properties do not
     /// survive (swift-corelibs-foundation drops them): it goes on to the server, which ignores it.
-    package static let handledHeader = "X-HTTPDNS-Handled"
+    static let handledHeader = "X-HTTPDNS-Handled"
     /// The URLProtocol property marking such a request on Apple platforms: nothing goes on the wire.
-    package static let handledProperty = "HTTPDNSHandled"
+    static let handledProperty = "HTTPDNSHandled"
     /// Key of the engine's own error in the userInfo of the URLErrors the protocol reports.
     package static let engineErrorKey = "HTTPDNSEngineError"
 

@@ -6,8 +6,8 @@
 
 import ArgumentParser
 import Foundation
-import HTTPDNSCommandLine
-import HTTPDNSCore
+@testable import HTTPDNSCommandLine
+@testable import HTTPDNSCore
 import Testing
 
 private let dnspod = "dnspod:http://127.0.0.1:8080/d"

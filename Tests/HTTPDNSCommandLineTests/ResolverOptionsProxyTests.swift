@@ -5,8 +5,8 @@
 // process's own.
 
 import ArgumentParser
-import HTTPDNSCommandLine
-import HTTPDNSEngine
+@testable import HTTPDNSCommandLine
+@testable import HTTPDNSEngine
 import Testing
 
 @Suite struct ResolverOptionsProxyTests {

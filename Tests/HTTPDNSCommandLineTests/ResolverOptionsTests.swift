@@ -6,10 +6,10 @@
 // configuration `makeHTTPDNS` builds, caught before any `HTTPDNS` is made. Proxy flags: ResolverOptionsProxyTests.
 
 import ArgumentParser
-import HTTPDNSCommandLine
-import HTTPDNSCore
-import HTTPDNSEngine
-import HTTPDNSKit
+@testable import HTTPDNSCommandLine
+@testable import HTTPDNSCore
+@testable import HTTPDNSEngine
+@testable import HTTPDNSKit
 import Logging
 import Testing
 

@@ -1,7 +1,7 @@
 // Which family a host's connects start with, learnt from how the last ones went (FamilyMemory.swift):
 // pure, on a set clock.
 
-import HTTPDNSCore
+@testable import HTTPDNSCore
 import Testing
 
 @Suite struct FamilyMemoryTests {

@@ -1,7 +1,7 @@
 // NAT64 prefixes (RFC 6052 address layout at every prefix length, RFC 7050 discovery) and the
 // network-path rules, without sockets.
 
-import HTTPDNSCore
+@testable import HTTPDNSCore
 import Testing
 
 @Suite struct NAT64PrefixTests {

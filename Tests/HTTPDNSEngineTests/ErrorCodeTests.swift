@@ -3,8 +3,8 @@
 // The certificates below are a throw-away test CA and an a.test leaf it signed (P-256, valid from
 // 2000 to 2100), made with openssl for these tests only.
 
-import HTTPDNSCore
-import HTTPDNSEngine
+@testable import HTTPDNSCore
+@testable import HTTPDNSEngine
 import NIOCore
 import NIOPosix
 import NIOSSL

@@ -5,7 +5,7 @@
 
 import Crypto
 import Foundation
-import HTTPDNSServer
+@testable import HTTPDNSServer
 import NIOSSL
 import SwiftASN1
 import Testing

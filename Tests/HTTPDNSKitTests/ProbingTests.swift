@@ -3,8 +3,8 @@
 // handshake completes at once, as a middlebox's would). The resolver gives the far address first.
 
 import Foundation
-import HTTPDNSKit
-import HTTPDNSServer
+@testable import HTTPDNSKit
+@testable import HTTPDNSServer
 import NIOCore
 import Testing
 @testable import HTTPDNSTestSupport

@@ -3,7 +3,7 @@
 // reported only when that port is taken) and what Linux says of the Apple-only routes.
 
 import Foundation
-import HTTPDNSKit
+@testable import HTTPDNSKit
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix

@@ -4,8 +4,8 @@
 // exist here, so it records what it is told.
 
 import Foundation
-import HTTPDNSKit
-import HTTPDNSServer
+@testable import HTTPDNSKit
+@testable import HTTPDNSServer
 import NIOConcurrencyHelpers
 import NIOCore
 import Testing

@@ -8,8 +8,8 @@
 @testable import HTTPDNSLookup
 @testable import HTTPDNSTestSupport
 import Foundation
-import HTTPDNSCore
-import HTTPDNSServer
+@testable import HTTPDNSCore
+@testable import HTTPDNSServer
 import NIOCore
 import NIOSSL
 import Testing

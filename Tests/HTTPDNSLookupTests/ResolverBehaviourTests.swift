@@ -4,9 +4,9 @@
 @testable import HTTPDNSLookup
 @testable import HTTPDNSTestSupport
 import Foundation
-import HTTPDNSCore
-import HTTPDNSEngine
-import HTTPDNSServer
+@testable import HTTPDNSCore
+@testable import HTTPDNSEngine
+@testable import HTTPDNSServer
 import NIOConcurrencyHelpers
 import NIOCore
 import Testing

@@ -5,9 +5,9 @@
 @testable import HTTPDNSTestSupport
 import Foundation
 @testable import HTTPDNSCore
-import HTTPDNSEngine
+@testable import HTTPDNSEngine
 @testable import HTTPDNSLookup
-import HTTPDNSServer
+@testable import HTTPDNSServer
 import NIOSSL
 import Testing
 

@@ -3,9 +3,9 @@
 // executor's test (a service polling every 20 ms) is below.
 
 import Foundation
-import HTTPDNSCore
-import HTTPDNSEngine
-import HTTPDNSServer
+@testable import HTTPDNSCore
+@testable import HTTPDNSEngine
+@testable import HTTPDNSServer
 import Testing
 @testable import HTTPDNSTestSupport
 

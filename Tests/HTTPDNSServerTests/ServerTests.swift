@@ -3,10 +3,10 @@
 
 @testable import HTTPDNSTestSupport
 import Foundation
-import HTTPDNSCore
-import HTTPDNSEngine
-import HTTPDNSLookup
-import HTTPDNSServer
+@testable import HTTPDNSCore
+@testable import HTTPDNSEngine
+@testable import HTTPDNSLookup
+@testable import HTTPDNSServer
 import NIOCore
 import NIOHTTP1
 import NIOPosix

@@ -3,7 +3,7 @@
 // them. Network.framework applies the result on Apple platforms; here the mapping itself is proven.
 
 import Foundation
-import HTTPDNSEngine
+@testable import HTTPDNSEngine
 import Testing
 
 @testable import HTTPDNSURLSession

@@ -5,7 +5,7 @@
 
 @testable import HTTPDNSTestSupport
 import Foundation
-import HTTPDNSServer
+@testable import HTTPDNSServer
 import NIOPosix
 import Testing
 

@@ -9,8 +9,8 @@
 @testable import HTTPDNSCore
 @testable import HTTPDNSTestSupport
 import Foundation
-import HTTPDNSEngine
-import HTTPDNSLookup
+@testable import HTTPDNSEngine
+@testable import HTTPDNSLookup
 import NIOPosix
 import Testing
 

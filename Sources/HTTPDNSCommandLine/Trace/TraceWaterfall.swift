@@ -90,7 +90,7 @@ package struct TraceTiming: Sendable, Equatable {
 
     /// The bar's pieces, in order, each with its offset from the request's start (ms). Phases with no
     /// time are left out.
-    package var segments: [(phase: TracePhase, offsetMs: Double, durationMs: Double)] {
+    var segments: [(phase: TracePhase, offsetMs: Double, durationMs: Double)] {
         var result: [(TracePhase, Double, Double)] = []
         var at = 0.0
         func add(_ phase: TracePhase, _ duration: Double?) {
@@ -118,7 +118,7 @@ package struct TraceTiming: Sendable, Equatable {
     package var outcome: String { error.map { "failed: " + $0 } ?? status.map(String.init) ?? "" }
 
     /// Where the bar ends, in ms since the trace's start.
-    package var endMs: Double {
+    var endMs: Double {
         startMs + max(totalMs ?? 0, segments.last.map { $0.offsetMs + $0.durationMs } ?? 0)
     }
 }
@@ -144,7 +144,7 @@ package enum TracePhase: String, Sendable, CaseIterable {
     }
 
     /// Okabe–Ito colours.
-    package var colour: String {
+    var colour: String {
         switch self {
         case .stalled: "#F0E442"  // yellow
         case .dns: "#E69F00"  // orange
@@ -266,7 +266,7 @@ package struct TraceWaterfall: Sendable {
     }
 
     /// The `<svg>` element (also inlined in the page).
-    package func svgElement() -> String {
+    func svgElement() -> String {
         var out = """
             <svg xmlns="http://www.w3.org/2000/svg" width="\(fmt(width))" height="\(fmt(height))" \
             viewBox="0 0 \(fmt(width)) \(fmt(height))" role="img" font-family="DejaVu Sans, Arial, sans-serif" \

@@ -43,7 +43,7 @@ package struct AddressRanker: Sendable {
     }
 
     /// True while `address` is serving a failure penalty.
-    package func isPenalised(_ address: IPAddress, now: Timestamp) -> Bool {
+    func isPenalised(_ address: IPAddress, now: Timestamp) -> Bool {
         guard let s = stats[address], let failed = s.lastFailure else { return false }
         let penalty = Duration.seconds(min(30 * (1 << min(s.consecutiveFailures - 1, 4)), 300))
         return now < failed + penalty

@@ -13,7 +13,7 @@ package struct FamilyMemory: Sendable {
     }
 
     /// How long a failed IPv6 sends a host's connects to IPv4 first.
-    package var holdFor: Duration = .seconds(600)
+    var holdFor: Duration = .seconds(600)
     /// Hosts remembered at most.
     package var capacity = 256
     private var ipv6FailedAt: [Key: Timestamp] = [:]

@@ -51,7 +51,7 @@ package struct HostPattern: Hashable, Sendable, CustomStringConvertible {
     /// The domain a proxy configuration's match (or excluded) domain list names for this pattern: the
     /// name, or the domain below the wildcard (such lists match a domain and every name under it); nil
     /// for `*` and for IP literals (a domain list names no addresses).
-    package var proxyDomain: String? {
+    var proxyDomain: String? {
         switch kind {
         case .any: return nil
         case .exact(let name): return IPAddress(name) == nil ? name : nil
@@ -163,7 +163,7 @@ public struct HostPolicy: Hashable, Sendable {
     ]
 
     /// Whether `host` may resolve to non-global (loopback, private, link-local) addresses.
-    package func mayResolveToNonGlobal(_ host: String) -> Bool {
+    func mayResolveToNonGlobal(_ host: String) -> Bool {
         let h = normalizeHostname(host)
         if Self.specialUseSuffixes.contains(where: { h == $0 || h.hasSuffix("." + $0) }) { return true }
         return allowNonGlobal.contains(where: { $0.matches(h) })

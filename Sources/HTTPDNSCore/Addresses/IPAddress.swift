@@ -82,14 +82,14 @@ public enum IPAddress: Hashable, Sendable, CustomStringConvertible, Codable {
     }
 
     /// `0.0.0.0` or `::`: never a usable destination.
-    package var isUnspecified: Bool { self.bytes.allSatisfy { $0 == 0 } }
+    var isUnspecified: Bool { self.bytes.allSatisfy { $0 == 0 } }
 
     /// Loopback, private (RFC 1918 / ULA), link-local, CGNAT shared space and other non-global ranges.
     /// A public name answering with one of these is a classic poisoning sign. IPv6 addresses that embed
     /// an IPv4 address (v4-mapped, v4-compatible, NAT64 64:ff9b::/96, 6to4 2002::/16) are judged by the
     /// IPv4 address inside: a DNS64 resolver legitimately answers 64:ff9b::a.b.c.d for a public a.b.c.d,
     /// while 64:ff9b::7f00:1 is loopback in disguise.
-    package var isNonGlobal: Bool {
+    var isNonGlobal: Bool {
         let b = self.bytes
         switch self {
         case .v4:
@@ -120,7 +120,7 @@ public enum IPAddress: Hashable, Sendable, CustomStringConvertible, Codable {
     /// The IPv4 address inside an IPv6 one of a form that carries it in a fixed place: v4-mapped
     /// (::ffff:0:0/96), v4-compatible (::/96, deprecated), NAT64's well-known prefix (64:ff9b::/96,
     /// RFC 6052) and 6to4 (2002::/16, RFC 3056). Nil for IPv4 and other IPv6 addresses.
-    package var embeddedIPv4: IPAddress? {
+    var embeddedIPv4: IPAddress? {
         guard case .v6(let b) = self else { return nil }
         if b[0..<10].allSatisfy({ $0 == 0 }), (b[10] == 0xFF && b[11] == 0xFF) || (b[10] == 0 && b[11] == 0) {
             return .v4(b[12], b[13], b[14], b[15])  // v4-mapped, v4-compatible (:: and ::1 handled before)

@@ -42,7 +42,7 @@ package struct NAT64Prefix: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// The well-known prefix 64:ff9b::/96 (RFC 6052 section 2.1).
-    package static let wellKnown = NAT64Prefix(IPAddress("64:ff9b::")!, length: 96)!
+    static let wellKnown = NAT64Prefix(IPAddress("64:ff9b::")!, length: 96)!
 
     /// Where the four bytes of an IPv4 address go in an IPv6 address under this prefix length
     /// (RFC 6052 section 2.2: byte 8, the "u" octet, is skipped and stays zero).
@@ -79,7 +79,7 @@ package struct NAT64Prefix: Hashable, Sendable, CustomStringConvertible {
     package var description: String { "\(IPAddress.v6(bytes))/\(length)" }
 
     /// The addresses `ipv4only.arpa` has (RFC 7050 section 2.2): the "well-known IPv4-only addresses".
-    package static let wellKnownIPv4 = [IPAddress.v4(192, 0, 0, 170), .v4(192, 0, 0, 171)]
+    static let wellKnownIPv4 = [IPAddress.v4(192, 0, 0, 170), .v4(192, 0, 0, 171)]
 
     /// The name whose AAAA answer from a DNS64 reveals the prefix.
     package static let discoveryName = "ipv4only.arpa"
@@ -110,7 +110,7 @@ extension IPAddress {
     /// True for IPv4 addresses never sent through a NAT64 translator: this host and its loopback
     /// (0/8, 127/8), link-local 169.254/16, multicast and broadcast. They are reached, or not, as they
     /// are.
-    package var staysOffNAT64: Bool {
+    var staysOffNAT64: Bool {
         guard case .v4(let a, let b, _, _) = self else { return true }
         return a == 0 || a == 127 || (a == 169 && b == 254) || a >= 224
     }

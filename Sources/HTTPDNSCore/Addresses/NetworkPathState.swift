@@ -105,7 +105,7 @@ package struct NetworkPathState: Hashable, Sendable {
 
     /// True when IPv4 addresses are reached through a NAT64 prefix: no IPv4 route, an IPv6 one, and a
     /// known prefix.
-    package var synthesizes: Bool {
+    var synthesizes: Bool {
         guard let stack, !stack.ipv4, stack.ipv6, let nat64 else { return false }
         return !nat64.isEmpty
     }

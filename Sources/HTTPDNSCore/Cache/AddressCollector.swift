@@ -12,7 +12,7 @@ package struct AddressCollector: Sendable {
     package init() {}
 
     /// True once `limit` addresses are kept: callers stop reading the answer there.
-    package var isFull: Bool { addresses.count >= Self.limit }
+    var isFull: Bool { addresses.count >= Self.limit }
 
     package mutating func add(_ ip: IPAddress) {
         guard !isFull, seen.insert(ip).inserted else { return }

@@ -12,13 +12,13 @@ extension CacheSnapshot {
     /// Entries kept by default when loading (the default `CacheConfiguration.capacity`).
     package static let defaultLoadCapacity = 4096
     /// Addresses one entry may hold.
-    package static let maxAddressesPerEntry = 64
+    static let maxAddressesPerEntry = 64
     /// Longest TTL an entry may carry (seconds): 7 days.
-    package static let maxEntryTTL: UInt32 = 7 * 24 * 3600
+    static let maxEntryTTL: UInt32 = 7 * 24 * 3600
     /// Longest network identifier (bytes of UTF-8).
-    package static let maxNetworkBytes = 256
+    static let maxNetworkBytes = 256
     /// Longest provider description in `source` (bytes of UTF-8).
-    package static let maxSourceBytes = 512
+    static let maxSourceBytes = 512
 
     /// A loaded cache file: the entries kept and how many were dropped as invalid, duplicate or over
     /// capacity.
@@ -106,7 +106,7 @@ extension CacheSnapshot {
     }
 
     /// Whether this version could have written `item`.
-    package static func isValid(_ item: Item) -> Bool {
+    static func isValid(_ item: Item) -> Bool {
         let key = item.key
         let entry = item.entry
         guard (try? validatedHostname(key.name)) == key.name, key.network.utf8.count <= maxNetworkBytes else {
@@ -121,7 +121,7 @@ extension CacheSnapshot {
     }
 
     /// Whether this version could have written `item`.
-    package static func isValid(_ item: RecordsItem) -> Bool {
+    static func isValid(_ item: RecordsItem) -> Bool {
         guard (try? validatedHostname(item.key.name)) == item.key.name,
             item.key.network.utf8.count <= maxNetworkBytes, item.source.utf8.count <= maxSourceBytes,
             item.storedAt <= item.expiresAt

@@ -43,9 +43,9 @@ package enum RecordsLookup: Hashable, Sendable {
 
 extension DNSCache {
     /// Names whose records are kept at most.
-    package static let recordsCapacity = 512
+    static let recordsCapacity = 512
     /// The longest TTL records are kept for (seconds): a day.
-    package static let maxRecordsTTL: UInt32 = 86_400
+    static let maxRecordsTTL: UInt32 = 86_400
 
     /// `key`'s records: fresh, stale (the first stale lookup is told to refresh) or a miss.
     package mutating func lookupRecords(_ key: RecordsKey, now: Timestamp) -> RecordsLookup {
@@ -70,7 +70,7 @@ extension DNSCache {
 
     /// Stores `answer` for `key` (no bindings: the name has none). Clears the refresh mark.
     @discardableResult
-    package mutating func storeRecords(
+    mutating func storeRecords(
         _ key: RecordsKey,
         _ answer: ServiceBindingAnswer,
         source: String,
@@ -132,13 +132,13 @@ extension CacheSnapshot {
     package struct RecordsItem: Hashable, Sendable, Codable {
         package var key: RecordsKey
         /// Each record's RDATA, base64: read back through the wire parser.
-        package var rdata: [String]
+        var rdata: [String]
         /// The answer's TTL as the provider gave it (nil: none).
         package var ttl: UInt32?
         package var source: String
         package var storedAt: Timestamp
         package var expiresAt: Timestamp
-        package var lastUsed: Timestamp
+        var lastUsed: Timestamp
 
         /// The entry as the file keeps it, or nil when a record has no wire form (one read off the
         /// wire always has; an answer that cannot be written is left out, and a relaunch asks again).
@@ -173,5 +173,5 @@ extension CacheSnapshot {
     }
 
     /// HTTPS records one name may keep in the file (an answer keeps 32 at most).
-    package static let maxRecordsPerName = 32
+    static let maxRecordsPerName = 32
 }

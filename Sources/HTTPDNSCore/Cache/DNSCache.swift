@@ -38,7 +38,7 @@ public struct CacheConfiguration: Hashable, Sendable {
     /// How long a negative answer is kept when the provider gave no TTL (seconds).
     package var negativeTTL: UInt32 = 30
     /// The fraction of the TTL after which a lookup triggers a background refresh.
-    package var prefetchFraction: Double = 0.75
+    var prefetchFraction: Double = 0.75
     /// Entries kept at most.
     package var capacity: Int = 4096
     /// `ttlOverrides`, parsed for lookups.
@@ -260,7 +260,7 @@ package struct DNSCache: Sendable {
 
     /// A refresh failed: the entry stays (and may still be served stale until `serveExpired` runs out);
     /// the next lookup may start another refresh.
-    package mutating func refreshFailed(_ key: CacheKey) {
+    mutating func refreshFailed(_ key: CacheKey) {
         entries[key]?.refreshing = false
     }
 
@@ -348,7 +348,7 @@ package struct CacheSnapshot: Hashable, Sendable, Codable {
         package var entry: CacheEntry
     }
 
-    package static let currentVersion = 1
+    static let currentVersion = 1
     package var version: Int = CacheSnapshot.currentVersion
     package var entries: [Item]
     /// HTTPS records (absent from files written before they were kept: none).

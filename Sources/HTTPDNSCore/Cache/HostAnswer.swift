@@ -41,7 +41,7 @@ package struct HostAnswer: Hashable, Sendable {
         self.ipv6 = ipv6
     }
 
-    package var allAddresses: [IPAddress] { (ipv4?.addresses ?? []) + (ipv6?.addresses ?? []) }
+    var allAddresses: [IPAddress] { (ipv4?.addresses ?? []) + (ipv6?.addresses ?? []) }
 
     /// The answer for one family, if it was asked.
     package subscript(family: AddressFamily) -> FamilyAnswer? {
@@ -49,7 +49,7 @@ package struct HostAnswer: Hashable, Sendable {
     }
 
     /// The same answer with `clientAddress` recorded on each family given.
-    package func seenFrom(_ clientAddress: IPAddress?) -> HostAnswer {
+    func seenFrom(_ clientAddress: IPAddress?) -> HostAnswer {
         guard let clientAddress else { return self }
         var copy = self
         copy.ipv4?.clientAddress = clientAddress
@@ -60,7 +60,7 @@ package struct HostAnswer: Hashable, Sendable {
 
 /// The client's address as a service reports it (`|clientip`, `client_ip`, `cip`): nil when absent or
 /// empty; an `AnswerFormatError` naming `field` when it is not an IP address.
-package func reportedClientAddress(_ text: (some StringProtocol)?, field: String) throws -> IPAddress? {
+func reportedClientAddress(_ text: (some StringProtocol)?, field: String) throws -> IPAddress? {
     guard let text, !text.isEmpty else { return nil }
     guard let ip = IPAddress(text) else {
         throw AnswerFormatError("\(field) \"\(text.prefix(60))\" is not an IP address")

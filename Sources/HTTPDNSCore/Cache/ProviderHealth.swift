@@ -24,7 +24,7 @@ package struct ProviderHealth: Sendable {
         return up + down
     }
 
-    package func isDown(_ index: Int, now: Timestamp) -> Bool {
+    func isDown(_ index: Int, now: Timestamp) -> Bool {
         guard let until = records[index]?.downUntil else { return false }
         return now < until
     }

@@ -154,7 +154,7 @@ package struct ResolverStateMachine: Sendable {
     package var runningRefreshes: [QueryID] { queries.values.filter(\.isRefresh).map(\.id) }
 
     /// Whether `id` is still running for `key`.
-    package func isRunning(_ id: QueryID, for key: CacheKey) -> Bool { queries[key]?.id == id }
+    func isRunning(_ id: QueryID, for key: CacheKey) -> Bool { queries[key]?.id == id }
 
     // MARK: Outcomes
 
@@ -235,5 +235,5 @@ package struct ResolverStateMachine: Sendable {
     }
 
     /// Whether a write is scheduled and not yet done.
-    package var persistPending: Bool { pendingPersist != nil }
+    var persistPending: Bool { pendingPersist != nil }
 }

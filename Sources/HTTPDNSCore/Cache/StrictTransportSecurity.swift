@@ -18,7 +18,7 @@ package struct StrictTransportSecurity: Hashable, Sendable {
     package static let limit = 1024
     /// A max-age beyond this (about 10 years) counts as this: no clock arithmetic overflows on a
     /// hostile value.
-    package static let longestMaxAge: Double = 10 * 366 * 86_400
+    static let longestMaxAge: Double = 10 * 366 * 86_400
 
     package private(set) var entries: [String: Entry] = [:]
 

@@ -200,7 +200,7 @@ package enum DESECB {
 }
 
 /// `bytes` without its PKCS#7 padding, or nil when the padding is not valid for `blockSize`.
-package func removingPKCS7Padding(_ bytes: [UInt8], blockSize: Int) -> [UInt8]? {
+func removingPKCS7Padding(_ bytes: [UInt8], blockSize: Int) -> [UInt8]? {
     guard let last = bytes.last, last >= 1, Int(last) <= blockSize, Int(last) <= bytes.count else { return nil }
     guard bytes.suffix(Int(last)).allSatisfy({ $0 == last }) else { return nil }
     return Array(bytes.dropLast(Int(last)))

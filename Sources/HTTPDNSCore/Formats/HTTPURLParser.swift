@@ -27,7 +27,7 @@ package struct HTTPURLParts: Hashable, Sendable {
     }
 
     /// The port to connect to: the URL's, or the scheme's default (443 for https, 80 for http).
-    package var effectivePort: Int { port ?? (scheme == "https" ? 443 : 80) }
+    var effectivePort: Int { port ?? (scheme == "https" ? 443 : 80) }
 
     /// The URL again as text (`scheme://host[:port]target`, IPv6 in brackets). Parses back to `self`.
     package var text: String { "\(scheme)://\(formatAuthority(host: host, port: port))\(target)" }
@@ -135,7 +135,7 @@ package struct URLParseError: Error, Hashable, Sendable, CustomStringConvertible
 
 /// `text` cut to `limit` characters (`…` marks a cut) with control characters and DEL as `\xNN`: safe to
 /// quote in a one-line message sent to a peer or written to a log.
-package func escapedForEcho(_ text: some StringProtocol, limit: Int) -> String {
+func escapedForEcho(_ text: some StringProtocol, limit: Int) -> String {
     var out = ""
     var count = 0
     for scalar in text.unicodeScalars {

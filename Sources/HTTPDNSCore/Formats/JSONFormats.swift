@@ -145,7 +145,7 @@ package enum AlibabaJSONFormat {
     }
 
     /// A service's code with only letters, digits and `._-` kept (at most 64), nil when nothing is left.
-    package static func sanitizedCode(_ code: String) -> String? {
+    static func sanitizedCode(_ code: String) -> String? {
         let kept = code.unicodeScalars.filter {
             $0.isASCII && (CharacterSet.alphanumerics.contains($0) || "._-".unicodeScalars.contains($0))
         }
@@ -429,8 +429,8 @@ package enum DoHJSONFormat {
     package struct Body: Codable {
         package var Status: Int
         package var TC: Bool?
-        package var RD: Bool?
-        package var RA: Bool?
+        var RD: Bool?
+        var RA: Bool?
         package var Question: [Question]?
         package var Answer: [Record]?
     }

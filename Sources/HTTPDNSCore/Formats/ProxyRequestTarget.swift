@@ -17,7 +17,7 @@ package enum ProxyRequestTarget: Hashable, Sendable {
     case invalid(String)
 
     /// How much of the client's input an `.invalid` reason quotes.
-    package static let echoLimit = 100
+    static let echoLimit = 100
 
     /// Classifies a request line's method and request-target.
     package static func parse(method: String, uri: String) -> ProxyRequestTarget {

@@ -64,7 +64,7 @@ public enum DNSPodAuth: Hashable, Sendable {
     }
 
     /// The console shows an account id as a number.
-    package var hasValidID: Bool { !id.isEmpty && id.utf8.allSatisfy { (0x30...0x39).contains($0) } }
+    var hasValidID: Bool { !id.isEmpty && id.utf8.allSatisfy { (0x30...0x39).contains($0) } }
 
     /// Nil when usable, else what is wrong (the secret itself is never in the text).
     package var problem: String? {

@@ -75,21 +75,21 @@ package struct ServiceList: Hashable, Sendable, Codable {
     package func port(of address: IPAddress) -> Int? { ports?[address.description] }
 
     /// At most this many addresses per family are kept from an answer (the vendors list a handful).
-    package static let maximumPerFamily = 16
+    static let maximumPerFamily = 16
 }
 
 /// The two vendors' scheduling formats.
 package enum ServiceListFormat {
     /// Alibaba's lists live a day (the iOS and Android SDKs refresh after 24 h).
-    package static let alibabaLifetime: Duration = .seconds(24 * 3600)
+    static let alibabaLifetime: Duration = .seconds(24 * 3600)
     /// A list that switches the service off is asked again after 5 minutes: the iOS SDK's rule while it
     /// still read `service_status` (aliyun/alibabacloud-httpdns-ios-sdk before d832843, April 2024,
     /// `HttpdnsScheduleCenter.m`: off until the next list, fetched at most every
     /// `ABLE_TO_CONNECT_SCHEDULE_CENTER_INTERVAL`, 5 min), and the C SDK's cadence until a list is had
     /// (`hdns_scheduler.c`). Not Android's: it stays off for good once told (`HttpDnsConfig.java`, "永久禁用").
-    package static let alibabaDisabledLifetime: Duration = .seconds(300)
+    static let alibabaDisabledLifetime: Duration = .seconds(300)
     /// Tencent's `ttl` is in minutes, 1…1440; 60 when absent or out of range.
-    package static let tencentDefaultMinutes = 60
+    static let tencentDefaultMinutes = 60
 
     /// The Alibaba `/ACCOUNT/ss` path.
     package static func alibabaPath(account: String) -> String { "/\(account)/ss" }
@@ -207,9 +207,9 @@ package enum ServiceListFormat {
 /// bootstrap address still answered (at most every `wrapInterval`). One fetch at a time.
 package struct ServiceRouteState: Hashable, Sendable {
     /// After a failed fetch, the next waits this long (the C and Tencent SDKs' 5 minutes).
-    package static let retryAfterFailure: Duration = .seconds(300)
+    static let retryAfterFailure: Duration = .seconds(300)
     /// Once the whole list has failed, fetch again at most this often (the iOS SDK's 30 s).
-    package static let wrapInterval: Duration = .seconds(30)
+    static let wrapInterval: Duration = .seconds(30)
 
     package let bootstrap: [IPAddress]
     package private(set) var list: ServiceList?

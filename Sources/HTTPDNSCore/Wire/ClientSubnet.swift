@@ -72,7 +72,7 @@ public struct ClientSubnet: Sendable, Hashable, CustomStringConvertible {
 
     /// The EDNS option (code 8) as it goes into an OPT record's data: FAMILY, SOURCE PREFIX-LENGTH,
     /// SCOPE PREFIX-LENGTH 0, then only the bytes the prefix covers (RFC 7871 §6).
-    package var ednsOption: [UInt8] {
+    var ednsOption: [UInt8] {
         let addressBytes = Array(address.bytes.prefix((prefixLength + 7) / 8))
         let length = 4 + addressBytes.count
         return [0, 8, UInt8(length >> 8), UInt8(length & 0xFF), 0, address.isIPv6 ? 2 : 1, UInt8(prefixLength), 0]

@@ -9,8 +9,8 @@ package struct DNSRecordType: RawRepresentable, Hashable, Sendable, CustomString
     package init(rawValue: UInt16) { self.rawValue = rawValue }
 
     package static let a = DNSRecordType(rawValue: 1)
-    package static let cname = DNSRecordType(rawValue: 5)
-    package static let soa = DNSRecordType(rawValue: 6)
+    static let cname = DNSRecordType(rawValue: 5)
+    static let soa = DNSRecordType(rawValue: 6)
     package static let aaaa = DNSRecordType(rawValue: 28)
     package static let opt = DNSRecordType(rawValue: 41)
     /// HTTPS (RFC 9460): `ServiceBinding`.
@@ -37,7 +37,7 @@ package struct DNSResponseCode: RawRepresentable, Hashable, Sendable, CustomStri
     package static let formatError = DNSResponseCode(rawValue: 1)
     package static let serverFailure = DNSResponseCode(rawValue: 2)
     package static let nameError = DNSResponseCode(rawValue: 3)  // NXDOMAIN
-    package static let notImplemented = DNSResponseCode(rawValue: 4)
+    static let notImplemented = DNSResponseCode(rawValue: 4)
     package static let refused = DNSResponseCode(rawValue: 5)
 
     package var description: String {
@@ -83,7 +83,7 @@ package struct DNSMessage: Hashable, Sendable {
     package var id: UInt16
     package var isResponse: Bool
     package var truncated: Bool
-    package var recursionDesired: Bool
+    var recursionDesired: Bool
     package var rcode: DNSResponseCode
     package var questionName: String
     package var questionType: DNSRecordType
@@ -94,9 +94,9 @@ package struct DNSMessage: Hashable, Sendable {
     package var negativeTTL: UInt32?
 
     /// Largest message we accept: TCP's 2-byte length prefix bound.
-    package static let maximumSize = 65_535
+    static let maximumSize = 65_535
     /// EDNS0 UDP payload size we advertise (the DNS flag day 2020 value, avoids fragmentation).
-    package static let ednsUDPSize: UInt16 = 1232
+    static let ednsUDPSize: UInt16 = 1232
 
     // MARK: Building
 

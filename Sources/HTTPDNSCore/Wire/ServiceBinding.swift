@@ -187,7 +187,7 @@ extension ServiceBinding {
     /// carry: a target over 255 bytes or with a label over 63, an ALPN id that is empty or over 255
     /// bytes, a parameter over 65,535 bytes, `no-default-alpn` without `alpn`, a port outside 0…65535,
     /// or RDATA over 65,535 bytes. Nothing is truncated or wrapped.
-    package func rdata() throws -> [UInt8] {
+    func rdata() throws -> [UInt8] {
         var out: [UInt8] = []
         out.appendUInt16(priority)
         try out.appendName(target)

@@ -185,7 +185,7 @@ public struct HTTPProxySettings: Sendable, Hashable {
     }
 
     /// Whether `host` is in `noProxy`: curl's rule, case-insensitive, a trailing dot ignored.
-    package func bypasses(_ host: String) -> Bool {
+    func bypasses(_ host: String) -> Bool {
         let name = normalizeHostname(host)
         for entry in noProxy {
             var rule = normalizeHostname(entry.trimmingCharacters(in: .whitespaces))

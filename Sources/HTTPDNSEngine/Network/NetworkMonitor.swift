@@ -73,7 +73,7 @@ package final class NetworkMonitor: Sendable {
     }
 
     /// Probes now (an app that saw a change itself).
-    package func probeNow() { handle(.debounceElapsed) }
+    func probeNow() { handle(.debounceElapsed) }
 
     /// The app names the network the device is on now.
     package func appNamed(_ id: String) { handle(.appNamed(id)) }

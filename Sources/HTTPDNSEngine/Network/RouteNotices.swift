@@ -26,7 +26,7 @@ package final class RouteNotices: Sendable {
 
     /// Calls `body` on every notice, on the source's own thread, until `unsubscribe`. Nil when this
     /// platform has no source (the app then feeds its own events).
-    package func subscribe(_ body: @escaping @Sendable () -> Void) -> Int? {
+    func subscribe(_ body: @escaping @Sendable () -> Void) -> Int? {
         // The source starts under the lock, so a second first subscriber cannot see it half started
         // (its thread takes the lock only to deliver, after this returns).
         subscribers.withLockedValue { s -> Int? in
@@ -41,7 +41,7 @@ package final class RouteNotices: Sendable {
         }
     }
 
-    package func unsubscribe(_ id: Int) {
+    func unsubscribe(_ id: Int) {
         subscribers.withLockedValue { _ = $0.callbacks.removeValue(forKey: id) }
     }
 

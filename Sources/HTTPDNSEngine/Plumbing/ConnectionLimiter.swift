@@ -44,7 +44,7 @@ package final class ConnectionLimiter: Sendable {
 
     package let limit: Int
     /// At most this many evicted or refused connections being closed before accepting pauses.
-    package let maxClosing: Int
+    let maxClosing: Int
     /// How long a newcomer waits for a slot before it takes a kept-alive connection's or is refused.
     package let queueTimeout: TimeAmount
     private let state: NIOLockedValueBox<State>

@@ -62,7 +62,7 @@ package struct ConnectionSlots<ID: Hashable>: Sendable where ID: Sendable {
     /// At most this many connections from one client address; nil: no such cap.
     package let maxPerClient: Int?
     /// At most this many newcomers wait for a slot.
-    package let maxWaiting: Int
+    let maxWaiting: Int
     private var slots: [ID: Slot] = [:]
     /// Newcomers waiting for a slot, first come first.
     private var waiting: [(id: ID, client: String)] = []
@@ -71,7 +71,7 @@ package struct ConnectionSlots<ID: Hashable>: Sendable where ID: Sendable {
 
     /// Newcomers that may wait by default: a sixteenth of the limit, at least 4. They hold descriptors
     /// (not read, not answered), so the bound is part of the listener's descriptor budget.
-    package static func defaultMaxWaiting(limit: Int) -> Int { max(4, limit / 16) }
+    static func defaultMaxWaiting(limit: Int) -> Int { max(4, limit / 16) }
 
     package init(limit: Int, maxPerClient: Int? = nil, maxWaiting: Int? = nil) {
         self.limit = limit
@@ -83,7 +83,7 @@ package struct ConnectionSlots<ID: Hashable>: Sendable where ID: Sendable {
     package var count: Int { slots.count }
 
     /// Newcomers waiting now.
-    package var waitingCount: Int { waiting.count }
+    var waitingCount: Int { waiting.count }
 
     /// A connection from `client` was accepted.
     package mutating func accepted(_ id: ID, client: String) -> Admission {
@@ -107,7 +107,7 @@ package struct ConnectionSlots<ID: Hashable>: Sendable where ID: Sendable {
 
     /// A waiting newcomer's time is up: it takes the slot of the connection idle longest, or is refused
     /// when every connection is busy. Nil when it no longer waits (a close gave it a slot already).
-    package mutating func waitExpired(_ id: ID) -> WaitEnd? {
+    mutating func waitExpired(_ id: ID) -> WaitEnd? {
         guard let at = waiting.firstIndex(where: { $0.id == id }) else { return nil }
         let (_, client) = waiting.remove(at: at)
         guard let victim = idlest(keptAlive: false) ?? idlest(keptAlive: true) else {

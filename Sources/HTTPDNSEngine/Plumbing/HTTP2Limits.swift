@@ -16,20 +16,20 @@ import NIOHTTP2
 
 package enum HTTP2Limits {
     /// Streams a peer may open at once on one of our connections (SETTINGS_MAX_CONCURRENT_STREAMS).
-    package static let maxConcurrentStreams = 100
+    static let maxConcurrentStreams = 100
     /// Bytes of decoded header fields in one HEADERS block (SETTINGS_MAX_HEADER_LIST_SIZE).
-    package static let maxHeaderListSize = 16 * 1024
+    static let maxHeaderListSize = 16 * 1024
     /// CONTINUATION frames after one HEADERS frame before the connection is closed.
     package static let maxSequentialContinuationFrames = 5
     /// PING, SETTINGS, PRIORITY and other control frames a peer may send per 30 s.
-    package static let maxControlFramesPer30s = 200
+    static let maxControlFramesPer30s = 200
     /// Connection-level WINDOW_UPDATEs past `maxControlFramesPer30s` in 30 s whose increments average
     /// below this close the connection (NIO does not count WINDOW_UPDATE at all). A real peer may split
     /// a return (NIO sends 16383 then 1, 16382 then 2, ...), but what it returns adds up to what was
     /// sent, so its average stays in the kilobytes; a flood of tiny ones averages a few bytes. Large
     /// ones run the window into its 2^31-1 ceiling within 2 M frames, a flow-control error that closes
     /// the connection.
-    package static let smallWindowIncrement = 1024
+    static let smallWindowIncrement = 1024
 
     /// The connection configuration for one side. The client refuses server push
     /// (SETTINGS_ENABLE_PUSH = 0), so a PUSH_PROMISE is a connection error (RFC 9113 §8.4).

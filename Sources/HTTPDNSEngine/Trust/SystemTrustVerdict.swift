@@ -19,24 +19,24 @@ package enum SystemTrustVerdict: Sendable, Equatable {
     /// SecBase.h). Every other rejection counts as an untrusted chain.
     package enum Status {
         /// errSecHostNameMismatch: the chain is fine, but it is not for this host.
-        package static let hostNameMismatch: Int32 = -67602
+        static let hostNameMismatch: Int32 = -67602
         /// errSecCertificateNameNotAllowed: the name is excluded by a CA's name constraints.
-        package static let nameNotAllowed: Int32 = -67900
+        static let nameNotAllowed: Int32 = -67900
         /// errSecNotTrusted: no path to an anchor (a private CA nobody added).
-        package static let notTrusted: Int32 = -67843
+        static let notTrusted: Int32 = -67843
         /// errSecCertificateExpired.
         package static let expired: Int32 = -67818
         /// errSecCertificateNotValidYet.
-        package static let notValidYet: Int32 = -67819
+        static let notValidYet: Int32 = -67819
         /// errSecCertificateRevoked.
-        package static let revoked: Int32 = -67820
+        static let revoked: Int32 = -67820
     }
 
     /// The engine's error for this verdict; nil when the chain was trusted. A name mismatch is
     /// `.certificateNameMismatch`, any other rejection `.untrustedCertificate` (expired, revoked and
     /// unknown roots alike, as BoringSSL's rejection is on Linux): the two a URLSession delegate may
     /// overrule (`ServerTrustEvaluation`).
-    package func engineError(host: String, address: String) -> HTTPEngineError? {
+    func engineError(host: String, address: String) -> HTTPEngineError? {
         switch self {
         case .trusted:
             return nil

@@ -53,20 +53,20 @@ public final class HTTPDNSProxy: Sendable {
         /// all on loopback).
         package var maxConnectionsPerClient: Int? = nil
         /// A request head larger than this gets 431.
-        package var maxHeaderBytes = 16 * 1024
+        var maxHeaderBytes = 16 * 1024
         /// A client must send its request head within this time (408 otherwise): the first from the
         /// accept, a kept-alive connection's next one from its first byte.
-        package var requestHeadTimeout: Duration = .seconds(10)
+        var requestHeadTimeout: Duration = .seconds(10)
         /// A kept-alive connection with no byte of a next request for this long is closed (as nginx's
         /// keepalive_timeout; no reply, there is no request to answer).
-        package var keepAliveTimeout: Duration = .seconds(60)
+        var keepAliveTimeout: Duration = .seconds(60)
         /// A tunnel with no traffic either way for this long is closed.
-        package var tunnelIdleTimeout: Duration = .seconds(300)
+        var tunnelIdleTimeout: Duration = .seconds(300)
         package var connectTimeout: Duration = .seconds(10)
         /// A forwarded http:// request's body streams on as it arrives, the client read only as fast as
         /// the origin takes it; when no byte of it arrives for this long while one is wanted, the request
         /// is given up (408 if no response has started). As nginx's client_body_timeout.
-        package var bodyTimeout: Duration = .seconds(60)
+        var bodyTimeout: Duration = .seconds(60)
 
         /// Loopback, any free port, CONNECT to ports 443 and 80.
         public init() {}
@@ -79,8 +79,8 @@ public final class HTTPDNSProxy: Sendable {
         /// The address the tunnel went to.
         package var address: String?
         /// Client to server, server to client.
-        package var bytesUp: Int
-        package var bytesDown: Int
+        var bytesUp: Int
+        var bytesDown: Int
         package var duration: Duration
         /// Why it could not be opened, if it could not.
         package var error: String?
@@ -94,7 +94,7 @@ public final class HTTPDNSProxy: Sendable {
     /// The port listened on.
     public var port: Int { channel.localAddress?.port ?? configuration.port }
     /// The last tunnels (at most 1,000), oldest first.
-    package var recentTunnels: [TunnelMetrics] { recent.withLockedValue { $0 } }
+    var recentTunnels: [TunnelMetrics] { recent.withLockedValue { $0 } }
     package var openConnections: Int { connections.count }
 
     private init(
@@ -201,13 +201,13 @@ public final class HTTPDNSProxy: Sendable {
 
     /// Whether the listener still accepts connections. On iOS the system may take a suspended app's
     /// listening socket back; the proxy's tunnels go on, but no new client gets in.
-    package var isListening: Bool { channel.isActive }
+    var isListening: Bool { channel.isActive }
     /// Succeeds when the listener has closed, by `stop()` or because the system took its socket.
-    package var listenerClosed: EventLoopFuture<Void> { channel.closeFuture }
+    var listenerClosed: EventLoopFuture<Void> { channel.closeFuture }
 
     /// Closes the listener alone, as the system does when it takes a suspended app's socket back: open
     /// tunnels and forwarded requests go on. For tests of what keeps the proxy running.
-    package func closeListener() async {
+    func closeListener() async {
         try? await channel.close()
     }
 

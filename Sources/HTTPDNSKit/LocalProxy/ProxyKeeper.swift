@@ -78,27 +78,27 @@ package final class ProxyKeeper: Sendable {
     }
 
     /// Calls `handler` when the proxy moves to another port (its own was taken when it started again).
-    package func onMove(_ handler: @escaping @Sendable (_ from: Int, _ to: Int) -> Void) {
+    func onMove(_ handler: @escaping @Sendable (_ from: Int, _ to: Int) -> Void) {
         inner.withLockedValue { $0.onMove.append(handler) }
     }
 
     /// As `onMove(_:)`, one handler per `owner`: a later one for the same owner replaces it, so an
     /// object configured again and again does not pile handlers up.
-    package func onMove(for owner: ObjectIdentifier, _ handler: @escaping @Sendable (_ from: Int, _ to: Int) -> Void) {
+    func onMove(for owner: ObjectIdentifier, _ handler: @escaping @Sendable (_ from: Int, _ to: Int) -> Void) {
         inner.withLockedValue { $0.onMoveByOwner[owner] = handler }
     }
 
     /// How many move handlers are kept (for tests).
-    package var moveHandlerCount: Int { inner.withLockedValue { $0.onMove.count + $0.onMoveByOwner.count } }
+    var moveHandlerCount: Int { inner.withLockedValue { $0.onMove.count + $0.onMoveByOwner.count } }
 
     /// The app went to the background.
-    package func enteredBackground() {
+    func enteredBackground() {
         inner.withLockedValue { $0.lifecycle.enteredBackground() }
     }
 
     /// The app came back to the foreground: a proxy whose listener was lost starts again. Returns when
     /// it runs (or could not start).
-    package func enteredForeground() async {
+    func enteredForeground() async {
         let action = inner.withLockedValue { inner -> ProxyLifecycle.Action? in
             // Still in the background here: a lost listener is marked lost, and the foreground starts it.
             inner.lostListener() ?? inner.lifecycle.enteredForeground()

@@ -72,7 +72,7 @@ package struct ProxyLifecycle: Sendable {
     }
 
     /// The start under way failed.
-    package mutating func startFailed() -> Action {
+    mutating func startFailed() -> Action {
         guard case .starting(let wanted) = state else { return .fail }
         if wanted != 0 {
             // The old port is taken: any free one, and the move is reported when it runs.
@@ -94,7 +94,7 @@ package struct ProxyLifecycle: Sendable {
     private var movingFrom: Int?
 
     /// The running proxy's listener closed without being asked to (the system took its socket).
-    package mutating func listenerLost() -> Action? {
+    mutating func listenerLost() -> Action? {
         guard case .running(let port) = state else { return nil }
         if inBackground {
             state = .lost(port: port)
@@ -105,12 +105,12 @@ package struct ProxyLifecycle: Sendable {
     }
 
     /// The app went to the background.
-    package mutating func enteredBackground() {
+    mutating func enteredBackground() {
         inBackground = true
     }
 
     /// The app came back to the foreground.
-    package mutating func enteredForeground() -> Action? {
+    mutating func enteredForeground() -> Action? {
         inBackground = false
         guard case .lost(let port) = state else { return nil }
         state = .starting(port: port)

@@ -48,7 +48,7 @@ package enum AlibabaSigning {
     }
 
     /// The v2 API's version parameter, as the iOS and Android SDKs send it.
-    package static let v2Version = "1.0"
+    static let v2Version = "1.0"
 
     /// The v2 `s` parameter over `parameters` (every signed one), keyed with the decoded secret.
     package static func v2Signature(_ parameters: [(String, String)], key: [UInt8]) -> String {
@@ -59,7 +59,7 @@ package enum AlibabaSigning {
     /// The parameters a v2 signature covers when present (and every `sdns-*`): the Android SDK's list
     /// (aliyun/alibabacloud-httpdns-android-sdk, its request signer's `includeParamKeys`), which has
     /// `cip` (the client address to answer for) and `enc` (the encrypted modes) besides the iOS SDK's.
-    package static let v2SignedNames: Set<String> = ["id", "m", "dn", "cip", "q", "enc", "exp", "tags", "v"]
+    static let v2SignedNames: Set<String> = ["id", "m", "dn", "cip", "q", "enc", "exp", "tags", "v"]
 
     /// The parameters a v2 signature covers, out of a query's.
     package static func v2Signed(_ query: [String: String]) -> [(String, String)] {

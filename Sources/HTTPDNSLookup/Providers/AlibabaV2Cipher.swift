@@ -79,7 +79,7 @@ package struct AlibabaV2Cipher: Sendable {
     }
 
     /// The request's `enc` for `fields` (their JSON object, keys sorted so the text is stable).
-    package func encryptedFields(_ fields: [(String, String)]) throws(AlibabaV2CipherError) -> String {
+    func encryptedFields(_ fields: [(String, String)]) throws(AlibabaV2CipherError) -> String {
         hexEncoded(try seal(Self.json(fields)))
     }
 
@@ -99,7 +99,7 @@ package struct AlibabaV2Cipher: Sendable {
     }
 
     /// An answer's encrypted `data` string opened to the plain `data` object's JSON.
-    package func openAnswer(_ base64: String) throws(AlibabaV2CipherError) -> [UInt8] {
+    func openAnswer(_ base64: String) throws(AlibabaV2CipherError) -> [UInt8] {
         guard let bytes = Data(base64Encoded: base64) else { throw AlibabaV2CipherError("is not Base64") }
         return try open(Array(bytes))
     }

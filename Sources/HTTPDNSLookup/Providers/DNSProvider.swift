@@ -80,7 +80,7 @@ package struct ProviderError: Error, Hashable, Sendable, CustomStringConvertible
     /// reachable and speaks DNS (the server's readiness counts that as an answer).
     package var rcode: DNSResponseCode?
     /// A vendor's refusal code (Alibaba's `{"code":"SignatureExpired"}`), when it sent one.
-    package var vendorCode: String?
+    var vendorCode: String?
 
     package init(
         _ message: String,

@@ -44,7 +44,7 @@ extension HTTPDNSResolver {
     }
 
     /// Waits for the background work a network change started (re-resolving, NAT64 discovery).
-    package func waitForNetworkWork() async {
+    func waitForNetworkWork() async {
         await monitor.waitForDiscoveries()
         await state.withLockedValue { $0.reResolving }?.value
     }

@@ -25,7 +25,7 @@ extension HTTPDNSResolver {
     /// Returns when no background work is left: the re-resolving a network change started, every
     /// refresh and prefetch (and those they led to), and a pending save of the cache, which is written
     /// at once rather than waited for (its delay only batches writes). Tests use it as their barrier.
-    package func waitForBackgroundWork() async {
+    func waitForBackgroundWork() async {
         await waitForRunningWork()
         flushPersistence()
     }

@@ -40,7 +40,7 @@ extension HTTPDNSResolver {
     }
 
     /// The routes of provider `index` (tests and diagnostics).
-    package func serviceRoutes(_ index: Int) -> ServiceRouteState? {
+    func serviceRoutes(_ index: Int) -> ServiceRouteState? {
         (providers[index] as? any ServiceListProvider)?.routes?.snapshot
     }
 

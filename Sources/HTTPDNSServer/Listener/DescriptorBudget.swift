@@ -23,7 +23,7 @@ package struct DescriptorBudget: Equatable, Sendable {
 
     /// Kept free for everything else the process opens: files, the runtime's own, a connection being
     /// closed while its successor is accepted.
-    package var reserve: Int { max(16, limit / 20) }
+    var reserve: Int { max(16, limit / 20) }
 
     /// What the bounds may use.
     package var available: Int { max(0, limit - inUse - reserve) }

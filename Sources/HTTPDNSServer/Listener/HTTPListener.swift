@@ -29,7 +29,7 @@ package struct ListenerRequest: Sendable {
     package var isTLS: Bool
     package var remote: String
     /// The client's address, for answers that report it (DNSPod `clientip=1`).
-    package var remoteIP: IPAddress? = nil
+    var remoteIP: IPAddress? = nil
 
     /// The request target without its query.
     package var path: String { uri.firstIndex(of: "?").map { String(uri[..<$0]) } ?? uri }
@@ -491,7 +491,7 @@ final class RequestHandler: ChannelInboundHandler {
 
 /// `uri` with the values of the query parameters that carry secrets (`token`, the signature `s`)
 /// replaced by `<redacted>`, for logs.
-package func redactingSecrets(_ uri: String) -> String {
+func redactingSecrets(_ uri: String) -> String {
     guard let q = uri.firstIndex(of: "?") else { return uri }
     let pairs = uri[uri.index(after: q)...].split(separator: "&", omittingEmptySubsequences: false).map { pair in
         let key = pair.prefix { $0 != "=" }

@@ -54,10 +54,10 @@ package final class HTTPDNSService: Sendable {
         package var hostsFile: String?
         /// How often the hosts file is checked for changes; nil: only when `reloadHosts()` is called
         /// (tests, or an operator's signal handler).
-        package var hostsReloadInterval: Duration? = .seconds(1)
+        var hostsReloadInterval: Duration? = .seconds(1)
         /// How long a changed hosts file must stay unchanged before the poll reads it (HostsReloadRule):
         /// a file rewritten in place is not read half written. `reloadHosts()` (SIGHUP) does not wait.
-        package var hostsSettle: Duration = .seconds(2)
+        var hostsSettle: Duration = .seconds(2)
         /// Static names (for embedding, e.g. the demo), answered like the hosts file.
         package var staticHosts: [String: [IPAddress]] = [:]
         /// HTTPS records (RFC 9460) answered for these names before the upstream is asked, with `ttl`
@@ -70,7 +70,7 @@ package final class HTTPDNSService: Sendable {
         /// TTL of hosts-file answers, seconds.
         package var ttl: UInt32 = 60
         /// Names in one `/d` batch at most.
-        package var maxBatch = 50
+        var maxBatch = 50
         package var limits = HTTPListener.Limits()
         /// Names asked of the upstream at once at most (see UpstreamLookups.swift).
         package var maxUpstreamLookups = 256
@@ -89,7 +89,7 @@ package final class HTTPDNSService: Sendable {
         /// How long clients keep that list, in minutes (DNSPod's `ttl:`; Alibaba's clients keep it a day).
         package var serviceListMinutes = 60
         /// Unix seconds now, for signature expiry; tests move it to make signatures expired or early.
-        package var unixTime: @Sendable () -> Int = { Int(Date().timeIntervalSince1970) }
+        var unixTime: @Sendable () -> Int = { Int(Date().timeIntervalSince1970) }
         /// What `/metrics` answers (Prometheus text format); nil: no `/metrics` (404), and requests are
         /// not counted.
         package var metricsText: (@Sendable () -> String)?
@@ -100,7 +100,7 @@ package final class HTTPDNSService: Sendable {
         package var tracer: (any Tracer)?
         /// The name the start-up readiness probe asks the upstream, once a second until it answers
         /// (any DNS answer counts, NXDOMAIN or REFUSED included: the upstream is reachable).
-        package var readinessProbeName = "readiness-probe.httpdns.invalid"
+        var readinessProbeName = "readiness-probe.httpdns.invalid"
 
         package init() {}
     }

@@ -28,7 +28,7 @@ package struct HostsReloadRule: Sendable {
     }
 
     /// The poll saw `stamp` at `now`; `current` is the stamp of the table in use (nil: none read yet).
-    package mutating func polled(
+    mutating func polled(
         _ stamp: String?,
         current: String?,
         now: ContinuousClock.Instant

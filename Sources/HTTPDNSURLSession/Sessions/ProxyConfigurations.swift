@@ -68,7 +68,7 @@ package enum ProxyConfigurations {
 
         /// Whether `object` has proxy configurations set.
         @available(iOS 17.0, macOS 14.0, tvOS 17.0, watchOS 10.0, *)
-        package static func areSet(on object: NSObject) -> Bool {
+        static func areSet(on object: NSObject) -> Bool {
             guard object.responds(to: NSSelectorFromString(key)) else { return false }
             return (object.value(forKey: key) as? NSArray).map { $0.count > 0 } ?? false
         }

@@ -2,8 +2,8 @@
 // NAT64 discovery, publishing to a NetworkPath that readers wait on. The rules themselves
 // (NetworkPathMachine) are tested in HTTPDNSCoreTests; this is the executor around them.
 
-import HTTPDNSCore
-import HTTPDNSEngine
+@testable import HTTPDNSCore
+@testable import HTTPDNSEngine
 import Logging
 import NIOConcurrencyHelpers
 import Testing

@@ -2,7 +2,7 @@
 // I/O: started once on first use, again on the same port when its listener is lost, moved (and the move
 // reported) only when that port is taken.
 
-import HTTPDNSKit
+@testable import HTTPDNSKit
 import Testing
 
 @Suite struct ProxyLifecycleTests {

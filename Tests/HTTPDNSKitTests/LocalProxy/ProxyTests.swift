@@ -4,10 +4,10 @@
 
 @testable import HTTPDNSTestSupport
 import Foundation
-import HTTPDNSCore
-import HTTPDNSEngine
-import HTTPDNSKit
-import HTTPDNSLookup
+@testable import HTTPDNSCore
+@testable import HTTPDNSEngine
+@testable import HTTPDNSKit
+@testable import HTTPDNSLookup
 import NIOCore
 import NIOPosix
 import Testing
