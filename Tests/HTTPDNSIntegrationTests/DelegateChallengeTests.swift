@@ -182,6 +182,13 @@ extension URLSessionTests {
         return Data(SHA256.hash(data: spki)).base64EncodedString()
     }
 
+    /// A request with a timeout a starved machine does not reach.
+    static func request(_ url: URL) -> URLRequest {
+        var request = URLRequest(url: url)
+        request.timeoutInterval = 15
+        return request
+    }
+
     func get(_ session: URLSession, _ url: String) async throws -> (String, HTTPURLResponse) {
         var request = URLRequest(url: URL(string: url)!)
         request.timeoutInterval = 15
@@ -313,19 +320,16 @@ extension URLSessionTests {
         let session = challengeSession(nil, delegate: delegate)
         defer { session.invalidateAndCancel() }
         let url = URL(string: peers.url("a.test", "/whoami"))!
-        var request = URLRequest(url: url)
-        request.timeoutInterval = 15
-        let a = session.dataTask(with: request)
+        let a = session.dataTask(with: Self.request(url))
         a.resume()
         await delegate.firstQuestionAsked()
-        async let b = session.data(for: request)
-        async let c = session.data(for: request)
+        let b = Task { try await session.data(for: Self.request(url)) }
+        let c = Task { try await session.data(for: Self.request(url)) }
         // B and C are queued behind A's connect before A goes: wait until the pool holds all three.
         while setup.engine.pool.waitingRequests < 3 { try await Task.sleep(for: .milliseconds(5)) }
         a.cancel()
-        let (bResponse, cResponse) = try await (
-            (b.1 as? HTTPURLResponse)?.statusCode, (c.1 as? HTTPURLResponse)?.statusCode
-        )
+        let bResponse = (try await b.value.1 as? HTTPURLResponse)?.statusCode
+        let cResponse = (try await c.value.1 as? HTTPURLResponse)?.statusCode
         #expect(bResponse == 200 && cResponse == 200)
         // A's question went unanswered; the connect made for B asked again.
         #expect(delegate.questions == 2, "\(delegate.questions)")
