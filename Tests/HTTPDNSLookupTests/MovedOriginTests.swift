@@ -158,6 +158,13 @@ struct DeadAddressError: Error {
         let response = try await get(w)
         #expect(response.status == .ok)
         #expect(response.metrics.ip == "127.0.0.2")
+        // A stale answer starts its refresh when it is served: on a machine slowed down enough (a
+        // sanitizer's 5-15x), that refresh brings the new address before the connect starts, and the
+        // connect goes there at once with nothing to ask again.
+        guard !(stale && response.metrics.reasks.isEmpty) else {
+            #expect(w.resolver.cached("moved.test", .ipv4)?.ipv4 == [IPAddress("127.0.0.2")!])
+            return await w.stop()
+        }
         // The trace says what was asked again, after which failure, and who answered.
         #expect(response.metrics.reasks.map(\.kind) == [.pastCache])
         // Asked once the old address refused, or, on a machine too busy to see the refusal within the
@@ -181,6 +188,8 @@ struct DeadAddressError: Error {
         let response = try await get(w)
         #expect(response.status == .ok)
         #expect(response.metrics.ip == "127.0.0.2")
+        // The stale answer's own refresh may come first on a slowed machine (see above).
+        guard !(stale && response.metrics.reasks.isEmpty) else { return await w.stop() }
         // Asked by the attempt delay, while the old address had not answered.
         #expect(response.metrics.reasks.map(\.kind) == [.pastCache])
         #expect(response.metrics.reasks.first?.failed == [])
