@@ -75,7 +75,7 @@ extension HTTPDNSURLProtocol {
         let idle = context.requestTimeout(request)
         // Past a year the timeout bounds nothing (and `.infinity` would not fit in a time amount).
         if idle > 0, idle < 365 * 86_400 { engineRequest.idleTimeout = .milliseconds(Int64(idle * 1000)) }
-        if let left = try context.resourceTimeLeft() { engineRequest.timeout = left }
+        // The resource timeout's time left is set by `send`, before each time the request goes out.
         return (engineRequest, url)
     }
 }
