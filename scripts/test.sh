@@ -114,7 +114,8 @@ step "peers: stop" stop_peers
 
 # The hermetic suites again under ThreadSanitizer, then AddressSanitizer, each in a build folder of its
 # own so the plain build stays. A race or a memory error anywhere fails the run: TSan and ASan exit
-# non-zero after a report. No suppressions. ASan's leak check is off: at exit it lists everything the test
+# non-zero after a report. TSan's suppressions (scripts/tsan-suppressions.txt) name only reports in the
+# Swift runtime's continuations, each with its public bug report. ASan's leak check is off: at exit it lists everything the test
 # process still holds (the shared event loops, channels the tests leave open), not leaks that grow; growth
 # is what the hostile suites' memory bounds watch. UBSan is not offered for Swift on Linux (swiftc refuses
 # -sanitize=undefined there). Only the test bundle is built: the CLI (and swift-otel, which only it uses)
@@ -130,7 +131,8 @@ sanitized() { # SCRATCH OPTIONS: the hermetic suites of that build's test bundle
 }
 tests=(--product swift-httpdnsPackageTests)
 step "build: ThreadSanitizer" swift build "${tests[@]}" --sanitize=thread --scratch-path .build-tsan
-step "tests: hermetic, ThreadSanitizer, 4 at a time" sanitized .build-tsan TSAN_OPTIONS=halt_on_error=1
+step "tests: hermetic, ThreadSanitizer, 4 at a time" sanitized .build-tsan \
+    "TSAN_OPTIONS=halt_on_error=1:suppressions=$PWD/scripts/tsan-suppressions.txt"
 step "build: AddressSanitizer" swift build "${tests[@]}" --sanitize=address --scratch-path .build-asan
 step "tests: hermetic, AddressSanitizer, 4 at a time" sanitized .build-asan ASAN_OPTIONS=detect_leaks=0
 
