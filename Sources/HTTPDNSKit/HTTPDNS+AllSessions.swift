@@ -9,7 +9,7 @@
         /// stacks that never expose their configuration. Call once, early; there is no undo.
         public func enableForAllSessions() {
             registerGlobally()
-            HTTPDNSURLProtocol.enableForAllSessions()
+            HTTPDNSURLProtocol.enableForAllSessions(interception)
         }
     }
 #endif

@@ -47,12 +47,15 @@ public final class HTTPDNS: Sendable {
     let encryptedDNS = NIOLockedValueBox<SystemEncryptedDNS?>(nil)
     /// What follows the app's background and foreground notices (UIKit platforms).
     let appLifecycleObservers = NIOLockedValueBox(AppLifecycleObservers())
+    /// This instance's URLSession interception: the sessions enabled through it load with its resolver,
+    /// engine, policy and metrics handler, whatever other instances the process has.
+    package let interception: Interception
 
     /// Makes the resolver and both engines from `configuration`.
     ///
     /// - Parameters:
     ///   - configuration: The resolvers, the host policy and the cache, TLS, network and HTTP settings.
-    ///   - logger: Where the resolver, both engines and the loopback proxy log.
+    ///   - logger: Where the resolver, both engines, the loopback proxy and the URLSession interception log.
     /// - Throws: `HTTPDNSConfigurationError` when a resolver cannot be reached as configured (a resolver
     ///   named by hostname without a ``Configuration/bootstrap`` address), the TLS settings are invalid, or
     ///   an address override, the proxy settings, an `upgradeToHTTPS` pattern or the cache settings are unusable.
@@ -91,6 +94,11 @@ public final class HTTPDNS: Sendable {
         app.tracing = tracing
         let engine = try HTTPEngine(configuration: app, addressSource: resolver, path: path, logger: logger)
         self.engine = engine
+        var setup = HTTPDNSURLProtocol.Setup(resolver: resolver, engine: engine, intercept: configuration.policy)
+        setup.upgradeToHTTPS = upgradeToHTTPS
+        setup.serverTrustChallenges = configuration.tls.serverTrustChallenges
+        setup.logger = logger
+        interception = Interception(setup)
         if configuration.connectsResolverAtStart, !configuration.policy.selectsNothing {
             resolverWarmUp = Task {
                 do { try await resolver.warmUp() } catch {
@@ -131,31 +139,30 @@ public final class HTTPDNS: Sendable {
     // MARK: URLSession
 
     /// A copy of `base` whose sessions send the requests ``Configuration/policy`` selects through
-    /// HTTPDNS (other requests go on as usual). Makes this instance the one every such session uses.
+    /// HTTPDNS (other requests go on as usual), with this instance's resolver and engine. Sessions of
+    /// other instances keep theirs.
     ///
     /// - Parameter base: The configuration to copy; `base` itself is left as it is.
     /// - Returns: The copy, with HTTPDNS enabled on it.
     public func urlSessionConfiguration(
         _ base: URLSessionConfiguration = .default
     ) -> URLSessionConfiguration {
-        install()
-        return base.withHTTPDNS()
+        interception.enabled(base)
     }
 
     /// Enables HTTPDNS on a configuration another stack built and will make its session from
-    /// (AFNetworking/Alamofire-style code). Makes this instance the one every such session uses.
+    /// (AFNetworking/Alamofire-style code): its sessions resolve through this instance.
     ///
     /// - Parameter configuration: The configuration to enable HTTPDNS on, changed in place.
     public func enable(on configuration: URLSessionConfiguration) {
-        install()
-        configuration.enableHTTPDNS()
+        interception.enable(on: configuration)
     }
 
     /// Also intercepts the requests of sessions made without a configuration from this instance, where
     /// the platform consults globally registered protocols (`URLSession.shared` on Apple platforms).
+    /// There is one such registration per process: the instance that called this last serves them.
     public func registerGlobally() {
-        install()
-        HTTPDNSURLProtocol.registerGlobally()
+        interception.registerGlobally()
     }
 
     /// Marks `request` so HTTPDNS leaves it to URLSession's own loading. On Apple platforms the mark is
@@ -176,21 +183,7 @@ public final class HTTPDNS: Sendable {
     ///
     /// - Parameter handler: Called with each load's metrics; it replaces a handler set before.
     public func onURLSessionMetrics(_ handler: @escaping @Sendable (HTTPDNSTaskMetrics) -> Void) {
-        HTTPDNSURLProtocol.install(setup(onMetrics: handler))
-    }
-
-    private func install() {
-        if HTTPDNSURLProtocol.current?.resolver !== resolver {
-            HTTPDNSURLProtocol.install(setup(onMetrics: nil))
-        }
-    }
-
-    private func setup(onMetrics: (@Sendable (HTTPDNSTaskMetrics) -> Void)?) -> HTTPDNSURLProtocol.Setup {
-        var setup = HTTPDNSURLProtocol.Setup(resolver: resolver, engine: engine, intercept: configuration.policy)
-        setup.upgradeToHTTPS = upgradeToHTTPS
-        setup.serverTrustChallenges = configuration.tls.serverTrustChallenges
-        setup.onMetrics = onMetrics
-        return setup
+        interception.update { $0.onMetrics = handler }
     }
 
     // MARK: Clients outside URLSession
@@ -322,10 +315,12 @@ public final class HTTPDNS: Sendable {
     }
 
     /// Saves the cache (when ``Configuration/persistencePath`` is set), closes every connection and
-    /// stops URLSession interception if this instance had it. Requests started afterwards fail.
+    /// stops this instance's URLSession interception (its sessions' requests go to the system's own
+    /// loading from then on; other instances' sessions are not touched). Requests started afterwards
+    /// through the resolver or the engine fail.
     public func shutdown() async {
         resolverWarmUp?.cancel()
-        if HTTPDNSURLProtocol.current?.resolver === resolver { HTTPDNSURLProtocol.uninstall() }
+        interception.end()
         encryptedDNS.withLockedValue { $0 }?.stop()
         for token in appLifecycleObservers.withLockedValue({ $0.tokens }) {
             NotificationCenter.default.removeObserver(token)

@@ -1,8 +1,8 @@
 // The URLProtocol that serves URLSession requests through the IP-direct engine.
 //
 // The URL keeps its hostname (TLS SNI, certificate check, Host); only the socket address comes from
-// HTTPDNS, at connect time. Set up once: `HTTPDNSURLProtocol.install(Setup(...))`, then enable it on a
-// session configuration with `configuration.enableHTTPDNS()`.
+// HTTPDNS, at connect time. An `Interception` holds the setup (Interception.swift) and enables the
+// protocol on a session configuration: `interception.enable(on: configuration)`.
 //
 // What it intercepts: http(s) requests whose host the policy selects (the resolver's policy unless the
 // setup gives another; the library default selects nothing). IP literals, other schemes, requests
@@ -55,7 +55,7 @@ public struct HTTPDNSTaskMetrics: Sendable {
 }
 
 package class HTTPDNSURLProtocol: URLProtocol {
-    /// What the app configures once.
+    /// What the loads of one interception use (Interception.swift).
     package struct Setup: Sendable {
         package var resolver: HTTPDNSResolver
         package var engine: HTTPEngine
@@ -100,20 +100,8 @@ package class HTTPDNSURLProtocol: URLProtocol {
         }
     }
 
-    private static let installed = NIOLockedValueBox<Setup?>(nil)
-
-    /// Makes `setup` the one every intercepted request uses (replacing an earlier one, whose engine
-    /// the app shuts down when its loads are over).
-    package static func install(_ setup: Setup) {
-        installed.withLockedValue { $0 = setup }
-    }
-
-    /// Stops intercepting: `canInit` answers false from now on. Loads already running finish.
-    package static func uninstall() {
-        installed.withLockedValue { $0 = nil }
-    }
-
-    package static var current: Setup? { installed.withLockedValue { $0 } }
+    /// The interception this class leads to (see Interception.swift); nil when none serves it.
+    package static var interception: Interception? { ProtocolBindings.binding(of: self)?.interception }
 
     /// Header marking a request the protocol must leave alone where URLProtocol properties do not
     /// survive (swift-corelibs-foundation drops them): it goes on to the server, which ignores it.
@@ -144,7 +132,7 @@ package class HTTPDNSURLProtocol: URLProtocol {
 
     /// Whether the protocol would serve `request` now.
     package override class func canInit(with request: URLRequest) -> Bool {
-        guard let setup = current, let url = request.url,
+        guard let setup = interception?.setup, let url = request.url,
             let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https",
             let host = url.host, !host.isEmpty,
             !isMarkedHandled(request)
@@ -218,10 +206,6 @@ package class HTTPDNSURLProtocol: URLProtocol {
             return
         }
         guard let client else { return }
-        guard let setup = Self.current else {
-            client.urlProtocol(self, didFailWithError: URLError(.unsupportedURL))
-            return
-        }
         // The class the system instantiated: on Apple platforms a configuration slot's, made at run time
         // (`object_getClass` sees it where `type(of:)` may report the protocol itself).
         #if canImport(ObjectiveC)
@@ -229,7 +213,13 @@ package class HTTPDNSURLProtocol: URLProtocol {
         #else
             let instantiated: AnyClass = type(of: self)
         #endif
-        let context = LoadContext(task: task, setup: setup, protocolClass: instantiated)
+        guard let interception = ProtocolBindings.binding(of: instantiated)?.interception,
+            let setup = interception.setup
+        else {
+            client.urlProtocol(self, didFailWithError: URLError(.unsupportedURL))
+            return
+        }
+        let context = LoadContext(task: task, interception: interception, setup: setup, protocolClass: instantiated)
         let gate = ClientGate(client: client, owner: self, schedule: context.clientSchedule)
         let request = self.request
         // On the concurrency pool, not on the caller's queue: corelibs calls this on the session's serial

@@ -17,9 +17,10 @@ import NIOConcurrencyHelpers
 /// The platform's part of a load (see the file comment): what it can see of the task and session, and
 /// how it reaches the client and the delegate.
 protocol LoadHosting {
-    /// `protocolClass`: the class the loading system instantiated (on Apple platforms, a configuration
+    /// `interception`: the one the load belongs to (its trust partitions, its slots); `protocolClass`:
+    /// the class the loading system instantiated (on Apple platforms, a configuration
     /// slot's: ConfigurationSlots.swift).
-    init(task: URLSessionTask?, protocolClass: AnyClass)
+    init(task: URLSessionTask?, interception: Interception, protocolClass: AnyClass)
     /// The session's configuration, where the host can find it (nil: `URLSession.shared` and the like).
     var configuration: URLSessionConfiguration? { get }
     /// The session's credential storage (the shared one where the session is not known).
@@ -97,10 +98,10 @@ struct LoadContext: @unchecked Sendable {
 
     /// - Parameter protocolClass: the class the loading system instantiated: on Apple platforms it names
     ///   the session's configuration (ConfigurationSlots.swift); corelibs shows the session itself.
-    init(task: URLSessionTask?, setup: HTTPDNSURLProtocol.Setup, protocolClass: AnyClass) {
+    init(task: URLSessionTask?, interception: Interception, setup: HTTPDNSURLProtocol.Setup, protocolClass: AnyClass) {
         taskIdentifier = task?.taskIdentifier
         expectedUploadLength = BodyLength.known(taskExpects: task?.countOfBytesExpectedToSend ?? -1)
-        host = LoadHost(task: task, protocolClass: protocolClass)
+        host = LoadHost(task: task, interception: interception, protocolClass: protocolClass)
         let configuration = host.configuration
         // The session's own settings where its configuration is known; the shared storage otherwise
         // (`URLSession.shared`, a protocol registered globally).

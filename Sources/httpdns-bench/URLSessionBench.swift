@@ -60,8 +60,8 @@ struct URLSessionBench: AsyncParsableCommand {
         config.fallbackToLocalDNS = false
         let resolver = try HTTPDNSResolver(configuration: config, engine: try HTTPEngine())
         let setup = try HTTPDNSURLProtocol.Setup(resolver: resolver)
-        HTTPDNSURLProtocol.install(setup)
-        let ours = URLSession(configuration: URLSessionConfiguration.ephemeral.withHTTPDNS())
+        let interception = Interception(setup)
+        let ours = URLSession(configuration: interception.enabled(.ephemeral))
         let plain = URLSession(configuration: .ephemeral)
         print(
             "origin: in-process HTTP/1.1 on 127.0.0.1:\(origin.port); ours: http://origin.test:\(origin.port) via HTTPDNSURLProtocol (names from an in-process DNS server)"
@@ -171,7 +171,7 @@ struct URLSessionBench: AsyncParsableCommand {
             print(String(format: "  (the engine alone, no URLSession: %.0f req/s)", median(engineRates)))
         }
 
-        HTTPDNSURLProtocol.uninstall()
+        interception.end()
         setup.engine.shutdown()
         await resolver.shutdown()
         await dns.stop()

@@ -22,8 +22,8 @@ extension FetchCommand {
         setup.maxRedirects = maxRedirects
         let metrics = NIOLockedValueBox<HTTPDNSTaskMetrics?>(nil)
         setup.onMetrics = { m in metrics.withLockedValue { $0 = m } }
-        HTTPDNSURLProtocol.install(setup)
-        defer { HTTPDNSURLProtocol.uninstall() }
+        let interception = Interception(setup)
+        defer { interception.end() }
 
         var request = URLRequest(url: URL(string: url)!)
         request.httpMethod = requestMethod
@@ -68,7 +68,7 @@ extension FetchCommand {
             if include { try writeHead(statusLine, fields, to: sink) }
         }
         let configuration = URLSessionConfiguration.ephemeral
-        configuration.enableHTTPDNS()
+        interception.enable(on: configuration)
         if let maxTime { configuration.timeoutIntervalForResource = maxTime }
         let session = URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
         defer { session.finishTasksAndInvalidate() }

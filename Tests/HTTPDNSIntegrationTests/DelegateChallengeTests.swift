@@ -1,7 +1,7 @@
 // The app's URLSession delegate decides on authentication, with corelibs URLSession and the
 // real peers: nginx's a.test (signed by the test CA, which the engine here is not told to trust unless a
 // test says so), nginx's /basic (HTTP Basic, alice:wonderland) and a tinyproxy that wants the same
-// credentials (407). The protocol's setup is process-wide: these tests belong to URLSessionTests, whose
+// credentials (407). These tests belong to URLSessionTests (its `install` and `interception`), whose
 // tests run one at a time.
 
 @testable import HTTPDNSTestSupport
@@ -155,14 +155,14 @@ extension URLSessionTests {
             intercept: HostPolicy(only: [try HostPattern(host)])
         )
         if let asking { setup.serverTrustChallenges = asking }
-        HTTPDNSURLProtocol.install(setup)
+        install(setup)
         return setup
     }
 
     func challengeSession(_ delegate: ChallengeDelegate?, delegate other: (any URLSessionDelegate)? = nil) -> URLSession
     {
         URLSession(
-            configuration: URLSessionConfiguration.ephemeral.withHTTPDNS(),
+            configuration: interception.enabled(.ephemeral),
             delegate: delegate ?? other,
             delegateQueue: nil
         )

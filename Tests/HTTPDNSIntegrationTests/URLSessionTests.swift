@@ -1,6 +1,7 @@
 // URLSession (FoundationNetworking on Linux) with HTTPDNSURLProtocol installed, against the real
 // peers: nginx (SNI certificates, h2, redirects, body echo, cookies), kresd DoH as the resolver and
-// the hijacking dnsmasq as LocalDNS. The protocol's setup is process-wide, so the suite runs serially.
+// the hijacking dnsmasq as LocalDNS. Each test serves its sessions through an interception of its own;
+// the suite runs serially, as it counts the engine's connections.
 
 @testable import HTTPDNSTestSupport
 @testable import HTTPDNSURLSession
@@ -21,6 +22,15 @@ import Testing
 
 @Suite(.serialized, .enabled(if: Peers.shouldRun, "real peers not running (scripts/test.sh starts them)"))
 struct URLSessionTests {
+    /// The interception the test's `install` made (each test runs on a suite value of its own).
+    private let installed = NIOLockedValueBox<Interception?>(nil)
+    var interception: Interception { installed.withLockedValue { $0! } }
+
+    /// Serves `setup` through an interception of this test's own (`interception`).
+    func install(_ setup: HTTPDNSURLProtocol.Setup) {
+        installed.withLockedValue { $0 = Interception(setup) }
+    }
+
     /// Installs the protocol with kresd DoH; `intercept` names the hosts it takes.
     func install(
         _ peers: Peers,
@@ -37,13 +47,13 @@ struct URLSessionTests {
         let log = MetricsLog()
         setup.onMetrics = { log.add($0) }
         tweak(&setup)
-        HTTPDNSURLProtocol.install(setup)
+        install(setup)
         return (setup, log)
     }
 
     func session(delegate: (any URLSessionDelegate)? = nil) -> URLSession {
         URLSession(
-            configuration: URLSessionConfiguration.ephemeral.withHTTPDNS(),
+            configuration: interception.enabled(.ephemeral),
             delegate: delegate,
             delegateQueue: nil
         )
@@ -74,7 +84,7 @@ struct URLSessionTests {
         let peers = try Peers.require()
         let (setup, log) = try install(peers)
         defer { setup.engine.shutdown() }
-        let configuration = URLSessionConfiguration.ephemeral.withHTTPDNS()
+        let configuration = interception.enabled(.ephemeral)
         configuration.urlCache = URLCache(memoryCapacity: 16 << 20, diskCapacity: 0, diskPath: nil)
         let session = URLSession(configuration: configuration)
         defer { session.invalidateAndCancel() }
@@ -176,7 +186,7 @@ struct URLSessionTests {
                 }
             }
         }
-        let configuration = URLSessionConfiguration.ephemeral.withHTTPDNS()
+        let configuration = interception.enabled(.ephemeral)
         configuration.timeoutIntervalForResource = 1.2
         let session = URLSession(configuration: configuration)
         defer { session.invalidateAndCancel() }
@@ -200,7 +210,7 @@ struct URLSessionTests {
         defer { for session in sessions { session.invalidateAndCancel() } }
         for n in 0..<100 {
             let configuration = URLSessionConfiguration.ephemeral
-            configuration.enableHTTPDNS()
+            interception.enable(on: configuration)
             // Set after enabling, before the session is made: what the session copies is what counts.
             configuration.httpAdditionalHeaders = ["User-Agent": "Session/\(n)"]
             sessions.append(URLSession(configuration: configuration))
@@ -371,15 +381,17 @@ struct URLSessionTests {
         let (setup, log) = try install(peers)
         defer { setup.engine.shutdown() }
         let local = URL(string: "http://localhost:\(peers.nginxHTTP)/")!
-        #expect(!HTTPDNSURLProtocol.canInit(with: URLRequest(url: local)))
+        #expect(!interception.protocolClass.canInit(with: URLRequest(url: local)))
         #expect(
-            !HTTPDNSURLProtocol.canInit(with: URLRequest(url: URL(string: "http://127.0.0.1:\(peers.nginxHTTP)/")!))
+            !interception.protocolClass.canInit(
+                with: URLRequest(url: URL(string: "http://127.0.0.1:\(peers.nginxHTTP)/")!)
+            )
         )
         var marked = URLRequest(url: URL(string: peers.url("a.test", "/"))!)
-        #expect(HTTPDNSURLProtocol.canInit(with: marked))
+        #expect(interception.protocolClass.canInit(with: marked))
         HTTPDNSURLProtocol.markHandled(&marked)
-        #expect(!HTTPDNSURLProtocol.canInit(with: marked))
-        #expect(!HTTPDNSURLProtocol.canInit(with: URLRequest(url: URL(string: "ftp://a.test/")!)))
+        #expect(!interception.protocolClass.canInit(with: marked))
+        #expect(!interception.protocolClass.canInit(with: URLRequest(url: URL(string: "ftp://a.test/")!)))
         // The request outside the policy goes through URLSession's own loading (libcurl) and works.
         let (data, _) = try await session().data(for: URLRequest(url: local))
         #expect(text(data).contains("server=http host=localhost"))
@@ -390,10 +402,12 @@ struct URLSessionTests {
         let idle = try HTTPDNSURLProtocol.Setup(
             resolver: try HTTPDNSResolver(configuration: config, engine: peers.engine())
         )
-        HTTPDNSURLProtocol.install(idle)
-        #expect(!HTTPDNSURLProtocol.canInit(with: URLRequest(url: URL(string: peers.url("a.test", "/"))!)))
-        HTTPDNSURLProtocol.uninstall()
-        #expect(!HTTPDNSURLProtocol.canInit(with: URLRequest(url: URL(string: peers.url("a.test", "/"))!)))
+        let idleInterception = Interception(idle)
+        #expect(!idleInterception.protocolClass.canInit(with: URLRequest(url: URL(string: peers.url("a.test", "/"))!)))
+        // An interception that ended takes nothing.
+        #expect(interception.protocolClass.canInit(with: URLRequest(url: URL(string: peers.url("a.test", "/"))!)))
+        interception.end()
+        #expect(!interception.protocolClass.canInit(with: URLRequest(url: URL(string: peers.url("a.test", "/"))!)))
     }
 
     @Test func listedHTTPHostsAreUpgradedToHTTPSWithHTTP2AndAUserAgent() async throws {

@@ -4,6 +4,8 @@
 
 import Foundation
 import HTTPDNSKit
+import HTTPDNSURLSession
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import Testing
@@ -255,21 +257,76 @@ import Testing
 
     @Test func urlSessionConfigurationPutsTheProtocolFirst() async throws {
         try await withHTTPDNS { httpdns in
-            // The protocol, as one of its per-configuration classes (each session finds its own
-            // configuration's settings through it).
-            func ours(_ configuration: URLSessionConfiguration) -> String? {
-                configuration.protocolClasses?.first.map { "\($0)" }
-            }
-            // (Once every class is taken, by the other tests of this process, the base class.)
-            func isOurs(_ name: String?) -> Bool {
-                name == "HTTPDNSURLProtocol" || name?.hasPrefix("HTTPDNSSessionSlot") == true
+            // The protocol, as a class leading to this instance (on Apple platforms one per
+            // configuration: each session finds its own configuration's settings through it).
+            func ours(_ configuration: URLSessionConfiguration) -> HTTPDNSURLProtocol.Type? {
+                configuration.protocolClasses?.first as? HTTPDNSURLProtocol.Type
             }
             let configuration = httpdns.urlSessionConfiguration(.ephemeral)
-            #expect(isOurs(ours(configuration)), "\(ours(configuration) ?? "none")")
+            #expect(ours(configuration)?.interception === httpdns.interception)
             let other = URLSessionConfiguration.ephemeral
             httpdns.enable(on: other)
-            #expect(isOurs(ours(other)), "\(ours(other) ?? "none")")
-            #expect(ours(other) != ours(configuration) || ours(other) == "HTTPDNSURLProtocol")
+            #expect(ours(other)?.interception === httpdns.interception)
         }
+    }
+
+    /// Two instances in one process, each with its own answer for the same name: each session loads
+    /// through the instance it was made from (its resolver, its metrics handler), also after the other
+    /// was made, and one shutting down leaves the other's sessions intercepted.
+    @Test func twoInstancesServeTwoSessionsEachWithItsOwnResolver() async throws {
+        // One origin per instance, on the same port of two loopback addresses.
+        let first = try await HTTPFixtureServer.start(host: "127.0.0.1") { _, _, _ in
+            (.ok, "text/plain", Array("first".utf8))
+        }
+        var second: HTTPFixtureServer?
+        do {
+            second = try await HTTPFixtureServer.start(host: "127.0.0.2", port: first.port) { _, _, _ in
+                (.ok, "text/plain", Array("second".utf8))
+            }
+        } catch {
+            await first.stop()
+            throw error
+        }
+        func instance(_ address: String) throws -> HTTPDNS {
+            var configuration = HTTPDNS.Configuration(resolvers: [], policy: try HostPolicy(only: ["app.test"]))
+            configuration.addressOverrides = ["app.test": [IPAddress(address)!]]
+            configuration.network.watchesChanges = false
+            return try HTTPDNS(configuration)
+        }
+        let a = try instance("127.0.0.1")
+        let b = try instance("127.0.0.2")
+        let metricsA = NIOLockedValueBox<[String]>([])
+        let metricsB = NIOLockedValueBox<[String]>([])
+        a.onURLSessionMetrics { m in metricsA.withLockedValue { $0 += m.hops.compactMap(\.ip) } }
+        b.onURLSessionMetrics { m in metricsB.withLockedValue { $0 += m.hops.compactMap(\.ip) } }
+        let url = URL(string: "http://app.test:\(first.port)/")!
+        func body(_ session: URLSession) async throws -> String {
+            String(decoding: try await session.data(from: url).0, as: UTF8.self)
+        }
+        // Both sessions exist before either loads: the last one made decides nothing for the other.
+        let sessionA = URLSession(configuration: a.urlSessionConfiguration(.ephemeral))
+        let sessionB = URLSession(configuration: b.urlSessionConfiguration(.ephemeral))
+        defer {
+            sessionA.invalidateAndCancel()
+            sessionB.invalidateAndCancel()
+        }
+        do {
+            #expect(try await body(sessionA) == "first")
+            #expect(try await body(sessionB) == "second")
+            #expect(try await body(sessionA) == "first")
+            #expect(metricsA.withLockedValue { $0 } == ["127.0.0.1", "127.0.0.1"])
+            #expect(metricsB.withLockedValue { $0 } == ["127.0.0.2"])
+            // B shuts down: A's sessions are still A's.
+            await b.shutdown()
+            #expect(try await body(sessionA) == "first")
+            #expect(try await body(URLSession(configuration: a.urlSessionConfiguration(.ephemeral))) == "first")
+            #expect(metricsA.withLockedValue { $0 }.count == 4)
+        } catch {
+            Issue.record(error)
+        }
+        await a.shutdown()
+        await b.shutdown()
+        await first.stop()
+        await second?.stop()
     }
 }

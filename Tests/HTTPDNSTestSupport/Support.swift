@@ -182,7 +182,12 @@ final class HTTPFixtureServer: Sendable {
         self.log = log
     }
 
-    static func start(_ handler: @escaping Handler) async throws -> HTTPFixtureServer {
+    /// Listens on `host:port` (port 0: any free one).
+    static func start(
+        host: String = "127.0.0.1",
+        port: Int = 0,
+        _ handler: @escaping Handler
+    ) async throws -> HTTPFixtureServer {
         let log = NIOLockedValueBox<[String]>([])
         let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .childChannelInitializer { channel in
@@ -191,7 +196,7 @@ final class HTTPFixtureServer: Sendable {
                     try channel.pipeline.syncOperations.addHandler(FixtureHandler(handler: handler, log: log))
                 }
             }
-            .bind(host: "127.0.0.1", port: 0).get()
+            .bind(host: host, port: port).get()
         return HTTPFixtureServer(channel: channel, log: log)
     }
 

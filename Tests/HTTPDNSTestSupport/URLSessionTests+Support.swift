@@ -1,6 +1,7 @@
 // URLSession (FoundationNetworking on Linux) with HTTPDNSURLProtocol installed, against the real
 // peers: nginx (SNI certificates, h2, redirects, body echo, cookies), kresd DoH as the resolver and
-// the hijacking dnsmasq as LocalDNS. The protocol's setup is process-wide, so the suite runs serially.
+// the hijacking dnsmasq as LocalDNS. Each test serves its sessions through an interception of its own;
+// the suite runs serially, as it counts the engine's connections.
 
 @testable import HTTPDNSURLSession
 import Crypto

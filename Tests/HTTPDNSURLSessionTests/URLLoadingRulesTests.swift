@@ -3,6 +3,8 @@
 // Pure or local: no sockets. (The conformance suite checks the whole against the system's loading.)
 
 import Foundation
+import HTTPDNSEngine
+import HTTPDNSLookup
 import NIOConcurrencyHelpers
 import Testing
 
@@ -190,7 +192,7 @@ import Testing
     }
 
     @Test func aHundredthConfigurationKeepsItsHeadersCookiesTimeoutsAndLimits() throws {
-        let slots = ConfigurationSlots()
+        let slots = ConfigurationSlots(number: 1, partitions: TrustPartitions(number: 1))
         var configurations: [URLSessionConfiguration] = []
         for n in 0..<100 {
             let configuration = URLSessionConfiguration.ephemeral
@@ -215,20 +217,58 @@ import Testing
         #expect(slots.settings(of: 100) == nil && slots.partition(of: 100) == nil)
     }
 
-    @Test func enablingPutsOneProtocolClassFirstAndLeavesBackgroundSessionsAlone() {
+    /// An interception whose resolver selects every name (nothing is resolved here).
+    func interception() throws -> Interception {
+        let engine = try HTTPEngine()
+        var configuration = ResolverConfiguration(providers: [.system])
+        configuration.policy = .all
+        let resolver = try HTTPDNSResolver(configuration: configuration, engine: engine)
+        return Interception(HTTPDNSURLProtocol.Setup(resolver: resolver, engine: engine))
+    }
+
+    @Test func enablingPutsOneProtocolClassFirstAndLeavesBackgroundSessionsAlone() throws {
+        let interception = try interception()
         let configuration = URLSessionConfiguration.ephemeral
-        configuration.enableHTTPDNS()
-        configuration.enableHTTPDNS()
+        interception.enable(on: configuration)
+        interception.enable(on: configuration)
         let ours = (configuration.protocolClasses ?? []).filter { $0 is HTTPDNSURLProtocol.Type }
         #expect(ours.count == 1)
         #expect((configuration.protocolClasses?.first as? HTTPDNSURLProtocol.Type) != nil)
-        let copy = configuration.withHTTPDNS()
+        let copy = interception.enabled(configuration)
         #expect((copy.protocolClasses ?? []).filter { $0 is HTTPDNSURLProtocol.Type }.count == 1)
         #if canImport(Darwin)
             let background = URLSessionConfiguration.background(withIdentifier: "com.example.bg")
-            background.enableHTTPDNS()
+            interception.enable(on: background)
             #expect(!(background.protocolClasses ?? []).contains { $0 is HTTPDNSURLProtocol.Type })
         #endif
+    }
+
+    /// Two interceptions (two `HTTPDNS` instances) in one process: each configuration leads to the one
+    /// that enabled it, enabling with the other replaces it, and one ending leaves the other serving.
+    @Test func twoInterceptionsEachServeTheirOwnConfigurations() throws {
+        let a = try interception()
+        let b = try interception()
+        func ours(_ configuration: URLSessionConfiguration) -> HTTPDNSURLProtocol.Type? {
+            configuration.protocolClasses?.first as? HTTPDNSURLProtocol.Type
+        }
+        func served(_ configuration: URLSessionConfiguration) -> Interception? { ours(configuration)?.interception }
+        let first = a.enabled(.ephemeral)
+        let second = b.enabled(.ephemeral)
+        #expect(served(first) === a && served(second) === b)
+        let moved = a.enabled(second)
+        #expect(served(moved) === a)
+        #expect((moved.protocolClasses ?? []).filter { $0 is HTTPDNSURLProtocol.Type }.count == 1)
+        let request = URLRequest(url: URL(string: "https://example.test/")!)
+        #expect(ours(first)?.canInit(with: request) == true && ours(second)?.canInit(with: request) == true)
+        b.end()
+        #expect(ours(second)?.canInit(with: request) == false, "an ended interception takes nothing")
+        #expect(ours(first)?.canInit(with: request) == true, "the other one still does")
+        #expect(served(second)?.setup == nil)
+        // An interception nobody holds any more serves nobody.
+        var gone: Interception? = try interception()
+        let orphan = gone!.enabled(.ephemeral)
+        gone = nil
+        #expect(served(orphan) == nil)
     }
 
     @Test func aServerTrustAnswerMeansWhatApplesDoes() {

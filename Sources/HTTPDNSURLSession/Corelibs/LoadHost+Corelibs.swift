@@ -21,9 +21,11 @@
         private let clientQueue: DispatchQueue?
         private let task: URLSessionTask?
         private let corelibs: CorelibsTask
+        private let partitions: TrustPartitions
 
-        init(task: URLSessionTask?, protocolClass: AnyClass) {
+        init(task: URLSessionTask?, interception: Interception, protocolClass: AnyClass) {
             self.task = task
+            partitions = interception.partitions
             corelibs = CorelibsTask(task)
             configuration = corelibs.session?.configuration
             credentials = configuration?.urlCredentialStorage
@@ -195,17 +197,17 @@
         /// The pool partition of the connections this load's delegate decides on: its session's (Linux), or
         /// its configuration slot's (Apple platforms, where a URLProtocol cannot see its session).
         func trustPartition() -> UInt64 {
-            guard let session = corelibs.session else { return TrustPartitions.shared.unique() }
-            return TrustPartitions.shared.partition(of: session)
+            guard let session = corelibs.session else { return partitions.unique() }
+            return partitions.partition(of: session)
         }
 
         /// Whether the session's delegate has had to decide on `host`'s certificate before.
         func certificateNeededDelegate(_ host: String) -> Bool {
-            return corelibs.session.map { TrustPartitions.shared.needsDelegate(host, in: $0) } ?? false
+            return corelibs.session.map { partitions.needsDelegate(host, in: $0) } ?? false
         }
 
         func rememberCertificateNeedsDelegate(_ host: String) {
-            if let session = corelibs.session { TrustPartitions.shared.rememberNeedsDelegate(host, in: session) }
+            if let session = corelibs.session { partitions.rememberNeedsDelegate(host, in: session) }
         }
 
         /// Puts `challenge` to the delegate on the session's delegate queue, as Apple's URLSession routes

@@ -137,10 +137,10 @@ struct UncheckedChallenge: @unchecked Sendable {
 
 /// Which connections a session's delegate had a say on: a partition of the engine's pool per URLSession
 /// (Linux; on Apple platforms, where a URLProtocol cannot see its session, per configuration slot), and the hosts
-/// whose certificate needed the delegate, which the session's later requests ask about at once.
+/// whose certificate needed the delegate, which the session's later requests ask about at once. One per
+/// interception; the partitions of two never meet (each interception's are numbered from its own number,
+/// shifted past any count one process reaches), even where two share an engine.
 final class TrustPartitions: Sendable {
-    static let shared = TrustPartitions()
-
     private struct Entry {
         weak var session: URLSession?
         var partition: UInt64
@@ -148,15 +148,21 @@ final class TrustPartitions: Sendable {
     }
     private struct State {
         var entries: [ObjectIdentifier: Entry] = [:]
-        var next: UInt64 = 0
+        var next: UInt64
     }
-    private let state = NIOLockedValueBox(State())
+    private let state: NIOLockedValueBox<State>
     /// Hosts remembered per session at most.
     static let hostLimit = 256
 
     /// The partition of loads whose session is not known (Apple platforms: a configuration never
     /// enabled, such as `URLSession.shared`'s with the protocol registered globally).
-    static let withoutSlot = shared.unique()
+    let withoutSlot: UInt64
+
+    /// The partitions of the interception numbered `number`.
+    init(number: Int) {
+        withoutSlot = UInt64(number) << 32
+        state = NIOLockedValueBox(State(next: withoutSlot))
+    }
 
     /// A partition of its own (a configuration slot on Apple platforms).
     func unique() -> UInt64 {

@@ -1,6 +1,6 @@
 // Ties a URLSession configuration to the loads of its sessions where the URL loading system does not
 // say which session a load belongs to (Apple platforms: a URLProtocol sees its task and request, not
-// the session). `enableHTTPDNS()` gives each configuration a slot, and the slot a protocol class of
+// the session). `enableHTTPDNS(_:)` gives each configuration a slot of its interception's, and the slot a protocol class of
 // its own (made at run time with the Objective-C runtime, as KVO makes its subclasses); a load finds
 // its slot from the class the system instantiated, and reads the session's settings from the slot:
 // cookie and credential storage, cookie rules, extra headers, timeouts, connection limit, network rules.
@@ -26,7 +26,8 @@
 //   each power of two from 64 on, for an app that makes a configuration per request.
 //
 // corelibs shows a load its session, so there loads read the session's configuration itself and
-// `enableHTTPDNS()` puts the base class in; the slots are Apple-only executors of the same rule.
+// `enableHTTPDNS(_:)` puts the interception's one class in; the slots are Apple-only executors of the
+// same rule.
 
 import Foundation
 import HTTPDNSEngine
@@ -109,10 +110,12 @@ struct SlotTable<Settings> {
     static func isWorthLogging(_ count: Int) -> Bool { count >= 64 && count & (count - 1) == 0 }
 }
 
-/// The slots of this process: the table, the app's configuration objects (held weakly) and, on Apple
-/// platforms, each slot's protocol class.
+/// The slots of one interception: the table, the app's configuration objects (held weakly) and, on Apple
+/// platforms, each slot's protocol class, bound to the interception (`ProtocolBindings`).
 final class ConfigurationSlots: Sendable {
-    static let shared = ConfigurationSlots()
+    /// The interception's number, in its slot classes' names.
+    private let number: Int
+    private let partitions: TrustPartitions
 
     private struct Weak {
         weak var configuration: URLSessionConfiguration?
@@ -124,10 +127,14 @@ final class ConfigurationSlots: Sendable {
         var objects: [Weak] = []
         /// Apple platforms: each slot's class, and the slot of each class.
         var classBySlot: [Int: AnyClass] = [:]
-        var classes: [ObjectIdentifier: Int] = [:]
         var partitions: [UInt64] = []
     }
     private let state = NIOLockedValueBox(State())
+
+    init(number: Int, partitions: TrustPartitions) {
+        self.number = number
+        self.partitions = partitions
+    }
 
     /// Gives `configuration` its slot for the session about to be made from it: returns the slot, and
     /// whether it is new.
@@ -140,7 +147,7 @@ final class ConfigurationSlots: Sendable {
             }
             if case .new = enabled {
                 state.objects.append(Weak(configuration: configuration))
-                state.partitions.append(TrustPartitions.shared.unique())
+                state.partitions.append(partitions.unique())
             }
             return enabled
         }
@@ -177,9 +184,9 @@ final class ConfigurationSlots: Sendable {
     static func waitsWhileOffline(protocolClass: AnyClass) -> Bool {
         #if canImport(ObjectiveC)
             guard platformPathFacts.withLockedValue({ $0?.satisfied == false }),
-                let slot = shared.slot(of: protocolClass)
+                let binding = ProtocolBindings.binding(of: protocolClass), let slot = binding.slot
             else { return false }
-            return shared.settings(of: slot)?.waitsForConnectivity == true
+            return binding.interception.slots.settings(of: slot)?.waitsForConnectivity == true
         #else
             return false
         #endif
@@ -193,30 +200,25 @@ final class ConfigurationSlots: Sendable {
     #if canImport(ObjectiveC)
         // COMPILED FOR iOS 16 BY THE APPLE TYPE-CHECK, NEVER RUN HERE.
 
-        /// The protocol class for the sessions about to be made from `configuration`: its slot's.
-        /// nil only when the runtime refuses to make a class (then the base class serves, with the
-        /// shared storages, and that is logged).
-        func protocolClass(for configuration: URLSessionConfiguration) -> AnyClass? {
+        /// The protocol class for the sessions about to be made from `configuration` through
+        /// `interception`: its slot's, bound to the interception. nil only when the runtime refuses to
+        /// make a class (then the base class serves, with the shared storages, and that is logged).
+        func protocolClass(for configuration: URLSessionConfiguration, of interception: Interception) -> AnyClass? {
             let slot = enable(configuration).slot
+            let name = "HTTPDNSSessionSlot\(number)_\(slot)"
             return state.withLockedValue { state in
                 if let existing = state.classBySlot[slot] { return existing }
-                guard let made = Self.makeClass(slot) else { return nil }
+                guard let made = Self.makeClass(name) else { return nil }
                 state.classBySlot[slot] = made
-                state.classes[ObjectIdentifier(made)] = slot
+                ProtocolBindings.bind(made, to: interception, slot: slot)
                 return made
             }
-        }
-
-        /// The slot whose class the loading system instantiated; nil for the base class.
-        func slot(of protocolClass: AnyClass) -> Int? {
-            state.withLockedValue { $0.classes[ObjectIdentifier(protocolClass)] }
         }
 
         /// A subclass of the protocol, registered with the Objective-C runtime under a name of its own.
         /// The runtime copies a Swift superclass's metadata into the subclass (what KVO relies on), so it
         /// is the protocol, unchanged.
-        private static func makeClass(_ slot: Int) -> AnyClass? {
-            let name = "HTTPDNSSessionSlot\(slot)"
+        private static func makeClass(_ name: String) -> AnyClass? {
             if let existing = NSClassFromString(name) { return existing }
             guard let made = objc_allocateClassPair(HTTPDNSURLProtocol.self, name, 0) else { return nil }
             objc_registerClassPair(made)

@@ -20,10 +20,11 @@
         /// session made after enabling), or the one of the loads without a slot.
         private let slotPartition: UInt64
 
-        init(task: URLSessionTask?, protocolClass: AnyClass) {
-            let slot = ConfigurationSlots.shared.slot(of: protocolClass)
-            configuration = slot.flatMap(ConfigurationSlots.shared.settings(of:))
-            slotPartition = slot.flatMap(ConfigurationSlots.shared.partition(of:)) ?? TrustPartitions.withoutSlot
+        init(task: URLSessionTask?, interception: Interception, protocolClass: AnyClass) {
+            let slots = interception.slots
+            let slot = ProtocolBindings.binding(of: protocolClass)?.slot
+            configuration = slot.flatMap(slots.settings(of:))
+            slotPartition = slot.flatMap(slots.partition(of:)) ?? interception.partitions.withoutSlot
             clientSchedule = ClientRunLoop().perform
             credentials = configuration.map { $0.urlCredentialStorage } ?? URLCredentialStorage.shared
         }
