@@ -78,14 +78,42 @@ import Testing
 
     @Test func aSecondHandshakeStartsOnlyAfterItsTCPRaceIsWon() {
         var schedule = HappyEyeballsSchedule(count: 3, probesFirst: true)
-        #expect(schedule.begin() == [.start(0), .armTimer(generation: 1)])
-        // 250 ms and attempt 0 (TCP and TLS) is not done: address 1 races with TCP alone.
+        // The first attempt, and beside it a probe that tells when its TCP is through.
+        #expect(schedule.begin() == [.start(0), .probe(0), .armTimer(generation: 1)])
+        // 250 ms and attempt 0's TCP is not through: address 1 races with TCP alone.
         #expect(schedule.timerFired(generation: 1) == [.probe(1), .armTimer(generation: 2)])
         #expect(schedule.timerFired(generation: 2) == [.probe(2)])
         // Address 1's TCP connected while attempt 0 is still unfinished: now its handshake starts.
         #expect(schedule.probeConnected(1) == [.start(1)])
         #expect(schedule.attemptSucceeded(1) == [.won(1, cancel: [0, 2])])
         #expect(schedule.probeConnected(2) == [])
+    }
+
+    @Test func aHandshakeWhoseTCPIsThroughIsRacedByNoOther() {
+        // A 200 ms link with TLS 1.2: attempt 0's TCP is through at 200 ms, its handshake done at 600 ms.
+        // The 250 ms timer starts nothing: one TLS handshake in all (a probe of address 1 at 250 ms would
+        // have connected at 450 ms and started a second one).
+        var schedule = HappyEyeballsSchedule(count: 2, probesFirst: true)
+        _ = schedule.begin()
+        #expect(schedule.probeConnected(0) == [])
+        #expect(schedule.timerFired(generation: 1) == [])
+        #expect(schedule.attemptSucceeded(0) == [.won(0, cancel: [])])
+        // Its handshake fails instead (not finally): the next address at once, a whole attempt.
+        var failing = HappyEyeballsSchedule(count: 2, probesFirst: true)
+        _ = failing.begin()
+        _ = failing.probeConnected(0)
+        #expect(failing.timerFired(generation: 1) == [])
+        #expect(failing.attemptFailed(0) == [.start(1)])
+        // A probe sent before attempt 0's TCP was through, that connects after it: a spare, started
+        // at once if attempt 0's handshake fails.
+        var spare = HappyEyeballsSchedule(count: 3, probesFirst: true)
+        _ = spare.begin()
+        #expect(spare.timerFired(generation: 1) == [.probe(1), .armTimer(generation: 2)])
+        #expect(spare.probeConnected(0) == [])
+        #expect(spare.probeConnected(1) == [])
+        #expect(spare.timerFired(generation: 2) == [])
+        #expect(spare.attemptFailed(0) == [.start(1)])
+        #expect(spare.attemptSucceeded(1) == [.won(1, cancel: [])])
     }
 
     @Test func aSlowHandshakeThatFinishesFirstCostsNoSecondOne() {
@@ -105,7 +133,8 @@ import Testing
         // Attempt 0 fails while probe 1 is out: address 2 is probed too, no blind handshake.
         #expect(schedule.attemptFailed(0) == [.probe(2)])
         #expect(schedule.probeFailed(1) == [])
-        #expect(schedule.probeFailed(2) == [.failed(cancel: [])])
+        // (Attempt 0's own probe may still be on its way: cancelled with the rest.)
+        #expect(schedule.probeFailed(2) == [.failed(cancel: [0])])
         // Nothing else running when an attempt fails: the next one is a whole attempt at once.
         var alone = HappyEyeballsSchedule(count: 2, probesFirst: true)
         _ = alone.begin()
@@ -116,7 +145,7 @@ import Testing
         _ = third.timerFired(generation: 1)
         _ = third.attemptFailed(0)  // probe 2
         _ = third.probeFailed(2)
-        #expect(third.deadlinePassed() == [.failed(cancel: [1])])
+        #expect(third.deadlinePassed() == [.failed(cancel: [0, 1])])
     }
 
     // MARK: the executor
@@ -209,9 +238,9 @@ import Testing
         let attempts = Attempts(loop: loop)
         let race = attempts.run(count: 2, probing: true)
         loop.advanceTime(by: .milliseconds(250))
-        // No second handshake on the timer: a TCP probe.
+        // No second handshake on the timer: a TCP probe (beside attempt 0's own, whose TCP is not through).
         #expect(attempts.started == [0])
-        #expect(attempts.probed == [1])
+        #expect(attempts.probed == [0, 1])
         attempts.probePromise(1)?.succeed(())
         loop.run()
         #expect(attempts.started == [0, 1])
@@ -219,6 +248,34 @@ import Testing
         loop.run()
         #expect(try race.wait() == 101)
         #expect(attempts.cancelled == [0])
+    }
+
+    @Test func theExecutorStartsNoSecondHandshakeOnceTheFirstsTCPIsThrough() throws {
+        let loop = EmbeddedEventLoop()
+        let attempts = Attempts(loop: loop)
+        let race = attempts.run(count: 2, probing: true)
+        #expect(attempts.started == [0] && attempts.probed == [0])
+        attempts.probePromise(0)?.succeed(())
+        loop.advanceTime(by: .milliseconds(250))
+        #expect(attempts.started == [0] && attempts.probed == [0])
+        attempts.promise(0)?.succeed(100)
+        loop.run()
+        #expect(try race.wait() == 100)
+        #expect(attempts.cancelled == [])
+    }
+
+    @Test func aProbesErrorBesideItsAttemptIsReportedOnce() throws {
+        let loop = EmbeddedEventLoop()
+        let attempts = Attempts(loop: loop)
+        let race = attempts.run(count: 2, probing: true)
+        attempts.probePromise(0)?.fail(Refused(index: 0))
+        attempts.promise(0)?.fail(Refused(index: 0))
+        loop.run()
+        #expect(attempts.started == [0, 1])
+        attempts.promise(1)?.fail(Refused(index: 1))
+        loop.run()
+        let failure = try #require(throws: HappyEyeballsFailure.self) { try race.wait() }
+        #expect(failure.errors.map(\.index) == [0, 1])
     }
 
     @Test func theExecutorTriesTheNextAtOnceOnFailureAndReportsEveryError() throws {

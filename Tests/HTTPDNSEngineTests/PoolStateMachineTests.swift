@@ -482,6 +482,44 @@ import Testing
         )
     }
 
+    /// A profile of `key`'s origin whose requests' app has a say on certificates, in `partition`.
+    func partitioned(_ key: ConnectionProfile, _ partition: UInt64) -> ConnectionProfile {
+        var partitioned = key
+        partitioned.serverTrust = ServerTrustEvaluation(partition: partition, always: true) { _ in .accept }
+        return partitioned
+    }
+
+    @Test func aRequestWithASayOnCertificatesAdoptsAPreconnectedConnectionNoRequestHasRunOn() {
+        var m = machine()
+        let session = partitioned(Self.https, 7)
+        #expect(m.preconnect(Self.https) == preconnect(1, Self.https))
+        _ = m.connected(1, version: .http2, now: Self.t0)
+        // The session's first request: no connect of its own, the pre-connected one, asked about first.
+        #expect(m.request(1, key: session, deadline: nil) == .adopt(1))
+        #expect(m.hosts[Self.https] == nil && m.hosts[session]?.http2 == 1)
+        // It is the session's now: its next requests run on it, asked nothing; others connect anew.
+        #expect(m.request(2, key: session, deadline: nil) == .run(on: 1))
+        #expect(m.request(3, key: Self.https, deadline: nil) == .wait(connect: connect(2, Self.https, for: 3)))
+        #expect(m.request(4, key: partitioned(Self.https, 8), deadline: nil) != .adopt(1))
+        // A connection a request has run on is no other partition's to adopt.
+        var n = machine()
+        let served = open(&n, Self.http, request: 1, version: .http1)
+        _ = n.released(served, reusable: true, now: Self.t0)
+        #expect(
+            n.request(2, key: partitioned(Self.http, 7), deadline: nil)
+                == .wait(connect: connect(2, partitioned(Self.http, 7), for: 2))
+        )
+        // Refused by the app (the executor retires and releases it): it closes, and serves nobody.
+        var r = machine()
+        let plain = partitioned(Self.http, 7)
+        #expect(r.preconnect(Self.http) == preconnect(1, Self.http))
+        _ = r.connected(1, version: .http1, now: Self.t0)
+        #expect(r.request(1, key: plain, deadline: nil) == .adopt(1))
+        #expect(r.goingAway(1) == [])
+        #expect(r.released(1, reusable: false, now: Self.t0) == [.close(1)])
+        #expect(r.request(2, key: plain, deadline: nil) == .wait(connect: connect(2, plain, for: 2)))
+    }
+
     @Test func anIdleHTTP1ConnectionRetiredForAMovedAnswerIsNeverLeased() {
         var m = machine()
         let conn = open(&m, Self.http, request: 1, version: .http1)

@@ -366,6 +366,41 @@ extension URLSessionTests {
         #expect(refusing.seen.count == 1)
     }
 
+    @Test func aPreconnectedConnectionServesASessionWhoseDelegateIsAskedAboutItFirst() async throws {
+        // The app pre-connects at launch; its session's delegate has a say on every new connection. The
+        // session's first request takes the pre-connected connection, asking the delegate about it
+        // first, as about a connection of its own; no second connection is made.
+        let peers = try Peers.require()
+        let setup = try installForChallenges(peers, trustCA: true, asking: nil)
+        defer { setup.engine.shutdown() }
+        let origin = try HTTPURL(origin: peers.url("a.test", "/"))
+        try await setup.engine.preconnect(origin)
+        #expect(setup.engine.openConnections == 1)
+        let accepting = ChallengeDelegate { _ in (.performDefaultHandling, nil) }
+        let session = challengeSession(accepting)
+        defer { session.invalidateAndCancel() }
+        for _ in 0..<2 {
+            let (_, response) = try await get(session, peers.url("a.test", "/whoami"))
+            #expect(response.statusCode == 200)
+        }
+        #expect(accepting.seen.count == 1, "asked once, about the pre-connected connection")
+        #expect(setup.engine.openConnections == 1, "the session made no connection of its own")
+        // Another pre-connected one, and a session whose delegate refuses it: the request fails as with
+        // a new connection, and the refused connection closes.
+        try await setup.engine.preconnect(origin)
+        #expect(setup.engine.openConnections == 2)
+        let refusing = ChallengeDelegate { _ in (.cancelAuthenticationChallenge, nil) }
+        let other = challengeSession(refusing)
+        defer { other.invalidateAndCancel() }
+        do {
+            _ = try await get(other, peers.url("a.test", "/whoami"))
+            Issue.record("a refusing delegate's session used the pre-connected connection")
+        } catch let error as URLError {
+            #expect(error.code == .cancelled)
+        }
+        #expect(refusing.seen.count == 1)
+    }
+
     // MARK: HTTP 401 and proxy 407
 
     @Test func a401IsAnsweredWithTheDelegatesCredential() async throws {

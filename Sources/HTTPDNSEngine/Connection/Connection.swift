@@ -26,6 +26,8 @@ final class Connection: Sendable {
     let synthesizedFrom: IPAddress?
     /// HTTP/2: what the server's GOAWAY said, once it has sent one.
     let goAway: GoAwayRecord?
+    /// What its TLS handshake showed (nil without TLS).
+    let shown: HandshakeShown?
     /// How its address was found.
     var lookup: AddressLookup { found.withLockedValue { $0 } }
     /// Set once by the connect that made it, before the pool hands it out; the failover's re-asks are
@@ -45,6 +47,7 @@ final class Connection: Sendable {
         self.version = ready.version
         self.streams = ready.streams
         self.goAway = ready.goAway
+        self.shown = ready.shown
         self.remote = remote
         self.synthesizedFrom = synthesizedFrom
         self.found = NIOLockedValueBox(lookup)
@@ -62,6 +65,7 @@ final class Connection: Sendable {
         var version: HTTPVersionUsed
         var streams: NIOLoopBound<HTTP2ClientStreams>?
         var goAway: GoAwayRecord?
+        var shown: HandshakeShown?
     }
 
     struct Settings: Sendable {
@@ -142,12 +146,14 @@ final class Connection: Sendable {
     static func finishSetup(
         _ channel: any Channel,
         alpn result: ALPNResult,
-        after checked: EventLoopFuture<Void>,
+        after checked: EventLoopFuture<HandshakeShown>,
         ready: EventLoopPromise<Ready>
     ) -> EventLoopFuture<Void> {
-        checked.flatMapThrowing {
+        checked.flatMapThrowing { shown in
             let version: HTTPVersionUsed = result == .negotiated("h2") ? .http2 : .http1
-            ready.succeed(try configure(channel, version: version))
+            var made = try configure(channel, version: version)
+            made.shown = shown
+            ready.succeed(made)
         }.flatMapErrorThrowing { error in
             ready.fail(error)
             channel.close(promise: nil)

@@ -20,6 +20,8 @@ final class ConnectionPool: Sendable {
     enum Grant {
         /// `reused`: an earlier request ran on this connection (false for the first one on a new one).
         case run(Connection, reused: Bool)
+        /// Runs on it once the request's evaluation has accepted it (`PoolStateMachine.RequestAction.adopt`).
+        case adopt(Connection, reused: Bool)
         case fail(PoolStateMachine.Failure, connectError: (any Error)?)
     }
 
@@ -96,6 +98,8 @@ final class ConnectionPool: Sendable {
                 switch state.machine.request(id, key: key, deadline: deadline) {
                 case .run(let conn):
                     return (id, .run(state.connections[conn]!, reused: state.fresh.remove(conn) == nil), Effects())
+                case .adopt(let conn):
+                    return (id, .adopt(state.connections[conn]!, reused: state.fresh.remove(conn) == nil), Effects())
                 case .fail(let failure):
                     return (id, .fail(failure, connectError: nil), Effects())
                 case .wait(let connect):
@@ -112,6 +116,18 @@ final class ConnectionPool: Sendable {
                     // Closed by the server, its close not yet seen: the pool forgets it; ask again.
                     connectionClosed(conn)
                     continue
+                }
+                return (conn, reused)
+            case .adopt(let conn, let reused):
+                guard conn.isActive, let shown = conn.shown, let evaluation = key.serverTrust else {
+                    refuseAdopted(conn, key: key)
+                    continue
+                }
+                do {
+                    try await evaluation.adopt(shown, host: key.host, port: key.port)
+                } catch {
+                    refuseAdopted(conn, key: key)
+                    throw error
                 }
                 return (conn, reused)
             case .fail(let failure, let connectError):
@@ -216,6 +232,13 @@ final class ConnectionPool: Sendable {
     func release(_ conn: Connection, key: ConnectionProfile, reusable: Bool) {
         let active = reusable && conn.isActive
         event(conn) { $0.released($1, reusable: active, now: .now()) }
+    }
+
+    /// An adopted connection the app refused (or nobody was left to answer for): it serves nobody of
+    /// the partition it moved into, and closes.
+    private func refuseAdopted(_ conn: Connection, key: ConnectionProfile) {
+        event(conn) { $0.goingAway($1) }
+        release(conn, key: key, reusable: false)
     }
 
     private func connectionClosed(_ conn: Connection) {

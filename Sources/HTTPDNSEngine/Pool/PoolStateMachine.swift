@@ -34,6 +34,11 @@
 //   request waiting, unless the host has one that can take a request or one on its way. It joins the
 //   pool like any other: the first request runs on it, the idle rules close it if none comes. On a
 //   network change, a pre-connected host that still has a connection gets a new one on the new network.
+//   A request whose app has a say on certificates (a URLSession delegate: its own partition) finds no
+//   connection of its partition yet: it adopts a connection of the same host made without that say
+//   that no request has run on (a pre-connect's), which moves into its partition; the executor asks the
+//   app about it first, as about a new connection, and closes it if the app refuses. So a pre-connect
+//   serves a URLSession load, and a connection is still asked about once before its first use.
 // - The resolver's answer for a host moved (a stale answer was used, its refresh gave other addresses):
 //   the executor retires the connections to addresses no longer in the answer, as a GOAWAY does.
 // - A network change retires every connection: idle ones close, busy ones close when their work ends.
@@ -71,6 +76,9 @@ struct PoolStateMachine {
     /// What a new request does at once.
     enum RequestAction: Equatable {
         case run(on: ConnectionID)
+        /// Runs on this connection, made without the app's say and now in the request's partition, once
+        /// the app has accepted it (see the file comment); refused, the executor releases it unusable.
+        case adopt(ConnectionID)
         /// Queued: a later action runs or fails it. `connect`, when given, is opened now for the host.
         case wait(connect: Connect?)
         case fail(Failure)
@@ -111,6 +119,8 @@ struct PoolStateMachine {
         var retired = false
         /// A close was asked for; it still counts against the limit until `closed` arrives.
         var closing = false
+        /// A request has run on it (or is running).
+        var served = false
     }
 
     struct Host {
@@ -174,6 +184,7 @@ struct PoolStateMachine {
         var host = hosts.removeValue(forKey: key) ?? Host(learned: remembered[key])
         defer { hosts[key] = host }
         if host.waiters.isEmpty, let conn = take(&host) { return .run(on: conn) }
+        if host.waiters.isEmpty, key.serverTrust != nil, let conn = adopt(into: &host, key) { return .adopt(conn) }
         host.waiters.append(id)
         waiting[id] = (key, deadline)
         return .wait(connect: nextConnect(&host, key))
@@ -443,12 +454,38 @@ struct PoolStateMachine {
         if let h2 = host.http2, connections[h2]!.inUse < limits.maxConcurrentStreams {
             connections[h2]!.inUse += 1
             connections[h2]!.idleSince = nil
+            connections[h2]!.served = true
             return h2
         }
         guard let conn = host.idle.popLast() else { return nil }
         connections[conn]!.inUse = 1
         connections[conn]!.idleSince = nil
+        connections[conn]!.served = true
         return conn
+    }
+
+    /// A connection of `key`'s host made without the app's say on certificates that no request has run
+    /// on, moved into `key`'s partition and taken; nil when there is none.
+    private mutating func adopt(into host: inout Host, _ key: ConnectionProfile) -> ConnectionID? {
+        var plain = key
+        plain.serverTrust = nil
+        guard var donor = hosts.removeValue(forKey: plain) else { return nil }
+        defer { store(donor, plain) }
+        let candidates = donor.idle + (host.http2 == nil ? donor.http2.map { [$0] } ?? [] : [])
+        guard
+            let conn = candidates.first(where: {
+                let record = connections[$0]!
+                return !record.served && record.inUse == 0 && !record.retired && !record.closing
+            })
+        else { return nil }
+        donor.connections.remove(conn)
+        donor.idle.removeAll { $0 == conn }
+        if donor.http2 == conn { donor.http2 = nil }
+        host.connections.insert(conn)
+        connections[conn]!.key = key
+        if connections[conn]!.version == .http2 { host.http2 = conn } else { host.idle.append(conn) }
+        host.learned = host.learned ?? connections[conn]!.version
+        return take(&host)
     }
 
     /// Whether a new connection may be opened for `key` now.

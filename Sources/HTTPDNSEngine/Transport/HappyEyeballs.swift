@@ -7,9 +7,13 @@
 // Network.framework does TCP and TLS as one step, so an attempt there is a whole handshake. Racing those
 // on the 250 ms delay would start a second TLS handshake on every new connection over a link slower than
 // about 125 ms a round trip, where the first is merely on its way. RFC 8305 and NIO's connector race TCP
-// only. So with `probesFirst`, a later address is first raced with a TCP connect alone (a probe, closed
-// as soon as it connects), and its whole attempt starts only once that probe has won its TCP race while
-// the attempts before it were still unfinished.
+// only. So with `probesFirst`, TCP races TCP: a whole attempt that starts blind (the first address, or
+// the next after a failure with nothing else on its way) has a probe beside it, a TCP connect alone to
+// the same address, closed as soon as it connects, which tells when that attempt's TCP is through (the
+// framework does not say); a later address is first raced with a probe alone, and its whole attempt
+// starts only once that probe connected before any running attempt's TCP did. Once one attempt's TCP is
+// through, no other address starts while it shakes hands; if its handshake then fails, an address whose
+// probe connected meanwhile goes next. The cost: one TCP connect beside each blind attempt.
 //
 // Two parts: `HappyEyeballsSchedule`, the pure rule (which attempt starts when, who wins, when it has
 // all failed), and `HappyEyeballsRace`, the thin executor that runs it on an event loop with a timer
@@ -47,7 +51,15 @@ struct HappyEyeballsSchedule: Sendable {
     let probesFirst: Bool
     private var next = 0
     private var running: [Int] = []
+    /// Probes of addresses whose attempt has not started.
     private var probing: [Int] = []
+    /// Probes beside running attempts (`probesFirst`): they tell when that attempt's TCP is through.
+    private var companions: [Int] = []
+    /// Running attempts whose TCP is through: while there is one, no other address starts.
+    private var tcpThrough: Set<Int> = []
+    /// Addresses whose probe connected after a running attempt's TCP was through: next in line when
+    /// that attempt fails.
+    private var spares: [Int] = []
     private var generation = 0
     private var decided = false
 
@@ -68,14 +80,24 @@ struct HappyEyeballsSchedule: Sendable {
     /// The attempt delay passed for the timer armed as `generation`.
     mutating func timerFired(generation: Int) -> [Action] {
         guard !decided, generation == self.generation, next < count else { return [] }
+        // An attempt's TCP is through: its handshake is merely on its way, nothing else starts.
+        guard tcpThrough.isEmpty else { return [] }
         return probesFirst ? probeNext() : startNext()
     }
 
     /// Attempt `index` failed; `finally`: in a way no other address would change.
     mutating func attemptFailed(_ index: Int, finally: Bool = false) -> [Action] {
         running.removeAll { $0 == index }
+        tcpThrough.remove(index)
         guard !decided else { return [] }
         if finally { return lose() }
+        // An address whose TCP connected while this one shook hands: its attempt, at once.
+        if !spares.isEmpty {
+            let spare = spares.removeFirst()
+            running.append(spare)
+            tcpThrough.insert(spare)
+            return [.start(spare)]
+        }
         if next < count {
             // At once: no need to wait out the delay. While another handshake or a probe is still on
             // its way, the next address races with TCP only.
@@ -85,16 +107,33 @@ struct HappyEyeballsSchedule: Sendable {
         return lose()
     }
 
-    /// The probe of address `index` connected: its TCP race is won, its whole attempt starts.
+    /// The probe of address `index` connected. Beside a running attempt: that attempt's TCP is through.
+    /// Alone: its TCP race is won, and its whole attempt starts, unless a running attempt's TCP was
+    /// through first (then it waits as a spare).
     mutating func probeConnected(_ index: Int) -> [Action] {
+        if let companion = companions.firstIndex(of: index) {
+            companions.remove(at: companion)
+            if !decided, running.contains(index) { tcpThrough.insert(index) }
+            return []
+        }
         probing.removeAll { $0 == index }
         guard !decided else { return [] }
+        guard tcpThrough.isEmpty else {
+            spares.append(index)
+            return []
+        }
         running.append(index)
+        tcpThrough.insert(index)
         return [.start(index)]
     }
 
-    /// The probe of address `index` failed: the next address at once, as a failed attempt.
+    /// The probe of address `index` failed: the next address at once, as a failed attempt. A probe
+    /// beside a running attempt changes nothing: the attempt's own failure follows.
     mutating func probeFailed(_ index: Int) -> [Action] {
+        if let companion = companions.firstIndex(of: index) {
+            companions.remove(at: companion)
+            return []
+        }
         probing.removeAll { $0 == index }
         guard !decided else { return [] }
         if next < count { return running.isEmpty && probing.isEmpty ? startNext() : probeNext() }
@@ -110,8 +149,8 @@ struct HappyEyeballsSchedule: Sendable {
 
     private mutating func lose() -> [Action] {
         decided = true
-        let cancelled = running + probing
-        (running, probing) = ([], [])
+        let cancelled = Set(running + probing + companions)
+        clear()
         return [.failed(cancel: cancelled.sorted())]
     }
 
@@ -119,23 +158,40 @@ struct HappyEyeballsSchedule: Sendable {
         running.removeAll { $0 == index }
         guard !decided else { return [.discard(index)] }
         decided = true
-        let losers = running + probing
-        (running, probing) = ([], [])
+        // The winner's own probe closes itself; `cancel` of its index would stop the winner.
+        let losers = Set(running + probing + companions).subtracting([index])
+        clear()
         return [.won(index, cancel: losers.sorted())]
+    }
+
+    private mutating func clear() {
+        (running, probing, companions, spares) = ([], [], [], [])
+        tcpThrough = []
     }
 
     private mutating func startNext() -> [Action] { launchNext(probe: false) }
 
     private mutating func probeNext() -> [Action] { launchNext(probe: true) }
 
-    /// The next address: its whole attempt, or its TCP probe; the timer for the one after, if any.
+    /// The next address: its whole attempt (with a probe beside it when later addresses may race it), or
+    /// its TCP probe; the timer for the one after, if any.
     private mutating func launchNext(probe: Bool) -> [Action] {
         let index = next
         next += 1
-        if probe { probing.append(index) } else { running.append(index) }
         generation += 1
-        let launch: Action = probe ? .probe(index) : .start(index)
-        return next < count ? [launch, .armTimer(generation: generation)] : [launch]
+        var launch: [Action]
+        if probe {
+            probing.append(index)
+            launch = [.probe(index)]
+        } else {
+            running.append(index)
+            launch = [.start(index)]
+            if probesFirst, next < count {
+                companions.append(index)
+                launch.append(.probe(index))
+            }
+        }
+        return next < count ? launch + [.armTimer(generation: generation)] : launch
     }
 }
 
@@ -197,6 +253,8 @@ enum HappyEyeballsRace {
         var deadlineTimer: Scheduled<Void>?
         var timedOut = false
         var errors: [(index: Int, error: any Error)] = []
+        /// Probes' errors: an address's own in the failure only where its attempt never ran.
+        var probeErrors: [(index: Int, error: any Error)] = []
         let isFinal: @Sendable (any Error) -> Bool
         let probe: (@Sendable (Int) -> EventLoopFuture<Void>)?
         let attempt: @Sendable (Int) -> EventLoopFuture<Result>
@@ -259,7 +317,7 @@ enum HappyEyeballsRace {
                         case .success:
                             runner.apply(runner.schedule.probeConnected(index))
                         case .failure(let error):
-                            runner.errors.append((index, error))
+                            runner.probeErrors.append((index, error))
                             runner.apply(runner.schedule.probeFailed(index))
                         }
                     }
@@ -278,9 +336,9 @@ enum HappyEyeballsRace {
                     timer?.cancel()
                     deadlineTimer?.cancel()
                     cancelled.forEach(cancel)
-                    promise.fail(
-                        HappyEyeballsFailure(errors: errors.sorted { $0.index < $1.index }, timedOut: timedOut)
-                    )
+                    let attempted = Set(errors.map(\.index))
+                    let all = errors + probeErrors.filter { !attempted.contains($0.index) }
+                    promise.fail(HappyEyeballsFailure(errors: all.sorted { $0.index < $1.index }, timedOut: timedOut))
                 }
             }
         }

@@ -30,6 +30,20 @@ package struct PlatformTrust: @unchecked Sendable {
     package init(_ object: AnyObject) { self.object = object }
 }
 
+/// What a TLS handshake that passed every check showed, kept on its connection: a connection made
+/// without the app's say (a pre-connect's) is asked about with it when a request that has a say takes
+/// it (`ServerTrustEvaluation.adopt`), as a new connection would be.
+package struct HandshakeShown: Sendable {
+    /// The certificates the server presented, DER, the leaf first.
+    package var chain: [[UInt8]]
+    package var platformTrust: PlatformTrust?
+
+    package init(chain: [[UInt8]], platformTrust: PlatformTrust? = nil) {
+        self.chain = chain
+        self.platformTrust = platformTrust
+    }
+}
+
 /// What the app answered.
 package enum ServerTrustAnswer: Sendable {
     /// Proceed with this server, whatever our check said (the app evaluated the chain itself).
@@ -65,6 +79,13 @@ package struct ServerTrustEvaluation: Sendable {
         self.partition = partition
         self.always = always
         self.decide = decide
+    }
+
+    /// A connection made without the app's say, whose handshake passed our check and the pins, is to serve
+    /// a request of this evaluation's partition before any other (a pre-connected one): asked about as
+    /// its handshake showed, as for a new connection. Throws the refusal.
+    func adopt(_ shown: HandshakeShown, host: String, port: Int) async throws {
+        try await evaluate(host: host, port: port, chain: shown.chain, platformTrust: shown.platformTrust) {}
     }
 
     /// Runs our check (`ourCheck`, which throws the engine's error), then asks the app when that check

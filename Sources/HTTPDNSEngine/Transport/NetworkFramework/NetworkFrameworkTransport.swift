@@ -65,8 +65,9 @@
             let targets = try Self.targets(url: url, port: settings.port ?? url.port, addresses: addresses, via: via)
             let started = ContinuousClock.now
             let opened = NIOLockedValueBox<[Int: any Channel]>([:])
-            // TCP and TLS are one step here: later addresses race with TCP alone first, so a second TLS
-            // handshake starts only once its TCP has won (HappyEyeballsSchedule.probesFirst).
+            let probes = NIOLockedValueBox<[Int: any Channel]>([:])
+            // TCP and TLS are one step here: TCP races TCP (probes beside and before whole attempts), so
+            // a second TLS handshake starts only once its TCP has won (HappyEyeballsSchedule.probesFirst).
             let probe: (@Sendable (Int) -> EventLoopFuture<Void>)? =
                 tls && targets.count > 1
                 ? { @Sendable index in
@@ -75,7 +76,7 @@
                         access: settings.networkAccess,
                         timeout: timeout,
                         on: eventLoop
-                    ) { channel in opened.withLockedValue { $0[index] = channel } }
+                    ) { channel in probes.withLockedValue { $0[index] = channel } }
                 }
                 : nil
             let established = try await Self.race(
@@ -93,7 +94,10 @@
                         on: eventLoop
                     ) { channel in opened.withLockedValue { $0[index] = channel } }
                 },
-                cancel: { index in opened.withLockedValue { $0[index] }?.close(promise: nil) },
+                cancel: { index in
+                    opened.withLockedValue { $0[index] }?.close(promise: nil)
+                    probes.withLockedValue { $0[index] }?.close(promise: nil)
+                },
                 explain: {
                     Self.lostRace(
                         $0,
@@ -334,7 +338,7 @@
             verdict: HandshakeVerdict,
             checks: HandshakeChecks,
             roots: [[UInt8]]
-        ) -> EventLoopFuture<Void> {
+        ) -> EventLoopFuture<HandshakeShown> {
             let host = checks.host
             let address = channel.remoteAddress.map(describe) ?? host
             let evidence = HandshakeEvidence.choose(
@@ -364,6 +368,7 @@
                 try await checks.run(chain: chain, platformTrust: handshakeTrust) {
                     if let error = judged.engineError(host: host, address: address) { throw error }
                 }
+                return HandshakeShown(chain: chain, platformTrust: handshakeTrust)
             }
         }
 

@@ -250,6 +250,7 @@
                                             )
                                         }
                                     }
+                                    return HandshakeShown(chain: presented)
                                 }
                                 return Connection.finishSetup(
                                     channel,
