@@ -39,7 +39,7 @@ protocol LoadHosting {
     func storeInCache(_ response: HTTPURLResponse, data: Data)
     var isCorelibsDownload: Bool { get }
     func responseArrived(expectedLength: Int64)
-    func redirectHandling(maxRedirects: Int) -> URLLoadMachine.RedirectHandling
+    func redirectHandling(maxRedirects: Int) -> URLLoad.RedirectHandling
     func followedRedirect(to request: URLRequest)
     func setDownloadedFile(_ file: URL, of urlProtocol: URLProtocol) -> Bool
     func afterDelegateQueue(_ work: @escaping @Sendable () -> Void)
@@ -177,7 +177,7 @@ struct LoadContext: @unchecked Sendable {
 
     /// Who follows the load's redirects: Apple's loading system (the protocol reports them), or the
     /// protocol itself on corelibs, which crashes on the report, at most `maxRedirects` hops.
-    func redirectHandling(maxRedirects: Int) -> URLLoadMachine.RedirectHandling {
+    func redirectHandling(maxRedirects: Int) -> URLLoad.RedirectHandling {
         self.host.redirectHandling(maxRedirects: maxRedirects)
     }
 

@@ -106,7 +106,7 @@
 
         /// Who follows the load's redirects: Apple's loading system (the protocol reports them), or the
         /// protocol itself on corelibs, which crashes on the report, at most `maxRedirects` hops.
-        func redirectHandling(maxRedirects: Int) -> URLLoadMachine.RedirectHandling {
+        func redirectHandling(maxRedirects: Int) -> URLLoad.RedirectHandling {
             return .followHere(max: maxRedirects)
         }
 

@@ -327,16 +327,21 @@ extension HTTPDNSURLProtocol {
         #endif
     }
 
-    /// Sends `request` through the engine. When the origin's certificate fails our check and the task
-    /// may have a delegate, the request goes again on a connection that asks the delegate (nothing was
-    /// sent on the refused one); with `.always`, it asks from the start. A proxy's 407 asks the delegate
-    /// for credentials.
-    static func send(_ original: HTTPEngineRequest, setup: Setup, context: LoadContext, gate: ClientGate) async throws
-        -> HTTPEngineResponse
-    {
+    /// `request` as `send` says it goes: asking the delegate about the origin's certificate where the
+    /// machine or the session's policy wants it, with the delegate's proxy credentials after a 407, within
+    /// the resource timeout's time left. What a failure leads to is the machine's (`sendFailure`).
+    static func prepared(
+        _ original: HTTPEngineRequest,
+        as send: URLLoad.Send,
+        setup: Setup,
+        context: LoadContext,
+        gate: ClientGate
+    ) throws -> HTTPEngineRequest {
         var request = original
-        let host = request.url.host
-        func askAboutTrust() {
+        if request.url.isTLS, context.mayHaveDelegate,
+            send.asksAboutTrust || setup.serverTrustChallenges == .always
+                || context.certificateNeededDelegate(request.url.host)
+        {
             request.terms.serverTrust = serverTrust(
                 always: setup.serverTrustChallenges == .always,
                 partition: context.trustPartition(),
@@ -345,63 +350,57 @@ extension HTTPDNSURLProtocol {
                 gate: gate
             )
         }
-        if request.url.isTLS, context.mayHaveDelegate,
-            setup.serverTrustChallenges == .always || context.certificateNeededDelegate(host)
-        {
-            askAboutTrust()
+        if let credentials = send.proxyCredentials { request.terms.proxyCredentials = credentials }
+        if let left = try context.resourceTimeLeft() { request.timeout = left }
+        return request
+    }
+
+    /// What a failed send of `request` means to the load's rules. `asked`: the send asked the delegate
+    /// about the origin's certificate.
+    static func sendFailure(_ error: any Error, of request: HTTPEngineRequest, asked: Bool) -> URLLoad.SendFailure {
+        guard let error = error as? HTTPEngineError else { return .other }
+        if request.url.isTLS, error.code == .untrustedCertificate || error.code == .certificateNameMismatch {
+            return .certificateRefused(host: request.url.host, asked: asked)
         }
-        var proxyFailures = 0
-        // A proxy credential the delegate gave is kept (as its persistence asks) once it has worked.
-        var unconfirmed: (URLCredential, URLProtectionSpace)?
-        while true {
-            do {
-                if let left = try context.resourceTimeLeft() { request.timeout = left }
-                let response = try await setup.engine.execute(request)
-                if let (credential, space) = unconfirmed { context.store(credential, for: space) }
-                return response
-            } catch let error as HTTPEngineError
-                where request.terms.serverTrust == nil && request.url.isTLS && context.mayHaveDelegate
-                && (error.code == .untrustedCertificate || error.code == .certificateNameMismatch)
-            {
-                context.rememberCertificateNeedsDelegate(host)
-                askAboutTrust()
-            } catch let error as HTTPEngineError where error.proxyRefusalStatus == 407 && context.mayHaveDelegate {
-                guard
-                    let proxy = setup.engine.configuration.network.proxy?.proxy(
-                        scheme: request.url.scheme,
-                        host: request.url.host
-                    ), proxyFailures < URLLoadMachine.maxAuthenticationRounds
-                else { throw error }
-                let space = URLProtectionSpace(
-                    proxyHost: proxy.host,
-                    port: proxy.port,
-                    type: request.url.isTLS ? NSURLProtectionSpaceHTTPSProxy : NSURLProtectionSpaceHTTPProxy,
-                    realm: nil,
-                    authenticationMethod: NSURLAuthenticationMethodHTTPBasic
-                )
-                let proposed = context.storedCredential(for: space)
-                guard
-                    let answer = await ask(
-                        space,
-                        proposed: proposed,
-                        failures: proxyFailures,
-                        response: nil,
-                        error: Translation.urlError(error, url: nil),
-                        context: context,
-                        gate: gate
-                    )
-                else { throw URLError(.cancelled) }
-                guard let credential = chosenCredential(answer, proposed: proposed, failures: proxyFailures),
-                    let user = credential.user
-                else {
-                    if answer.disposition == .cancelAuthenticationChallenge { throw URLError(.cancelled) }
-                    throw error
-                }
-                unconfirmed = (credential, space)
-                request.terms.proxyCredentials = ProxyCredentials(user: user, password: credential.password ?? "")
-                proxyFailures += 1
-            }
-        }
+        return error.proxyRefusalStatus == 407 ? .proxyWantsCredentials : .other
+    }
+
+    /// Asks the delegate for the credentials of the proxy that answered 407 (`error`) to a request for
+    /// `url`, after `rounds` answered before. Returns the answer and the credential it sent, for the load
+    /// to keep once it has worked.
+    static func askProxyCredentials(
+        for failed: (error: any Error, url: HTTPURL)?,
+        rounds: Int,
+        setup: Setup,
+        context: LoadContext,
+        gate: ClientGate
+    ) async -> (URLLoad.ProxyAnswer, (URLCredential, URLProtectionSpace)?) {
+        guard let failed, let error = failed.error as? HTTPEngineError, case let url = failed.url,
+            let proxy = setup.engine.configuration.network.proxy?.proxy(scheme: url.scheme, host: url.host)
+        else { return (.none, nil) }
+        let space = URLProtectionSpace(
+            proxyHost: proxy.host,
+            port: proxy.port,
+            type: url.isTLS ? NSURLProtectionSpaceHTTPSProxy : NSURLProtectionSpaceHTTPProxy,
+            realm: nil,
+            authenticationMethod: NSURLAuthenticationMethodHTTPBasic
+        )
+        let proposed = context.storedCredential(for: space)
+        guard
+            let answer = await ask(
+                space,
+                proposed: proposed,
+                failures: rounds,
+                response: nil,
+                error: Translation.urlError(error, url: nil),
+                context: context,
+                gate: gate
+            )
+        else { return (.cancelled, nil) }
+        guard let credential = chosenCredential(answer, proposed: proposed, failures: rounds),
+            let user = credential.user
+        else { return (answer.disposition == .cancelAuthenticationChallenge ? .cancelled : .none, nil) }
+        return (.credentials(ProxyCredentials(user: user, password: credential.password ?? "")), (credential, space))
     }
 
     /// The credential to send after `answer`: the delegate's own, or with default handling the proposed
@@ -419,20 +418,19 @@ extension HTTPDNSURLProtocol {
 
     /// After a 401 with a challenge we speak: asks the delegate and returns the request to send again
     /// with its `Authorization`, or nil to deliver the 401 (no credential, a body that cannot be sent
-    /// twice, too many rounds). Throws `URLError(.cancelled)` when the delegate cancels. The credential
-    /// sent is left in `unconfirmed`: the load keeps it (as its persistence asks) only once it has worked,
-    /// so a wrong password is never stored.
+    /// twice). Throws `URLError(.cancelled)` when the delegate cancels. The credential sent is left in
+    /// `unconfirmed`: the load keeps it (as its persistence asks) only once it has worked, so a wrong
+    /// password is never stored.
     static func authenticate(
-        after response: HTTPEngineResponse,
-        as urlResponse: HTTPURLResponse,
+        after received: Received,
         request: URLRequest,
-        url: URL,
         body: BodySource,
-        failures: inout Int,
+        failures: Int,
         unconfirmed: inout (URLCredential, URLProtectionSpace)?,
         context: LoadContext,
         gate: ClientGate
     ) async throws -> URLRequest? {
+        let (response, url, urlResponse) = (received.response, received.url, received.urlResponse)
         guard response.status.code == 401,
             let challenge = AuthChallenge.preferred(in: response.headers),
             let method = challenge.authenticationMethod, let host = url.host
@@ -476,7 +474,6 @@ extension HTTPDNSURLProtocol {
         else { return nil }
         unconfirmed = (credential, space)
         _ = try? await response.body.collect(upTo: 1 << 16)
-        failures += 1
         var next = request
         next.setValue(authorization, forHTTPHeaderField: "Authorization")
         return next

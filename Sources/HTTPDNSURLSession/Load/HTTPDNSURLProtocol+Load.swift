@@ -1,7 +1,9 @@
-// The load loop: the executor of `URLLoadMachine`. Each action is I/O (send through the engine, ask the
-// delegate, hand the answer to the client); its outcome goes back to the machine, which names the next.
-// The rules (cache, revalidation, cookies, HSTS, 401, redirects, their limits) are the machine's; the
-// platform's say is in the load's context (`LoadContext.redirectHandling`), so there is no `#if` here.
+// The load loop: the one loop of a URL load, the executor of `URLLoadMachine`. Each action is I/O (send
+// through the engine, ask the delegate, hand the answer to the client); its outcome goes back to the
+// machine, which names the next. The rules (cache, revalidation, cookies, HSTS, 401 and 407 rounds, the
+// trust re-ask, redirects, their limits) are the machine's, and the response an action needs comes with
+// it; the platform's say is in the load's context (`LoadContext.redirectHandling`), so there is no `#if`
+// here.
 
 import Foundation
 import HTTPDNSCore
@@ -13,6 +15,13 @@ import NIOCore
 #endif
 
 extension HTTPDNSURLProtocol {
+    /// A response the load received: the engine's, where its request went, and the app's view of it.
+    struct Received {
+        var response: HTTPEngineResponse
+        var url: URL
+        var urlResponse: HTTPURLResponse
+    }
+
     static func load(
         _ original: URLRequest,
         cached: UncheckedCachedResponse?,
@@ -23,114 +32,139 @@ extension HTTPDNSURLProtocol {
         // Metrics go to the app before the last client call, so they are there when the task completes.
         var metrics = HTTPDNSTaskMetrics(taskIdentifier: context.taskIdentifier, url: original.url, hops: [])
         do {
-            var machine = URLLoadMachine(
+            var machine = URLLoadMachine<Received>(
                 request: original,
                 redirects: context.redirectHandling(maxRedirects: setup.maxRedirects),
                 keepsCookies: context.cookieStorage != nil,
-                cookiePolicy: context.cookieAcceptPolicy
+                cookiePolicy: context.cookieAcceptPolicy,
+                mayAsk: context.mayHaveDelegate
             )
             var body = context.body(of: original)
             if case .stream(let reader) = body, InputStreamReader.readsAhead {
                 body = try await reader.buffered(upTo: InputStreamReader.replayLimit)
             }
-            // The response the machine is deciding on, and where its request went.
-            var last: (response: HTTPEngineResponse, url: URL, urlResponse: HTTPURLResponse)?
-            // The credential a 401 round sent, kept once a response shows it worked (not another 401).
+            // The credential the last 401 or 407 round sent: kept once the machine says it worked.
             var unconfirmed: (URLCredential, URLProtectionSpace)?
+            // The send that failed last: its error (the load's, when the machine says so) and its URL.
+            var failedSend: (error: any Error, url: HTTPURL)?
             var action = machine.start(cached: cached?.facts, now: Date())
             while true {
                 switch action {
                 case .serveCached:
-                    guard let cached else { throw outOfStep }
+                    guard let cached else { throw URLError(.unknown) }
                     setup.onMetrics?(metrics)
                     deliverCached(cached, gate: gate)
                     return
 
-                case .send(let request), .follow(let request, _):
+                case .send(let send, let drop):
                     // A suspended task sends nothing until it is resumed.
                     await gate.waitWhileSuspended()
-                    if case .follow(_, let change) = action {
-                        body = changed(body, by: change, to: request)
-                        context.followedRedirect(to: request)
+                    if let drop {
+                        // The redirect's body is read and dropped; its request goes on with its own body.
+                        _ = try? await drop.response.body.collect(upTo: 1 << 16)
+                        metrics.hops.append(drop.response.metrics)
+                        context.followedRedirect(to: send.request)
                     }
-                    if let (response, _, _) = last {
-                        // The response before is not the answer: a redirect's body is read and dropped
-                        // (`authenticate` has done so with a 401's).
-                        if case .follow = action { _ = try? await response.body.collect(upTo: 1 << 16) }
-                        metrics.hops.append(response.metrics)
+                    if let change = send.body { body = changed(body, by: change, to: send.request) }
+                    let (made, url) = try makeEngineRequest(send.request, body: body, setup: setup, context: context)
+                    let engineRequest = try prepared(made, as: send, setup: setup, context: context, gate: gate)
+                    let response: HTTPEngineResponse
+                    do {
+                        response = try await setup.engine.execute(engineRequest)
+                    } catch {
+                        failedSend = (error, engineRequest.url)
+                        let failure = sendFailure(
+                            error,
+                            of: engineRequest,
+                            asked: engineRequest.terms.serverTrust != nil
+                        )
+                        if case .certificateRefused(let host, asked: false) = failure, context.mayHaveDelegate {
+                            context.rememberCertificateNeedsDelegate(host)
+                        }
+                        action = machine.sendFailed(failure)
+                        continue
                     }
-                    let (engineRequest, url) = try makeEngineRequest(
-                        request,
-                        body: body,
-                        setup: setup,
-                        context: context
+                    let received = Received(
+                        response: response,
+                        url: url,
+                        urlResponse: Translation.urlResponse(response, url: url)
                     )
-                    let response = try await send(engineRequest, setup: setup, context: context, gate: gate)
-                    last = (response, url, Translation.urlResponse(response, url: url))
-                    if let (credential, space) = unconfirmed, response.status.code != 401 {
-                        context.store(credential, for: space)
-                    }
-                    unconfirmed = nil
                     let (effects, next) = machine.responseArrived(
+                        received,
                         status: Int(response.status.code),
                         headers: response.headers,
                         from: url
                     )
-                    apply(effects, setup: setup, context: context)
+                    apply(effects, credential: unconfirmed, setup: setup, context: context)
+                    unconfirmed = nil
                     action = next
 
-                case .serveRevalidated:
-                    guard let cached, let (response, _, _) = last else { throw outOfStep }
+                case .serveRevalidated(let received):
                     // Not modified: the cached response is the answer, refreshed by the 304's fields.
-                    _ = try? await response.body.collect(upTo: 1 << 16)
-                    metrics.hops.append(response.metrics)
+                    guard let cached else { throw URLError(.unknown) }
+                    _ = try? await received.response.body.collect(upTo: 1 << 16)
+                    metrics.hops.append(received.response.metrics)
                     setup.onMetrics?(metrics)
-                    deliverRevalidated(cached, notModified: response.headers, context: context, gate: gate)
+                    deliverRevalidated(cached, notModified: received.response.headers, context: context, gate: gate)
                     return
 
-                case .authenticate(let request, let rounds):
-                    guard let (response, url, urlResponse) = last else { throw outOfStep }
-                    var failures = rounds
+                case .authenticate(let received, let request, let rounds):
+                    metrics.hops.append(received.response.metrics)
                     let again = try await authenticate(
-                        after: response,
-                        as: urlResponse,
+                        after: received,
                         request: request,
-                        url: url,
                         body: body,
-                        failures: &failures,
+                        failures: rounds,
                         unconfirmed: &unconfirmed,
                         context: context,
                         gate: gate
                     )
                     action = machine.authenticated(again)
 
-                case .reportRedirect(let next):
+                case .askProxyCredentials(let rounds):
+                    let (answer, credential) = await askProxyCredentials(
+                        for: failedSend,
+                        rounds: rounds,
+                        setup: setup,
+                        context: context,
+                        gate: gate
+                    )
+                    unconfirmed = credential
+                    action = machine.proxyAnswered(answer)
+
+                case .reportRedirect(let received, let next):
                     // The loading system (Apple) asks the delegate and starts a new load for the next hop,
                     // stopping this one. When the delegate refuses, the redirect response is the task's
                     // answer: the load finishes (an error here would fail the task instead), with the 3xx
                     // as its response and no body.
-                    guard let (response, _, urlResponse) = last else { throw outOfStep }
-                    _ = try? await response.body.collect(upTo: 1 << 16)
-                    metrics.hops.append(response.metrics)
+                    _ = try? await received.response.body.collect(upTo: 1 << 16)
+                    metrics.hops.append(received.response.metrics)
                     setup.onMetrics?(metrics)
+                    let urlResponse = received.urlResponse
                     gate.send { $0.urlProtocol($1, wasRedirectedTo: next, redirectResponse: urlResponse) }
                     gate.finish { $0.urlProtocolDidFinishLoading($1) }
                     return
 
-                case .askRedirect(let next):
-                    guard let (_, _, urlResponse) = last else { throw outOfStep }
+                case .askRedirect(let received, let next):
                     action = machine.redirectDecided(
-                        await context.redirectDecision(response: urlResponse, newRequest: next)
+                        await context.redirectDecision(response: received.urlResponse, newRequest: next)
                     )
 
-                case .deliver:
-                    guard let (response, _, urlResponse) = last else { throw outOfStep }
-                    try await deliver(response, as: urlResponse, request: machine.current, context: context, gate: gate)
-                    {
-                        metrics.hops.append(response.metrics)
+                case .deliver(let received):
+                    try await deliver(
+                        received.response,
+                        as: received.urlResponse,
+                        request: machine.current,
+                        context: context,
+                        gate: gate
+                    ) {
+                        metrics.hops.append(received.response.metrics)
                         setup.onMetrics?(metrics)
                     }
                     return
+
+                case .failWithSendError:
+                    throw failedSend?.error ?? URLError(.unknown)
 
                 case .fail(let error):
                     throw error
@@ -147,14 +181,8 @@ extension HTTPDNSURLProtocol {
         }
     }
 
-    /// An action that needs a response (or a cached one) came without it: a defect of the machine, which
-    /// fails the task rather than leaving it hanging.
-    private static var outOfStep: URLError {
-        URLError(.unknown, userInfo: [NSLocalizedDescriptionKey: "HTTPDNS's URL load went out of step"])
-    }
-
     /// The body a followed redirect sends.
-    private static func changed(_ body: BodySource, by change: URLLoadMachine.BodyChange, to request: URLRequest)
+    private static func changed(_ body: BodySource, by change: URLLoad.BodyChange, to request: URLRequest)
         -> BodySource
     {
         switch change {
@@ -167,8 +195,14 @@ extension HTTPDNSURLProtocol {
         }
     }
 
-    /// What every response does besides the machine's action: HSTS recorded, cookies stored.
-    private static func apply(_ effects: [URLLoadMachine.Effect], setup: Setup, context: LoadContext) {
+    /// What a response does besides the machine's action: HSTS recorded, cookies stored, the credential
+    /// the last round sent kept once it worked.
+    private static func apply(
+        _ effects: [URLLoad.Effect],
+        credential: (URLCredential, URLProtectionSpace)?,
+        setup: Setup,
+        context: LoadContext
+    ) {
         for effect in effects {
             switch effect {
             case .recordStrictTransportSecurity(let policy, let host):
@@ -177,6 +211,8 @@ extension HTTPDNSURLProtocol {
                 if systemAppliesHSTS { setup.resolver.strictTransportSecurity(policy, from: host) }
             case .storeCookies(let values, let url):
                 if let storage = context.cookieStorage { CookieRules.store(values, from: url, in: storage) }
+            case .credentialWorked:
+                if let (credential, space) = credential { context.store(credential, for: space) }
             }
         }
     }
