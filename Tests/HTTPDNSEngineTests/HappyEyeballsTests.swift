@@ -314,24 +314,16 @@ import Testing
 }
 
 @Suite struct TransportSelectionTests {
-    /// The choice of stack (ConnectionTransport.swift) is made at run time, from the event loop group.
-    /// The Apple branch is compiled by the Apple type-check and never run here: this test, built for an
-    /// Apple platform, expects Network.framework for NIOTransportServices' group.
-    @Test func theTransportIsChosenFromTheEventLoopGroup() throws {
-        // A NIOPosix group picks BSD sockets, wherever this build has them.
-        let posix = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        defer { try? posix.syncShutdownGracefully() }
+    /// The stack is a build-time choice (ConnectionTransport.swift): Network.framework and its shared
+    /// group on Apple platforms (this test built for one, by the Apple type-check, expects that), BSD
+    /// sockets and NIO's shared group elsewhere.
+    @Test func theTransportIsThePlatformsOwn() throws {
         #if canImport(Network)
             #expect(HTTPEngine.transportKind == .networkFramework)
-            #expect(TransportChoice.kind(for: NIOTSEventLoopGroup.singleton) == .networkFramework)
+            #expect(HTTPEngine.defaultEventLoopGroup is NIOTSEventLoopGroup)
         #else
-            #expect(TransportChoice.kind(for: posix) == .posixBoringSSL)
             #expect(HTTPEngine.transportKind == .posixBoringSSL)
             #expect(HTTPEngine.defaultEventLoopGroup is MultiThreadedEventLoopGroup)
-            // An engine on a group of its own asks the same rule.
-            let engine = try HTTPEngine(eventLoopGroup: posix)
-            defer { engine.shutdown() }
-            #expect(engine.transportKind == .posixBoringSSL)
         #endif
     }
 }

@@ -102,7 +102,7 @@ func describeTLSFailure(_ error: any Error, host: String, address: String, chain
         // No underlying error: the check is our own, and the code and message say all there is.
         return HTTPEngineError(code, "the certificate presented at \(address) is not valid for \(host): \(e.reason)")
     }
-    if let described = TransportChoice.describeTLSError(
+    if let described = PlatformTransport.describeTLSError(
         error,
         host: host,
         address: address,

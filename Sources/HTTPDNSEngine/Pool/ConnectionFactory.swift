@@ -65,7 +65,7 @@ struct ConnectAttemptFailed: Error {
             if error.underlying is ProxyRefusal { return false }  // the proxy's answer would be the same
             return !refusedEverywhere(error.underlying)
         case .tlsFailed:
-            return TransportChoice.tlsRetryMayHelp(error.underlying)
+            return PlatformTransport.tlsRetryMayHelp(error.underlying)
         default:
             return false
         }
@@ -107,7 +107,7 @@ struct ConnectionFactory: Sendable {
         group: any EventLoopGroup
     ) throws {
         self.configuration = configuration
-        let transport = try TransportChoice.transport(for: group).init(configuration: configuration)
+        let transport = try PlatformTransport(configuration: configuration)
         self.transport = transport
         self.addressSource = addressSource
         self.path = path

@@ -1,5 +1,5 @@
-// The stack the engine's connections go through, chosen at run time from the engine's event loop group
-// (as AsyncHTTPClient chooses it, HTTPConnectionPool+Factory.swift), among the stacks this build has:
+// The stack the engine's connections go through: a build-time choice, one per platform
+// (`PlatformTransport`), not a run-time one; each build links one stack:
 //
 //   Linux (and other platforms without a system TLS)   BSD sockets (NIOPosix) and BoringSSL (NIOSSL):
 //                                                      `PosixTransport`, PosixTransport.swift.
@@ -7,10 +7,8 @@
 //                                                      system's TLS: `NetworkFrameworkTransport`,
 //                                                      NetworkFrameworkTransport.swift.
 //
-// A `NIOTSEventLoopGroup` (the default on Apple platforms) means Network.framework; any other group means
-// BSD sockets, where this build has them (Linux; on Apple platforms only NIOTransportServices is linked,
-// so there a group of another kind is refused at the first connect, saying so). `TransportChoice` is the
-// rule, tested on Linux.
+// On Apple platforms only NIOTransportServices is linked, so an engine given an event loop group of
+// another kind refuses it at the first connect, saying so; on Linux any NIOPosix group serves.
 //
 // Apple asks apps not to use BSD sockets: they do not bring up the cellular radio or VPN On Demand and
 // ignore the per-app VPN, Low Data Mode and the rules on expensive networks (TN3151). The rest of the
@@ -81,63 +79,19 @@ protocol ConnectionTransport: Sendable {
         -> HTTPEngineError?
 }
 
-/// Which transport carries an engine's connections: decided at run time from its event loop group.
-package enum TransportChoice {
-    /// The transports this build has, the platform's own first.
-    static var compiled: [any ConnectionTransport.Type] {
-        #if canImport(Network)
-            return [NetworkFrameworkTransport.self]
-        #else
-            return [PosixTransport.self]
-        #endif
-    }
-
-    /// The transport for connections on `group`: Network.framework for a group whose loops can run its
-    /// channels (NIOTransportServices'), otherwise BSD sockets where this build has them; else the
-    /// platform's own, which then refuses the group at the first connect with an error saying so.
-    package static func kind(for group: any EventLoopGroup) -> ConnectionTransportKind {
-        transport(for: group).kind
-    }
-
-    static func transport(for group: any EventLoopGroup) -> any ConnectionTransport.Type {
-        #if canImport(Network)
-            if NIOTSConnectionBootstrap(validatingGroup: group) != nil { return NetworkFrameworkTransport.self }
-        #endif
-        return compiled.first { $0.kind == .posixBoringSSL } ?? compiled[0]
-    }
-
-    /// The engine's error for a TLS failure, from whichever transport's error it is.
-    static func describeTLSError(_ error: any Error, host: String, address: String, chainRejected: Bool)
-        -> HTTPEngineError?
-    {
-        for transport in compiled {
-            if let described = transport.describeTLSError(
-                error,
-                host: host,
-                address: address,
-                chainRejected: chainRejected
-            ) {
-                return described
-            }
-        }
-        return nil
-    }
-
-    /// Whether a failed TLS setup may succeed if tried again: no transport calls its error final.
-    static func tlsRetryMayHelp(_ underlying: (any Error)?) -> Bool {
-        compiled.allSatisfy { $0.tlsRetryMayHelp(underlying) }
-    }
-}
+/// The transport this build has: Network.framework on Apple platforms, BSD sockets elsewhere.
+#if canImport(Network)
+    typealias PlatformTransport = NetworkFrameworkTransport
+#else
+    typealias PlatformTransport = PosixTransport
+#endif
 
 extension HTTPEngine {
-    /// The stack connections on the default event loop group go through.
-    package static var transportKind: ConnectionTransportKind { TransportChoice.kind(for: defaultEventLoopGroup) }
+    /// The stack every engine's connections go through in this build.
+    package static var transportKind: ConnectionTransportKind { PlatformTransport.kind }
 
     /// The event loops engines, the proxy and their connections run on unless told otherwise: NIO's
     /// shared `MultiThreadedEventLoopGroup` on Linux, its shared `NIOTSEventLoopGroup` on Apple platforms
     /// (Network.framework's channels run on those alone).
-    package static var defaultEventLoopGroup: any EventLoopGroup { TransportChoice.compiled[0].defaultEventLoopGroup }
-
-    /// The stack this engine's connections go through (chosen from its event loop group).
-    package var transportKind: ConnectionTransportKind { TransportChoice.kind(for: group) }
+    package static var defaultEventLoopGroup: any EventLoopGroup { PlatformTransport.defaultEventLoopGroup }
 }
