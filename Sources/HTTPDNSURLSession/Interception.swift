@@ -112,10 +112,18 @@ enum ProtocolBindings {
     }
 
     static func bind(_ protocolClass: AnyClass, to interception: Interception, slot: Int?) {
-        table.withLockedValue {
-            $0.byClass[ObjectIdentifier(protocolClass)] = Binding(interception: interception, slot: slot)
+        table.withLockedValue { table in
+            // Classes of interceptions gone lead nowhere: dropped as the table doubles, so it stays
+            // within twice the classes alive.
+            if table.byClass.count >= 64, table.byClass.count & (table.byClass.count - 1) == 0 {
+                table.byClass = table.byClass.filter { $0.value.interception != nil }
+            }
+            table.byClass[ObjectIdentifier(protocolClass)] = Binding(interception: interception, slot: slot)
         }
     }
+
+    /// Classes bound (alive or not yet dropped).
+    static var count: Int { table.withLockedValue { $0.byClass.count } }
 
     /// The interception (and slot) `protocolClass` leads to; nil for a class bound to none, or to one
     /// that is gone.

@@ -271,6 +271,13 @@ import Testing
         #expect(served(orphan) == nil)
     }
 
+    /// An app (or a test process) that makes and drops many `HTTPDNS` instances: the table of classes
+    /// does not keep one entry per instance ever made.
+    @Test func theClassTableForgetsInterceptionsThatAreGone() throws {
+        for _ in 0..<150 { _ = try interception() }
+        #expect(ProtocolBindings.count < 150, "\(ProtocolBindings.count) classes bound")
+    }
+
     @Test func aServerTrustAnswerMeansWhatApplesDoes() {
         let password = URLCredential(user: "x", password: "y", persistence: .none)
         func decision(_ d: URLSession.AuthChallengeDisposition, _ c: URLCredential?, required: Bool)
