@@ -375,7 +375,7 @@ extension HTTPDNSURLProtocol {
         context: LoadContext,
         gate: ClientGate
     ) async -> (URLLoad.ProxyAnswer, (URLCredential, URLProtectionSpace)?) {
-        guard let failed, let error = failed.error as? HTTPEngineError, case let url = failed.url,
+        guard let (error, url) = failed,
             let proxy = setup.engine.configuration.network.proxy?.proxy(scheme: url.scheme, host: url.host)
         else { return (.none, nil) }
         let space = URLProtectionSpace(
