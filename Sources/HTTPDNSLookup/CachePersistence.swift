@@ -20,13 +20,54 @@ import Logging
 /// the next start. Reads are bounded
 /// (`CacheSnapshot.maxFileBytes`) and validated (`CacheSnapshot.load(from:capacity:)`): a file that is
 /// too big, torn, corrupt, foreign or of another version is ignored with a warning and the resolver starts
-/// cold; invalid entries are dropped and counted.
+/// cold; invalid entries are dropped and counted. Only a regular file the user owns and nobody else may
+/// write is read (`FileTrust`): its answers are served as the upstream's, so a file another user could
+/// plant answers in is ignored with a warning, and a FIFO or a device, which could block the read for
+/// ever, is never read.
 package enum CachePersistence {
+    /// Why a cache file is not to be read, from what `fstat` says of it; nil: read it.
+    package struct FileTrust: Equatable, Sendable {
+        package let reason: String
+
+        /// `mode` and `owner` are the file's (`st_mode`, `st_uid`); `user` is the process's effective
+        /// user.
+        package static func refusal(mode: mode_t, owner: uid_t, user: uid_t) -> FileTrust? {
+            guard mode & mode_t(S_IFMT) == mode_t(S_IFREG) else {
+                return FileTrust(reason: "not a regular file (a FIFO, a device or a folder could block the read)")
+            }
+            guard owner == user else {
+                return FileTrust(reason: "owned by user \(owner), not by this process's user \(user)")
+            }
+            guard mode & 0o022 == 0 else {
+                return FileTrust(
+                    reason: "writable by other users (mode \(String(mode & 0o777, radix: 8))): chmod go-w it"
+                )
+            }
+            return nil
+        }
+    }
+
     package static func load(path: String, capacity: Int = CacheSnapshot.defaultLoadCapacity, logger: Logger)
         -> CacheSnapshot?
     {
-        guard let handle = FileHandle(forReadingAtPath: path) else { return nil }
+        // Non-blocking: opening a FIFO for reading would otherwise wait for a writer. Not following a
+        // link would refuse the symlinks some deployments use; the file's own owner and mode decide.
+        let fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        let handle = FileHandle(fileDescriptor: fd, closeOnDealloc: true)
         defer { try? handle.close() }
+        var info = stat()
+        guard fstat(fd, &info) == 0 else {
+            logger.warning("ignoring DNS cache file", metadata: ["path": "\(path)", "errno": "\(errno)"])
+            return nil
+        }
+        if let refusal = FileTrust.refusal(mode: info.st_mode, owner: info.st_uid, user: geteuid()) {
+            logger.warning(
+                "ignoring DNS cache file: its answers would be served as the upstream's",
+                metadata: ["path": "\(path)", "reason": "\(refusal.reason)"]
+            )
+            return nil
+        }
         let bytes: [UInt8]
         do {
             bytes = Array(try handle.read(upToCount: CacheSnapshot.maxFileBytes + 1) ?? Data())

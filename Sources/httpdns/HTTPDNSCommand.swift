@@ -1,5 +1,11 @@
 import ArgumentParser
 
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
 @main
 struct HTTPDNSCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -14,4 +20,13 @@ struct HTTPDNSCommand: AsyncParsableCommand {
             TraceCommand.self,
         ]
     )
+
+    /// `serve` ignores SIGHUP from its first instruction, before its arguments are even parsed: its
+    /// docs say SIGHUP never ends it, and an operator's `systemctl reload` just after a start (or a
+    /// terminal's hang-up) killed it in the 20–250 ms before it listened (exit 129, which
+    /// `Restart=on-failure` does not restart). Once it listens, its reload handler takes SIGHUP over.
+    static func main() async {
+        if CommandLine.arguments.dropFirst().first == "serve" { signal(SIGHUP, SIG_IGN) }
+        await main(nil)
+    }
 }

@@ -480,7 +480,8 @@ struct ServeCommand: AsyncParsableCommand {
             FileHandle.standardError.write(Data("httpdns serve: \(error)\n".utf8))
             throw ExitCode(1)
         }
-        // From the moment it listens, SIGHUP never ends serve: ignored here, then trapped by the reload below.
+        // SIGHUP never ends serve: ignored since main began (HTTPDNSCommand.main), then trapped by the reload
+        // below. Ignored here again for a serve run without that main.
         signal(SIGHUP, SIG_IGN)
         let scheme = config.tls == nil ? "http" : "https"
         for (listener, (host, _)) in zip(service.listeners, config.listen) {

@@ -99,4 +99,49 @@ import Testing
         try Data(bytes.prefix(CacheSnapshot.maxFileBytes)).write(to: URL(fileURLWithPath: path))
         #expect(CachePersistence.load(path: path, logger: testLogger) == CacheSnapshot(entries: []))
     }
+
+    /// Hostile round 5, item 6: a cache file of mode 0666, or of another owner, with a planted answer,
+    /// was served as if the upstream had said it, with no warning. Such a file is now ignored.
+    @Test func aCacheFileOthersCanWriteOrThatAnotherUserOwnsIsIgnored() throws {
+        let path = Self.temporaryPath("planted")
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        try Data(try CacheSnapshot(entries: []).fileBytes()).write(to: URL(fileURLWithPath: path))
+        chmod(path, 0o600)
+        #expect(CachePersistence.load(path: path, logger: testLogger) == CacheSnapshot(entries: []))
+        chmod(path, 0o666)
+        #expect(CachePersistence.load(path: path, logger: testLogger) == nil)
+        chmod(path, 0o620)
+        #expect(CachePersistence.load(path: path, logger: testLogger) == nil)
+        chmod(path, 0o644)
+        #expect(CachePersistence.load(path: path, logger: testLogger) == CacheSnapshot(entries: []))
+        // Another owner: only root can give a file away, so the rule is shown pure as well (below).
+        if geteuid() == 0 {
+            chown(path, 4242, 4242)
+            #expect(CachePersistence.load(path: path, logger: testLogger) == nil)
+        }
+    }
+
+    @Test func onlyARegularFileTheUserOwnsAndNobodyElseMayWriteIsTrusted() {
+        typealias Trust = CachePersistence.FileTrust
+        let regular = mode_t(S_IFREG)
+        #expect(Trust.refusal(mode: regular | 0o600, owner: 501, user: 501) == nil)
+        #expect(Trust.refusal(mode: regular | 0o644, owner: 501, user: 501) == nil)
+        #expect(Trust.refusal(mode: regular | 0o600, owner: 0, user: 501) != nil)
+        #expect(Trust.refusal(mode: regular | 0o666, owner: 501, user: 501) != nil)
+        #expect(Trust.refusal(mode: regular | 0o602, owner: 501, user: 501) != nil)
+        #expect(Trust.refusal(mode: mode_t(S_IFIFO) | 0o600, owner: 501, user: 501) != nil)
+        #expect(Trust.refusal(mode: mode_t(S_IFCHR) | 0o600, owner: 501, user: 501) != nil)
+    }
+
+    /// Hostile round 5, item 6: a FIFO as the cache file hung `resolve` for ever (the open waited for a
+    /// writer). It is now refused at once, unread.
+    @Test func aFIFOAsTheCacheFileIsRefusedWithoutWaiting() async throws {
+        let path = Self.temporaryPath("fifo")
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        #expect(mkfifo(path, 0o600) == 0)
+        let loaded = try await withHangGuard("loading a FIFO as the cache file", within: .seconds(60)) {
+            CachePersistence.load(path: path, logger: testLogger).map { _ in true } ?? false
+        }
+        #expect(!loaded)
+    }
 }

@@ -113,10 +113,14 @@ struct ServeProcess {
     /// `httpdns serve ARGUMENTS` (which must listen on 127.0.0.1, first), returned once it printed that
     /// address.
     /// With `descriptorLimit`, the process may open that many descriptors at most (`ulimit -n`).
-    /// `command` is the subcommand (`proxy` prints its address the same way).
-    static func launch(_ arguments: [String], descriptorLimit: Int? = nil, command: String = "serve") async throws
-        -> ServeProcess
-    {
+    /// `command` is the subcommand (`proxy` prints its address the same way). With `signalWhileStarting`,
+    /// that signal is sent every 20 ms from the launch until it prints its address.
+    static func launch(
+        _ arguments: [String],
+        descriptorLimit: Int? = nil,
+        command: String = "serve",
+        signalWhileStarting: Int32? = nil
+    ) async throws -> ServeProcess {
         let out = FileManager.default.temporaryDirectory.appendingPathComponent("httpdns-serve-\(UUID()).out").path
         _ = FileManager.default.createFile(atPath: out, contents: nil)
         _ = FileManager.default.createFile(atPath: out + ".err", contents: nil)
@@ -139,6 +143,7 @@ struct ServeProcess {
         )
         var port: Int?
         try await eventually("serve printed its address", within: .seconds(20), pollEvery: .milliseconds(20)) {
+            if let signalWhileStarting, process.isRunning { process.signal(signalWhileStarting) }
             let text = (try? String(contentsOfFile: out, encoding: .utf8)) ?? ""
             if let listening = text.range(of: "listening on "),
                 let host = text.range(of: "127.0.0.1:", range: listening.upperBound..<text.endIndex)

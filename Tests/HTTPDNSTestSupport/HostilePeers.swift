@@ -247,7 +247,9 @@ enum H2 {
     static func postHeaders(stream: UInt32, path: String) -> [UInt8] {
         let type = Array("application/dns-message".utf8)
         let block: [UInt8] =
-            [0x83, 0x86, 0x44, UInt8(path.utf8.count)] + Array(path.utf8) + [0x41, 0x01, 0x78, 0x5F, UInt8(type.count)]
+            [0x83, 0x86, 0x44] + stringLength(path.utf8.count) + Array(path.utf8) + [
+                0x41, 0x01, 0x78, 0x5F, UInt8(type.count),
+            ]
             + type
         return frame(type: 1, flags: 4, stream: stream, block)
     }
@@ -258,8 +260,19 @@ enum H2 {
             type: 1,
             flags: 5,
             stream: stream,
-            [0x82, 0x86, 0x44, UInt8(path.utf8.count)] + Array(path.utf8) + [0x41, 0x01, 0x78]
+            [0x82, 0x86, 0x44] + stringLength(path.utf8.count) + Array(path.utf8) + [0x41, 0x01, 0x78]
         )
+    }
+    /// An HPACK string's length, not Huffman-coded: a 7-bit prefix, then 7 bits a byte (RFC 7541 §5.1).
+    static func stringLength(_ count: Int) -> [UInt8] {
+        guard count >= 127 else { return [UInt8(count)] }
+        var bytes: [UInt8] = [127]
+        var rest = count - 127
+        while rest >= 128 {
+            bytes.append(UInt8(rest % 128 + 128))
+            rest /= 128
+        }
+        return bytes + [UInt8(rest)]
     }
     /// PUSH_PROMISE for stream 2 on `stream`, with a GET / request block.
     static func pushPromise(stream: UInt32) -> [UInt8] {

@@ -60,6 +60,23 @@ import Testing
 }
 
 @Suite struct ServeHangUpTests {
+    /// Hostile round 5, item 5: a SIGHUP before serve listened killed it (exit 129, 4 of 4 at 20–250 ms
+    /// after exec), so `systemctl reload` just after a start killed the unit. Now SIGHUP is ignored from
+    /// the start of main.
+    @Test func sighupWhileServeStartsDoesNotEndIt() async throws {
+        let hosts = FileManager.default.temporaryDirectory.appendingPathComponent("httpdns-hup-\(UUID())").path
+        defer { try? FileManager.default.removeItem(atPath: hosts) }
+        try "198.51.0.7 served.example.com\n".write(toFile: hosts, atomically: true, encoding: .utf8)
+        let serve = try await ServeProcess.launch(
+            ["--listen", "127.0.0.1:0", "--hosts", hosts],
+            signalWhileStarting: SIGHUP
+        )
+        defer { Task { await serve.stop() } }
+        serve.signal(SIGHUP)
+        #expect(try await probe(serve.port) == 200)
+        #expect(serve.process.isRunning, "\(serve.errors)")
+    }
+
     /// SIGHUP killed serve with every request in flight (0 of 40 answered). Now it reads the hosts file
     /// again, as it is, and every request in flight is answered.
     @Test func sighupReadsTheHostsFileAgainAndEveryRequestInFlightIsAnswered() async throws {

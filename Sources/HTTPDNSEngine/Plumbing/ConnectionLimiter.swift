@@ -1,6 +1,6 @@
 // The accepted connections of a listener and the executor of `ConnectionSlots`' rules: it admits each
-// channel (closing the one idle longest that never carried a request when full, or holding the newcomer
-// until a slot frees), hears from the connection's handlers when a request is in progress and when it is
+// channel (closing a silent one that never carried a request when full, or holding the newcomer until a
+// slot frees), hears from the connection's handlers when a request is in progress and when it is
 // done, and forgets the channel when it closes. Shared by the project's two listeners (HTTPDNSServer's
 // HTTPListener and HTTPDNSProxy); it lives here because both build on this module.
 //
@@ -19,8 +19,8 @@ import CoreMetrics
 import NIOConcurrencyHelpers
 import NIOCore
 
-/// Admits accepted channels up to a limit, makes room by closing the connection idle longest that never
-/// carried a request, holds newcomers when only kept-alive clients could make room, forgets each channel
+/// Admits accepted channels up to a limit, makes room by closing a silent connection that never carried
+/// a request, holds newcomers when only kept-alive clients could make room, forgets each channel
 /// when it closes, and closes them all on stop. Thread-safe: channels on every event loop report to it.
 package final class ConnectionLimiter: Sendable {
     private struct Waiter {
@@ -68,12 +68,15 @@ package final class ConnectionLimiter: Sendable {
         limit: Int,
         maxPerClient: Int? = nil,
         queueTimeout: TimeAmount = .seconds(2),
+        floors: ConnectionSlots<ObjectIdentifier>.Floors = .init(),
         metricsPrefix: String
     ) {
         self.limit = limit
         self.maxClosing = Self.defaultMaxClosing(limit: limit)
         self.queueTimeout = queueTimeout
-        self.state = NIOLockedValueBox(State(slots: ConnectionSlots(limit: limit, maxPerClient: maxPerClient)))
+        self.state = NIOLockedValueBox(
+            State(slots: ConnectionSlots(limit: limit, maxPerClient: maxPerClient, floors: floors))
+        )
         self.evicted = Counter(label: "\(metricsPrefix)_connections_evicted_total")
         self.queued = Counter(label: "\(metricsPrefix)_connections_queued_total")
         self.refusedFull = Counter(
@@ -87,8 +90,8 @@ package final class ConnectionLimiter: Sendable {
     }
 
     /// Takes `channel` in (it is forgotten when it closes). When the listener is full, the connection
-    /// idle longest that never carried a request is closed to make room; when only kept-alive ones
-    /// could, the future waits until a slot frees or the queue timeout ends the wait. Nil when refused
+    /// idle longest that never carried a request (past `ConnectionSlots.Floors.newcomer`) is closed to make
+    /// room; otherwise the future waits until a slot frees or the queue timeout ends the wait. Nil when refused
     /// (too many waiting, every slot busy at the end of the wait, or the client's cap reached), and the
     /// caller closes it. The connection starts idle: see `ConnectionSlot`. Call it on the channel's loop.
     package func admit(_ channel: any Channel) -> EventLoopFuture<ConnectionSlot?> {
@@ -99,7 +102,7 @@ package final class ConnectionLimiter: Sendable {
             state -> (ConnectionSlots<ObjectIdentifier>.Admission, (any Channel)?) in
             if state.listener == nil { state.listener = channel.parent }
             if state.pending > 0 { state.pending -= 1 }
-            let admission = state.slots.accepted(id, client: client)
+            let admission = state.slots.accepted(id, client: client, now: .now())
             var victim: (any Channel)?
             switch admission {
             case .admit:
@@ -153,7 +156,7 @@ package final class ConnectionLimiter: Sendable {
                 // An evicted channel's slot already went to the connection that took it.
                 guard state.channels[id].map({ $0 === channel }) == true else { return nil }
                 state.channels[id] = nil
-                guard let nextID = state.slots.closed(id) else { return nil }
+                guard let nextID = state.slots.closed(id, now: .now()) else { return nil }
                 guard let waiter = state.waiters.removeValue(forKey: nextID) else { return nil }
                 state.channels[nextID] = waiter.channel
                 return waiter
@@ -171,7 +174,8 @@ package final class ConnectionLimiter: Sendable {
     private func waitExpired(_ id: ObjectIdentifier) {
         let outcome = state.withLockedValue {
             state -> (Waiter, ConnectionSlots<ObjectIdentifier>.WaitEnd, (any Channel)?)? in
-            guard let end = state.slots.waitExpired(id), let waiter = state.waiters.removeValue(forKey: id) else {
+            guard let end = state.slots.waitExpired(id, now: .now()), let waiter = state.waiters.removeValue(forKey: id)
+            else {
                 return nil
             }
             guard case .admitEvicting(let old) = end else { return (waiter, end, nil) }
@@ -252,8 +256,15 @@ package final class ConnectionLimiter: Sendable {
         updateAccepting()
     }
 
-    fileprivate func busy(_ id: ObjectIdentifier) { state.withLockedValue { $0.slots.busy(id) } }
-    fileprivate func idle(_ id: ObjectIdentifier) { state.withLockedValue { $0.slots.idle(id) } }
+    fileprivate func use(_ id: ObjectIdentifier, _ use: ConnectionSlots<ObjectIdentifier>.Use) {
+        let now = NIODeadline.now()
+        state.withLockedValue { $0.slots.use(id, use, now: now) }
+    }
+
+    fileprivate func progress(_ id: ObjectIdentifier) {
+        let now = NIODeadline.now()
+        state.withLockedValue { $0.slots.progress(id, now: now) }
+    }
 
     /// Whether `channel` is in the table and idle: no request in progress (for tests and metrics).
     package func isIdle(_ channel: any Channel) -> Bool {
@@ -282,14 +293,17 @@ package final class ConnectionLimiter: Sendable {
 }
 
 /// One admitted connection's place in its listener: its handlers say when a request is in progress
-/// (`busy`: a whole request head arrived, a tunnel opened) and when it is done (`idle`: the response
-/// has gone out). Only an idle connection is closed to make room for a new one.
+/// (`busy`: a whole request head arrived, a tunnel opened), when only answers held back by the client
+/// remain (`sending`, and `progress` when they move on), and when it is done (`idle`: the last answer
+/// has gone out). See `ConnectionSlots` for which of them may be closed to make room.
 package struct ConnectionSlot: Sendable {
     fileprivate let limiter: ConnectionLimiter
     fileprivate let id: ObjectIdentifier
 
-    package func busy() { limiter.busy(id) }
-    package func idle() { limiter.idle(id) }
+    package func busy() { limiter.use(id, .busy) }
+    package func sending() { limiter.use(id, .sending) }
+    package func idle() { limiter.use(id, .idle) }
+    package func progress() { limiter.progress(id) }
 }
 
 /// On a listening channel, before NIO's accept handler: tells the limiter of each accepted connection

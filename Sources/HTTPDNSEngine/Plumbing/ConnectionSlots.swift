@@ -1,28 +1,34 @@
 // Which accepted connections a listener keeps when it is full, as nginx and HAProxy protect themselves:
 // an attacker who opens connections and sends nothing (or half a request head, or never finishes the TLS
 // handshake) must not keep everyone else out until a timeout, and a client that is using its connection
-// must not lose it to every newcomer.
+// must not lose it to any newcomer.
 //
-// The rules (pure: the listener's limiter applies them under its lock and closes what they name):
+// The rules (pure: the listener's limiter applies them under its lock and closes what they name; the time
+// comes in with each event):
 // - A connection is *idle* from the moment it is accepted until a whole request head has arrived, and
-//   again once its response has gone out. A TLS handshake in progress, a head still arriving and a
+//   again once its last answer has gone out. A TLS handshake in progress, a head still arriving and a
 //   keep-alive wait are all idle, as nginx counts them "reusable". From a complete head until the answer
-//   is written (a body being read, the answer being made, a tunnel open) it is *busy*. A connection
-//   that has been busy once is *kept alive* when it is idle again: its client is using it.
+//   is made it is *busy*; while only answers remain, written but held back by the client's flow-control
+//   window, it is *sending*. A connection that has carried a request (even one answered inside a
+//   single read, as a hosts answer is) is *kept alive*: its client is using it.
 // - When the table is full, a new connection takes the slot of the connection idle longest that has
-//   never carried a request, which is closed: what an attacker's idle connections are.
-// - When every idle connection is kept alive (or none is idle), the newcomer waits, as HAProxy queues
-//   connections past its maxconn: it is not read, and it gets the first slot a close frees. A wait
-//   is bounded twice: at most `maxWaiting` newcomers wait (more are refused), and a newcomer that has
-//   waited the listener's queue timeout takes the slot of the connection idle longest, kept alive or
-//   not, or is refused when every connection is busy. So kept-alive clients are not churned by a crowd
-//   of newcomers, and connections that made one request and went quiet cannot lock newcomers out for
-//   longer than the queue timeout.
+//   never carried a request and has been idle at least `newcomerFloor` (what an attacker's silent
+//   connections are), which is closed. A younger one is not closed: a real client needs a moment for its
+//   handshake and first head.
+// - Otherwise the newcomer waits, as HAProxy queues connections past its maxconn: it is not read, and it
+//   gets the first slot a close frees. A wait is bounded twice: at most `maxWaiting` newcomers wait (more
+//   are refused), and a newcomer that has waited the listener's queue timeout takes the slot of, in this
+//   order: a never-used connection past the floor; a sending connection whose answers made no progress
+//   for `stallFloor` or have been going out for `sendingBound` (the bound on a whole answer's time,
+//   applied only when the listener is full; nginx's send_timeout alone bounds each write); a kept-alive
+//   connection idle at least `keptAliveFloor`. Else it is refused. A busy connection, and a client that
+//   was answered within `keptAliveFloor`, never make room: HAProxy closes no client in use to admit a
+//   newcomer.
 // - Optionally, at most `maxPerClient` connections per client address, waiting ones included; more are
 //   refused, whatever room there is (nginx's limit_conn). Off by default: behind a load balancer every
 //   client has the balancer's address.
-// Idleness is ordered by a counter bumped at each change, not by a clock: the oldest change to idle is
-// the longest idle, and nothing here reads the time.
+
+import NIOCore
 
 /// The accepted connections of one listener: who may come in, who waits, and whom to close for it.
 package struct ConnectionSlots<ID: Hashable>: Sendable where ID: Sendable {
@@ -44,18 +50,48 @@ package struct ConnectionSlots<ID: Hashable>: Sendable where ID: Sendable {
 
     /// How a wait ended when its time was up.
     package enum WaitEnd: Equatable, Sendable {
-        /// In, in the slot of this connection (idle longest), which is to be closed.
+        /// In, in the slot of this connection, which is to be closed.
         case admitEvicting(ID)
-        /// Refused: every connection has a request in progress.
+        /// Refused: every connection is in use.
         case refuseFull
+    }
+
+    /// What a connection is doing, as its handlers report it.
+    package enum Use: Equatable, Sendable {
+        /// No request in progress and no answer left to send.
+        case idle
+        /// A request arrived whole and is being answered (or a tunnel is open).
+        case busy
+        /// Only answers remain, written and waiting for the client's flow-control window.
+        case sending
+    }
+
+    private enum State {
+        case idle(since: NIODeadline)
+        case busy
+        case sending(since: NIODeadline, progress: NIODeadline)
     }
 
     private struct Slot {
         var client: String
-        /// The counter's value when the connection last became idle; nil while busy.
-        var idleSince: UInt64?
+        var state: State
         /// It has carried a request: its client is using it.
         var keptAlive = false
+    }
+
+    /// How long the connections that make room must have been as they are.
+    package struct Floors: Sendable {
+        /// A connection that never carried a request, idle at least this long (from its accept: its
+        /// handshake and first head have had this long), may be closed for a newcomer.
+        package var newcomer: TimeAmount = .seconds(1)
+        /// After a newcomer's wait: a sending connection whose answers made no progress this long…
+        package var stall: TimeAmount = .seconds(2)
+        /// …or that has been sending this long, whatever its pace.
+        package var sendingBound: TimeAmount = .seconds(30)
+        /// After a newcomer's wait: a kept-alive connection idle at least this long. A client that was
+        /// answered more recently is in use.
+        package var keptAlive: TimeAmount = .seconds(10)
+        package init() {}
     }
 
     package let limit: Int
@@ -63,20 +99,21 @@ package struct ConnectionSlots<ID: Hashable>: Sendable where ID: Sendable {
     package let maxPerClient: Int?
     /// At most this many newcomers wait for a slot.
     let maxWaiting: Int
+    let floors: Floors
     private var slots: [ID: Slot] = [:]
     /// Newcomers waiting for a slot, first come first.
     private var waiting: [(id: ID, client: String)] = []
     private var perClient: [String: Int] = [:]
-    private var counter: UInt64 = 0
 
     /// Newcomers that may wait by default: a sixteenth of the limit, at least 4. They hold descriptors
     /// (not read, not answered), so the bound is part of the listener's descriptor budget.
     static func defaultMaxWaiting(limit: Int) -> Int { max(4, limit / 16) }
 
-    package init(limit: Int, maxPerClient: Int? = nil, maxWaiting: Int? = nil) {
+    package init(limit: Int, maxPerClient: Int? = nil, maxWaiting: Int? = nil, floors: Floors = Floors()) {
         self.limit = limit
         self.maxPerClient = maxPerClient
         self.maxWaiting = maxWaiting ?? Self.defaultMaxWaiting(limit: limit)
+        self.floors = floors
     }
 
     /// Connections in the table now (waiting ones not counted).
@@ -85,12 +122,12 @@ package struct ConnectionSlots<ID: Hashable>: Sendable where ID: Sendable {
     /// Newcomers waiting now.
     var waitingCount: Int { waiting.count }
 
-    /// A connection from `client` was accepted.
-    package mutating func accepted(_ id: ID, client: String) -> Admission {
+    /// A connection from `client` was accepted at `now`.
+    package mutating func accepted(_ id: ID, client: String, now: NIODeadline) -> Admission {
         if let maxPerClient, perClient[client, default: 0] >= maxPerClient { return .refuseClientLimit }
         var admission = Admission.admit
         if slots.count >= limit {
-            if let victim = idlest(keptAlive: false) {
+            if let victim = idlest(keptAlive: false, idleBefore: now - floors.newcomer) {
                 remove(victim)
                 admission = .admitEvicting(victim)
             } else if waiting.count < maxWaiting {
@@ -101,42 +138,56 @@ package struct ConnectionSlots<ID: Hashable>: Sendable where ID: Sendable {
                 return .refuseFull
             }
         }
-        take(id, client: client)
+        take(id, client: client, now: now)
         return admission
     }
 
-    /// A waiting newcomer's time is up: it takes the slot of the connection idle longest, or is refused
-    /// when every connection is busy. Nil when it no longer waits (a close gave it a slot already).
-    mutating func waitExpired(_ id: ID) -> WaitEnd? {
+    /// A waiting newcomer's time is up at `now`: it takes the slot of a connection that may make room
+    /// (see the rules above), or is refused. Nil when it no longer waits (a close gave it a slot already).
+    mutating func waitExpired(_ id: ID, now: NIODeadline) -> WaitEnd? {
         guard let at = waiting.firstIndex(where: { $0.id == id }) else { return nil }
         let (_, client) = waiting.remove(at: at)
-        guard let victim = idlest(keptAlive: false) ?? idlest(keptAlive: true) else {
+        guard
+            let victim = idlest(keptAlive: false, idleBefore: now - floors.newcomer)
+                ?? stalled(now: now)
+                ?? idlest(keptAlive: true, idleBefore: now - floors.keptAlive)
+        else {
             release(client)
             return .refuseFull
         }
         remove(victim)
         release(client)
-        take(id, client: client)
+        take(id, client: client, now: now)
         return .admitEvicting(victim)
     }
 
-    /// A whole request head arrived (or a tunnel opened): the connection is not to be closed for room.
-    package mutating func busy(_ id: ID) {
-        slots[id]?.idleSince = nil
-        slots[id]?.keptAlive = true
+    /// The connection's handlers say what it does now. `.busy` also marks it kept alive: a request
+    /// answered within one read reports `.busy` and then `.idle`.
+    package mutating func use(_ id: ID, _ use: Use, now: NIODeadline) {
+        guard let slot = slots[id] else { return }
+        switch (use, slot.state) {
+        case (.busy, _):
+            slots[id]!.state = .busy
+            slots[id]!.keptAlive = true
+        case (.idle, .idle), (.sending, .sending):
+            break
+        case (.idle, _):
+            slots[id]!.state = .idle(since: now)
+        case (.sending, _):
+            slots[id]!.state = .sending(since: now, progress: now)
+        }
     }
 
-    /// The connection's response has gone out and it waits for the next request.
-    package mutating func idle(_ id: ID) {
-        guard slots[id] != nil, slots[id]?.idleSince == nil else { return }
-        counter += 1
-        slots[id]?.idleSince = counter
+    /// A sending connection's answers moved on (the client opened its window): its stall starts again.
+    package mutating func progress(_ id: ID, now: NIODeadline) {
+        guard case .sending(let since, _) = slots[id]?.state else { return }
+        slots[id]!.state = .sending(since: since, progress: now)
     }
 
     /// The connection closed (by either side, or evicted), or a waiting one was given up: its slot is
     /// free, and the newcomer waiting longest, if any, takes it (returned: admit it).
     @discardableResult
-    package mutating func closed(_ id: ID) -> ID? {
+    package mutating func closed(_ id: ID, now: NIODeadline) -> ID? {
         if let at = waiting.firstIndex(where: { $0.id == id }) {
             release(waiting.remove(at: at).client)
             return nil
@@ -146,27 +197,41 @@ package struct ConnectionSlots<ID: Hashable>: Sendable where ID: Sendable {
         guard !waiting.isEmpty, slots.count < limit else { return nil }
         let next = waiting.removeFirst()
         release(next.client)
-        take(next.id, client: next.client)
+        take(next.id, client: next.client, now: now)
         return next.id
     }
 
     /// Whether the connection is in the table and idle (for tests and metrics).
-    package func isIdle(_ id: ID) -> Bool { slots[id]?.idleSince != nil }
+    package func isIdle(_ id: ID) -> Bool {
+        guard case .idle = slots[id]?.state else { return false }
+        return true
+    }
 
-    /// The idle connection that became idle first among those `keptAlive` or not. A scan: the table
-    /// holds at most `limit` entries and is only scanned when full.
-    private func idlest(keptAlive: Bool) -> ID? {
-        var best: (id: ID, since: UInt64)?
+    /// The connection idle longest among those `keptAlive` or not, if it became idle before
+    /// `idleBefore`. A scan: the table holds at most `limit` entries and is only scanned when full.
+    private func idlest(keptAlive: Bool, idleBefore: NIODeadline) -> ID? {
+        var best: (id: ID, since: NIODeadline)?
         for (id, slot) in slots where slot.keptAlive == keptAlive {
-            guard let since = slot.idleSince else { continue }
+            guard case .idle(let since) = slot.state, since <= idleBefore else { continue }
             if best == nil || since < best!.since { best = (id, since) }
         }
         return best?.id
     }
 
-    private mutating func take(_ id: ID, client: String) {
-        counter += 1
-        slots[id] = Slot(client: client, idleSince: counter)
+    /// The sending connection stalled longest past `floors.stall`, or sending longest past
+    /// `floors.sendingBound`.
+    private func stalled(now: NIODeadline) -> ID? {
+        var best: (id: ID, progress: NIODeadline)?
+        for (id, slot) in slots {
+            guard case .sending(let since, let progress) = slot.state else { continue }
+            guard now - progress >= floors.stall || now - since >= floors.sendingBound else { continue }
+            if best == nil || progress < best!.progress { best = (id, progress) }
+        }
+        return best?.id
+    }
+
+    private mutating func take(_ id: ID, client: String, now: NIODeadline) {
+        slots[id] = Slot(client: client, state: .idle(since: now))
         perClient[client, default: 0] += 1
     }
 

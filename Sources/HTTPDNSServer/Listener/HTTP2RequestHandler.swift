@@ -17,9 +17,11 @@ final class HTTP2RequestHandler: ChannelInboundHandler {
     private var requests: HTTP2Requests
     /// The timers of requests still arriving, by stream.
     private var timers: [HTTP2StreamID: Scheduled<Void>] = [:]
-    /// Answers written and waiting to go out, since when: one timer for all of them (`sendTimer`),
-    /// re-armed for the earliest, since nearly every answer goes out in the write that made it and a
-    /// timer per answer cost a schedule and a cancel on the event loop each.
+    /// Answers written and waiting to go out, since their last progress (written, or the client opened
+    /// a window since): one timer for all of them (`sendTimer`), re-armed for the earliest, since nearly
+    /// every answer goes out in the write that made it and a timer per answer cost a schedule and a
+    /// cancel on the event loop each. As nginx's `send_timeout`, it times the gap between two moves, not
+    /// the whole answer: a steady slow reader is not cut.
     private var sendingSince: [HTTP2StreamID: NIODeadline] = [:]
     private var sendTimer: Scheduled<Void>?
     private var channelContext: ChannelHandlerContext?
@@ -28,8 +30,9 @@ final class HTTP2RequestHandler: ChannelInboundHandler {
     private var flushPending = false
     /// The answers being made by the async handler, by stream: cancelled when their stream goes.
     private var answerTasks: [HTTP2StreamID: Task<Void, Never>] = [:]
-    /// A request is in progress: the connection is not to be closed to make room (ConnectionSlots).
-    private var busy = false
+    /// What the listener was last told this connection does (ConnectionSlots): busy and sending
+    /// connections are not closed for a newcomer, idle ones may be.
+    private var reported = ConnectionSlots<ObjectIdentifier>.Use.idle
     /// Since when no stream has been open (nil while one is): the connection closes once that is
     /// idleTimeout ago, whatever else the client sends (PINGs, SETTINGS, WINDOW_UPDATEs do not keep it
     /// open). One timer, re-armed for the time left when it fires early: a timer per request cost a
@@ -65,19 +68,40 @@ final class HTTP2RequestHandler: ChannelInboundHandler {
         channelContext = nil
     }
 
-    /// Tells the listener whether a request is in progress on this connection (a stream arriving or
-    /// being answered), and runs the idle timer while no stream is open at all.
+    /// Tells the listener what this connection does (a stream arriving or being answered: busy; only
+    /// answers held back by the client's window: sending), and runs the idle timer while no stream is open
+    /// at all.
     private func noteStreams() {
-        if busy != requests.hasRequestInProgress {
-            busy.toggle()
-            if busy { context.slot.busy() } else { context.slot.idle() }
-        }
+        report(requests.hasRequestInProgress ? .busy : sendingSince.isEmpty ? .idle : .sending)
         if !requests.streams.isEmpty {
             idleSince = nil
         } else if idleSince == nil, let channelContext {
             idleSince = channelContext.eventLoop.now
             if idleTimer == nil { armIdleTimer(after: idleTimeout, on: channelContext.eventLoop) }
         }
+    }
+
+    private func report(_ use: ConnectionSlots<ObjectIdentifier>.Use) {
+        guard use != reported else { return }
+        reported = use
+        switch use {
+        case .busy: context.slot.busy()
+        case .sending: context.slot.sending()
+        case .idle: context.slot.idle()
+        }
+    }
+
+    /// The client opened a window (the connection's, or a stream's): the answers it holds back may move
+    /// on, so their send timers start again.
+    private func windowOpened(_ stream: HTTP2StreamID, now: NIODeadline) {
+        if stream == .rootStream {
+            for id in sendingSince.keys { sendingSince[id] = now }
+        } else if sendingSince[stream] != nil {
+            sendingSince[stream] = now
+        } else {
+            return
+        }
+        context.slot.progress()
     }
 
     private func armSendTimer(after delay: TimeAmount, context: ChannelHandlerContext) {
@@ -145,8 +169,12 @@ final class HTTP2RequestHandler: ChannelInboundHandler {
             streamGone(frame.streamID)
             return
         case .windowUpdate where frame.streamID == .rootStream:
+            if !sendingSince.isEmpty { windowOpened(.rootStream, now: context.eventLoop.now) }
             // On to HTTP2ConnectionErrorCloser, next, which counts a flood of tiny ones.
             context.fireChannelRead(data)
+            return
+        case .windowUpdate:
+            if !sendingSince.isEmpty { windowOpened(frame.streamID, now: context.eventLoop.now) }
             return
         default:
             // SETTINGS, PING, GOAWAY…: NIOHTTP2Handler has dealt with them.
@@ -214,6 +242,9 @@ final class HTTP2RequestHandler: ChannelInboundHandler {
                 me.noteStreams()
             }
         case .answer(let id):
+            // Carrying a request: its client is using the connection, even when the answer is written and
+            // sent within this read (a hosts answer) and it is idle again before the read ends.
+            report(.busy)
             if !timers.isEmpty { timers.removeValue(forKey: id)?.cancel() }
             guard let stream = requests.request(id) else { return }
             answer(id, stream, context: context)

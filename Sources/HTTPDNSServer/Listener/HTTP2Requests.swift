@@ -13,10 +13,12 @@
 //   (the limit, not the window, bounds what one stream may send);
 // - a stream reset or closed by either side is forgotten, so an answer that arrives later is dropped;
 // - an answer written but not sent (the client holds its flow-control window shut, so END_STREAM cannot
-//   go out) is timed like a request: reset (RST_STREAM CANCEL) after `requestTimeout`, as nginx's
-//   `send_timeout` and HAProxy's `timeout client` end a stalled send. Such a stream is no request in
-//   progress: its connection may be closed to make room for a new one (ConnectionSlots), and it does
-//   not keep the connection from its idle timeout once it is reset;
+//   go out) is timed: reset (RST_STREAM CANCEL) once `requestTimeout` has passed with no progress (the
+//   handler starts the time again at each WINDOW_UPDATE), as nginx's `send_timeout` times each write and
+//   HAProxy's `timeout client` ends a stalled send. Such a stream is no request in progress: its
+//   connection is *sending* (ConnectionSlots: closed for a newcomer only when it stalls or has been
+//   sending too long while the listener is full), and it does not keep the connection from its idle
+//   timeout once it is reset;
 // - draining (the server is shutting down gracefully): GOAWAY NO_ERROR naming the last stream taken,
 //   the streams up to it answered, any later one refused (REFUSED_STREAM: the client may send it again
 //   elsewhere, RFC 9113 §8.7), and the connection closed once the last stream has ended.

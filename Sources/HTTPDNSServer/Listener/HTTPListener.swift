@@ -66,9 +66,10 @@ package final class HTTPListener: Sendable {
 
     package struct Limits: Sendable {
         /// Connections at most. When full, the connection idle longest that never carried a request (a
-        /// TLS handshake, a first head still arriving) is closed for a new one; when there is none, the
-        /// new one waits for a slot for up to `queueTimeout`, then takes the slot of the connection idle
-        /// longest, or is closed when every connection has a request in progress (ConnectionSlots).
+        /// TLS handshake, a first head still arriving) and was accepted at least a second ago is closed for
+        /// a new one; when there is none, the new one waits for a slot for up to `queueTimeout`, then takes
+        /// the slot of a stalled sender or of a client idle for 10 s, or is closed (ConnectionSlots). A
+        /// client in use is never closed for a newcomer.
         package var maxConnections = 1024
         /// How long a new connection may wait for a slot when only kept-alive clients could make room.
         package var queueTimeout: Duration = .seconds(2)
@@ -326,6 +327,8 @@ final class RequestHandler: ChannelInboundHandler {
     var requestInProgress = false
     /// A request is being answered: no timer runs.
     var answering = false
+    /// Request heads read on this connection.
+    var headsRead = 0
     var timer: Scheduled<Void>?
     var channelContext: ChannelHandlerContext?
     /// The handler in front of the codec (it holds this one, so this reference is weak).
@@ -388,6 +391,7 @@ final class RequestHandler: ChannelInboundHandler {
         switch unwrapInboundIn(data) {
         case .head(let h):
             head = h
+            headsRead += 1
             body.clear()
             tooLarge = false
             // A whole head: from now until the answer is written, not a connection to close for room.
@@ -476,9 +480,16 @@ final class RequestHandler: ChannelInboundHandler {
             let channel = context.channel
             done.whenComplete { _ in channel.close(promise: nil) }
         } else {
-            // Ready for the next request: wait for it (idle) again.
+            // Ready for the next request: wait for it again. The connection is idle for the listener once
+            // the answer has gone out: a slow reader still taking it is in use (ConnectionSlots).
             answering = false
-            self.context.slot.idle()
+            let slot = self.context.slot
+            let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
+            let heads = headsRead
+            done.whenComplete { _ in
+                // Unless the next request's head was read meanwhile: that one is in progress.
+                if bound.value.headsRead == heads { slot.idle() }
+            }
             arm(self.context.limits.idleTimeout, context: context)
         }
     }
