@@ -25,22 +25,22 @@ import Logging
 /// plant answers in is ignored with a warning, and a FIFO or a device, which could block the read for
 /// ever, is never read.
 package enum CachePersistence {
-    /// Why a cache file is not to be read, from what `fstat` says of it; nil: read it.
+    /// Why a cache file is not to be read, from its type, owner and permissions; nil: read it.
     package struct FileTrust: Equatable, Sendable {
         package let reason: String
 
-        /// `mode` and `owner` are the file's (`st_mode`, `st_uid`); `user` is the process's effective
-        /// user.
-        package static func refusal(mode: mode_t, owner: uid_t, user: uid_t) -> FileTrust? {
-            guard mode & mode_t(S_IFMT) == mode_t(S_IFREG) else {
+        /// `regular`: it is a regular file; `permissions`: its mode's permission bits; `owner`: its owner's
+        /// user ID; `user`: the process's effective user ID.
+        package static func refusal(regular: Bool, permissions: Int, owner: UInt, user: UInt) -> FileTrust? {
+            guard regular else {
                 return FileTrust(reason: "not a regular file (a FIFO, a device or a folder could block the read)")
             }
             guard owner == user else {
                 return FileTrust(reason: "owned by user \(owner), not by this process's user \(user)")
             }
-            guard mode & 0o022 == 0 else {
+            guard permissions & 0o022 == 0 else {
                 return FileTrust(
-                    reason: "writable by other users (mode \(String(mode & 0o777, radix: 8))): chmod go-w it"
+                    reason: "writable by other users (mode \(String(permissions & 0o777, radix: 8))): chmod go-w it"
                 )
             }
             return nil
@@ -50,24 +50,40 @@ package enum CachePersistence {
     package static func load(path: String, capacity: Int = CacheSnapshot.defaultLoadCapacity, logger: Logger)
         -> CacheSnapshot?
     {
-        // Non-blocking: opening a FIFO for reading would otherwise wait for a writer. Not following a
-        // link would refuse the symlinks some deployments use; the file's own owner and mode decide.
-        let fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        let handle = FileHandle(fileDescriptor: fd, closeOnDealloc: true)
-        defer { try? handle.close() }
-        var info = stat()
-        guard fstat(fd, &info) == 0 else {
-            logger.warning("ignoring DNS cache file", metadata: ["path": "\(path)", "errno": "\(errno)"])
+        // Its type, owner and mode through FileManager, not stat(2): stat is one of Apple's required-reason
+        // APIs (file timestamps), which the privacy manifest declares none of (PrivacyManifestTests).
+        let attributes: [FileAttributeKey: Any]
+        do {
+            attributes = try FileManager.default.attributesOfItem(atPath: path)
+        } catch {
+            // No file yet is the first start; one that is there but cannot be looked at is said.
+            if FileManager.default.fileExists(atPath: path) {
+                logger.warning(
+                    "ignoring unreadable DNS cache file",
+                    metadata: ["path": "\(path)", "error": "\(error)"]
+                )
+            }
             return nil
         }
-        if let refusal = FileTrust.refusal(mode: info.st_mode, owner: info.st_uid, user: geteuid()) {
+        let refusal = FileTrust.refusal(
+            regular: attributes[.type] as? FileAttributeType == .typeRegular,
+            permissions: (attributes[.posixPermissions] as? NSNumber)?.intValue ?? 0o777,
+            owner: (attributes[.ownerAccountID] as? NSNumber)?.uintValue ?? .max,
+            user: UInt(geteuid())
+        )
+        if let refusal {
             logger.warning(
                 "ignoring DNS cache file: its answers would be served as the upstream's",
                 metadata: ["path": "\(path)", "reason": "\(refusal.reason)"]
             )
             return nil
         }
+        // Non-blocking all the same: a FIFO put in its place since would otherwise hold the open until a
+        // writer comes (a read of one then finds nothing and the file is ignored as torn).
+        let fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        let handle = FileHandle(fileDescriptor: fd, closeOnDealloc: true)
+        defer { try? handle.close() }
         let bytes: [UInt8]
         do {
             bytes = Array(try handle.read(upToCount: CacheSnapshot.maxFileBytes + 1) ?? Data())

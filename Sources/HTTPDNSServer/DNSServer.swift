@@ -2,8 +2,10 @@
 // self-hostable server grew from it; today the benchmarks, the tests and the demo use it as an upstream or
 // as a hijacking "LocalDNS" on loopback.
 //
-// Malformed queries are dropped (UDP) or answered FORMERR when the header is readable; the server
-// never stops serving because of one. Truncation can be forced to exercise a client's TCP retry.
+// Malformed queries are dropped (UDP) or answered FORMERR when the header is readable (NOTIMP when its
+// opcode is not QUERY); the server never stops serving because of one. Opcodes and EDNS are answered
+// as `AnswerRule` says, never padded (this is plain Do53). Truncation can be forced to exercise a
+// client's TCP retry; a truncated answer keeps its OPT record.
 // Over TCP every message goes with its length in two bytes (RFC 1035 §4.2.2): NIOExtras'
 // LengthFieldBasedFrameDecoder and LengthFieldPrepender strip and add it.
 
@@ -109,13 +111,22 @@ package final class DNSServer: Sendable {
         for c in channels { try? await c.close() }
     }
 
+    /// The answer to one message's bytes; nil drops it (an answer that cannot be encoded too).
     static func respond(to bytes: [UInt8], responder: Responder, truncate: Bool) -> [UInt8]? {
         guard let query = try? DNSMessage(parsing: bytes), !query.isResponse else {
-            // Unreadable: answer FORMERR if we at least have an id, else drop.
+            // Unreadable: answer NOTIMP for an opcode we do not implement, else FORMERR, if we at least
+            // have an id; else drop.
             guard bytes.count >= 12 else { return nil }
-            return [bytes[0], bytes[1], 0x80, 0x01, 0, 0, 0, 0, 0, 0, 0, 0]
+            return DNSMessage.notImplementedAnswer(toUnreadable: bytes)
+                ?? [bytes[0], bytes[1], 0x80, 0x01, 0, 0, 0, 0, 0, 0, 0, 0]
         }
-        if truncate { return try? DNSMessage.response(to: query, truncated: true) }
+        let rule = AnswerRule(for: query, encrypted: false)
+        if let refusal = rule.refusal { return try? DNSMessage.response(to: query, rcode: refusal, opt: rule.opt) }
+        // A query without a question asks nothing the responder could answer.
+        guard !query.questionName.isEmpty else {
+            return try? DNSMessage.response(to: query, rcode: .formatError, opt: rule.opt)
+        }
+        if truncate { return try? DNSMessage.response(to: query, truncated: true, opt: rule.opt) }
         let answer = responder(normalizeHostname(query.questionName), query.questionType)
         let wanted = answer.addresses.filter { $0.isIPv6 == (query.questionType == .aaaa) }
         let useful = query.questionType == .a || query.questionType == .aaaa
@@ -124,7 +135,8 @@ package final class DNSServer: Sendable {
             rcode: answer.rcode,
             addresses: useful ? wanted : [],
             ttl: answer.ttl,
-            negativeTTL: wanted.isEmpty ? min(answer.ttl, 30) : nil
+            negativeTTL: wanted.isEmpty ? min(answer.ttl, 30) : nil,
+            opt: rule.opt
         )
     }
 }

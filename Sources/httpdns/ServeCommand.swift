@@ -299,11 +299,12 @@ struct ServeCommand: AsyncParsableCommand {
             }
         }
         // Every name's whole answer is encoded once here, as the first query would: what the wire form
-        // cannot carry (over 65,535 bytes) is refused at start, not by the first client that asks.
+        // cannot carry (over 65,535 bytes) is refused at start, not by the first client that asks. With
+        // the OPT record an EDNS query's answer carries (its padding is left out where it would not fit).
         for (name, bindings) in records.sorted(by: { $0.key < $1.key }) {
             do {
                 let query = try DNSMessage(parsing: try DNSMessage.query(name: name, type: .https, id: 0))
-                _ = try DNSMessage.response(to: query, serviceBindings: bindings)
+                _ = try DNSMessage.response(to: query, serviceBindings: bindings, opt: AnswerOPT())
             } catch {
                 throw ValidationError(
                     "--https-record: the \(bindings.count) records of \(name) do not fit one DNS answer (\(error)); give fewer or shorter records"

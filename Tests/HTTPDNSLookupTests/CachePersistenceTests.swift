@@ -123,14 +123,12 @@ import Testing
 
     @Test func onlyARegularFileTheUserOwnsAndNobodyElseMayWriteIsTrusted() {
         typealias Trust = CachePersistence.FileTrust
-        let regular = mode_t(S_IFREG)
-        #expect(Trust.refusal(mode: regular | 0o600, owner: 501, user: 501) == nil)
-        #expect(Trust.refusal(mode: regular | 0o644, owner: 501, user: 501) == nil)
-        #expect(Trust.refusal(mode: regular | 0o600, owner: 0, user: 501) != nil)
-        #expect(Trust.refusal(mode: regular | 0o666, owner: 501, user: 501) != nil)
-        #expect(Trust.refusal(mode: regular | 0o602, owner: 501, user: 501) != nil)
-        #expect(Trust.refusal(mode: mode_t(S_IFIFO) | 0o600, owner: 501, user: 501) != nil)
-        #expect(Trust.refusal(mode: mode_t(S_IFCHR) | 0o600, owner: 501, user: 501) != nil)
+        #expect(Trust.refusal(regular: true, permissions: 0o600, owner: 501, user: 501) == nil)
+        #expect(Trust.refusal(regular: true, permissions: 0o644, owner: 501, user: 501) == nil)
+        #expect(Trust.refusal(regular: true, permissions: 0o600, owner: 0, user: 501) != nil)
+        #expect(Trust.refusal(regular: true, permissions: 0o666, owner: 501, user: 501) != nil)
+        #expect(Trust.refusal(regular: true, permissions: 0o602, owner: 501, user: 501) != nil)
+        #expect(Trust.refusal(regular: false, permissions: 0o600, owner: 501, user: 501) != nil)
     }
 
     /// Hostile round 5, item 6: a FIFO as the cache file hung `resolve` for ever (the open waited for a

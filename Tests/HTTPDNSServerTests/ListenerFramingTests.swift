@@ -164,9 +164,29 @@ import Testing
         try channel.writeInbound(request())
         #expect(try written(channel) == ["HEADERS 200", "DATA 13 es"])
         // Written to NIOHTTP2Handler, which holds the DATA for a window that never opens: no
-        // StreamClosedEvent. The answer is out of the server's hands, so the connection may be closed
-        // to make room.
+        // StreamClosedEvent. The connection is sending, not idle: it makes room for a newcomer only once
+        // it has stalled (ConnectionSlots).
+        #expect(!limiter.isIdle(channel))
+        channel.embeddedEventLoop.advanceTime(by: .seconds(9))
+        #expect(try written(channel) == [])
+        channel.embeddedEventLoop.advanceTime(by: .seconds(1))
+        #expect(try written(channel) == ["RST_STREAM CANCEL"])
         #expect(limiter.isIdle(channel))
+        _ = try channel.finish()
+    }
+
+    /// Hostile round 5, item 2: the send timeout timed the whole answer, so a steady slow reader was cut
+    /// once the request timeout had passed since the answer was written. Each WINDOW_UPDATE (the
+    /// stream's or the connection's) now starts it again, as nginx's send_timeout times each write.
+    @Test func eachWindowTheClientOpensStartsTheSendTimeoutAgain() throws {
+        let (channel, _) = try connectionWithLimiter(answering: "198.51.0.1;")
+        try channel.writeInbound(request())
+        #expect(try written(channel) == ["HEADERS 200", "DATA 13 es"])
+        for window in [stream, HTTP2StreamID.rootStream, stream] {
+            channel.embeddedEventLoop.advanceTime(by: .seconds(9))
+            try channel.writeInbound(HTTP2Frame(streamID: window, payload: .windowUpdate(windowSizeIncrement: 1)))
+            #expect(try written(channel) == [])
+        }
         channel.embeddedEventLoop.advanceTime(by: .seconds(9))
         #expect(try written(channel) == [])
         channel.embeddedEventLoop.advanceTime(by: .seconds(1))
@@ -217,7 +237,7 @@ import Testing
 
     @Test func theScannerFollowsFramesSplitAnywhere() {
         // Preface, SETTINGS (6 bytes), HEADERS without END_HEADERS (3), CONTINUATION (2), CONTINUATION with
-        // END_HEADERS (1), then a whole HEADERS.
+        // END_HEADERS (1), then a HEADERS with END_HEADERS: two blocks, however the bytes are split.
         let bytes =
             preface + frameHeader(length: 6, type: 4, flags: 0) + [0, 3, 0, 0, 0, 100]
             + frameHeader(length: 3, type: 1, flags: 1) + [0x82, 0x84, 0x86]
@@ -233,9 +253,49 @@ import Testing
                 changes += scanner.scan(chunk.readableBytesView)
                 at += split
             }
-            #expect(changes == [.opened, .closed], "split every \(split) bytes")
+            #expect(changes == [.opened, .closed, .opened, .closed], "split every \(split) bytes")
             #expect(!scanner.inHeaderBlock)
         }
+    }
+
+    /// Feeds `head` in one piece, then `payload` a byte at a time: the block must be open from `head` until
+    /// the payload's last byte, and closed by it.
+    private func expectOpenUntilTheLastPayloadByte(
+        _ head: [UInt8],
+        _ payload: [UInt8],
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) {
+        var scanner = HeaderBlockScanner()
+        #expect(scanner.scan(ByteBuffer(bytes: head).readableBytesView) == [.opened], sourceLocation: sourceLocation)
+        for (i, byte) in payload.enumerated() {
+            let changes = scanner.scan(ByteBuffer(bytes: [byte]).readableBytesView)
+            let last = i == payload.count - 1
+            #expect(changes == (last ? [.closed] : []), "payload byte \(i)", sourceLocation: sourceLocation)
+            #expect(scanner.inHeaderBlock == !last, "payload byte \(i)", sourceLocation: sourceLocation)
+        }
+    }
+
+    /// Issue 74, item 3: a HEADERS frame with END_HEADERS whose payload trickles is a block still arriving
+    /// until its last byte; it used to be no block at all, so its payload was timed by the idle timeout.
+    @Test func aHeadersFrameWithEndHeadersIsOpenUntilItsLastPayloadByte() {
+        let payload: [UInt8] = [0x82, 0x84, 0x86, 0x41, 0x01, 0x78]
+        expectOpenUntilTheLastPayloadByte(preface + frameHeader(length: payload.count, type: 1, flags: 5), payload)
+    }
+
+    /// Issue 74, item 3: the last CONTINUATION's payload trickled keeps the block open until its last byte;
+    /// the block used to close at that frame's 9-byte header.
+    @Test func aLastContinuationIsOpenUntilItsLastPayloadByte() {
+        let head =
+            preface + frameHeader(length: 3, type: 1, flags: 1) + [0x82, 0x84, 0x86]
+            + frameHeader(length: 3, type: 9, flags: 4)
+        expectOpenUntilTheLastPayloadByte(head, [0x41, 0x01, 0x78])
+    }
+
+    @Test func aHeadersFrameWithEndHeadersAndNoPayloadOpensAndClosesAtOnce() {
+        var scanner = HeaderBlockScanner()
+        let bytes = preface + frameHeader(length: 0, type: 1, flags: 4)
+        #expect(scanner.scan(ByteBuffer(bytes: bytes).readableBytesView) == [.opened, .closed])
+        #expect(!scanner.inHeaderBlock)
     }
 
     /// A connection behind a 3 s deadline that has sent its preface and a HEADERS frame without END_HEADERS.
@@ -256,6 +316,34 @@ import Testing
         #expect(channel.isActive)
         channel.embeddedEventLoop.advanceTime(by: .milliseconds(500))
         #expect(!channel.isActive)
+    }
+
+    /// Issue 74, item 3: a HEADERS frame with END_HEADERS whose payload arrives a byte a second is cut at the
+    /// 3 s deadline; before, no timer ran for it (the block counted as closed at the frame's header).
+    @Test func aLastFrameWhosePayloadTricklesIsCutAtTheDeadline() throws {
+        let channel = EmbeddedChannel(handler: HeaderBlockDeadline(timeout: .seconds(3)))
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 443)).wait()
+        try channel.writeInbound(ByteBuffer(bytes: preface + frameHeader(length: 6, type: 1, flags: 5)))
+        for byte: UInt8 in [0x82, 0x84] {
+            channel.embeddedEventLoop.advanceTime(by: .seconds(1))
+            try channel.writeInbound(ByteBuffer(bytes: [byte]))
+            #expect(channel.isActive)
+        }
+        channel.embeddedEventLoop.advanceTime(by: .seconds(1))
+        #expect(!channel.isActive)
+    }
+
+    /// The usual request, a whole HEADERS frame in one read, opens and closes its block in that read: no
+    /// timer is left to close the connection.
+    @Test func aWholeHeadersFrameInOneReadLeavesNoTimer() throws {
+        let channel = EmbeddedChannel(handler: HeaderBlockDeadline(timeout: .seconds(3)))
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 443)).wait()
+        try channel.writeInbound(
+            ByteBuffer(bytes: preface + frameHeader(length: 3, type: 1, flags: 5) + [0x82, 0x84, 0x86])
+        )
+        channel.embeddedEventLoop.advanceTime(by: .seconds(10))
+        #expect(channel.isActive)
+        _ = try channel.finish()
     }
 
     @Test func aWholeHeaderBlockStopsTheTimer() throws {

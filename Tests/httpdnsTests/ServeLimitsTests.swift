@@ -214,6 +214,43 @@ import Testing
         #expect(frames.contains { $0.type == 4 }, "\(frames.map(\.type))")
         #expect(!frames.contains { $0.type == 1 }, "\(frames.map(\.type))")
     }
+
+    /// Issue 74, item 3: the frame that ends the header block (the HEADERS frame itself, or the last
+    /// CONTINUATION) sent whole but for its payload, which then trickles a byte every 8 s; before, the block
+    /// counted as closed at that frame's header and the request was answered once the payload was in.
+    @Test(arguments: [false, true])
+    func aHeaderBlocksLastFrameWithItsPayloadTrickledIsCutAtTheRequestTimeout(inContinuation: Bool) async throws {
+        // 20 s: the protocol choice, which it also bounds, cannot miss it on a starved machine.
+        let serve = try await ServeProcess.start(["--request-timeout", "20", "--idle-timeout", "600"])
+        defer { Task { await serve.stop() } }
+        // GET /: the last frame's header goes with the preface, its payload a byte every 8 s (the last byte
+        // at 40 s or 48 s).
+        let block: [UInt8] = [0x82, 0x84, 0x86, 0x41, 0x01, 0x78]
+        let opening: [UInt8]
+        let payload: [UInt8]
+        if inContinuation {
+            let rest = Array(block.dropFirst())
+            opening =
+                H2.frame(type: 1, flags: 1, stream: 1, [block[0]])
+                + Array(H2.frame(type: 9, flags: 4, stream: 1, rest).prefix(9))
+            payload = rest
+        } else {
+            opening = Array(H2.frame(type: 1, flags: 5, stream: 1, block).prefix(9))
+            payload = block
+        }
+        let bytes = try await withHangGuard("the trickled last frame was not cut") {
+            try await scriptedExchange(
+                port: serve.port,
+                first: H2.preface + H2.settings() + opening,
+                later: payload.map { [$0] },
+                every: .seconds(8)
+            )
+        }
+        // Closed without an answer (the server's SETTINGS only).
+        let frames = H2.frames(in: bytes)
+        #expect(frames.contains { $0.type == 4 }, "\(frames.map(\.type))")
+        #expect(!frames.contains { $0.type == 1 }, "\(frames.map(\.type))")
+    }
 }
 
 /// Items 8 and 11 of hostile round 4: who a full listener closes, and how many descriptors it holds.

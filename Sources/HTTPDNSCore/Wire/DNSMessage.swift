@@ -39,6 +39,9 @@ package struct DNSResponseCode: RawRepresentable, Hashable, Sendable, CustomStri
     package static let nameError = DNSResponseCode(rawValue: 3)  // NXDOMAIN
     static let notImplemented = DNSResponseCode(rawValue: 4)
     package static let refused = DNSResponseCode(rawValue: 5)
+    /// BADVERS (RFC 6891 §9), an extended rcode: its low 4 bits (0) go in the header, the rest (1) in the
+    /// answer's OPT record, so it cannot be sent without one.
+    static let badVersion = DNSResponseCode(rawValue: 16)
 
     package var description: String {
         switch self {
@@ -48,6 +51,7 @@ package struct DNSResponseCode: RawRepresentable, Hashable, Sendable, CustomStri
         case .nameError: return "NXDOMAIN"
         case .notImplemented: return "NOTIMP"
         case .refused: return "REFUSED"
+        case .badVersion: return "BADVERS"
         default: return "RCODE\(rawValue)"
         }
     }
@@ -82,6 +86,8 @@ package struct DNSRecord: Hashable, Sendable {
 package struct DNSMessage: Hashable, Sendable {
     package var id: UInt16
     package var isResponse: Bool
+    /// The header's OPCODE (RFC 1035 §4.1.1): 0 is a standard query (QUERY), 5 an UPDATE (RFC 2136).
+    package var opcode: UInt8
     package var truncated: Bool
     var recursionDesired: Bool
     package var rcode: DNSResponseCode
@@ -90,6 +96,8 @@ package struct DNSMessage: Hashable, Sendable {
     package var answers: [DNSRecord]
     /// A query's EDNS Client Subnet option (RFC 7871), when it has one with a non-zero prefix.
     package var clientSubnet: ClientSubnet?
+    /// A query's OPT records (RFC 6891); nil when it has none. A response's are not read.
+    package var edns: QueryEDNS?
     /// The SOA minimum from the authority section, when present: the negative-caching TTL (RFC 2308).
     package var negativeTTL: UInt32?
 
@@ -134,7 +142,11 @@ package struct DNSMessage: Hashable, Sendable {
     }
 
     /// Encodes a response to `query` with the given answers (address records for the question name) and
-    /// rcode. Used by the project's own server and test fixtures.
+    /// rcode. Used by the project's own server and test fixtures. The query's id, opcode and RD are
+    /// echoed; a query without a question (QDCOUNT 0) is answered without one, and then with no record
+    /// (a record's name points at the question). `opt` adds our OPT record as the last record (RFC 6891
+    /// §6.1.1), in a truncated answer too (§7); an rcode above 15 (BADVERS) needs it for its upper bits
+    /// and is refused without it, never cut to its low 4.
     package static func response(
         to query: DNSMessage,
         rcode: DNSResponseCode = .noError,
@@ -142,53 +154,68 @@ package struct DNSMessage: Hashable, Sendable {
         ttl: UInt32 = 60,
         truncated: Bool = false,
         negativeTTL: UInt32? = nil,
-        serviceBindings: [ServiceBinding] = []
+        serviceBindings: [ServiceBinding] = [],
+        opt: AnswerOPT? = nil
     ) throws -> [UInt8] {
+        guard rcode.rawValue <= 0x0F || opt != nil else {
+            throw DNSWireError("rcode \(rcode) does not fit the header's 4 bits; it needs an OPT record (RFC 6891)")
+        }
+        let answers = addresses.count + serviceBindings.count
+        guard answers <= 65_535 else { throw DNSWireError("\(answers) answer records; a message holds 65535 at most") }
+        // The parser names a missing question "" (a name read from the wire is "." at least).
+        let asked = !query.questionName.isEmpty
+        guard asked || truncated || (answers == 0 && negativeTTL == nil) else {
+            throw DNSWireError("records in an answer to a query without a question")
+        }
         var out: [UInt8] = []
         out.appendUInt16(query.id)
         var flags: UInt16 = 0x8000 | 0x0080  // QR, RA
+        flags |= UInt16(query.opcode & 0x0F) << 11
         if query.recursionDesired { flags |= 0x0100 }
         if truncated { flags |= 0x0200 }
         flags |= UInt16(rcode.rawValue & 0x0F)
         out.appendUInt16(flags)
-        out.appendUInt16(1)
-        let answers = addresses.count + serviceBindings.count
-        guard answers <= 65_535 else { throw DNSWireError("\(answers) answer records; a message holds 65535 at most") }
+        out.appendUInt16(asked ? 1 : 0)
         out.appendUInt16(truncated ? 0 : UInt16(answers))
         out.appendUInt16(negativeTTL == nil || truncated ? 0 : 1)
-        out.appendUInt16(0)
-        try out.appendName(query.questionName)
-        out.appendUInt16(query.questionType.rawValue)
-        out.appendUInt16(1)
-        guard !truncated else { return out }
-        for address in addresses {
-            out.append(contentsOf: [0xC0, 12])  // pointer to the question name
-            out.appendUInt16(address.isIPv6 ? DNSRecordType.aaaa.rawValue : DNSRecordType.a.rawValue)
+        out.appendUInt16(opt == nil ? 0 : 1)
+        if asked {
+            try out.appendName(query.questionName)
+            out.appendUInt16(query.questionType.rawValue)
             out.appendUInt16(1)
-            out.appendUInt32(ttl)
-            out.appendUInt16(UInt16(address.bytes.count))
-            out.append(contentsOf: address.bytes)
         }
-        for binding in serviceBindings {
-            let rdata = try binding.rdata()
-            out.append(contentsOf: [0xC0, 12])
-            out.appendUInt16(DNSRecordType.https.rawValue)
-            out.appendUInt16(1)
-            out.appendUInt32(ttl)
-            out.appendUInt16(UInt16(rdata.count))
-            out.append(contentsOf: rdata)
+        if !truncated {
+            for address in addresses {
+                out.append(contentsOf: [0xC0, 12])  // pointer to the question name
+                out.appendUInt16(address.isIPv6 ? DNSRecordType.aaaa.rawValue : DNSRecordType.a.rawValue)
+                out.appendUInt16(1)
+                out.appendUInt32(ttl)
+                out.appendUInt16(UInt16(address.bytes.count))
+                out.append(contentsOf: address.bytes)
+            }
+            for binding in serviceBindings {
+                let rdata = try binding.rdata()
+                out.append(contentsOf: [0xC0, 12])
+                out.appendUInt16(DNSRecordType.https.rawValue)
+                out.appendUInt16(1)
+                out.appendUInt32(ttl)
+                out.appendUInt16(UInt16(rdata.count))
+                out.append(contentsOf: rdata)
+            }
+            if let negativeTTL {
+                // A minimal SOA so resolvers can cache the negative answer (RFC 2308).
+                out.append(contentsOf: [0xC0, 12])
+                out.appendUInt16(DNSRecordType.soa.rawValue)
+                out.appendUInt16(1)
+                out.appendUInt32(negativeTTL)
+                var rdata: [UInt8] = [0, 0]  // mname ".", rname "."
+                for v in [UInt32(1), 3600, 600, 86400, negativeTTL] { rdata.appendUInt32(v) }
+                out.appendUInt16(UInt16(rdata.count))
+                out.append(contentsOf: rdata)
+            }
         }
-        if let negativeTTL {
-            // A minimal SOA so resolvers can cache the negative answer (RFC 2308).
-            out.append(contentsOf: [0xC0, 12])
-            out.appendUInt16(DNSRecordType.soa.rawValue)
-            out.appendUInt16(1)
-            out.appendUInt32(negativeTTL)
-            var rdata: [UInt8] = [0, 0]  // mname ".", rname "."
-            for v in [UInt32(1), 3600, 600, 86400, negativeTTL] { rdata.appendUInt32(v) }
-            out.appendUInt16(UInt16(rdata.count))
-            out.append(contentsOf: rdata)
-        }
+        // Last: padding is worked out from everything before it.
+        opt?.append(to: &out, rcode: rcode)
         guard out.count <= Self.maximumSize else {
             throw DNSWireError("the answer is \(out.count) bytes; a DNS message holds 65535 at most")
         }
@@ -205,6 +232,7 @@ package struct DNSMessage: Hashable, Sendable {
         self.id = try reader.readUInt16()
         let flags = try reader.readUInt16()
         self.isResponse = flags & 0x8000 != 0
+        self.opcode = UInt8((flags >> 11) & 0x0F)
         self.truncated = flags & 0x0200 != 0
         self.recursionDesired = flags & 0x0100 != 0
         self.rcode = DNSResponseCode(rawValue: UInt8(flags & 0x000F))
@@ -242,17 +270,25 @@ package struct DNSMessage: Hashable, Sendable {
             }
         }
         self.negativeTTL = negativeTTL
-        // A query's additional records: only its OPT record's client subnet is read, and a record that
-        // does not parse ends the reading (what came before stands).
-        self.clientSubnet = nil
+        // A query's additional records: only its OPT records are read (how many, the first one's version
+        // and padding, a client subnet), and a record that does not parse ends the reading (what came
+        // before stands).
+        var clientSubnet: ClientSubnet?
+        var edns: QueryEDNS?
         if !isResponse {
             for _ in 0..<min(arcount, 8) {
-                guard let record = try? reader.readRecord() else { break }
-                if record.type == .opt, let subnet = Self.clientSubnet(inOptions: record.data) {
-                    self.clientSubnet = subnet
+                guard let record = try? reader.readRecord(clampingTTL: false) else { break }
+                guard record.type == .opt else { continue }
+                if let subnet = Self.clientSubnet(inOptions: record.data) { clientSubnet = subnet }
+                if edns == nil {
+                    edns = QueryEDNS(opt: record)
+                } else {
+                    edns?.records += 1
                 }
             }
         }
+        self.clientSubnet = clientSubnet
+        self.edns = edns
     }
 
     /// The ECS option (code 8) among an OPT record's options: FAMILY 1 or 2, a prefix no longer than
@@ -391,7 +427,9 @@ struct WireReader {
         return text
     }
 
-    mutating func readRecord() throws -> DNSRecord {
+    /// Reads one record. `clampingTTL` false keeps the TTL field whole: in an OPT record it is no TTL but
+    /// the extended rcode, version and flags (RFC 6891 §6.1.3).
+    mutating func readRecord(clampingTTL: Bool = true) throws -> DNSRecord {
         let name = try readName()
         let type = DNSRecordType(rawValue: try readUInt16())
         _ = try readUInt16()  // class
@@ -408,7 +446,8 @@ struct WireReader {
         }
         offset = start + rdlength
         // RFC 2181 §8: a TTL with the top bit set is treated as zero.
-        return DNSRecord(name: name, type: type, ttl: ttl > Int32.max ? 0 : ttl, data: data, target: target)
+        let kept = !clampingTTL || ttl <= Int32.max ? ttl : 0
+        return DNSRecord(name: name, type: type, ttl: kept, data: data, target: target)
     }
 }
 

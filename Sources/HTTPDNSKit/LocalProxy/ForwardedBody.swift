@@ -5,7 +5,9 @@
 // the body's size, where it used to hold the whole body (up to 16 MiB each, 1,024 connections).
 //
 // `ForwardedBody` lives on the client connection's event loop (ProxyHandler owns it); the engine reads
-// the other end, `Reader`, from its task.
+// the other end, `Reader`, from its task. Whether the client is read is ProxyHandler's to say, since a
+// request queued behind the one being answered holds reading too: this only tells it when the engine
+// wants more, or has stopped reading.
 
 import NIOConcurrencyHelpers
 import NIOCore
@@ -15,23 +17,21 @@ final class ForwardedBody {
         ByteBuffer, any Error, NIOAsyncSequenceProducerBackPressureStrategies.HighLowWatermark, Demand
     >
 
-    /// Turns reading the client back on when the engine wants more; off again when the handler is told
-    /// `.stopProducing`.
+    /// Tells the handler, on its loop, when the engine wants more (the handler stopped reading the
+    /// client when told `.stopProducing`) and when it stopped reading.
     struct Demand: NIOAsyncSequenceProducerDelegate {
-        let channel: any Channel
+        let loop: any EventLoop
         let wanted: @Sendable () -> Void
+        let stopped: @Sendable () -> Void
 
         func produceMore() {
-            channel.eventLoop.execute {
-                try? channel.syncOptions?.setOption(.autoRead, value: true)
-                wanted()
-            }
+            loop.execute { wanted() }
         }
 
         func didTerminate() {
-            // The engine stopped reading (the request failed or was answered early): read the client
+            // The engine stopped reading (the request failed or was answered early): the client is read
             // again, so the rest of the body is drained and the connection's end seen.
-            channel.eventLoop.execute { try? channel.syncOptions?.setOption(.autoRead, value: true) }
+            loop.execute { stopped() }
         }
     }
 
@@ -50,12 +50,17 @@ final class ForwardedBody {
     private let source: Producer.Source
     private(set) var ended = false
 
-    /// `wanted` is called on the loop each time the engine asks for more after a pause.
-    init(channel: any Channel, wanted: @escaping @Sendable () -> Void) {
+    /// On `loop`: `wanted` is called each time the engine asks for more after a pause, `stopped` once it
+    /// stops reading.
+    init(
+        on loop: any EventLoop,
+        wanted: @escaping @Sendable () -> Void,
+        stopped: @escaping @Sendable () -> Void
+    ) {
         let made = Producer.makeSequence(
             backPressureStrategy: .init(lowWatermark: 2, highWatermark: 8),
             finishOnDeinit: true,
-            delegate: Demand(channel: channel, wanted: wanted)
+            delegate: Demand(loop: loop, wanted: wanted, stopped: stopped)
         )
         source = made.source
         reader = Reader(made.sequence)

@@ -9,7 +9,8 @@
 //                  │                                 ├────────► 502, closed
 //                  │                                 └────────► 508 (the target is this proxy), closed
 //                  ├── http://, allowed port ──► forwarding ──► awaitingHead (keep-alive)
-//                  │     (the body streams on as it arrives)  └─► closed; 408 for a body that stalls
+//                  │     (the body streams on as it arrives)  ├─► the next queued request (pipelined)
+//                  │                                          └─► closed; 408 for a body that stalls
 //                  ├── GET /proxy.pac ──► PAC, then awaitingHead (keep-alive) or closed
 //                  └── 407 / 403 / 400 ─► closed
 //
@@ -26,9 +27,19 @@
 // one) follows part by part while the response may already be coming back; the handler reads the client
 // only as fast as the engine sends (ForwardedBody), so a connection holds a few chunks, not a whole body.
 //
+// A request that arrives while a forwarded one is still being answered is kept, not dropped (issue 74,
+// item 4): a client that pipelines (two GETs in one write), and a keep-alive client whose next GET is read
+// before the proxy has seen its previous response end (the engine's task tells the loop a moment after
+// the last byte went out). Its parts (head, body, end) wait in `pipelined`, and reading stops at the
+// first, so what waits is at most what the read under way brought (NIO's few buffers of one wakeup); of
+// that, at most `Limits.maxPipelined` requests, and a connection that sent more closes once those are
+// answered (a client retries the requests a closed connection left unanswered, RFC 9112 §9.3.2). As
+// each response ends, the next queued request is served, so responses go out in request order; reading
+// resumes when the queue is empty.
+//
 // A client half-close is remembered, not acted on, while the proxy still owes an answer: a forwarded
-// response ends the connection when it is done, and a tunnel passes the half-close on to its target
-// after the bytes the client sent before it.
+// response ends the connection when it is done (after the requests queued behind it), and a tunnel
+// passes the half-close on to its target after the bytes the client sent before it.
 
 import Foundation
 import HTTPDNSCore
@@ -42,10 +53,14 @@ struct ProxyConnectionStateMachine {
         var allowedPorts: Set<Int>
         /// The whole `Proxy-Authorization` value a client must send (`Basic …`); nil: none needed.
         var expectedAuthorization: String?
+        /// Requests kept behind the one being answered. Reading stops at the first, so only what the read
+        /// under way brought can be queued; this bounds the requests among it.
+        var maxPipelined: Int
 
-        init(allowedPorts: Set<Int>, expectedAuthorization: String? = nil) {
+        init(allowedPorts: Set<Int>, expectedAuthorization: String? = nil, maxPipelined: Int = 4) {
             self.allowedPorts = allowedPorts
             self.expectedAuthorization = expectedAuthorization
+            self.maxPipelined = maxPipelined
         }
 
         init(_ configuration: HTTPDNSProxy.Configuration) {
@@ -72,7 +87,8 @@ struct ProxyConnectionStateMachine {
         /// Waiting for a request head.
         case awaitingHead(HeadWait)
         /// The engine is sending a request on; `requestEnded` once the client's request (its body)
-        /// has ended, `responseStarted` once the response head went out.
+        /// has ended, `responseStarted` once the response head went out. Requests that arrive meanwhile
+        /// wait in `pipelined`.
         case forwarding(keepAlive: Bool, requestEnded: Bool, responseStarted: Bool)
         /// CONNECT: resolving the host and connecting to it.
         case connecting(host: String, port: Int)
@@ -154,6 +170,12 @@ struct ProxyConnectionStateMachine {
         /// The forwarded request's body will not be complete: fail it (the engine gives up the request),
         /// and write `reply` when there is one.
         case abortForwardBody(String, reply: Reply?)
+        /// Stop reading the client: requests wait behind the one being answered.
+        case pauseReading
+        /// Read the client again: no request waits any more.
+        case resumeReading
+        /// Perform each, in order (a queued request served: its head, its body parts, its end).
+        case sequence([Action])
         case close
     }
 
@@ -161,6 +183,16 @@ struct ProxyConnectionStateMachine {
     private(set) var state: State = .awaitingHead(.first)
     /// The client shut down its sending side while the proxy still owed it an answer.
     private(set) var clientHalfClosed = false
+    /// The parts of the requests that arrived while a forwarded one was being answered, in the decoder's
+    /// order: each head, then its body parts and end. The first part is always a head.
+    private(set) var pipelined = CircularBuffer<HTTPServerRequestPart>()
+    /// The heads in `pipelined`: at most `limits.maxPipelined`.
+    private var pipelinedHeads = 0
+    /// The client pipelined more requests than the queue holds: those past it were dropped, and the
+    /// connection closes once the queued ones are answered.
+    private(set) var pipelineOverflowed = false
+    /// Reading was stopped for the queue (`pauseReading`) and not resumed yet.
+    private var readingPaused = false
 
     init(limits: Limits) { self.limits = limits }
 
@@ -217,11 +249,18 @@ struct ProxyConnectionStateMachine {
     // MARK: the request
 
     mutating func headReceived(_ head: HTTPRequestHead) -> Action {
-        guard case .awaitingHead = state else {
-            // A second head while the first request is still being answered (pipelining) is dropped.
+        switch state {
+        case .awaitingHead:
+            return .cancelHeadTimer(then: route(head))
+        case .forwarding:
+            // A next request while this one is still being answered: kept, and served once its response
+            // has ended.
+            return enqueue(.head(head))
+        case .connecting, .tunnelling, .closed:
+            // The decoder passes what follows a CONNECT head on as the tunnel's bytes: no head comes from
+            // it here, and none is served.
             return .none
         }
-        return .cancelHeadTimer(then: route(head))
     }
 
     private mutating func route(_ head: HTTPRequestHead) -> Action {
@@ -273,14 +312,98 @@ struct ProxyConnectionStateMachine {
     }
 
     mutating func bodyReceived(_ chunk: ByteBuffer) -> Action {
-        guard case .forwarding(_, requestEnded: false, _) = state else { return .none }
-        return .forwardBody(chunk)
+        switch state {
+        case .forwarding(_, requestEnded: false, _):
+            return .forwardBody(chunk)
+        case .forwarding where !pipelined.isEmpty:
+            // The body of a queued request: it stays with its head.
+            return enqueue(.body(chunk))
+        default:
+            return .none
+        }
     }
 
     mutating func endReceived() -> Action {
-        guard case .forwarding(let keepAlive, requestEnded: false, let responseStarted) = state else { return .none }
-        state = .forwarding(keepAlive: keepAlive, requestEnded: true, responseStarted: responseStarted)
-        return .forwardBodyEnd
+        switch state {
+        case .forwarding(let keepAlive, requestEnded: false, let responseStarted):
+            state = .forwarding(keepAlive: keepAlive, requestEnded: true, responseStarted: responseStarted)
+            return .forwardBodyEnd
+        case .forwarding where !pipelined.isEmpty:
+            return enqueue(.end(nil))
+        default:
+            return .none
+        }
+    }
+
+    // MARK: requests queued behind the one being answered
+
+    /// Keeps a part of a request that must wait for the one being answered. The first part kept stops
+    /// reading, so the client's next bytes wait in its socket; of the requests already read, those past
+    /// `maxPipelined` are dropped, and the connection will close once the queued ones are answered.
+    private mutating func enqueue(_ part: HTTPServerRequestPart) -> Action {
+        guard !pipelineOverflowed else { return .none }
+        if case .head = part {
+            guard pipelinedHeads < limits.maxPipelined else {
+                pipelineOverflowed = true
+                return .none
+            }
+            pipelinedHeads += 1
+        }
+        pipelined.append(part)
+        guard !readingPaused else { return .none }
+        readingPaused = true
+        return .pauseReading
+    }
+
+    /// Serves the queue once the response before it has ended (the connection waits for a head): the
+    /// next request's head, then the body parts and end that came with it. A head after them waits for
+    /// that request's answer, unless it was answered at once (the PAC file); one that closes the
+    /// connection leaves the rest unanswered. Reading resumes once the queue is empty.
+    private mutating func serveQueued() -> Action {
+        var actions: [Action] = []
+        serving: while let part = pipelined.first {
+            let action: Action
+            switch (part, state) {
+            case (_, .closed):
+                // Refused, or answered and closed: no one is left to answer the rest.
+                pipelined.removeAll()
+                pipelinedHeads = 0
+                break serving
+            case (.head(var head), .awaitingHead):
+                pipelined.removeFirst()
+                pipelinedHeads -= 1
+                if pipelineOverflowed, pipelinedHeads == 0 {
+                    // The last request this connection answers: its response says the connection closes.
+                    head.headers.replaceOrAdd(name: "connection", value: "close")
+                }
+                action = headReceived(head)
+            case (.head, _):
+                // The next request waits for this one's answer.
+                break serving
+            case (.body(let chunk), _):
+                pipelined.removeFirst()
+                action = bodyReceived(chunk)
+            case (.end, _):
+                pipelined.removeFirst()
+                action = endReceived()
+            }
+            if action != .none { actions.append(action) }
+        }
+        if clientHalfClosed, pipelined.isEmpty {
+            // All the client sent before its half-close has been taken: a request it left unfinished is
+            // given up, and a connection with none in progress is closed.
+            let action = inputClosed()
+            if action != .none { actions.append(action) }
+        }
+        if readingPaused, pipelined.isEmpty, state != .closed {
+            readingPaused = false
+            actions.append(.resumeReading)
+        }
+        switch actions.count {
+        case 0: return .none
+        case 1: return actions[0]
+        default: return .sequence(actions)
+        }
     }
 
     /// No byte of the forwarded request's body arrived for the body timeout while one was wanted.
@@ -302,13 +425,16 @@ struct ProxyConnectionStateMachine {
 
     mutating func forwardFinished() -> Action {
         guard case .forwarding(let keepAlive, let requestEnded, _) = state else { return .none }
-        // A client that half-closed after its request has nothing more to ask; one whose body the origin
-        // answered before it ended has the rest of it still on the way, which no next request may follow.
-        guard keepAlive, requestEnded, !clientHalfClosed else {
+        // A client that half-closed after its requests has nothing more to ask, nor one that pipelined
+        // more than the queue holds once the queue is served; one whose body the origin answered before
+        // it ended has the rest of it still on the way, which no next request may follow.
+        let nothingMore = pipelined.isEmpty && (clientHalfClosed || pipelineOverflowed)
+        guard keepAlive, requestEnded, !nothingMore else {
             state = .closed
             return .close
         }
         state = .awaitingHead(.keptAlive)
+        guard pipelined.isEmpty else { return serveQueued() }
         return .startKeepAliveTimer(then: .none)
     }
 

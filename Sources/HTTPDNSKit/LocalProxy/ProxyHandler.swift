@@ -34,6 +34,10 @@ final class ProxyHandler: ChannelInboundHandler, RemovableChannelHandler {
     private var forwardedBody: ForwardedBody?
     /// Runs while a forwarded body's next part is wanted from the client (`bodyTimeout`).
     private var bodyTimer: Scheduled<Void>?
+    /// Reading stopped because requests wait behind the one being answered (the machine's `pauseReading`).
+    private var readsHeldForQueue = false
+    /// Reading stopped because the engine has enough of the forwarded body waiting (`ForwardedBody`).
+    private var readsHeldForBody = false
 
     init(shared: ProxyShared, slot: ConnectionSlot? = nil, connector: Connector? = nil) {
         self.shared = shared
@@ -160,7 +164,8 @@ final class ProxyHandler: ChannelInboundHandler, RemovableChannelHandler {
                 // silence meanwhile is not held against it).
                 bodyTimer?.cancel()
                 bodyTimer = nil
-                try? channel.syncOptions?.setOption(.autoRead, value: false)
+                readsHeldForBody = true
+                updateReading(on: channel)
             }
         case .forwardBodyEnd:
             bodyTimer?.cancel()
@@ -169,6 +174,14 @@ final class ProxyHandler: ChannelInboundHandler, RemovableChannelHandler {
         case .abortForwardBody(let why, let reply):
             endForwardedBody(ForwardedBodyFailure(description: why))
             if let reply { write(reply, on: channel) }
+        case .pauseReading:
+            readsHeldForQueue = true
+            updateReading(on: channel)
+        case .resumeReading:
+            readsHeldForQueue = false
+            updateReading(on: channel)
+        case .sequence(let actions):
+            for action in actions { perform(action, on: channel, upstream: upstream) }
         case .close:
             channel.close(promise: nil)
         }
@@ -178,6 +191,23 @@ final class ProxyHandler: ChannelInboundHandler, RemovableChannelHandler {
             busy.toggle()
             if busy { slot?.busy() } else { slot?.idle() }
         }
+    }
+
+    /// Reads the client while nothing holds it: requests waiting in the machine's queue, or a forwarded
+    /// body the engine has enough of. The two are separate so that neither resumes what the other holds
+    /// (a queued request's body parts, replayed, may fill the engine's buffer while the queue empties).
+    private func updateReading(on channel: any Channel) {
+        try? channel.syncOptions?.setOption(.autoRead, value: !readsHeldForQueue && !readsHeldForBody)
+    }
+
+    /// The engine wants more of the forwarded body (`timed`: its timer runs again), or stopped reading it
+    /// (the request failed or was answered early), so the rest of it is drained and the connection's end
+    /// seen. A late call for a body already replaced by the next request's only lets one more read in,
+    /// which the next body's own limit stops again.
+    private func bodyReadable(on channel: any Channel, timed: Bool) {
+        readsHeldForBody = false
+        updateReading(on: channel)
+        if timed { armBodyTimer(on: channel) }
     }
 
     /// Writes `reply` through the response encoder (the handler is last in the pipeline, so the
@@ -326,12 +356,13 @@ final class ProxyHandler: ChannelInboundHandler, RemovableChannelHandler {
     }
 
     /// The forwarded request is over (answered, failed or given up): a body still open fails with
-    /// `error`, its timer stops, and the client is read again.
+    /// `error`, its timer stops, and it holds reading no more (`updateReading` applies that).
     private func endForwardedBody(_ error: any Error) {
         bodyTimer?.cancel()
         bodyTimer = nil
         if let body = forwardedBody, !body.ended { body.fail(error) }
         forwardedBody = nil
+        readsHeldForBody = false
     }
 
     private func forward(_ head: HTTPRequestHead, url given: HTTPURL, channel: any Channel) {
@@ -344,7 +375,11 @@ final class ProxyHandler: ChannelInboundHandler, RemovableChannelHandler {
         let chunked = head.headers[canonicalForm: "transfer-encoding"].contains { $0.lowercased() == "chunked" }
         let body: HTTPRequestBody?
         if chunked || (length ?? 0) > 0 {
-            let forwarded = ForwardedBody(channel: channel) { bound.value.armBodyTimer(on: channel) }
+            let forwarded = ForwardedBody(
+                on: loop,
+                wanted: { bound.value.bodyReadable(on: channel, timed: true) },
+                stopped: { bound.value.bodyReadable(on: channel, timed: false) }
+            )
             forwardedBody = forwarded
             armBodyTimer(on: channel)
             let reader = forwarded.reader
@@ -398,7 +433,8 @@ final class ProxyHandler: ChannelInboundHandler, RemovableChannelHandler {
                     me.endForwardedBody(
                         ForwardedBodyFailure(description: "the origin answered before the request body ended")
                     )
-                    try? channel.syncOptions?.setOption(.autoRead, value: true)
+                    // Read again, unless requests wait behind this one: the machine serves them next.
+                    me.updateReading(on: channel)
                     me.perform(me.machine.forwardFinished(), on: channel)
                 }
             } catch {

@@ -7,12 +7,18 @@
 // and follows the frame boundaries in the bytes (`HeaderBlockScanner`, pure): a header block open for
 // longer than requestTimeout closes the connection. (Not a stream reset: a header block cut off leaves
 // the connection's HPACK state unknown, RFC 9113 §4.3.)
+//
+// A block is open from the header of its HEADERS frame to the last byte of the payload of the frame that
+// ends it (END_HEADERS, on the HEADERS frame itself or on the last CONTINUATION): NIOHTTP2Handler waits
+// for that payload too, and a block once counted closed at that frame's 9-byte header let a client
+// trickle the payload a byte at a time until the idle timeout (issue 74, item 3).
 
 import NIOCore
 
 /// Follows HTTP/2 frame boundaries in a client's bytes (connection preface first) and tells when a
-/// header block opens (HEADERS without END_HEADERS) and when it closes (CONTINUATION with END_HEADERS).
-/// Reads only the 9-byte frame headers; payloads are skipped. Pure.
+/// header block opens (at the header of a HEADERS frame) and when it closes (once the whole payload of
+/// the frame with END_HEADERS, that HEADERS frame or the last CONTINUATION, has been read). Reads the
+/// 9-byte frame headers; payloads are counted and skipped. Pure.
 struct HeaderBlockScanner {
     /// What a chunk of bytes changed.
     enum Change: Equatable {
@@ -30,10 +36,13 @@ struct HeaderBlockScanner {
     private var partial: [UInt8] = []
     /// Payload bytes of the current frame still to skip.
     private var payloadLeft = 0
+    /// The current frame ends the open header block: it closes with the frame's last payload byte.
+    private var endsBlock = false
     /// A header block is open.
     private(set) var inHeaderBlock = false
 
-    /// Reads `bytes`; the changes to `inHeaderBlock` they made, in order (at most a few per chunk).
+    /// Reads `bytes`; the changes to `inHeaderBlock` they made, in order: opened and closed alternate, so
+    /// the last one says whether a block is open after these bytes and whether it opened among them.
     mutating func scan(_ bytes: ByteBufferView) -> [Change] {
         var changes: [Change] = []
         var at = bytes.startIndex
@@ -46,6 +55,7 @@ struct HeaderBlockScanner {
                 let skip = min(payloadLeft, bytes.endIndex - at)
                 payloadLeft -= skip
                 at += skip
+                if payloadLeft == 0 { closeIfEnded(&changes) }
             } else {
                 let type: UInt8
                 let flags: UInt8
@@ -62,17 +72,28 @@ struct HeaderBlockScanner {
                     (type, flags) = (partial[3], partial[4])
                     partial.removeAll(keepingCapacity: true)
                 }
-                let ends = flags & Self.endHeaders != 0
-                if type == Self.headers, !ends, !inHeaderBlock {
-                    inHeaderBlock = true
-                    changes.append(.opened)
-                } else if type == Self.continuation, ends, inHeaderBlock {
-                    inHeaderBlock = false
-                    changes.append(.closed)
+                endsBlock = false
+                // A HEADERS frame opens a block, even one that ends it (its payload may still trickle); a
+                // CONTINUATION goes on the open one (outside a block it is NIOHTTP2Handler's protocol error).
+                if type == Self.headers || (type == Self.continuation && inHeaderBlock) {
+                    if !inHeaderBlock {
+                        inHeaderBlock = true
+                        changes.append(.opened)
+                    }
+                    endsBlock = flags & Self.endHeaders != 0
+                    if payloadLeft == 0 { closeIfEnded(&changes) }
                 }
             }
         }
         return changes
+    }
+
+    /// The current frame's payload has all been read: the block closes if this frame ends it.
+    private mutating func closeIfEnded(_ changes: inout [Change]) {
+        guard endsBlock, inHeaderBlock else { return }
+        endsBlock = false
+        inHeaderBlock = false
+        changes.append(.closed)
     }
 }
 
@@ -91,15 +112,19 @@ final class HeaderBlockDeadline: ChannelInboundHandler, RemovableChannelHandler 
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        for change in scanner.scan(unwrapInboundIn(data).readableBytesView) {
-            switch change {
-            case .opened:
-                let channel = context.channel
-                timer = context.eventLoop.scheduleTask(in: timeout) { channel.close(promise: nil) }
-            case .closed:
-                timer?.cancel()
-                timer = nil
-            }
+        // Only the last change matters: opened and closed alternate, so a last `.opened` is a block that
+        // opened in this read (timed from now; one open before it closed here), a last `.closed` leaves none
+        // open. A request's whole HEADERS frame in one read (the usual case) opens and closes: no timer.
+        switch scanner.scan(unwrapInboundIn(data).readableBytesView).last {
+        case .opened:
+            timer?.cancel()
+            let channel = context.channel
+            timer = context.eventLoop.scheduleTask(in: timeout) { channel.close(promise: nil) }
+        case .closed:
+            timer?.cancel()
+            timer = nil
+        case nil:
+            break
         }
         context.fireChannelRead(data)
     }

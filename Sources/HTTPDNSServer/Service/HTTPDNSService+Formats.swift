@@ -142,9 +142,25 @@ extension ServiceCore {
         do {
             message = try DNSMessage(parsing: wire)
         } catch {
+            // An opcode we do not implement is NOTIMP even when the rest does not parse; any other
+            // malformed message is a bad request.
+            if let notImplemented = DNSMessage.notImplementedAnswer(toUnreadable: wire) {
+                return ListenerResponse(contentType: "application/dns-message", body: notImplemented)
+            }
             throw BadRequest(reason: "\(error)")
         }
-        guard !message.isResponse, !message.questionName.isEmpty, message.questionName != "." else {
+        guard !message.isResponse else { throw BadRequest(reason: "the message is not a query with one question") }
+        // The opcode and EDNS come before the question (an UPDATE's "question" is its zone). DoH is the
+        // encrypted transport padding is for (RFC 8467), a plain-HTTP listener included: it is meant to
+        // sit behind a proxy that terminates TLS.
+        let rule = AnswerRule(for: message, encrypted: true)
+        if let refusal = rule.refusal {
+            return ListenerResponse(
+                contentType: "application/dns-message",
+                body: try DNSMessage.response(to: message, rcode: refusal, opt: rule.opt)
+            )
+        }
+        guard !message.questionName.isEmpty, message.questionName != "." else {
             throw BadRequest(reason: "the message is not a query with one question")
         }
         let qname = normalizeHostname(message.questionName)
@@ -173,7 +189,8 @@ extension ServiceCore {
             addresses: addresses,
             ttl: ttl,
             negativeTTL: empty && rcode != .serverFailure ? min(ttl, 30) : nil,
-            serviceBindings: bindings
+            serviceBindings: bindings,
+            opt: rule.opt
         )
         let response = ListenerResponse(
             contentType: "application/dns-message",

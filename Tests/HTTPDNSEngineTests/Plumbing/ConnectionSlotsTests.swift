@@ -38,11 +38,13 @@ import Testing
         var slots = ConnectionSlots<Int>(limit: 2, maxWaiting: 1)
         var clock = Clock()
         #expect(accept(&slots, 1, "a", clock.now) == .admit)
+        clock.advance(.milliseconds(100))
         #expect(accept(&slots, 2, "a", clock.now) == .admit)
-        clock.advance(.milliseconds(500))
+        clock.advance(.milliseconds(400))
         #expect(accept(&slots, 3, "b", clock.now) == .wait)
         #expect(accept(&slots, 4, "b", clock.now) == .refuseFull)
         clock.advance(.milliseconds(500))
+        // 1 is a second old; 2 is not yet.
         #expect(accept(&slots, 5, "b", clock.now) == .admitEvicting(1))
     }
 

@@ -428,11 +428,175 @@ private func forwardingMachine(_ headers: HTTPHeaders = [:], version: HTTPVersio
         #expect(m.state == .closed)
     }
 
-    @Test func aPipelinedHeadWhileForwardingIsDropped() {
+    // MARK: requests queued behind the one being answered (issue 74, item 4)
+
+    /// A keep-alive client's next GET read after the response went out but before the engine told the loop
+    /// it had ended is kept and served once it has; it used to be dropped (`.none`, and `forwardFinished`
+    /// started the keep-alive timer), and the client waited out the keep-alive timeout.
+    @Test func aHeadReadWhileAResponseIsUnderWayIsKeptAndServedAfterIt() {
         var m = forwardingMachine()
-        #expect(m.headReceived(head(.GET, "http://b.test/")) == .none)
+        _ = m.forwardResponseStarted()
+        let next = head(.GET, "http://b.test/next")
+        // The client is read no more until the queue is served.
+        #expect(m.headReceived(next) == .pauseReading)
+        #expect(m.endReceived() == .none)
+        #expect(m.state == .forwarding(keepAlive: true, requestEnded: true, responseStarted: true))
+        #expect(Array(m.pipelined) == [.head(next), .end(nil)])
+        #expect(!m.isIdle)
+        let url = HTTPURL(scheme: "http", host: "b.test", port: 80, target: "/next")
+        #expect(
+            m.forwardFinished()
+                == .sequence([.cancelHeadTimer(then: .forward(next, url)), .forwardBodyEnd, .resumeReading])
+        )
+        #expect(m.state == .forwarding(keepAlive: true, requestEnded: true, responseStarted: false))
+        #expect(m.pipelined.isEmpty)
+        _ = m.forwardResponseStarted()
+        #expect(m.forwardFinished() == .startKeepAliveTimer(then: .none))
+        #expect(m.state == .awaitingHead(.keptAlive))
+    }
+
+    /// Three GETs in one read are answered one after the other, in the order they came; the second and
+    /// third used to be dropped.
+    @Test func headsInOneReadAreAnsweredInOrder() {
+        var m = makeMachine()
+        let (a, b, c) = (head(.GET, "http://a.test/1"), head(.GET, "http://a.test/2"), head(.GET, "http://a.test/3"))
+        let url = { (target: String) in HTTPURL(scheme: "http", host: "a.test", port: 80, target: target) }
+        #expect(m.headReceived(a) == .cancelHeadTimer(then: .forward(a, url("/1"))))
+        #expect(m.endReceived() == .forwardBodyEnd)
+        #expect(m.headReceived(b) == .pauseReading)
+        #expect(m.endReceived() == .none)
+        #expect(m.headReceived(c) == .none)
+        #expect(m.endReceived() == .none)
+        _ = m.forwardResponseStarted()
+        // The second only: the third waits for its answer, and reading stays stopped.
+        #expect(m.forwardFinished() == .sequence([.cancelHeadTimer(then: .forward(b, url("/2"))), .forwardBodyEnd]))
+        #expect(Array(m.pipelined) == [.head(c), .end(nil)])
+        _ = m.forwardResponseStarted()
+        #expect(
+            m.forwardFinished()
+                == .sequence([.cancelHeadTimer(then: .forward(c, url("/3"))), .forwardBodyEnd, .resumeReading])
+        )
+        _ = m.forwardResponseStarted()
+        #expect(m.forwardFinished() == .startKeepAliveTimer(then: .none))
+    }
+
+    /// A queued POST keeps its body: the parts that came with it go on after its head, and the rest, read
+    /// once reading resumes, follows them; the body used to be dropped with its head.
+    @Test func aQueuedRequestKeepsItsBody() {
+        var m = forwardingMachine()
+        let post = head(.POST, "http://a.test/upload", ["content-length": "9"])
+        let url = HTTPURL(scheme: "http", host: "a.test", port: 80, target: "/upload")
+        #expect(m.headReceived(post) == .pauseReading)
+        #expect(m.bodyReceived(ByteBuffer(string: "abc")) == .none)
+        #expect(m.bodyReceived(ByteBuffer(string: "def")) == .none)
+        _ = m.forwardResponseStarted()
+        #expect(
+            m.forwardFinished()
+                == .sequence([
+                    .cancelHeadTimer(then: .forward(post, url)),
+                    .forwardBody(ByteBuffer(string: "abc")),
+                    .forwardBody(ByteBuffer(string: "def")),
+                    .resumeReading,
+                ])
+        )
+        #expect(m.state == .forwarding(keepAlive: true, requestEnded: false, responseStarted: false))
+        #expect(m.bodyReceived(ByteBuffer(string: "ghi")) == .forwardBody(ByteBuffer(string: "ghi")))
+        #expect(m.endReceived() == .forwardBodyEnd)
+    }
+
+    /// A queued PAC request is answered at once, and the request queued after it is served in the same
+    /// turn; both used to be dropped.
+    @Test func aQueuedPACIsAnsweredAndTheNextQueuedRequestServed() {
+        var m = forwardingMachine()
+        let pac = head(.GET, "/proxy.pac")
+        let next = head(.GET, "http://b.test/")
+        _ = m.headReceived(pac)
+        _ = m.endReceived()
+        _ = m.headReceived(next)
+        _ = m.endReceived()
+        _ = m.forwardResponseStarted()
+        let url = HTTPURL(scheme: "http", host: "b.test", port: 80, target: "/")
+        #expect(
+            m.forwardFinished()
+                == .sequence([
+                    .cancelHeadTimer(then: .startKeepAliveTimer(then: .servePAC(close: false))),
+                    .cancelHeadTimer(then: .forward(next, url)),
+                    .forwardBodyEnd,
+                    .resumeReading,
+                ])
+        )
+    }
+
+    /// Past `maxPipelined` requests are dropped, and the connection closes after the queued ones (the
+    /// last of which says so), so the client sends the rest again; they used to be dropped without a word.
+    @Test func requestsPastTheQueueAreDroppedAndTheConnectionClosesAfterTheQueued() {
+        var m = Machine(limits: .init(allowedPorts: [80], maxPipelined: 1))
+        _ = m.headReceived(head(.GET, "http://a.test/1"))
+        _ = m.endReceived()
+        let queued = head(.GET, "http://a.test/2")
+        #expect(m.headReceived(queued) == .pauseReading)
+        #expect(m.endReceived() == .none)
+        #expect(m.headReceived(head(.GET, "http://a.test/3")) == .none)
+        #expect(m.endReceived() == .none)
+        #expect(m.pipelineOverflowed)
+        #expect(Array(m.pipelined) == [.head(queued), .end(nil)])
+        _ = m.forwardResponseStarted()
+        var closing = queued
+        closing.headers.replaceOrAdd(name: "connection", value: "close")
+        let url = HTTPURL(scheme: "http", host: "a.test", port: 80, target: "/2")
+        #expect(
+            m.forwardFinished()
+                == .sequence([.cancelHeadTimer(then: .forward(closing, url)), .forwardBodyEnd, .resumeReading])
+        )
+        #expect(m.state == .forwarding(keepAlive: false, requestEnded: true, responseStarted: false))
+        _ = m.forwardResponseStarted()
+        #expect(m.forwardFinished() == .close)
+        #expect(m.state == .closed)
+    }
+
+    /// A client that pipelines and then half-closes gets every answer before the close; it used to get the
+    /// first only.
+    @Test func aClientThatHalfClosedAfterPipeliningGetsEveryAnswer() {
+        var m = forwardingMachine()
+        let next = head(.GET, "http://b.test/")
+        _ = m.headReceived(next)
+        _ = m.endReceived()
+        #expect(m.inputClosed() == .none)
+        _ = m.forwardResponseStarted()
+        let url = HTTPURL(scheme: "http", host: "b.test", port: 80, target: "/")
+        #expect(
+            m.forwardFinished()
+                == .sequence([.cancelHeadTimer(then: .forward(next, url)), .forwardBodyEnd, .resumeReading])
+        )
+        _ = m.forwardResponseStarted()
+        #expect(m.forwardFinished() == .close)
+    }
+
+    @Test func aResponseThatClosesTheConnectionLeavesTheQueueUnanswered() {
+        var m = forwardingMachine(["connection": "close"])
+        _ = m.headReceived(head(.GET, "http://b.test/"))
+        _ = m.endReceived()
+        _ = m.forwardResponseStarted()
+        #expect(m.forwardFinished() == .close)
+        #expect(m.state == .closed)
+        // A queued request refused: the rest is not served either.
+        var refused = forwardingMachine()
+        _ = refused.headReceived(head(.GET, "http://b.test:22/"))
+        _ = refused.endReceived()
+        _ = refused.headReceived(head(.GET, "http://b.test/"))
+        _ = refused.endReceived()
+        _ = refused.forwardResponseStarted()
+        let reply = Reply.text(.forbidden, "forwarding to port 22 is not allowed (allowed: 80, 443)")
+        #expect(refused.forwardFinished() == .cancelHeadTimer(then: .reply(reply)))
+        #expect(refused.state == .closed)
+        #expect(refused.pipelined.isEmpty)
+    }
+
+    @Test func bodyOrEndAfterTheRequestEndedWithNothingQueuedIsIgnored() {
+        var m = forwardingMachine()
         #expect(m.bodyReceived(ByteBuffer(string: "x")) == .none)
         #expect(m.endReceived() == .none)
+        #expect(m.pipelined.isEmpty)
         #expect(m.state == .forwarding(keepAlive: true, requestEnded: true, responseStarted: false))
     }
 
