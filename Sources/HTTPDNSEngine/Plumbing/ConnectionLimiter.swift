@@ -40,6 +40,8 @@ package final class ConnectionLimiter: Sendable {
         /// The listening channel, once a connection named it (its parent): paused and resumed here.
         var listener: (any Channel)?
         var acceptingPaused = false
+        /// When the floor timer fires (`ConnectionSlots.nextFloorPass`), while newcomers wait.
+        var floorTimerAt: NIODeadline?
     }
 
     package let limit: Int
@@ -133,6 +135,7 @@ package final class ConnectionLimiter: Sendable {
                 return true
             }
             if !stillWaiting { expiry.cancel() }
+            armFloorTimer(on: channel.eventLoop)
         case .refuseFull:
             refusedFull.increment()
             refused(channel)
@@ -168,6 +171,40 @@ package final class ConnectionLimiter: Sendable {
             }
         }
         return ConnectionSlot(limiter: self, id: id)
+    }
+
+    /// Runs `floorPassed` when the next silent connection passes its floor while newcomers wait, unless a
+    /// timer is already set for that moment or earlier.
+    private func armFloorTimer(on loop: any EventLoop) {
+        let at = state.withLockedValue { state -> NIODeadline? in
+            guard let next = state.slots.nextFloorPass() else { return nil }
+            if let armed = state.floorTimerAt, armed <= next { return nil }
+            state.floorTimerAt = next
+            return next
+        }
+        guard let at else { return }
+        loop.scheduleTask(deadline: at) { self.floorPassed(on: loop) }
+    }
+
+    /// Silent connections passed their floor: waiting newcomers take their slots.
+    private func floorPassed(on loop: any EventLoop) {
+        let admitted = state.withLockedValue { state -> [(Waiter, (any Channel)?)] in
+            state.floorTimerAt = nil
+            return state.slots.admitWaiting(now: .now()).compactMap { pair in
+                guard let waiter = state.waiters.removeValue(forKey: pair.admitted) else { return nil }
+                let victim = state.channels.removeValue(forKey: pair.evicted)
+                state.channels[pair.admitted] = waiter.channel
+                return (waiter, victim)
+            }
+        }
+        for (waiter, victim) in admitted {
+            evicted.increment()
+            waiter.expiry?.cancel()
+            if let victim { close(victim) }
+            waiter.admitted.succeed(self.admitted(waiter.channel))
+        }
+        if !admitted.isEmpty { updateAccepting() }
+        armFloorTimer(on: loop)
     }
 
     /// A waiting newcomer's time is up.

@@ -13,10 +13,13 @@
 //   single read, as a hosts answer is) is *kept alive*: its client is using it.
 // - When the table is full, a new connection takes the slot of the connection idle longest that has
 //   never carried a request and has been idle at least `newcomerFloor` (what an attacker's silent
-//   connections are), which is closed. A younger one is not closed: a real client needs a moment for its
-//   handshake and first head.
+//   connections are), which is closed. A younger one is not closed while the newcomer can wait instead: a
+//   real client needs a moment for its handshake and first head. When the waiting room is full as well (a
+//   flood), the silent connection idle longest is closed however young: refusing newcomers then would
+//   lock real clients out behind the flood.
 // - Otherwise the newcomer waits, as HAProxy queues connections past its maxconn: it is not read, and it
-//   gets the first slot a close frees. A wait is bounded twice: at most `maxWaiting` newcomers wait (more
+//   gets the first slot a close frees, or the slot of the first silent connection to pass the floor
+//   (`nextFloorPass`, `admitWaiting`), so a flood turns over as fast as the floor allows. A wait is bounded twice: at most `maxWaiting` newcomers wait (more
 //   are refused), and a newcomer that has waited the listener's queue timeout takes the slot of, in this
 //   order: a never-used connection past the floor; a sending connection whose answers made no progress
 //   for `stallFloor` or have been going out for `sendingBound` (the bound on a whole answer's time,
@@ -134,6 +137,11 @@ package struct ConnectionSlots<ID: Hashable>: Sendable where ID: Sendable {
                 waiting.append((id, client))
                 perClient[client, default: 0] += 1
                 return .wait
+            } else if let victim = idlest(keptAlive: false, idleBefore: now) {
+                // The waiting room is full too: a flood, whose newest arrivals are as likely real clients
+                // as the silent ones they replace. Refusing them would lock real clients out behind it.
+                remove(victim)
+                admission = .admitEvicting(victim)
             } else {
                 return .refuseFull
             }
@@ -159,6 +167,34 @@ package struct ConnectionSlots<ID: Hashable>: Sendable where ID: Sendable {
         release(client)
         take(id, client: client, now: now)
         return .admitEvicting(victim)
+    }
+
+    /// When a waiting newcomer could next take a silent connection's slot: the moment the connection idle
+    /// longest among those that never carried a request passes `floors.newcomer`. Nil when nobody waits or
+    /// no such connection is there (a close or the end of a wait will settle it).
+    func nextFloorPass() -> NIODeadline? {
+        guard !waiting.isEmpty else { return nil }
+        var oldest: NIODeadline?
+        for slot in slots.values where !slot.keptAlive {
+            guard case .idle(let since) = slot.state else { continue }
+            if oldest == nil || since < oldest! { oldest = since }
+        }
+        return oldest.map { $0 + floors.newcomer }
+    }
+
+    /// Waiting newcomers that now take the slots of silent connections past the floor, first come first:
+    /// each is admitted, and the connection it replaces is to be closed. So a flood against a full table
+    /// turns over as fast as its connections pass the floor, not one wait at a time.
+    mutating func admitWaiting(now: NIODeadline) -> [(admitted: ID, evicted: ID)] {
+        var pairs: [(admitted: ID, evicted: ID)] = []
+        while !waiting.isEmpty, let victim = idlest(keptAlive: false, idleBefore: now - floors.newcomer) {
+            let next = waiting.removeFirst()
+            remove(victim)
+            release(next.client)
+            take(next.id, client: next.client, now: now)
+            pairs.append((next.id, victim))
+        }
+        return pairs
     }
 
     /// The connection's handlers say what it does now. `.busy` also marks it kept alive: a request

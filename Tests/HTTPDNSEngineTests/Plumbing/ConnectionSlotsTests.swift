@@ -31,9 +31,9 @@ import Testing
         #expect(slots.isIdle(1) && !slots.isIdle(3))
     }
 
-    /// Hostile round 5, item 1: under a flood every newcomer took the slot of the one before it at once,
-    /// so a real client still in its handshake was closed. A connection younger than the floor is not
-    /// closed: the newcomer waits instead.
+    /// Hostile round 5, item 1: every newcomer took the slot of the one before it at once, so a real
+    /// client still in its handshake was closed. A connection younger than the floor is not closed while
+    /// the newcomer can wait instead; with the waiting room full (a flood), the oldest silent one goes.
     @Test func aNewcomerStillInItsHandshakeIsNotClosedForTheNextOne() {
         var slots = ConnectionSlots<Int>(limit: 2, maxWaiting: 1)
         var clock = Clock()
@@ -42,10 +42,36 @@ import Testing
         #expect(accept(&slots, 2, "a", clock.now) == .admit)
         clock.advance(.milliseconds(400))
         #expect(accept(&slots, 3, "b", clock.now) == .wait)
-        #expect(accept(&slots, 4, "b", clock.now) == .refuseFull)
-        clock.advance(.milliseconds(500))
-        // 1 is a second old; 2 is not yet.
-        #expect(accept(&slots, 5, "b", clock.now) == .admitEvicting(1))
+        #expect(accept(&slots, 4, "b", clock.now) == .admitEvicting(1))
+        clock.advance(.milliseconds(600))
+        // 2 is a second old; 4 is not yet.
+        #expect(slots.admitWaiting(now: clock.now).map { [$0.admitted, $0.evicted] } == [[3, 2]])
+        // Nothing silent past the floor and nobody waiting: a newcomer waits; the room full, it takes
+        // the oldest silent one.
+        #expect(accept(&slots, 5, "b", clock.now) == .wait)
+        #expect(accept(&slots, 6, "b", clock.now) == .admitEvicting(4))
+    }
+
+    /// With the floor, a flood against a full table would turn over one wait (2 s) at a time, and a real
+    /// client queued behind it would wait that long for each few ahead of it. Waiting newcomers take the
+    /// slots of silent connections the moment those pass the floor.
+    @Test func waitingNewcomersTakeSilentSlotsAsSoonAsThosePassTheFloor() {
+        var slots = ConnectionSlots<Int>(limit: 2, maxWaiting: 2)
+        var clock = Clock()
+        let start = clock.now
+        #expect(accept(&slots, 1, "crowd", clock.now) == .admit)
+        clock.advance(.milliseconds(300))
+        #expect(accept(&slots, 2, "crowd", clock.now) == .admit)
+        #expect(accept(&slots, 3, "crowd", clock.now) == .wait)
+        #expect(accept(&slots, 4, "client", clock.now) == .wait)
+        #expect(slots.nextFloorPass() == start + .seconds(1))
+        clock.advance(.milliseconds(700))
+        #expect(slots.admitWaiting(now: clock.now).map { [$0.admitted, $0.evicted] } == [[3, 1]])
+        #expect(slots.nextFloorPass() == start + .milliseconds(1300))
+        clock.advance(.milliseconds(300))
+        #expect(slots.admitWaiting(now: clock.now).map { [$0.admitted, $0.evicted] } == [[4, 2]])
+        #expect(slots.nextFloorPass() == nil)
+        #expect(slots.count == 2 && slots.waitingCount == 0)
     }
 
     /// Hostile round 5, item 1: a hosts answer is written and sent within the read that brought its
