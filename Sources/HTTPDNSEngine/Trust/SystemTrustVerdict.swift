@@ -72,7 +72,8 @@ package enum HandshakeEvidence: Sendable, Equatable {
     case judged(SystemTrustVerdict, chain: [[UInt8]])
     /// No verify block ran (a resumed session): judge this chain, from the connection's metadata.
     case judgeNow(chain: [[UInt8]])
-    /// Neither: no certificate to judge (refused as untrusted).
+    /// Neither: no certificate to judge. Never accepted: the connection is made again with a full
+    /// handshake (`TLSResumption`).
     case none
 
     package static func choose(verifyBlock: (SystemTrustVerdict, [[UInt8]])?, metadataChain: [[UInt8]])

@@ -40,6 +40,8 @@
         private let tcpFastOpen: Bool
         /// Where the verify blocks run (the Security framework calls back on it).
         private let verifyQueue = DispatchQueue(label: "httpdns.tls-verify")
+        /// Which origins' connections may resume a TLS session (TLSResumption).
+        private let resumption = NIOLockedValueBox(TLSResumption())
 
         init(configuration: HTTPEngine.Configuration) throws {
             additionalRoots = configuration.tls.additionalTrustRoots.map(\.der)
@@ -85,7 +87,7 @@
                 on: eventLoop,
                 probe: probe,
                 attempt: { index in
-                    self.open(
+                    self.openResuming(
                         targets[index],
                         url: url,
                         settings: settings,
@@ -224,14 +226,56 @@
             return try ordered.map { .address(try SocketAddress($0, port: port)) }
         }
 
+        /// `open`, with TLS session resumption as `TLSResumption` allows for the origin, and made again
+        /// at once with a full handshake when a resumed session had no chain to judge.
+        private func openResuming(
+            _ target: Target,
+            url: HTTPURL,
+            settings: Connection.Settings,
+            via: (proxy: HTTPProxy, target: String)?,
+            timeout: Duration,
+            on loop: any EventLoop,
+            noteChannel: @escaping @Sendable (any Channel) -> Void
+        ) -> EventLoopFuture<Established> {
+            let origin = "\(url.host):\(url.port)"
+            let resumption = self.resumption
+            @Sendable func attempt(resuming: Bool) -> EventLoopFuture<Established> {
+                self.open(
+                    target,
+                    url: url,
+                    settings: settings,
+                    via: via,
+                    timeout: timeout,
+                    resuming: resuming,
+                    on: loop,
+                    noteChannel: noteChannel
+                )
+            }
+            guard url.isTLS else { return attempt(resuming: false) }
+            let allowed = resumption.withLockedValue { $0.allowsResumption(origin) }
+            return attempt(resuming: allowed).map { established in
+                _ = resumption.withLockedValue { $0.ended(origin, .passed) }
+                return established
+            }.flatMapError { error in
+                let again = resumption.withLockedValue { $0.ended(origin, TLSResumption.outcome(of: error)) }
+                guard again else { return loop.makeFailedFuture(error) }
+                return attempt(resuming: false).map { established in
+                    _ = resumption.withLockedValue { $0.ended(origin, .passed) }
+                    return established
+                }
+            }
+        }
+
         /// Opens one attempt: the NWConnection (and TLS), the tunnel when through a proxy, the checks
         /// after the handshake, the HTTP handlers. `noteChannel` learns the channel before it connects.
+        /// `resuming`: whether the TLS handshake may resume a session the system kept.
         private func open(
             _ target: Target,
             url: HTTPURL,
             settings: Connection.Settings,
             via: (proxy: HTTPProxy, target: String)?,
             timeout: Duration,
+            resuming: Bool,
             on loop: any EventLoop,
             noteChannel: @escaping @Sendable (any Channel) -> Void
         ) -> EventLoopFuture<Established> {
@@ -264,6 +308,7 @@
                         alpn: settings.versions.alpn,
                         tuning: settings.tuning,
                         deferring: settings.serverTrust != nil,
+                        resuming: resuming,
                         verdict: verdict
                     )
                 )
@@ -363,7 +408,8 @@
                     chain = seen
                     handshakeTrust = trust.map(PlatformTrust.init)
                 case .none:
-                    judged = .rejected(status: SystemTrustVerdict.Status.notTrusted)
+                    // Never accepted unchecked: made again with a full handshake (TLSResumption).
+                    throw ResumedWithoutChain(host: host)
                 }
                 try await checks.run(chain: chain, platformTrust: handshakeTrust) {
                     if let error = judged.engineError(host: host, address: address) { throw error }
@@ -452,6 +498,7 @@
             alpn: [String],
             tuning: ConnectionTuning,
             deferring: Bool,
+            resuming: Bool,
             verdict: HandshakeVerdict
         ) -> NWProtocolTLS.Options {
             let options = NWProtocolTLS.Options()
@@ -468,10 +515,12 @@
             for name in alpn { sec_protocol_options_add_tls_application_protocol(security, name) }
             // Session tickets and resumption, said rather than left to the defaults: a connection made
             // again to a server seen in this process (the resolver after its idle close, an origin)
-            // resumes its TLS session. A resumed handshake runs no verify block; HandshakeEvidence judges
-            // it from the connection's certificate chain. Early data stays off (replayable).
+            // resumes its TLS session, unless TLSResumption says this origin's next handshake is full (a
+            // refused one may have left a ticket). A resumed handshake runs no verify block;
+            // HandshakeEvidence judges it from the connection's certificate chain. Early data stays off
+            // (replayable).
             sec_protocol_options_set_tls_tickets_enabled(security, true)
-            sec_protocol_options_set_tls_resumption_enabled(security, true)
+            sec_protocol_options_set_tls_resumption_enabled(security, resuming)
             let roots = additionalRoots
             sec_protocol_options_set_verify_block(
                 security,
