@@ -188,19 +188,21 @@ package final class ConnectionLimiter: Sendable {
 
     /// Silent connections passed their floor: waiting newcomers take their slots.
     private func floorPassed(on loop: any EventLoop) {
-        let admitted = state.withLockedValue { state -> [(Waiter, (any Channel)?)] in
+        let admitted = state.withLockedValue { state -> [(Waiter?, (any Channel)?)] in
             state.floorTimerAt = nil
-            return state.slots.admitWaiting(now: .now()).compactMap { pair in
-                guard let waiter = state.waiters.removeValue(forKey: pair.admitted) else { return nil }
+            return state.slots.admitWaiting(now: .now()).map { pair in
                 let victim = state.channels.removeValue(forKey: pair.evicted)
-                state.channels[pair.admitted] = waiter.channel
+                // (No waiter after `closeAll`: the slot goes with the listener.)
+                let waiter = state.waiters.removeValue(forKey: pair.admitted)
+                if let waiter { state.channels[pair.admitted] = waiter.channel }
                 return (waiter, victim)
             }
         }
         for (waiter, victim) in admitted {
             evicted.increment()
-            waiter.expiry?.cancel()
             if let victim { close(victim) }
+            guard let waiter else { continue }
+            waiter.expiry?.cancel()
             waiter.admitted.succeed(self.admitted(waiter.channel))
         }
         if !admitted.isEmpty { updateAccepting() }
@@ -256,14 +258,16 @@ package final class ConnectionLimiter: Sendable {
         }
     }
 
-    /// Stops accepting while too many newcomers wait or too many closes are under way, and starts again
-    /// once both have fallen to half their bound.
+    /// Stops accepting while newcomers would be refused (the waiting room full and no silent connection
+    /// to make room) or too many closes are under way, and starts again once the closes have fallen to half
+    /// their bound and the waiting room to half, or a silent connection could make room.
     private func updateAccepting() {
         let listener = state.withLockedValue { state -> (any Channel)? in
             guard let listener = state.listener else { return nil }
             let unsettled = state.closing + state.pending
-            let over = unsettled >= maxClosing || state.slots.waitingCount >= state.slots.maxWaiting
-            let under = unsettled <= maxClosing / 2 && state.slots.waitingCount <= state.slots.maxWaiting / 2
+            let over = unsettled >= maxClosing || state.slots.refusesNewcomers
+            let roomy = state.slots.waitingCount <= state.slots.maxWaiting / 2 || state.slots.hasSilentConnection
+            let under = unsettled <= maxClosing / 2 && roomy
             if over {
                 // Again when already paused: AcceptPause (out of descriptors) may have resumed it.
                 state.acceptingPaused = true

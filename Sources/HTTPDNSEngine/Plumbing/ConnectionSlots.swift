@@ -125,6 +125,19 @@ package struct ConnectionSlots<ID: Hashable>: Sendable where ID: Sendable {
     /// Newcomers waiting now.
     var waitingCount: Int { waiting.count }
 
+    /// Whether a newcomer would be refused now: the waiting room is full and no silent connection could
+    /// make room. Only then need the listener stop accepting; under a flood of silent connections it keeps
+    /// accepting, each newcomer taking the oldest one's slot.
+    var refusesNewcomers: Bool { waiting.count >= maxWaiting && !hasSilentConnection }
+
+    /// Whether some connection never carried a request and is idle.
+    var hasSilentConnection: Bool {
+        slots.values.contains { slot in
+            guard !slot.keptAlive, case .idle = slot.state else { return false }
+            return true
+        }
+    }
+
     /// A connection from `client` was accepted at `now`.
     package mutating func accepted(_ id: ID, client: String, now: NIODeadline) -> Admission {
         if let maxPerClient, perClient[client, default: 0] >= maxPerClient { return .refuseClientLimit }

@@ -74,6 +74,21 @@ import Testing
         #expect(slots.count == 2 && slots.waitingCount == 0)
     }
 
+    /// A full waiting room with silent connections to take over is no reason to stop accepting (a flood
+    /// throttled to one batch a second fills the kernel's backlog, and real clients' SYNs are dropped);
+    /// one with only clients in use is.
+    @Test func theListenerRefusesNewcomersOnlyWhenNoSilentConnectionCouldMakeRoom() {
+        var slots = ConnectionSlots<Int>(limit: 2, maxWaiting: 1)
+        let clock = Clock()
+        #expect(accept(&slots, 1, "crowd", clock.now) == .admit)
+        #expect(accept(&slots, 2, "client", clock.now) == .admit)
+        #expect(accept(&slots, 3, "crowd", clock.now) == .wait)
+        #expect(!slots.refusesNewcomers)
+        slots.use(1, .busy, now: clock.now)
+        slots.use(2, .busy, now: clock.now)
+        #expect(slots.refusesNewcomers)
+    }
+
     /// Hostile round 5, item 1: a hosts answer is written and sent within the read that brought its
     /// request, so the connection reports busy and idle together. It is kept alive all the same.
     @Test func aRequestAnsweredWithinOneReadKeepsItsConnectionAlive() {
