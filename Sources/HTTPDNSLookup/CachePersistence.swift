@@ -26,12 +26,12 @@ import Logging
 /// ever, is never read.
 package enum CachePersistence {
     /// Why a cache file is not to be read, from its type, owner and permissions; nil: read it.
-    package struct FileTrust: Equatable, Sendable {
-        package let reason: String
+    struct FileTrust: Equatable, Sendable {
+        let reason: String
 
         /// `regular`: it is a regular file; `permissions`: its mode's permission bits; `owner`: its owner's
         /// user ID; `user`: the process's effective user ID.
-        package static func refusal(regular: Bool, permissions: Int, owner: UInt, user: UInt) -> FileTrust? {
+        static func refusal(regular: Bool, permissions: Int, owner: UInt, user: UInt) -> FileTrust? {
             guard regular else {
                 return FileTrust(reason: "not a regular file (a FIFO, a device or a folder could block the read)")
             }

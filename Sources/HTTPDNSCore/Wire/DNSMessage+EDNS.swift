@@ -17,15 +17,15 @@
 
 /// What a query's OPT records said (RFC 6891 §6.1): how many there were, and the first one's version and
 /// whether it holds a Padding option (RFC 7830). Parsed with the query (`DNSMessage.edns`).
-package struct QueryEDNS: Hashable, Sendable {
+struct QueryEDNS: Hashable, Sendable {
     /// OPT records in the additional section (among its first 8 records); more than one is malformed.
-    package var records: Int
+    var records: Int
     /// The EDNS version the client speaks; we speak 0.
-    package var version: UInt8
+    var version: UInt8
     /// Whether the client asked for padding by sending a Padding option itself (RFC 8467 §4.1).
-    package var asksForPadding: Bool
+    var asksForPadding: Bool
 
-    package init(records: Int = 1, version: UInt8 = 0, asksForPadding: Bool = false) {
+    init(records: Int = 1, version: UInt8 = 0, asksForPadding: Bool = false) {
         self.records = records
         self.version = version
         self.asksForPadding = asksForPadding
@@ -62,14 +62,14 @@ package struct QueryEDNS: Hashable, Sendable {
 /// the whole message to a multiple of it.
 package struct AnswerOPT: Hashable, Sendable {
     /// The block the answer's length is padded to a multiple of; nil for no padding.
-    package var paddingBlock: Int?
+    var paddingBlock: Int?
 
     package init(paddingBlock: Int? = nil) {
         self.paddingBlock = paddingBlock
     }
 
     /// RFC 8467 §4.1's recommended block for responses (unbound's `pad-responses-block-size`).
-    package static let responseBlock = 468
+    static let responseBlock = 468
     /// The Padding option's code (RFC 7830 §3).
     static let paddingOption: UInt16 = 12
 
@@ -120,7 +120,7 @@ package struct AnswerRule: Hashable, Sendable {
     package var opt: AnswerOPT?
 
     /// `encrypted`: the query came over an encrypted transport (DoH), where padding is honoured.
-    package init(opcode: UInt8, edns: QueryEDNS?, encrypted: Bool) {
+    init(opcode: UInt8, edns: QueryEDNS?, encrypted: Bool) {
         opt = edns.map {
             AnswerOPT(paddingBlock: encrypted && $0.asksForPadding ? AnswerOPT.responseBlock : nil)
         }

@@ -87,7 +87,7 @@ package struct DNSMessage: Hashable, Sendable {
     package var id: UInt16
     package var isResponse: Bool
     /// The header's OPCODE (RFC 1035 §4.1.1): 0 is a standard query (QUERY), 5 an UPDATE (RFC 2136).
-    package var opcode: UInt8
+    var opcode: UInt8
     package var truncated: Bool
     var recursionDesired: Bool
     package var rcode: DNSResponseCode
@@ -97,7 +97,7 @@ package struct DNSMessage: Hashable, Sendable {
     /// A query's EDNS Client Subnet option (RFC 7871), when it has one with a non-zero prefix.
     package var clientSubnet: ClientSubnet?
     /// A query's OPT records (RFC 6891); nil when it has none. A response's are not read.
-    package var edns: QueryEDNS?
+    var edns: QueryEDNS?
     /// The SOA minimum from the authority section, when present: the negative-caching TTL (RFC 2308).
     package var negativeTTL: UInt32?
 

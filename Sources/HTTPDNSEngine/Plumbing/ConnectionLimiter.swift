@@ -70,15 +70,12 @@ package final class ConnectionLimiter: Sendable {
         limit: Int,
         maxPerClient: Int? = nil,
         queueTimeout: TimeAmount = .seconds(2),
-        floors: ConnectionSlots<ObjectIdentifier>.Floors = .init(),
         metricsPrefix: String
     ) {
         self.limit = limit
         self.maxClosing = Self.defaultMaxClosing(limit: limit)
         self.queueTimeout = queueTimeout
-        self.state = NIOLockedValueBox(
-            State(slots: ConnectionSlots(limit: limit, maxPerClient: maxPerClient, floors: floors))
-        )
+        self.state = NIOLockedValueBox(State(slots: ConnectionSlots(limit: limit, maxPerClient: maxPerClient)))
         self.evicted = Counter(label: "\(metricsPrefix)_connections_evicted_total")
         self.queued = Counter(label: "\(metricsPrefix)_connections_queued_total")
         self.refusedFull = Counter(

@@ -83,18 +83,18 @@ package struct ConnectionSlots<ID: Hashable>: Sendable where ID: Sendable {
     }
 
     /// How long the connections that make room must have been as they are.
-    package struct Floors: Sendable {
+    struct Floors: Sendable {
         /// A connection that never carried a request, idle at least this long (from its accept: its
         /// handshake and first head have had this long), may be closed for a newcomer.
-        package var newcomer: TimeAmount = .seconds(1)
+        var newcomer: TimeAmount = .seconds(1)
         /// After a newcomer's wait: a sending connection whose answers made no progress this long…
-        package var stall: TimeAmount = .seconds(2)
+        var stall: TimeAmount = .seconds(2)
         /// …or that has been sending this long, whatever its pace.
-        package var sendingBound: TimeAmount = .seconds(30)
+        var sendingBound: TimeAmount = .seconds(30)
         /// After a newcomer's wait: a kept-alive connection idle at least this long. A client that was
         /// answered more recently is in use.
-        package var keptAlive: TimeAmount = .seconds(10)
-        package init() {}
+        var keptAlive: TimeAmount = .seconds(10)
+        init() {}
     }
 
     package let limit: Int
@@ -112,7 +112,7 @@ package struct ConnectionSlots<ID: Hashable>: Sendable where ID: Sendable {
     /// (not read, not answered), so the bound is part of the listener's descriptor budget.
     static func defaultMaxWaiting(limit: Int) -> Int { max(4, limit / 16) }
 
-    package init(limit: Int, maxPerClient: Int? = nil, maxWaiting: Int? = nil, floors: Floors = Floors()) {
+    init(limit: Int, maxPerClient: Int? = nil, maxWaiting: Int? = nil, floors: Floors = Floors()) {
         self.limit = limit
         self.maxPerClient = maxPerClient
         self.maxWaiting = maxWaiting ?? Self.defaultMaxWaiting(limit: limit)
@@ -212,7 +212,7 @@ package struct ConnectionSlots<ID: Hashable>: Sendable where ID: Sendable {
 
     /// The connection's handlers say what it does now. `.busy` also marks it kept alive: a request
     /// answered within one read reports `.busy` and then `.idle`.
-    package mutating func use(_ id: ID, _ use: Use, now: NIODeadline) {
+    mutating func use(_ id: ID, _ use: Use, now: NIODeadline) {
         guard let slot = slots[id] else { return }
         switch (use, slot.state) {
         case (.busy, _):
@@ -228,7 +228,7 @@ package struct ConnectionSlots<ID: Hashable>: Sendable where ID: Sendable {
     }
 
     /// A sending connection's answers moved on (the client opened its window): its stall starts again.
-    package mutating func progress(_ id: ID, now: NIODeadline) {
+    mutating func progress(_ id: ID, now: NIODeadline) {
         guard case .sending(let since, _) = slots[id]?.state else { return }
         slots[id]!.state = .sending(since: since, progress: now)
     }

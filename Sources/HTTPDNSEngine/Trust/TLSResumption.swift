@@ -12,9 +12,9 @@
 // remembered (the oldest forgotten first), so an app that talks to many refused hosts does not grow it.
 
 /// Whether TLS connections to an origin may resume a session, from how the last handshakes ended.
-package struct TLSResumption: Sendable {
+struct TLSResumption: Sendable {
     /// How a handshake to an origin ended.
-    package enum Outcome: Sendable, Equatable {
+    enum Outcome: Sendable, Equatable {
         /// Our checks and the app's passed.
         case passed
         /// Our checks or the app's refused its chain (untrusted, name, pin, the app's delegate).
@@ -25,18 +25,18 @@ package struct TLSResumption: Sendable {
         case other
     }
 
-    package static let capacity = 256
+    static let capacity = 256
     /// Origins ("host:port") whose next connections do a full handshake, oldest first.
     private var fullHandshakeOnly: [String] = []
 
-    package init() {}
+    init() {}
 
     /// Whether a new connection to `origin` may resume a session.
-    package func allowsResumption(_ origin: String) -> Bool { !fullHandshakeOnly.contains(origin) }
+    func allowsResumption(_ origin: String) -> Bool { !fullHandshakeOnly.contains(origin) }
 
     /// A handshake to `origin` ended with `outcome`; true when the connection is to be made again at once
     /// with resumption off.
-    package mutating func ended(_ origin: String, _ outcome: Outcome) -> Bool {
+    mutating func ended(_ origin: String, _ outcome: Outcome) -> Bool {
         switch outcome {
         case .passed:
             fullHandshakeOnly.removeAll { $0 == origin }
@@ -53,7 +53,7 @@ package struct TLSResumption: Sendable {
     }
 
     /// The outcome a connect's error says, for `ended`.
-    package static func outcome(of error: any Error) -> Outcome {
+    static func outcome(of error: any Error) -> Outcome {
         if error is ResumedWithoutChain { return .resumedWithoutChain }
         guard let error = error as? HTTPEngineError else { return .other }
         switch error.code {
@@ -65,8 +65,8 @@ package struct TLSResumption: Sendable {
 
 /// A resumed TLS session whose metadata held no chain to judge: never accepted; the connection is made
 /// again with resumption off (`TLSResumption`).
-package struct ResumedWithoutChain: Error, Sendable {
-    package let host: String
+struct ResumedWithoutChain: Error, Sendable {
+    let host: String
 
-    package init(host: String) { self.host = host }
+    init(host: String) { self.host = host }
 }
