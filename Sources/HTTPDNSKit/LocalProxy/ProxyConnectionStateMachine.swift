@@ -27,8 +27,8 @@
 // one) follows part by part while the response may already be coming back; the handler reads the client
 // only as fast as the engine sends (ForwardedBody), so a connection holds a few chunks, not a whole body.
 //
-// A request that arrives while a forwarded one is still being answered is kept, not dropped (issue 74,
-// item 4): a client that pipelines (two GETs in one write), and a keep-alive client whose next GET is read
+// A request that arrives while a forwarded one is still being answered is kept, not dropped (a dropped
+// one left its client waiting for the keep-alive timeout): a client that pipelines (two GETs in one write), and a keep-alive client whose next GET is read
 // before the proxy has seen its previous response end (the engine's task tells the loop a moment after
 // the last byte went out). Its parts (head, body, end) wait in `pipelined`, and reading stops at the
 // first, so what waits is at most what the read under way brought (NIO's few buffers of one wakeup); of

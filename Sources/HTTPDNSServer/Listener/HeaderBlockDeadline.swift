@@ -11,7 +11,7 @@
 // A block is open from the header of its HEADERS frame to the last byte of the payload of the frame that
 // ends it (END_HEADERS, on the HEADERS frame itself or on the last CONTINUATION): NIOHTTP2Handler waits
 // for that payload too, and a block once counted closed at that frame's 9-byte header let a client
-// trickle the payload a byte at a time until the idle timeout (issue 74, item 3).
+// trickle the payload a byte at a time until the idle timeout.
 
 import NIOCore
 
