@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# DES-ECB, ours (Sources/HTTPDNSCore/Formats/DES.swift, pure Swift) against the C peer (OpenSSL 3's EVP DES-ECB,
+# DES-ECB, ours (Sources/HTTPDNSLookup/Providers/DES.swift, pure Swift) against the C peer (OpenSSL 3's EVP DES-ECB,
 # legacy provider), on one DNSPod `alg=des` query's work: seal and open the 13-byte name of the vendor's
 # example. Counts instructions per query with callgrind (repeatable on a noisy machine: the start-up
 # cost is measured with 0 iterations and taken off), then times both. Prints ours, the peer and the ratio.
@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 n="${1:-20000}"
 out=.build-bench/des
 mkdir -p "$out"
-swiftc -O -package-name bench -module-name DESBench Sources/HTTPDNSCore/Formats/DES.swift Benchmarks/DES/main.swift \
+swiftc -O -package-name bench -module-name DESBench Sources/HTTPDNSLookup/Providers/DES.swift Benchmarks/DES/main.swift \
     -o "$out/ours"
 gcc -O2 Benchmarks/DES/peer.c -o "$out/peer" -lcrypto
 count() { # program iterations -> instructions

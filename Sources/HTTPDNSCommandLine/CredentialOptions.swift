@@ -7,14 +7,14 @@ import ArgumentParser
 import Foundation
 import HTTPDNSCore
 
-package struct CredentialOptions: ParsableArguments {
-    package init() {}
+struct CredentialOptions: ParsableArguments {
+    init() {}
 
     @Option(
         name: .customLong("dnspod-id"),
         help: ArgumentHelp("Tencent Cloud HTTPDNS (DNSPod) account id, for every dnspod: resolver.", valueName: "ID")
     )
-    package var dnspodID: String?
+    var dnspodID: String?
 
     @Option(
         name: .customLong("dnspod-key-file"),
@@ -78,7 +78,7 @@ package struct CredentialOptions: ParsableArguments {
     /// `specs` with the credentials attached, each checked by `ResolverSpec.credentialProblem` (the
     /// library's own check). Every mistake is a usage error (exit 64) naming the flag; no message ever
     /// carries a secret.
-    package func apply(to specs: [ResolverSpec], environment: [String: String] = ProcessInfo.processInfo.environment)
+    func apply(to specs: [ResolverSpec], environment: [String: String] = ProcessInfo.processInfo.environment)
         throws -> [ResolverSpec]
     {
         let dnspodResolvers = specs.filter { if case .dnspod = $0 { return true } else { return false } }
@@ -102,7 +102,7 @@ package struct CredentialOptions: ParsableArguments {
     }
 
     /// The flag (or environment variable) that gave `credential`; `--resolver` for the URL itself.
-    package func flag(for credential: ResolverCredential?) -> String {
+    func flag(for credential: ResolverCredential?) -> String {
         switch credential {
         case .dnspodID: return "--dnspod-id"
         case .dnspodKey: return dnspodKeyFile != nil ? "--dnspod-key-file" : Self.keyVariable
@@ -158,7 +158,7 @@ package struct CredentialOptions: ParsableArguments {
         return auth
     }
 
-    package func alibabaSecret(environment: [String: String], hasResolver: Bool) throws -> ResolverSecret? {
+    func alibabaSecret(environment: [String: String], hasResolver: Bool) throws -> ResolverSecret? {
         if alibabaSecretFile != nil, !hasResolver {
             throw ValidationError(
                 "--alibaba-secret-file: no json: resolver to use it with; add --resolver json:http://HOST/ACCOUNT/d"
@@ -207,7 +207,7 @@ package struct CredentialOptions: ParsableArguments {
     }
 
     /// The secret in `file`, else in the environment `variable`; nil when neither is given.
-    package func secret(file: String?, flag: String, variable: String, _ environment: [String: String]) throws
+    func secret(file: String?, flag: String, variable: String, _ environment: [String: String]) throws
         -> ResolverSecret?
     {
         if let file { return try readSecret(file, flag: flag) }

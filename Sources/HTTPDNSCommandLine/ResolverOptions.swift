@@ -27,10 +27,10 @@ package struct ResolverOptions: ParsableArguments {
             valueName: "NAME=IP"
         )
     )
-    package var bootstrap: [String] = []
+    var bootstrap: [String] = []
 
     @Option(help: ArgumentHelp("PEM file of extra trusted CA certificates for TLS to resolvers.", valueName: "FILE"))
-    package var cacert: String?
+    var cacert: String?
 
     @Option(
         name: .customLong("local-dns"),
@@ -48,7 +48,7 @@ package struct ResolverOptions: ParsableArguments {
         parsing: .unconditional,  // so that "-1" is a value, refused as negative, not a missing one
         help: ArgumentHelp("Bound on each lookup, every resolver and the fallback included.", valueName: "SECONDS")
     )
-    package var timeout: Double = 5
+    var timeout: Double = 5
 
     @Option(
         name: .customLong("only"),
@@ -69,7 +69,7 @@ package struct ResolverOptions: ParsableArguments {
         name: .customLong("strict"),
         help: ArgumentHelp("Names matching PATTERN never fall back to --local-dns (repeatable).", valueName: "PATTERN")
     )
-    package var strict: [String] = []
+    var strict: [String] = []
 
     @Option(
         name: .customLong("allow-private"),
@@ -78,7 +78,7 @@ package struct ResolverOptions: ParsableArguments {
             valueName: "PATTERN"
         )
     )
-    package var allowPrivate: [String] = []
+    var allowPrivate: [String] = []
 
     @Option(
         name: .customLong("cache-file"),
@@ -93,7 +93,7 @@ package struct ResolverOptions: ParsableArguments {
             valueName: "URL"
         )
     )
-    package var proxy: String?
+    var proxy: String?
 
     @Option(
         name: .customLong("noproxy"),
@@ -102,20 +102,20 @@ package struct ResolverOptions: ParsableArguments {
             valueName: "LIST"
         )
     )
-    package var noProxy: String?
+    var noProxy: String?
 
     @Flag(
         name: .customLong("proxy-resolves"),
         help: "Let the proxy resolve names: tunnels name the host instead of the address HTTPDNS gave."
     )
-    package var proxyResolves = false
+    var proxyResolves = false
 
     @Flag(
         name: .customLong("tcp-fastopen"),
         help:
             "Use TCP Fast Open (as curl's --tcp-fastopen) for the connections to the resolvers and the origins: to a server seen before that offers it, the TLS ClientHello goes in the SYN, one round trip less. Never request data early."
     )
-    package var tcpFastOpen = false
+    var tcpFastOpen = false
 
     @Option(
         name: .customLong("serve-expired"),
@@ -125,7 +125,7 @@ package struct ResolverOptions: ParsableArguments {
             valueName: "SECONDS"
         )
     )
-    package var serveExpired: Double?
+    var serveExpired: Double?
 
     @Option(
         name: .customLong("client-subnet"),
@@ -134,14 +134,14 @@ package struct ResolverOptions: ParsableArguments {
             valueName: "CIDR"
         )
     )
-    package var clientSubnet: String?
+    var clientSubnet: String?
 
     @Flag(
         name: .customLong("service-list"),
         help:
             "Fetch the vendor's service-IP list (Alibaba /ACCOUNT/ss, DNSPod /conf) for json: account and dnspod: credentialed resolvers, and query the listed addresses, the resolver's own last. Saved beside --cache-file."
     )
-    package var serviceList = false
+    var serviceList = false
 
     @Option(
         name: .customLong("service-list-region"),
@@ -159,7 +159,7 @@ package struct ResolverOptions: ParsableArguments {
             valueName: "ID"
         )
     )
-    package var networkID: String?
+    var networkID: String?
 
     @Option(
         name: .customLong("nat64"),
@@ -168,22 +168,22 @@ package struct ResolverOptions: ParsableArguments {
             valueName: "auto|off|PREFIX"
         )
     )
-    package var nat64: String = "auto"
+    var nat64: String = "auto"
 
     @Flag(name: .customLong("debug"), help: "Log the resolver's decisions on stderr.")
     package var debug = false
 
     @OptionGroup(title: "Commercial HTTPDNS credentials (secrets from files or the environment)")
-    package var credentials: CredentialOptions
+    var credentials: CredentialOptions
 
     package func validate() throws {
         _ = try parsed()
     }
 
     package struct Parsed {
-        package var resolvers: [ResolverSpec]
-        package var localDNS: ResolverSpec
-        package var bootstrap: [String: [IPAddress]]
+        var resolvers: [ResolverSpec]
+        var localDNS: ResolverSpec
+        var bootstrap: [String: [IPAddress]]
         package var policy: HostPolicy
     }
 
@@ -277,7 +277,7 @@ package struct ResolverOptions: ParsableArguments {
     }
 
     /// The --serve-expired window, nil when not given.
-    package func subnet() throws -> ClientSubnet? {
+    func subnet() throws -> ClientSubnet? {
         do {
             return try clientSubnet.map(ClientSubnet.init)
         } catch let error as HTTPDNSConfigurationError {
@@ -290,7 +290,7 @@ package struct ResolverOptions: ParsableArguments {
     }
 
     /// The --nat64 value.
-    package func nat64Mode() throws -> NAT64Mode {
+    func nat64Mode() throws -> NAT64Mode {
         switch nat64 {
         case "auto": return .discover
         case "off": return .off

@@ -12,8 +12,8 @@
 /// still age correctly after a restart.
 package struct Timestamp: Hashable, Comparable, Sendable, Codable, CustomStringConvertible {
     package var nanoseconds: Int64
-    package init(nanoseconds: Int64) { self.nanoseconds = nanoseconds }
-    package static func seconds(_ s: Double) -> Timestamp { Timestamp(nanoseconds: Int64(s * 1e9)) }
+    init(nanoseconds: Int64) { self.nanoseconds = nanoseconds }
+    static func seconds(_ s: Double) -> Timestamp { Timestamp(nanoseconds: Int64(s * 1e9)) }
 
     package static func < (l: Timestamp, r: Timestamp) -> Bool { l.nanoseconds < r.nanoseconds }
     package static func + (l: Timestamp, r: Duration) -> Timestamp {

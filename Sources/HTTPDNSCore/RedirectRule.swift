@@ -2,7 +2,7 @@
 /// turn a POST into a GET, 303 turns anything but HEAD into a GET (both drop the body), 307/308 keep the
 /// method and the body. Shared by the engine's redirect layer and the URLProtocol.
 package enum RedirectRule {
-    package static let statuses: Set<Int> = [301, 302, 303, 307, 308]
+    static let statuses: Set<Int> = [301, 302, 303, 307, 308]
 
     /// The next request's method and whether the body goes with it; nil when `status` is not a redirect.
     package static func next(status: Int, method: String) -> (method: String, keepsBody: Bool)? {

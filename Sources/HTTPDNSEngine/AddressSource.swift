@@ -92,7 +92,7 @@ extension AddressSource {
 
 /// Fixed addresses per host, e.g. a resolver endpoint's bootstrap IPs; unknown hosts fail.
 package struct StaticAddressSource: AddressSource {
-    package var table: [String: [IPAddress]]
+    var table: [String: [IPAddress]]
     package init(_ table: [String: [IPAddress]]) { self.table = table }
 
     package func addresses(for host: String, deadline: NIODeadline?) async throws -> ResolvedAddresses {

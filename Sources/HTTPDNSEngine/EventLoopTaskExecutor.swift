@@ -17,7 +17,7 @@ import NIOCore
 /// event loop; the class is `final` only so it can be an executor identity.
 @available(macOS 15, iOS 18, tvOS 18, watchOS 11, *)
 package final class EventLoopTaskExecutor: TaskExecutor, @unchecked Sendable {
-    package let eventLoop: any EventLoop
+    let eventLoop: any EventLoop
 
     package init(_ eventLoop: any EventLoop) {
         self.eventLoop = eventLoop

@@ -18,7 +18,7 @@ extension HTTPEngine {
         /// An idle pooled connection is closed after this long.
         var idleConnectionTimeout: Duration = .seconds(60)
         /// Sent when the request has no User-Agent.
-        package var userAgent = "swift-httpdns/0.1"
+        var userAgent = "swift-httpdns/0.1"
         /// Spans of each request attempt; nil: none, at the cost of a nil check.
         package var tracing: EngineTracing?
 
@@ -32,7 +32,7 @@ package struct HTTPEngineTLS: Sendable {
     package var additionalTrustRoots: [TrustAnchor]
     /// Per host: base64 SHA-256 digests of SubjectPublicKeyInfo, at least one of which the server's
     /// leaf certificate must carry (the usual `pin-sha256` form). Checked on top of normal verification.
-    package var pins: [String: Set<String>]
+    var pins: [String: Set<String>]
 
     package init(additionalTrustRoots: [TrustAnchor] = [], pins: [String: Set<String>] = [:]) {
         self.additionalTrustRoots = additionalTrustRoots

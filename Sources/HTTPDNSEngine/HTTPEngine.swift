@@ -83,7 +83,7 @@ public final class HTTPEngine: Sendable {
     }
 
     /// An engine with default settings and extra trust roots.
-    package convenience init(
+    convenience init(
         tls: HTTPEngineTLS,
         addressSource: (any AddressSource)? = nil,
         logger: Logger = Logger(label: "httpdns.engine")

@@ -75,9 +75,9 @@ public struct HTTPEngineError: Error, Equatable, Sendable, CustomStringConvertib
 
     /// One connection attempt that failed.
     package struct Attempt: Hashable, Sendable, CustomStringConvertible {
-        package var address: String
+        var address: String
         var stage: String  // "connect" or "tls"
-        package var reason: String
+        var reason: String
         package var description: String {
             stage == "connect" ? "\(address): \(reason)" : "\(address) (\(stage)): \(reason)"
         }
@@ -87,7 +87,7 @@ public struct HTTPEngineError: Error, Equatable, Sendable, CustomStringConvertib
     public let code: Code
     /// What happened, in words, naming the host and address involved.
     public let message: String
-    package let attempts: [Attempt]
+    let attempts: [Attempt]
     /// The lower-level error this one stands for (a NIOSSL or socket error, the resolver's error), if any.
     public let underlying: (any Error)?
     /// Set on a failed connect when the device had no network it could use (NetworkUnavailable.swift):

@@ -25,7 +25,7 @@ public struct HTTPEngineRequest: Sendable {
     /// `Configuration.timeouts.connect` and `.read`; URLRequest's `timeoutInterval` means this).
     package var idleTimeout: Duration?
     /// HTTP versions for this request (overrides `Configuration.http.versions`).
-    package var versions: HTTPVersionPolicy?
+    var versions: HTTPVersionPolicy?
     /// What the request's session narrows for its connections (a URLSession's, made by its one
     /// factory); empty for the engine's defaults.
     package var terms = ConnectionProfile.Terms()

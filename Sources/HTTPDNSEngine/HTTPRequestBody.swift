@@ -29,7 +29,7 @@ public struct HTTPRequestBody: Sendable {
         HTTPRequestBody(storage: .bytes(ByteBuffer(bytes: bytes)), length: bytes.count)
     }
 
-    package static func bytes(_ buffer: ByteBuffer) -> HTTPRequestBody {
+    static func bytes(_ buffer: ByteBuffer) -> HTTPRequestBody {
         HTTPRequestBody(storage: .bytes(buffer), length: buffer.readableBytes)
     }
 

@@ -54,7 +54,7 @@ package struct HTTPURL: Hashable, Sendable, CustomStringConvertible {
     package var description: String { "\(scheme)://\(authority)\(target)" }
 
     /// The URL a `Location` header points to, resolved against this one (RFC 3986 §5).
-    package func resolving(_ location: String) throws -> HTTPURL {
+    func resolving(_ location: String) throws -> HTTPURL {
         guard let base = URL(string: description), let next = URL(string: location, relativeTo: base)?.absoluteURL
         else {
             throw HTTPEngineError(.protocolError, "redirect to \"\(location)\", which is not a URL")

@@ -34,11 +34,11 @@ package struct NetworkUnavailable: Hashable, Sendable {
     /// Nil: no network at all.
     package var reason: Reason?
 
-    package init(reason: Reason? = nil) { self.reason = reason }
+    init(reason: Reason? = nil) { self.reason = reason }
 
     /// Whether a connect that failed with `errnos` (one per attempt; empty when the errors were not the
     /// system's) under `access` had no network, given the system's `path` where it reports one.
-    package static func judge(errnos: [Int32], path: PathFacts?, access: NetworkAccess) -> NetworkUnavailable? {
+    static func judge(errnos: [Int32], path: PathFacts?, access: NetworkAccess) -> NetworkUnavailable? {
         if let path {
             if path.cellular && !access.allowsCellular { return NetworkUnavailable(reason: .cellular) }
             if path.expensive && !access.allowsExpensive { return NetworkUnavailable(reason: .expensive) }
@@ -53,7 +53,7 @@ package struct NetworkUnavailable: Hashable, Sendable {
     /// Whether a lookup that failed with `error` had no network: the system's `path` is unsatisfied
     /// where it reports one, the probed `stack` has no route of either family, or every provider asked
     /// failed to reach its server for want of a network (`ProviderFailures`).
-    package static func judge(lookupFailure error: any Error, stack: NetworkStack?, path: PathFacts?)
+    static func judge(lookupFailure error: any Error, stack: NetworkStack?, path: PathFacts?)
         -> NetworkUnavailable?
     {
         if let path, !path.satisfied { return NetworkUnavailable() }

@@ -68,7 +68,7 @@ public struct RequestMetrics: Sendable, Hashable {
     /// request. Empty without redirects.
     public var hops: [RequestMetrics] = []
 
-    package init(url: String) { self.url = url }
+    init(url: String) { self.url = url }
 }
 
 /// One time a connect asked for other addresses of its host: past the cache (the origin may have moved
@@ -92,7 +92,7 @@ public struct AddressReask: Sendable, Hashable, Encodable {
     /// How long it took to answer.
     public var duration: Duration
 
-    package init(kind: Kind, failed: [String], source: ResolutionSource?, duration: Duration) {
+    init(kind: Kind, failed: [String], source: ResolutionSource?, duration: Duration) {
         self.kind = kind
         self.failed = failed
         self.source = source

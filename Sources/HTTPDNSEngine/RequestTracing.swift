@@ -17,9 +17,9 @@ package struct EngineTracing: Sendable {
     package var tracer: any Tracer
     /// Inject the attempt span's context into the request headers (W3C `traceparent` with an
     /// OpenTelemetry tracer), so the server's spans join the app's trace.
-    package var propagatesContext: Bool
+    var propagatesContext: Bool
 
-    package init(tracer: any Tracer, propagatesContext: Bool = false) {
+    init(tracer: any Tracer, propagatesContext: Bool = false) {
         self.tracer = tracer
         self.propagatesContext = propagatesContext
     }

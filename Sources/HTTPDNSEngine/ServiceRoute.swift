@@ -17,13 +17,13 @@ import HTTPDNSCore
 
 package struct ServiceRoute: Equatable, Sendable {
     /// The port to connect to.
-    package var port: Int
+    var port: Int
     /// The HTTP versions to offer in ALPN.
-    package var versions: HTTPVersionPolicy
+    var versions: HTTPVersionPolicy
     /// The name whose addresses to connect to.
     var addressName: String
     /// Addresses to use when `addressName` has none.
-    package var hints: [IPAddress]
+    var hints: [IPAddress]
 
     /// What `bindings` (the origin's) say about connecting to its `port` with `versions`; nil when they
     /// change nothing (no usable endpoint).
@@ -67,7 +67,7 @@ package struct ServiceRoute: Equatable, Sendable {
     /// table), so a relaunch that connects on a persisted answer is never held up by a records query
     /// on its way; else `extraWait(afterLookupOf:)`. `source` nil: the addresses' lookup failed (the
     /// records' hints may still stand in).
-    package static func recordsWait(addressesFrom source: ResolutionSource?, lookupTook took: Duration) -> Duration {
+    static func recordsWait(addressesFrom source: ResolutionSource?, lookupTook took: Duration) -> Duration {
         switch source {
         case .cache, .stale, .override, .literal, .staticHosts, .bootstrap, .serviceList: return .zero
         case .httpdns, .localDNS, .fallback, .system, .proxy, nil: return extraWait(afterLookupOf: took)

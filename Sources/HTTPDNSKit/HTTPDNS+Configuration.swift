@@ -15,7 +15,7 @@ extension HTTPDNS {
     /// Everything an `HTTPDNS` is made from. A value; build it once.
     public struct Configuration: Sendable {
         /// The resolver's part, given to it as it is; the properties below read and write it.
-        package var resolution: ResolverConfiguration
+        var resolution: ResolverConfiguration
         /// How long a lookup, a connect, a read and a whole request may take.
         public var timeouts = TimeoutSettings()
         /// Extra trust (private CAs), pins, and when a URLSession delegate is asked about certificates.

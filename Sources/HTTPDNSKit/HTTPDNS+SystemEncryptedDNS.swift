@@ -44,7 +44,7 @@ public struct EncryptedDNSSettings: Sendable {
     /// The longest wait between checks of a failed server.
     public var maximumRetryAfter: Duration = .seconds(600)
     /// The wait before the check that confirms a first failure (tests shorten it).
-    package var confirmAfter: Duration = .seconds(5)
+    var confirmAfter: Duration = .seconds(5)
 
     /// Settings for the DoH server at `url` (nil: the configuration's), reached at `serverAddresses`.
     ///
@@ -84,7 +84,7 @@ public final class SystemEncryptedDNS: Sendable {
     /// interleave.
     private let told = NIOLockedValueBox<EncryptedDNSMode?>(nil)
 
-    package init(
+    init(
         settings: EncryptedDNSSettings,
         url: URL,
         serverAddresses: [HTTPDNSCore.IPAddress],
@@ -139,12 +139,12 @@ public final class SystemEncryptedDNS: Sendable {
     }
 
     /// Starts the first check.
-    package func start() {
+    func start() {
         run(inner.withLockedValue { $0.health.start() })
     }
 
     /// The network changed or the app came back to the foreground: check now.
-    package func conditionsChanged() {
+    func conditionsChanged() {
         run(inner.withLockedValue { $0.health.conditionsChanged() })
     }
 

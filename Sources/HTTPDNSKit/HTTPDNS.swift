@@ -30,7 +30,7 @@ import Tracing
 /// exits to save the cache (when ``Configuration/persistencePath`` is set) and close connections.
 public final class HTTPDNS: Sendable {
     /// What this instance was made from.
-    package let configuration: Configuration
+    let configuration: Configuration
     let upgradeToHTTPS: [HostPattern]
     /// The resolver: async, completion-handler, blocking and cached-or-start lookups, hijack checks.
     public let resolver: HTTPDNSResolver
@@ -49,7 +49,7 @@ public final class HTTPDNS: Sendable {
     let appLifecycleObservers = NIOLockedValueBox(AppLifecycleObservers())
     /// This instance's URLSession interception: the sessions enabled through it load with its resolver,
     /// engine, policy and metrics handler, whatever other instances the process has.
-    package let interception: Interception
+    let interception: Interception
 
     /// Makes the resolver and both engines from `configuration`.
     ///

@@ -47,7 +47,7 @@ package enum CachePersistence {
         }
     }
 
-    package static func load(path: String, capacity: Int = CacheSnapshot.defaultLoadCapacity, logger: Logger)
+    static func load(path: String, capacity: Int = CacheSnapshot.defaultLoadCapacity, logger: Logger)
         -> CacheSnapshot?
     {
         // Its type, owner and mode through FileManager, not stat(2): stat is one of Apple's required-reason

@@ -53,7 +53,7 @@ public final class HTTPDNSResolver: Sendable {
     /// The app's pinned names (`addressOverrides`), keys in normal form.
     let overrides: [String: [IPAddress]]
     /// Keeps `path` current and tells `pathChanged(from:to:)` when the device changes network.
-    package let monitor: NetworkMonitor
+    let monitor: NetworkMonitor
     /// Where the timers of callers with deadlines run (the engine's loops).
     let timerLoops: any EventLoopGroup
     /// Serializes writes of the service-list file.
@@ -106,7 +106,7 @@ public final class HTTPDNSResolver: Sendable {
         package var upstreamQueries = 0
         var cacheHits = 0
         var staleServed = 0
-        package var prefetches = 0
+        var prefetches = 0
         var fallbacks = 0
         var coalesced = 0
     }
@@ -158,7 +158,7 @@ public final class HTTPDNSResolver: Sendable {
     ///
     /// `path` is the one the engines connect on (the resolver's own engine's); `routeProbe` stands in for
     /// the real route probe in tests; `group` runs the timers of callers with deadlines.
-    package init(
+    init(
         configuration: ResolverConfiguration,
         providers: [any DNSProvider],
         localDNS: any DNSProvider,

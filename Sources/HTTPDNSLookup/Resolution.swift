@@ -50,7 +50,7 @@ public struct Resolution: Hashable, Sendable {
     }
     /// Whether the cache gave any of the addresses (fresh or stale, a persisted answer too): a connect
     /// that fails at them asks again past the cache (the engine's ConnectFailover).
-    package var remembered: Bool {
+    var remembered: Bool {
         get { storage.fields.remembered }
         set { unique().fields.remembered = newValue }
     }
@@ -222,7 +222,7 @@ public struct ProviderFailure: Sendable, CustomStringConvertible {
 
     /// Keeps the provider's own error: the one a `ProviderError` carries (the engine's, when the
     /// exchange failed), else `error` itself.
-    package init(provider: String, error: any Error) {
+    init(provider: String, error: any Error) {
         self.provider = provider
         self.error = (error as? ProviderError)?.underlying ?? error
     }

@@ -18,12 +18,12 @@ package final class ServiceClock: Sendable {
     private let localNow: @Sendable () -> Int
 
     /// `localNow`: the device's Unix seconds (tests move it).
-    package init(localNow: @escaping @Sendable () -> Int = { Int(Date().timeIntervalSince1970) }) {
+    init(localNow: @escaping @Sendable () -> Int = { Int(Date().timeIntervalSince1970) }) {
         self.localNow = localNow
     }
 
     /// The service's Unix seconds now, as best known.
-    package func now() -> Int { localNow() + offset.withLockedValue { $0 } }
+    func now() -> Int { localNow() + offset.withLockedValue { $0 } }
 
     /// The offset now in use (0: none).
     var currentOffset: Int { offset.withLockedValue { $0 } }
@@ -31,7 +31,7 @@ package final class ServiceClock: Sendable {
     /// Takes the service's `Date` header value; returns whether the offset changed. A value that does
     /// not parse changes nothing.
     @discardableResult
-    package func learn(dateHeader: String) -> Bool {
+    func learn(dateHeader: String) -> Bool {
         guard let served = Self.parseHTTPDate(dateHeader) else { return false }
         let learnt = Self.offset(served: served, local: localNow())
         return offset.withLockedValue { current in
@@ -43,11 +43,11 @@ package final class ServiceClock: Sendable {
 
     /// The network changed: the next network's path to the service may differ (another region, a
     /// captive portal answering for it); start again from the device's clock.
-    package func reset() { offset.withLockedValue { $0 = 0 } }
+    func reset() { offset.withLockedValue { $0 = 0 } }
 
     /// The correction for a service that says it is `served` when the device says `local`: zero within
     /// the tolerance.
-    package static func offset(served: Int, local: Int) -> Int {
+    static func offset(served: Int, local: Int) -> Int {
         let difference = served - local
         return abs(difference) < tolerance ? 0 : difference
     }

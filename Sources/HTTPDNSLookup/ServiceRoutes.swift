@@ -9,7 +9,7 @@ import NIOConcurrencyHelpers
 import NIOCore
 
 /// The addresses an endpoint's queries go to, and whether its list is due for a fetch.
-package final class ServiceRoutes: Sendable {
+final class ServiceRoutes: Sendable {
     private let state: NIOLockedValueBox<ServiceRouteState>
 
     /// `bootstrap`: the endpoint's own addresses (its IP literal, or its bootstrap IPs).
@@ -18,7 +18,7 @@ package final class ServiceRoutes: Sendable {
     }
 
     /// The rules' state now (tests and diagnostics).
-    package var snapshot: ServiceRouteState { state.withLockedValue { $0 } }
+    var snapshot: ServiceRouteState { state.withLockedValue { $0 } }
 
     /// A list loaded from disk, used until a fetch gives a newer one.
     func restore(_ list: ServiceList) {
@@ -79,7 +79,7 @@ package final class ServiceRoutes: Sendable {
 }
 
 /// A provider whose service publishes its addresses (Alibaba's `ss`, Tencent's `/conf`).
-package protocol ServiceListProvider: DNSProvider {
+protocol ServiceListProvider: DNSProvider {
     /// The endpoint's routes; nil when this provider has no list (no account, or lists are off).
     var routes: ServiceRoutes? { get }
     /// Asks the scheduling endpoint for the current list.
@@ -87,10 +87,10 @@ package protocol ServiceListProvider: DNSProvider {
 }
 
 extension DNSPodProvider: ServiceListProvider {
-    package var routes: ServiceRoutes? { auth == nil ? nil : client.routes }
+    var routes: ServiceRoutes? { auth == nil ? nil : client.routes }
 
     /// `GET /conf?id=ID&alg=aes|des` (the answer encrypted like `/d`'s) or `?id=ID&token=TOKEN`.
-    package func fetchServiceList(deadline: NIODeadline, now: Timestamp) async throws -> ServiceList {
+    func fetchServiceList(deadline: NIODeadline, now: Timestamp) async throws -> ServiceList {
         guard let auth else { throw ProviderError("has no account to ask for its service list") }
         var parameters = [("id", auth.id)]
         switch auth {
@@ -114,7 +114,7 @@ extension DNSPodProvider: ServiceListProvider {
 }
 
 extension AlibabaJSONProvider: ServiceListProvider {
-    package var routes: ServiceRoutes? { account == nil ? nil : client.routes }
+    var routes: ServiceRoutes? { account == nil ? nil : client.routes }
 
     /// The account, for `/ACCOUNT/d`, `/ACCOUNT/sign_d` and `/v2/d?id=ACCOUNT` endpoints.
     var account: String? {
@@ -123,7 +123,7 @@ extension AlibabaJSONProvider: ServiceListProvider {
     }
 
     /// `GET /ACCOUNT/ss?region=R&platform=P&sdk_version=V`, as the vendor's SDKs ask.
-    package func fetchServiceList(deadline: NIODeadline, now: Timestamp) async throws -> ServiceList {
+    func fetchServiceList(deadline: NIODeadline, now: Timestamp) async throws -> ServiceList {
         guard let account else { throw ProviderError("has no account to ask for its service list") }
         let body = try await client.send(
             [("region", client.region), ("platform", Self.platform), ("sdk_version", Self.sdkVersion)],
@@ -161,7 +161,7 @@ package enum ServiceListPersistence {
 
     package static func path(besideCache cache: String) -> String { cache + ".servers" }
 
-    package static func load(path: String, logger: Logger) -> [String: ServiceList] {
+    static func load(path: String, logger: Logger) -> [String: ServiceList] {
         guard let handle = FileHandle(forReadingAtPath: path) else { return [:] }
         defer { try? handle.close() }
         do {

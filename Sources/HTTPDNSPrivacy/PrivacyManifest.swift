@@ -7,9 +7,9 @@
 import Foundation
 
 /// Where the privacy manifest is in the built product.
-package enum PrivacyManifest {
+enum PrivacyManifest {
     /// The bundled `PrivacyInfo.xcprivacy`, nil if the bundle lacks it.
-    package static var url: URL? {
+    static var url: URL? {
         Bundle.module.url(forResource: "PrivacyInfo", withExtension: "xcprivacy")
     }
 }

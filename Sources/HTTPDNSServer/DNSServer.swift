@@ -20,9 +20,9 @@ import NIOPosix
 package final class DNSServer: Sendable {
     /// What to answer for one question.
     package struct Answer: Sendable {
-        package var rcode: DNSResponseCode
-        package var addresses: [IPAddress]
-        package var ttl: UInt32
+        var rcode: DNSResponseCode
+        var addresses: [IPAddress]
+        var ttl: UInt32
 
         package init(rcode: DNSResponseCode = .noError, addresses: [IPAddress], ttl: UInt32 = 60) {
             self.rcode = rcode
@@ -38,11 +38,11 @@ package final class DNSServer: Sendable {
     package struct Options: Sendable {
         /// Answer every UDP query with TC set and no records, so clients must retry over TCP.
         var truncateUDP = false
-        package init() {}
+        init() {}
     }
 
     package let port: Int
-    package let host: String
+    let host: String
     let channels: [any Channel]
     let counters: NIOLockedValueBox<(udp: Int, tcp: Int)>
 

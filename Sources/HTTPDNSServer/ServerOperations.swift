@@ -22,7 +22,7 @@ import NIOCore
 
 /// Whether the server should be sent traffic.
 package final class ServiceReadiness: Sendable {
-    package enum State: Sendable, Equatable {
+    enum State: Sendable, Equatable {
         case waitingForUpstream
         case ready
         case draining
@@ -32,7 +32,7 @@ package final class ServiceReadiness: Sendable {
 
     init(hasUpstream: Bool) { state = NIOLockedValueBox(hasUpstream ? .waitingForUpstream : .ready) }
 
-    package var current: State { state.withLockedValue { $0 } }
+    var current: State { state.withLockedValue { $0 } }
 
     /// The upstream answered (a lookup or the start-up probe): ready, unless draining.
     func upstreamAnswered() {
@@ -53,18 +53,18 @@ package final class ServiceReadiness: Sendable {
 }
 
 /// One line of the access log.
-package struct AccessLogEntry: Encodable, Sendable, Equatable {
+struct AccessLogEntry: Encodable, Sendable, Equatable {
     /// When the answer was ready, ISO 8601 UTC with milliseconds.
-    package var time: String
-    package var client: String
-    package var method: String
+    var time: String
+    var client: String
+    var method: String
     /// The path only: never the query string.
-    package var path: String
+    var path: String
     /// "http/1.1" or "h2".
     package var `protocol`: String
-    package var status: Int
-    package var bytes: Int
-    package var ms: Double
+    var status: Int
+    var bytes: Int
+    var ms: Double
 }
 
 /// Appends access-log lines to a file (or standard output) without blocking the caller.
@@ -99,7 +99,7 @@ package final class AccessLog: Sendable {
         self.handle = handle
     }
 
-    package func record(_ entry: AccessLogEntry) {
+    func record(_ entry: AccessLogEntry) {
         let admitted = pending.withLockedValue { count -> Bool in
             guard count < Self.maxPending else { return false }
             count += 1
@@ -118,15 +118,15 @@ package final class AccessLog: Sendable {
     }
 
     /// Returns once every line recorded so far is written.
-    package func flush() {
+    func flush() {
         queue.sync {}
     }
 }
 
-package struct AccessLogError: Error, CustomStringConvertible {
+struct AccessLogError: Error, CustomStringConvertible {
     var path: String
     var reason: String
-    package var description: String { "access log \(path): \(reason)" }
+    var description: String { "access log \(path): \(reason)" }
 }
 
 /// Counts and times every answered request (swift-metrics), and writes the access log.

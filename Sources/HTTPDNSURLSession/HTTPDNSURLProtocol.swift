@@ -57,10 +57,10 @@ public struct HTTPDNSTaskMetrics: Sendable {
 package class HTTPDNSURLProtocol: URLProtocol {
     /// What the loads of one interception use (Interception.swift).
     package struct Setup: Sendable {
-        package var resolver: HTTPDNSResolver
+        var resolver: HTTPDNSResolver
         package var engine: HTTPEngine
         /// Hosts to intercept; by default the resolver's policy (which selects nothing until configured).
-        package var intercept: HostPolicy
+        var intercept: HostPolicy
         /// http:// hosts sent over https instead (HTTP/2 when the server offers it).
         package var upgradeToHTTPS: [HostPattern] = []
         /// Where cookies are kept when a request has `httpShouldHandleCookies`; nil: the session's
@@ -101,7 +101,7 @@ package class HTTPDNSURLProtocol: URLProtocol {
     }
 
     /// The interception this class leads to (see Interception.swift); nil when none serves it.
-    package static var interception: Interception? { ProtocolBindings.binding(of: self)?.interception }
+    static var interception: Interception? { ProtocolBindings.binding(of: self)?.interception }
 
     /// Header marking a request the protocol must leave alone where URLProtocol properties do not
     /// survive (swift-corelibs-foundation drops them): it goes on to the server, which ignores it.

@@ -29,7 +29,7 @@ package final class Interception: Sendable {
     let slots: ConfigurationSlots
     /// The class its configurations carry where a load can see its session (swift-corelibs-foundation);
     /// on Apple platforms each configuration gets a slot's class instead.
-    package let protocolClass: HTTPDNSURLProtocol.Type
+    let protocolClass: HTTPDNSURLProtocol.Type
 
     /// Serves the sessions enabled through it with `setup`, until ``end()``.
     package init(_ setup: HTTPDNSURLProtocol.Setup) {
@@ -46,7 +46,7 @@ package final class Interception: Sendable {
     }
 
     /// The setup its loads use now; nil once it has ended.
-    package var setup: HTTPDNSURLProtocol.Setup? { current.withLockedValue { $0 } }
+    var setup: HTTPDNSURLProtocol.Setup? { current.withLockedValue { $0 } }
 
     /// Changes the setup for the loads that start from now on (a load keeps the one it started with).
     package func update(_ change: (inout HTTPDNSURLProtocol.Setup) -> Void) {

@@ -1,7 +1,7 @@
 // When a failed connect means "no network" (URLSession's -1009, with the reason apps retry by) rather
 // than "that server" (-1004): the rule, and the errors the POSIX transport builds with it.
 
-import HTTPDNSCore
+@testable import HTTPDNSCore
 import NIOCore
 import Testing
 

@@ -3,9 +3,9 @@
 
 @testable import HTTPDNSTestSupport
 import Foundation
-import HTTPDNSCore
-import HTTPDNSEngine
-import HTTPDNSLookup
+@testable import HTTPDNSCore
+@testable import HTTPDNSEngine
+@testable import HTTPDNSLookup
 import NIOCore
 import NIOHTTP1
 import Testing

@@ -7,9 +7,9 @@
 @testable import HTTPDNSURLSession
 import Crypto
 import Foundation
-import HTTPDNSCore
-import HTTPDNSEngine
-import HTTPDNSLookup
+@testable import HTTPDNSCore
+@testable import HTTPDNSEngine
+@testable import HTTPDNSLookup
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1

@@ -3,8 +3,8 @@
 // calls and configuration errors.
 
 import Foundation
-import HTTPDNSKit
-import HTTPDNSURLSession
+@testable import HTTPDNSKit
+@testable import HTTPDNSURLSession
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix

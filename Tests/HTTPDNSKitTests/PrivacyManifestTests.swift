@@ -4,7 +4,7 @@
 // and each category declared must be used. Pure: files in, verdicts out.
 
 import Foundation
-import HTTPDNSPrivacy
+@testable import HTTPDNSPrivacy
 import Testing
 
 @Suite struct PrivacyManifestTests {

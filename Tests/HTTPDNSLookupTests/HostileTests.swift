@@ -6,11 +6,11 @@
 
 @testable import HTTPDNSTestSupport
 import Foundation
-import HTTPDNSCore
-import HTTPDNSEngine
-import HTTPDNSKit
-import HTTPDNSLookup
-import HTTPDNSServer
+@testable import HTTPDNSCore
+@testable import HTTPDNSEngine
+@testable import HTTPDNSKit
+@testable import HTTPDNSLookup
+@testable import HTTPDNSServer
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1

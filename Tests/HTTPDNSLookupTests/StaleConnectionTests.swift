@@ -5,9 +5,9 @@
 
 @testable import HTTPDNSLookup
 @testable import HTTPDNSTestSupport
-import HTTPDNSCore
-import HTTPDNSEngine
-import HTTPDNSServer
+@testable import HTTPDNSCore
+@testable import HTTPDNSEngine
+@testable import HTTPDNSServer
 import NIOConcurrencyHelpers
 import Testing
 

@@ -6,8 +6,8 @@
 // credentials" answer is an empty 200).
 
 @testable import HTTPDNSServer
-import HTTPDNSCore
-import HTTPDNSEngine
+@testable import HTTPDNSCore
+@testable import HTTPDNSEngine
 import Logging
 import NIOCore
 import NIOEmbedded

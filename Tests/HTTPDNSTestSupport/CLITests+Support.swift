@@ -101,6 +101,8 @@ struct ServeProcess {
     let port: Int
     /// The file its stdout goes to; stderr goes to this path plus ".err".
     let stdout: String
+    /// How many times `signalWhileStarting` was sent before it printed its address.
+    var signalsSent = 0
 
     /// `httpdns serve` on a free loopback port with a hosts file answering served.example.com, plus
     /// `extra` flags.
@@ -114,7 +116,8 @@ struct ServeProcess {
     /// address.
     /// With `descriptorLimit`, the process may open that many descriptors at most (`ulimit -n`).
     /// `command` is the subcommand (`proxy` prints its address the same way). With `signalWhileStarting`,
-    /// that signal is sent every 20 ms from the launch until it prints its address.
+    /// that signal is sent every 20 ms from the time the process runs its own code (it has an event-loop
+    /// thread: no process can act on a signal before its main) until it prints its address.
     static func launch(
         _ arguments: [String],
         descriptorLimit: Int? = nil,
@@ -142,8 +145,16 @@ struct ServeProcess {
             stderr: .appending(out + ".err")
         )
         var port: Int?
-        try await eventually("serve printed its address", within: .seconds(20), pollEvery: .milliseconds(20)) {
-            if let signalWhileStarting, process.isRunning { process.signal(signalWhileStarting) }
+        var signalsSent = 0
+        try await eventually(
+            "serve printed its address",
+            within: .seconds(20),
+            pollEvery: .milliseconds(signalWhileStarting == nil ? 20 : 2)
+        ) {
+            if let signalWhileStarting, process.isRunning, hasEventLoopThread(pid: process.processIdentifier) {
+                process.signal(signalWhileStarting)
+                signalsSent += 1
+            }
             let text = (try? String(contentsOfFile: out, encoding: .utf8)) ?? ""
             if let listening = text.range(of: "listening on "),
                 let host = text.range(of: "127.0.0.1:", range: listening.upperBound..<text.endIndex)
@@ -154,7 +165,7 @@ struct ServeProcess {
         }
         let stderr = (try? String(contentsOfFile: out + ".err", encoding: .utf8)) ?? ""
         let found = try #require(port, "serve did not start: \(stderr)")
-        return ServeProcess(process: process, port: found, stdout: out)
+        return ServeProcess(process: process, port: found, stdout: out, signalsSent: signalsSent)
     }
 
     var rss: Int? { residentBytes(pid: process.processIdentifier) }

@@ -337,6 +337,15 @@ func residentBytes(pid: Int32) -> Int? {
     return kib.map { $0 * 1024 }
 }
 
+/// Whether process `pid` has started a SwiftNIO event-loop thread (Linux names them `NIO-ELT-…`, or
+/// `NIO-SGLTN-…` for the singleton group): it is past its runtime's start and running its own code.
+func hasEventLoopThread(pid: Int32) -> Bool {
+    let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
+    return tasks.contains { task in
+        ((try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/comm", encoding: .utf8)) ?? "").hasPrefix("NIO-")
+    }
+}
+
 /// The `httpdns` binary every CLI test runs: `HTTPDNS_BINARY` when set (a sanitizer build's, so the
 /// processes the tests start are checked too), else the plain debug build's.
 let httpdnsBinary: String =

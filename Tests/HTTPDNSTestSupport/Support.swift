@@ -1,11 +1,11 @@
 /// A clock the test moves by hand.
 
 import Foundation
-import HTTPDNSCore
-import HTTPDNSEngine
-import HTTPDNSKit
-import HTTPDNSLookup
-import HTTPDNSServer
+@testable import HTTPDNSCore
+@testable import HTTPDNSEngine
+@testable import HTTPDNSKit
+@testable import HTTPDNSLookup
+@testable import HTTPDNSServer
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore

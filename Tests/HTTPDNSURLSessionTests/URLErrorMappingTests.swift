@@ -1,7 +1,7 @@
 // The one table from engine error codes to the URLError codes apps expect.
 
 import Foundation
-import HTTPDNSEngine
+@testable import HTTPDNSEngine
 @testable import HTTPDNSURLSession
 #if canImport(FoundationNetworking)
     import FoundationNetworking

@@ -6,9 +6,9 @@
 
 @testable import HTTPDNSTestSupport
 import Foundation
-import HTTPDNSCore
-import HTTPDNSEngine
-import HTTPDNSLookup
+@testable import HTTPDNSCore
+@testable import HTTPDNSEngine
+@testable import HTTPDNSLookup
 import Testing
 
 @Suite(.serialized) struct ClockSkewTests {

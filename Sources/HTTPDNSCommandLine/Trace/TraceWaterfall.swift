@@ -23,30 +23,30 @@ package struct TraceTiming: Sendable, Equatable {
     /// The URL asked for (the redirect's target for a hop).
     package var url: String
     /// When the request started, in milliseconds since the trace's first request started.
-    package var startMs: Double
+    var startMs: Double
     /// Waiting before the connection was ready that no other phase accounts for (the pool's queue).
-    package var stalledMs: Double?
-    package var dnsMs: Double?
+    var stalledMs: Double?
+    var dnsMs: Double?
     /// The connect's wait for the origin's HTTPS records, after the addresses.
-    package var recordsWaitMs: Double?
+    var recordsWaitMs: Double?
     /// The time the connect spent asking for other addresses (past the cache, the fallback) when its
     /// first ones failed or stayed silent: part of `stalledMs`, drawn apart.
-    package var reaskMs: Double?
-    package var connectMs: Double?
-    package var tlsMs: Double?
+    var reaskMs: Double?
+    var connectMs: Double?
+    var tlsMs: Double?
     /// From the request's start to the response head; nil when no head came.
-    package var ttfbMs: Double?
+    var ttfbMs: Double?
     /// From the request's start to the last body byte, or to the failure.
     package var totalMs: Double?
-    package var ip: String?
+    var ip: String?
     /// "http/1.1" or "h2".
-    package var protocolName: String?
+    var protocolName: String?
     /// Who answered the name (an HTTPDNS provider, cache, LocalDNS).
-    package var dnsSource: String?
-    package var reused: Bool
-    package var status: Int?
+    var dnsSource: String?
+    var reused: Bool
+    var status: Int?
     /// 0 for the URL asked for, n for the n-th redirect followed from it.
-    package var redirectHop: Int
+    var redirectHop: Int
     /// Why the request failed, when it did.
     package var error: String?
 
@@ -124,12 +124,12 @@ package struct TraceTiming: Sendable, Equatable {
 }
 
 /// A phase of a request, with its name and colour on the chart.
-package enum TracePhase: String, Sendable, CaseIterable {
+enum TracePhase: String, Sendable, CaseIterable {
     case stalled, dns, records, reask, connect, tls, waiting, download
     /// From the request's start (or its last phase measured) to the error, when no response came.
     case failed
 
-    package var name: String {
+    var name: String {
         switch self {
         case .stalled: "stalled"
         case .dns: "DNS"
@@ -172,16 +172,16 @@ package struct TracePanel: Sendable, Equatable {
 
 /// For `--compare-local`: what LocalDNS and HTTPDNS answered for one host.
 package struct TraceComparison: Sendable, Equatable {
-    package var host: String
+    var host: String
     /// LocalDNS's addresses, or why it gave none.
-    package var localDNS: Result<[String], TraceError>
-    package var httpdns: Result<[String], TraceError>
+    var localDNS: Result<[String], TraceError>
+    var httpdns: Result<[String], TraceError>
     /// The verdict's word (`consistent`, `hijacked`, `blocked`, `unverified`), as `resolve --compare`
     /// gives it, and the line that says why.
-    package var verdict: String
-    package var explanation: String
+    var verdict: String
+    var explanation: String
     /// True for the verdicts that mean LocalDNS cannot be trusted (shown in red).
-    package var alarming: Bool
+    var alarming: Bool
 
     package init(
         host: String,
@@ -202,13 +202,13 @@ package struct TraceComparison: Sendable, Equatable {
 
 /// An error as text, for a comparison that could not get an answer.
 package struct TraceError: Error, Sendable, Equatable {
-    package var message: String
+    var message: String
     package init(_ message: String) { self.message = message }
 }
 
 /// The waterfall as SVG, and the page around it.
 package struct TraceWaterfall: Sendable {
-    package var panels: [TracePanel]
+    var panels: [TracePanel]
 
     package init(panels: [TracePanel]) { self.panels = panels }
 

@@ -21,9 +21,9 @@ package enum ProbeOutcome: Hashable, Sendable {
 /// it under a lock and runs the probes `claim` hands out.
 package struct AddressProbes: Sendable {
     package struct Key: Hashable, Sendable {
-        package var network: String
-        package var address: IPAddress
-        package var port: Int
+        var network: String
+        var address: IPAddress
+        var port: Int
 
         package init(network: String, address: IPAddress, port: Int) {
             self.network = network
@@ -41,9 +41,9 @@ package struct AddressProbes: Sendable {
 
     private var entries: [Key: Entry] = [:]
     /// How long a result stands for its address on its network.
-    package var lifetime: Duration
+    var lifetime: Duration
     /// Results remembered at most (the oldest forgotten first).
-    package var capacity = 1024
+    var capacity = 1024
 
     package init(lifetime: Duration) {
         self.lifetime = lifetime

@@ -77,13 +77,13 @@ public struct HostPolicy: Hashable, Sendable {
     /// Names resolved through HTTPDNS (empty: none).
     package var only: [HostPattern]
     /// Names never resolved through HTTPDNS even when `only` matches (deny wins).
-    package var except: [HostPattern]
+    var except: [HostPattern]
     /// Names that never fall back to LocalDNS when every HTTPDNS provider fails.
-    package var strict: [HostPattern]
+    var strict: [HostPattern]
     /// Public names allowed to resolve to loopback/private/non-global addresses.
     /// Names under special-use domains (`.test`, `.localhost`, `.local`, `.internal`, `.home.arpa`,
     /// `.invalid`, `.example`) may always.
-    package var allowNonGlobal: [HostPattern]
+    var allowNonGlobal: [HostPattern]
 
     package init(
         only: [HostPattern] = [],
@@ -163,7 +163,7 @@ public struct HostPolicy: Hashable, Sendable {
     ]
 
     /// Whether `host` may resolve to non-global (loopback, private, link-local) addresses.
-    func mayResolveToNonGlobal(_ host: String) -> Bool {
+    package func mayResolveToNonGlobal(_ host: String) -> Bool {
         let h = normalizeHostname(host)
         if Self.specialUseSuffixes.contains(where: { h == $0 || h.hasSuffix("." + $0) }) { return true }
         return allowNonGlobal.contains(where: { $0.matches(h) })

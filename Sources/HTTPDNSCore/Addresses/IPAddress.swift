@@ -82,14 +82,14 @@ public enum IPAddress: Hashable, Sendable, CustomStringConvertible, Codable {
     }
 
     /// `0.0.0.0` or `::`: never a usable destination.
-    var isUnspecified: Bool { self.bytes.allSatisfy { $0 == 0 } }
+    package var isUnspecified: Bool { self.bytes.allSatisfy { $0 == 0 } }
 
     /// Loopback, private (RFC 1918 / ULA), link-local, CGNAT shared space and other non-global ranges.
     /// A public name answering with one of these is a classic poisoning sign. IPv6 addresses that embed
     /// an IPv4 address (v4-mapped, v4-compatible, NAT64 64:ff9b::/96, 6to4 2002::/16) are judged by the
     /// IPv4 address inside: a DNS64 resolver legitimately answers 64:ff9b::a.b.c.d for a public a.b.c.d,
     /// while 64:ff9b::7f00:1 is loopback in disguise.
-    var isNonGlobal: Bool {
+    package var isNonGlobal: Bool {
         let b = self.bytes
         switch self {
         case .v4:

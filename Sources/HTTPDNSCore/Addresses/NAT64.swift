@@ -11,16 +11,16 @@
 /// through the network's translator.
 package struct NAT64Prefix: Hashable, Sendable, CustomStringConvertible {
     /// The prefix lengths RFC 6052 allows.
-    package static let lengths = [32, 40, 48, 56, 64, 96]
+    static let lengths = [32, 40, 48, 56, 64, 96]
 
     /// The sixteen bytes of the prefix, zero past `length`.
-    package let bytes: [UInt8]
+    let bytes: [UInt8]
     /// The prefix length in bits: 32, 40, 48, 56, 64 or 96.
-    package let length: Int
+    let length: Int
 
     /// The prefix `address`/`length`; nil when `address` is not IPv6, the length is not one RFC 6052
     /// allows, or the reserved octet (bits 64–71) is not zero. Bits past `length` are ignored.
-    package init?(_ address: IPAddress, length: Int) {
+    init?(_ address: IPAddress, length: Int) {
         guard case .v6(let b) = address, Self.lengths.contains(length) else { return nil }
         let kept = length / 8
         var bytes = Array(b.prefix(kept))
@@ -58,7 +58,7 @@ package struct NAT64Prefix: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// The IPv6 address that reaches `ipv4` through this translator; nil for an IPv6 `ipv4`.
-    package func synthesize(_ ipv4: IPAddress) -> IPAddress? {
+    func synthesize(_ ipv4: IPAddress) -> IPAddress? {
         guard case .v4(let a, let b, let c, let d) = ipv4 else { return nil }
         var out = bytes
         for (position, byte) in zip(positions, [a, b, c, d]) { out[position] = byte }
@@ -66,7 +66,7 @@ package struct NAT64Prefix: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// The IPv4 address inside `ipv6` when it is an address under this prefix; nil otherwise.
-    package func extract(_ ipv6: IPAddress) -> IPAddress? {
+    func extract(_ ipv6: IPAddress) -> IPAddress? {
         guard case .v6(let b) = ipv6, b.prefix(length / 8).elementsEqual(bytes.prefix(length / 8)) else {
             return nil
         }

@@ -7,8 +7,8 @@
 /// Which address families have a route to the Internet, from connected UDP sockets (no packet is sent):
 /// the local address each would use, nil for a family without a route.
 package struct RouteProbe: Hashable, Sendable {
-    package var ipv4Source: IPAddress?
-    package var ipv6Source: IPAddress?
+    var ipv4Source: IPAddress?
+    var ipv6Source: IPAddress?
 
     package init(ipv4Source: IPAddress?, ipv6Source: IPAddress?) {
         self.ipv4Source = ipv4Source
@@ -16,13 +16,13 @@ package struct RouteProbe: Hashable, Sendable {
     }
 
     /// The families with a route.
-    package var stack: NetworkStack { NetworkStack(ipv4: ipv4Source != nil, ipv6: ipv6Source != nil) }
+    var stack: NetworkStack { NetworkStack(ipv4: ipv4Source != nil, ipv6: ipv6Source != nil) }
 
     /// An identifier for the network these addresses are on: a hash of the IPv4 source address and the
     /// IPv6 source's /64 (so IPv6 privacy addresses rotating inside one network do not count as a new
     /// network). Never anything a user sees, such as a Wi-Fi name; "local" when neither family has a
     /// route.
-    package var networkID: String {
+    var networkID: String {
         guard ipv4Source != nil || ipv6Source != nil else { return "local" }
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325  // FNV-1a
         func mix(_ byte: UInt8) {
@@ -95,7 +95,7 @@ package struct NetworkPathState: Hashable, Sendable {
     /// Nil until the first probe.
     package var stack: NetworkStack?
     /// NAT64 prefixes: nil while discovery runs, empty when the network has none (or needs none).
-    package var nat64: [NAT64Prefix]?
+    var nat64: [NAT64Prefix]?
 
     package init(id: String, stack: NetworkStack? = nil, nat64: [NAT64Prefix]? = []) {
         self.id = id

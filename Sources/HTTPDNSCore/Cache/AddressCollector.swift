@@ -4,7 +4,7 @@
 /// (22k addresses once took 21 s of CPU) nor an error message listing every one of them.
 package struct AddressCollector: Sendable {
     /// Addresses kept per family of one answer (and per name in a hosts file).
-    package static let limit = 64
+    static let limit = 64
 
     package private(set) var addresses: [IPAddress] = []
     private var seen: Set<IPAddress> = []

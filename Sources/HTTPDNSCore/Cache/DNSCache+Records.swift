@@ -26,7 +26,7 @@ package struct RecordsEntry: Hashable, Sendable {
     package var answer: ServiceBindingAnswer
     /// Which provider gave them.
     package var source: String
-    package var storedAt: Timestamp
+    var storedAt: Timestamp
     package var expiresAt: Timestamp
     var lastUsed: Timestamp
     var refreshing = false
@@ -43,7 +43,7 @@ package enum RecordsLookup: Hashable, Sendable {
 
 extension DNSCache {
     /// Names whose records are kept at most.
-    static let recordsCapacity = 512
+    package static let recordsCapacity = 512
     /// The longest TTL records are kept for (seconds): a day.
     static let maxRecordsTTL: UInt32 = 86_400
 
@@ -70,7 +70,7 @@ extension DNSCache {
 
     /// Stores `answer` for `key` (no bindings: the name has none). Clears the refresh mark.
     @discardableResult
-    mutating func storeRecords(
+    package mutating func storeRecords(
         _ key: RecordsKey,
         _ answer: ServiceBindingAnswer,
         source: String,
@@ -134,11 +134,11 @@ extension CacheSnapshot {
         /// Each record's RDATA, base64: read back through the wire parser.
         var rdata: [String]
         /// The answer's TTL as the provider gave it (nil: none).
-        package var ttl: UInt32?
+        var ttl: UInt32?
         package var source: String
         package var storedAt: Timestamp
         package var expiresAt: Timestamp
-        var lastUsed: Timestamp
+        package var lastUsed: Timestamp
 
         /// The entry as the file keeps it, or nil when a record has no wire form (one read off the
         /// wire always has; an answer that cannot be written is left out, and a relaunch asks again).

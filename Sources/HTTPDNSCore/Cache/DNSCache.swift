@@ -36,7 +36,7 @@ public struct CacheConfiguration: Hashable, Sendable {
         didSet { overrides = TTLOverrides(ttlOverrides) }
     }
     /// How long a negative answer is kept when the provider gave no TTL (seconds).
-    package var negativeTTL: UInt32 = 30
+    var negativeTTL: UInt32 = 30
     /// The fraction of the TTL after which a lookup triggers a background refresh.
     var prefetchFraction: Double = 0.75
     /// Entries kept at most.
@@ -150,7 +150,7 @@ package struct CacheEntry: Hashable, Sendable, Codable {
     package var source: String
     /// The address the provider saw the query come from, when it said (DNSPod `clientip=1`).
     package var clientAddress: IPAddress?
-    var lastUsed: Timestamp
+    package var lastUsed: Timestamp
     var refreshing: Bool = false
 
     package var isNegative: Bool { addresses.isEmpty }
@@ -171,7 +171,7 @@ package enum CacheLookup: Hashable, Sendable {
 
 /// The cache state. Not thread-safe by itself: the owner keeps it under a lock.
 package struct DNSCache: Sendable {
-    package var configuration: CacheConfiguration
+    var configuration: CacheConfiguration
     private(set) var entries: [CacheKey: CacheEntry] = [:]
     /// Hosts that asked for https (HSTS), saved with the answers: not DNS, but what a relaunch needs to
     /// send its first http:// request straight to https.
@@ -260,7 +260,7 @@ package struct DNSCache: Sendable {
 
     /// A refresh failed: the entry stays (and may still be served stale until `serveExpired` runs out);
     /// the next lookup may start another refresh.
-    mutating func refreshFailed(_ key: CacheKey) {
+    package mutating func refreshFailed(_ key: CacheKey) {
         entries[key]?.refreshing = false
     }
 
@@ -348,11 +348,11 @@ package struct CacheSnapshot: Hashable, Sendable, Codable {
         package var entry: CacheEntry
     }
 
-    static let currentVersion = 1
-    package var version: Int = CacheSnapshot.currentVersion
+    package static let currentVersion = 1
+    var version: Int = CacheSnapshot.currentVersion
     package var entries: [Item]
     /// HTTPS records (absent from files written before they were kept: none).
-    package var records: [RecordsItem] = []
+    var records: [RecordsItem] = []
     /// Hosts that asked for https (absent from files written before they were kept: none).
     package var strictTransport: [StrictTransportSecurity.Entry] = []
 

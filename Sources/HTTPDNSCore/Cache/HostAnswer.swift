@@ -70,7 +70,7 @@ func reportedClientAddress(_ text: (some StringProtocol)?, field: String) throws
 
 /// Why a provider's answer could not be used. The text says what was wrong with it.
 package struct AnswerFormatError: Error, Hashable, Sendable, CustomStringConvertible {
-    package var reason: String
+    var reason: String
     package init(_ reason: String) { self.reason = reason }
     package var description: String { reason }
 }

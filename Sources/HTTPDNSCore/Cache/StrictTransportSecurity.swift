@@ -11,7 +11,7 @@ package struct StrictTransportSecurity: Hashable, Sendable {
     package struct Entry: Hashable, Sendable, Codable {
         package var host: String
         package var expires: Timestamp
-        package var includesSubdomains: Bool
+        var includesSubdomains: Bool
     }
 
     /// Hosts remembered at most; the entry closest to expiry goes first.
@@ -20,9 +20,9 @@ package struct StrictTransportSecurity: Hashable, Sendable {
     /// hostile value.
     static let longestMaxAge: Double = 10 * 366 * 86_400
 
-    package private(set) var entries: [String: Entry] = [:]
+    private(set) var entries: [String: Entry] = [:]
 
-    package init() {}
+    init() {}
 
     /// Records the `Strict-Transport-Security` value of an https response from `host` (§8.1): a valid
     /// max-age sets or renews the entry, max-age=0 removes it. IP literals and malformed values are
@@ -75,7 +75,7 @@ package struct StrictTransportSecurity: Hashable, Sendable {
     }
 
     /// max-age (seconds) and includeSubDomains; nil without a valid max-age or with a directive twice.
-    package static func parse(_ value: String) -> (maxAge: Double, includesSubdomains: Bool)? {
+    static func parse(_ value: String) -> (maxAge: Double, includesSubdomains: Bool)? {
         var maxAge: Double?
         var subdomains = false
         var seen: Set<String> = []
@@ -98,12 +98,12 @@ package struct StrictTransportSecurity: Hashable, Sendable {
     }
 
     /// The entries not yet expired, for the cache file.
-    package func snapshot(now: Timestamp) -> [Entry] {
+    func snapshot(now: Timestamp) -> [Entry] {
         entries.values.filter { now < $0.expires }.sorted { $0.host < $1.host }
     }
 
     /// Loads saved entries that have not expired; what is already in memory wins.
-    package mutating func restore(_ saved: [Entry], now: Timestamp) {
+    mutating func restore(_ saved: [Entry], now: Timestamp) {
         for entry in saved where now < entry.expires && entries[entry.host] == nil {
             guard let host = try? validatedHostname(entry.host), host == entry.host else { continue }
             insert(entry)

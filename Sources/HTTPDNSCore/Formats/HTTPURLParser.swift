@@ -19,7 +19,7 @@ package struct HTTPURLParts: Hashable, Sendable {
     package var port: Int?
     package var target: String
 
-    package init(scheme: String, host: String, port: Int?, target: String) {
+    init(scheme: String, host: String, port: Int?, target: String) {
         self.scheme = scheme
         self.host = host
         self.port = port
@@ -27,10 +27,10 @@ package struct HTTPURLParts: Hashable, Sendable {
     }
 
     /// The port to connect to: the URL's, or the scheme's default (443 for https, 80 for http).
-    var effectivePort: Int { port ?? (scheme == "https" ? 443 : 80) }
+    package var effectivePort: Int { port ?? (scheme == "https" ? 443 : 80) }
 
     /// The URL again as text (`scheme://host[:port]target`, IPv6 in brackets). Parses back to `self`.
-    package var text: String { "\(scheme)://\(formatAuthority(host: host, port: port))\(target)" }
+    var text: String { "\(scheme)://\(formatAuthority(host: host, port: port))\(target)" }
 
     /// Parses an absolute `http://` or `https://` URL; the error says what is wrong with it. Credentials
     /// (`user:password@`) are dropped, or refused with `refusingCredentials`.
@@ -78,7 +78,7 @@ package struct HTTPURLParts: Hashable, Sendable {
 
 /// Why a URL could not be parsed. `reason` says what is wrong, quoting the URL.
 package struct URLParseError: Error, Hashable, Sendable, CustomStringConvertible {
-    package enum Problem: Hashable, Sendable {
+    enum Problem: Hashable, Sendable {
         case controlCharacter(UInt8, offset: Int)
         case notAURL
         case unsupportedScheme
@@ -92,10 +92,10 @@ package struct URLParseError: Error, Hashable, Sendable, CustomStringConvertible
     }
 
     /// The URL as given.
-    package var text: String
-    package var problem: Problem
+    var text: String
+    var problem: Problem
 
-    package init(text: String, problem: Problem) {
+    init(text: String, problem: Problem) {
         self.text = text
         self.problem = problem
     }
@@ -135,7 +135,7 @@ package struct URLParseError: Error, Hashable, Sendable, CustomStringConvertible
 
 /// `text` cut to `limit` characters (`…` marks a cut) with control characters and DEL as `\xNN`: safe to
 /// quote in a one-line message sent to a peer or written to a log.
-func escapedForEcho(_ text: some StringProtocol, limit: Int) -> String {
+package func escapedForEcho(_ text: some StringProtocol, limit: Int) -> String {
     var out = ""
     var count = 0
     for scalar in text.unicodeScalars {

@@ -368,7 +368,7 @@ package enum AlibabaV2Format {
     }
 
     /// Parses a plain-mode answer to a query for `host`.
-    package static func parse(_ body: [UInt8], query: AddressQuery, host: String) throws -> HostAnswer {
+    static func parse(_ body: [UInt8], query: AddressQuery, host: String) throws -> HostAnswer {
         let envelope = try envelope(body)
         guard let plain = envelope.plain else {
             throw AnswerFormatError("v2 answer is encrypted (mode \(envelope.mode)) and no AES key was given")
@@ -406,7 +406,7 @@ package enum AlibabaV2Format {
     }
 
     /// A plain-mode answer for each name (the server's side).
-    package static func format(_ answers: [(String, HostAnswer)], clientAddress: IPAddress?) -> [UInt8] {
+    static func format(_ answers: [(String, HostAnswer)], clientAddress: IPAddress?) -> [UInt8] {
         format(mode: 0, data: data(answers, clientAddress: clientAddress))
     }
 }
@@ -414,25 +414,25 @@ package enum AlibabaV2Format {
 /// JSON DNS-over-HTTPS (`application/dns-json`, `?name=&type=`), the Google / Cloudflare answer shape:
 /// `{"Status":0,"TC":false,"Question":[...],"Answer":[{"name":"a.com.","type":1,"TTL":60,"data":"1.2.3.4"}]}`.
 package enum DoHJSONFormat {
-    package struct Record: Codable {
-        package var name: String
-        package var type: UInt16
-        package var TTL: UInt32?
-        package var data: String
+    struct Record: Codable {
+        var name: String
+        var type: UInt16
+        var TTL: UInt32?
+        var data: String
     }
 
-    package struct Question: Codable {
-        package var name: String
-        package var type: UInt16
+    struct Question: Codable {
+        var name: String
+        var type: UInt16
     }
 
-    package struct Body: Codable {
-        package var Status: Int
-        package var TC: Bool?
+    struct Body: Codable {
+        var Status: Int
+        var TC: Bool?
         var RD: Bool?
         var RA: Bool?
-        package var Question: [Question]?
-        package var Answer: [Record]?
+        var Question: [Question]?
+        var Answer: [Record]?
     }
 
     /// Parses an answer to a query for `name` of `type` (A or AAAA), following CNAMEs (`CNAMEChain`); the

@@ -20,7 +20,7 @@ public struct ResolverSecret: Hashable, Sendable, CustomReflectable {
         bytes = Array(value.trimmingCharacters(in: .whitespacesAndNewlines).utf8)
     }
 
-    package init(bytes: [UInt8]) { self.bytes = bytes }
+    init(bytes: [UInt8]) { self.bytes = bytes }
 
     /// Shows `<redacted>` in place of the secret.
     public var customMirror: Mirror { Mirror(self, children: ["value": "<redacted>"], displayStyle: .struct) }

@@ -10,7 +10,7 @@ public struct ResolverEndpoint: Hashable, Sendable, CustomStringConvertible {
     package var port: Int
     package var path: String
     /// The query string already on the URL (without `?`), kept in front of the parameters we add.
-    package var query: String?
+    var query: String?
 
     package var isTLS: Bool { scheme == "https" }
     /// The endpoint's URL.

@@ -39,12 +39,12 @@ package struct ServiceList: Hashable, Sendable, Codable {
     /// queries are not sent until a later list says otherwise.
     package var disabled = false
     /// When it was fetched (wall clock, so a list loaded from disk ages across restarts).
-    package var fetched: Timestamp
+    var fetched: Timestamp
     /// How long it is good for before the next fetch.
-    package var lifetime: Duration
+    var lifetime: Duration
     /// The port of each address that has its own (Alibaba's `service_ip_port`), by the address's text;
     /// the others are reached on the endpoint's port. Optional so lists saved before it still load.
-    package var ports: [String: Int]?
+    var ports: [String: Int]?
 
     /// Each address is kept once, at its first place (with the port it had there).
     package init(
@@ -72,7 +72,7 @@ package struct ServiceList: Hashable, Sendable, Codable {
     package var all: [IPAddress] { ipv4 + ipv6 }
 
     /// The port `address` is reached on, when the list gave it one.
-    package func port(of address: IPAddress) -> Int? { ports?[address.description] }
+    func port(of address: IPAddress) -> Int? { ports?[address.description] }
 
     /// At most this many addresses per family are kept from an answer (the vendors list a handful).
     static let maximumPerFamily = 16
@@ -211,10 +211,10 @@ package struct ServiceRouteState: Hashable, Sendable {
     /// Once the whole list has failed, fetch again at most this often (the iOS SDK's 30 s).
     static let wrapInterval: Duration = .seconds(30)
 
-    package let bootstrap: [IPAddress]
+    let bootstrap: [IPAddress]
     package private(set) var list: ServiceList?
     /// The address that answered last (nil: the list's first).
-    package private(set) var preferred: IPAddress?
+    private(set) var preferred: IPAddress?
     package private(set) var fetching = false
     /// No fetch before this (set after a failed one).
     private var notBefore: Timestamp?

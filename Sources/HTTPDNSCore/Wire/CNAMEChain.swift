@@ -6,16 +6,16 @@
 
 /// The names an answer to `question` may be owned by, and the smallest TTL of the aliases that led there.
 /// Value type, `Sendable`.
-package struct CNAMEChain: Hashable, Sendable {
+struct CNAMEChain: Hashable, Sendable {
     /// The question name and every alias target reached from it, normalized (`normalizeHostname`).
-    package private(set) var names: Set<String>
+    private(set) var names: Set<String>
     /// The smallest TTL among the CNAME records followed; nil when none was followed (or none had a TTL).
     /// The answer's TTL is at most this: an address is only as fresh as the alias that led to it.
-    package private(set) var ttl: UInt32?
+    private(set) var ttl: UInt32?
 
     /// Follows `aliases` (each a CNAME record: the name that owns it, the name it points to, its TTL)
     /// from `question`.
-    package init(from question: String, aliases: [(owner: String, target: String, ttl: UInt32?)]) {
+    init(from question: String, aliases: [(owner: String, target: String, ttl: UInt32?)]) {
         names = [normalizeHostname(question)]
         for _ in 0..<min(aliases.count, 16) {
             var grew = false
@@ -30,5 +30,5 @@ package struct CNAMEChain: Hashable, Sendable {
     }
 
     /// Whether a record owned by `owner` answers the question.
-    package func answers(_ owner: String) -> Bool { names.contains(normalizeHostname(owner)) }
+    func answers(_ owner: String) -> Bool { names.contains(normalizeHostname(owner)) }
 }

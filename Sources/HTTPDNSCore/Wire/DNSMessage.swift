@@ -12,7 +12,7 @@ package struct DNSRecordType: RawRepresentable, Hashable, Sendable, CustomString
     static let cname = DNSRecordType(rawValue: 5)
     static let soa = DNSRecordType(rawValue: 6)
     package static let aaaa = DNSRecordType(rawValue: 28)
-    package static let opt = DNSRecordType(rawValue: 41)
+    static let opt = DNSRecordType(rawValue: 41)
     /// HTTPS (RFC 9460): `ServiceBinding`.
     package static let https = DNSRecordType(rawValue: 65)
 
@@ -38,7 +38,7 @@ package struct DNSResponseCode: RawRepresentable, Hashable, Sendable, CustomStri
     package static let serverFailure = DNSResponseCode(rawValue: 2)
     package static let nameError = DNSResponseCode(rawValue: 3)  // NXDOMAIN
     static let notImplemented = DNSResponseCode(rawValue: 4)
-    package static let refused = DNSResponseCode(rawValue: 5)
+    static let refused = DNSResponseCode(rawValue: 5)
     /// BADVERS (RFC 6891 §9), an extended rcode: its low 4 bits (0) go in the header, the rest (1) in the
     /// answer's OPT record, so it cannot be sent without one.
     static let badVersion = DNSResponseCode(rawValue: 16)
@@ -59,21 +59,21 @@ package struct DNSResponseCode: RawRepresentable, Hashable, Sendable, CustomStri
 
 /// Why a DNS message could not be read or written.
 package struct DNSWireError: Error, Hashable, Sendable, CustomStringConvertible {
-    package var reason: String
+    var reason: String
     package init(_ reason: String) { self.reason = reason }
     package var description: String { "malformed DNS message: \(reason)" }
 }
 
 /// One resource record from the answer section.
 package struct DNSRecord: Hashable, Sendable {
-    package var name: String
-    package var type: DNSRecordType
-    package var ttl: UInt32
+    var name: String
+    var type: DNSRecordType
+    var ttl: UInt32
     /// Raw RDATA, except for CNAME where `target` holds the decompressed name.
-    package var data: [UInt8]
-    package var target: String?
+    var data: [UInt8]
+    var target: String?
 
-    package init(name: String, type: DNSRecordType, ttl: UInt32, data: [UInt8], target: String? = nil) {
+    init(name: String, type: DNSRecordType, ttl: UInt32, data: [UInt8], target: String? = nil) {
         self.name = name
         self.type = type
         self.ttl = ttl
@@ -93,7 +93,7 @@ package struct DNSMessage: Hashable, Sendable {
     package var rcode: DNSResponseCode
     package var questionName: String
     package var questionType: DNSRecordType
-    package var answers: [DNSRecord]
+    var answers: [DNSRecord]
     /// A query's EDNS Client Subnet option (RFC 7871), when it has one with a non-zero prefix.
     package var clientSubnet: ClientSubnet?
     /// A query's OPT records (RFC 6891); nil when it has none. A response's are not read.

@@ -117,7 +117,7 @@ package struct ServiceBindingAnswer: Hashable, Sendable {
     /// the TTL of the CNAME chain that led to them: at most 32 records, sorted by priority, the smallest
     /// TTL among those used. An alias next to endpoints is a misconfiguration: the alias wins (RFC 9460
     /// §2.4.2).
-    package init(collecting records: some Sequence<(ServiceBinding?, UInt32?)>, chainTTL: UInt32?) {
+    init(collecting records: some Sequence<(ServiceBinding?, UInt32?)>, chainTTL: UInt32?) {
         var ttl = chainTTL
         var bindings: [ServiceBinding] = []
         for (binding, recordTTL) in records {
@@ -140,7 +140,7 @@ extension ServiceBinding {
     }
 
     /// Reads one record's RDATA. Throws `DNSWireError` for a malformed or unusable record.
-    package init(rdata: [UInt8]) throws {
+    init(rdata: [UInt8]) throws {
         var reader = WireReader(rdata)
         priority = try reader.readUInt16()
         target = try reader.readUncompressedName()

@@ -12,8 +12,8 @@ import HTTPDNSCore
 
 /// Basic credentials for a proxy, given per request (a URLSession delegate's answer to a 407).
 package struct ProxyCredentials: Sendable, Hashable {
-    package var user: String
-    package var password: String
+    var user: String
+    var password: String
 
     package init(user: String, password: String) {
         self.user = user
@@ -73,7 +73,7 @@ public struct HTTPProxy: Sendable, Hashable, CustomStringConvertible, CustomRefl
     }
 
     /// These credentials instead of the configured ones (an app's answer to the proxy's 407).
-    package func with(_ credentials: ProxyCredentials?) -> HTTPProxy {
+    func with(_ credentials: ProxyCredentials?) -> HTTPProxy {
         guard let credentials else { return self }
         var proxy = self
         proxy.user = credentials.user

@@ -16,17 +16,17 @@ package final class NetworkMonitor: Sendable {
     /// How the monitor learns about changes and finds prefixes.
     package struct Settings: Sendable {
         /// Watch the operating system's notices (off: only `probeNow()` and the app's own events).
-        package var watch = true
+        var watch = true
         package var nat64: NAT64Mode = .discover
         /// Quiet time after a notice before probing (a change arrives as a burst of notices).
-        package var debounce: Duration = .milliseconds(100)
+        var debounce: Duration = .milliseconds(100)
         /// The app's own network identifier (nil: derived from the network).
         package var networkID: String?
 
         package init() {}
     }
 
-    package let path: NetworkPath
+    let path: NetworkPath
     let machine: NIOLockedValueBox<NetworkPathMachine>
     let settings: Settings
     /// Asks the network's own resolver for the NAT64 prefixes (RFC 7050); bounded by the caller.

@@ -43,7 +43,7 @@ package final class NetworkPath: Sendable {
     /// `addresses` as this network can connect to them (see `NetworkPathState.connectable(_:)`),
     /// waiting for a prefix discovery still running when IPv4 has no route and there are IPv4
     /// addresses that may need it.
-    package func connectable(_ addresses: ResolvedAddresses) async -> ResolvedAddresses {
+    func connectable(_ addresses: ResolvedAddresses) async -> ResolvedAddresses {
         var state = self.state
         guard !addresses.ipv4.isEmpty, state.stack?.ipv4 == false else { return addresses }
         if state.discovering { state = await settled() }
@@ -56,7 +56,7 @@ package final class NetworkPath: Sendable {
     }
 
     /// Publishes a new state; wakes `settled()` callers once discovery is over.
-    package func publish(_ state: NetworkPathState) {
+    func publish(_ state: NetworkPathState) {
         let wake = box.withLockedValue { box -> [CheckedContinuation<NetworkPathState, Never>] in
             box.state = state
             guard !state.discovering else { return [] }
@@ -68,12 +68,12 @@ package final class NetworkPath: Sendable {
 
     /// Runs `body` on every path change (after `publish` of the new state), e.g. an engine retiring
     /// its pooled connections.
-    package func onChange(_ body: @escaping @Sendable () -> Void) {
+    func onChange(_ body: @escaping @Sendable () -> Void) {
         box.withLockedValue { $0.onChange.append(body) }
     }
 
     /// Tells the `onChange` subscribers the path changed.
-    package func changed() {
+    func changed() {
         let subscribers = box.withLockedValue { $0.onChange }
         subscribers.forEach { $0() }
     }

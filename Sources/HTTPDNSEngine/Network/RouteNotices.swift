@@ -12,9 +12,9 @@ import NIOConcurrencyHelpers
 package let platformPathFacts = NIOLockedValueBox<PathFacts?>(nil)
 
 /// Subscriptions to the operating system's network-change notices.
-package final class RouteNotices: Sendable {
+final class RouteNotices: Sendable {
     /// The process's one source.
-    package static let shared = RouteNotices()
+    static let shared = RouteNotices()
 
     private struct Subscribers {
         var next = 0

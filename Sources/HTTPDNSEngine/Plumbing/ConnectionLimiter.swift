@@ -44,11 +44,11 @@ package final class ConnectionLimiter: Sendable {
         var floorTimerAt: NIODeadline?
     }
 
-    package let limit: Int
+    let limit: Int
     /// At most this many evicted or refused connections being closed before accepting pauses.
     let maxClosing: Int
     /// How long a newcomer waits for a slot before it takes a kept-alive connection's or is refused.
-    package let queueTimeout: TimeAmount
+    let queueTimeout: TimeAmount
     private let state: NIOLockedValueBox<State>
     private let evicted: Counter
     private let queued: Counter
@@ -305,7 +305,7 @@ package final class ConnectionLimiter: Sendable {
     }
 
     /// Whether `channel` is in the table and idle: no request in progress (for tests and metrics).
-    package func isIdle(_ channel: any Channel) -> Bool {
+    func isIdle(_ channel: any Channel) -> Bool {
         state.withLockedValue { $0.slots.isIdle(ObjectIdentifier(channel)) }
     }
 
@@ -347,14 +347,14 @@ package struct ConnectionSlot: Sendable {
 /// On a listening channel, before NIO's accept handler: tells the limiter of each accepted connection
 /// as it is accepted, so connections on their way to `admit` count against its bounds, and accepting
 /// pauses before they pile up.
-package final class AcceptCounting: ChannelInboundHandler, RemovableChannelHandler {
-    package typealias InboundIn = any Channel
+final class AcceptCounting: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = any Channel
 
     private let limiter: ConnectionLimiter
 
-    package init(_ limiter: ConnectionLimiter) { self.limiter = limiter }
+    init(_ limiter: ConnectionLimiter) { self.limiter = limiter }
 
-    package func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         limiter.accepted(by: context.channel)
         context.fireChannelRead(data)
     }

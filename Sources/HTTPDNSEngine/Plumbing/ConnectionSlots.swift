@@ -36,7 +36,7 @@ import NIOCore
 /// The accepted connections of one listener: who may come in, who waits, and whom to close for it.
 package struct ConnectionSlots<ID: Hashable>: Sendable where ID: Sendable {
     /// What an accepted connection gets.
-    package enum Admission: Equatable, Sendable {
+    enum Admission: Equatable, Sendable {
         /// In, with a free slot.
         case admit
         /// In, in the slot of this connection (idle longest, never used for a request), which is to be
@@ -52,7 +52,7 @@ package struct ConnectionSlots<ID: Hashable>: Sendable where ID: Sendable {
     }
 
     /// How a wait ended when its time was up.
-    package enum WaitEnd: Equatable, Sendable {
+    enum WaitEnd: Equatable, Sendable {
         /// In, in the slot of this connection, which is to be closed.
         case admitEvicting(ID)
         /// Refused: every connection is in use.
@@ -97,9 +97,9 @@ package struct ConnectionSlots<ID: Hashable>: Sendable where ID: Sendable {
         init() {}
     }
 
-    package let limit: Int
+    let limit: Int
     /// At most this many connections from one client address; nil: no such cap.
-    package let maxPerClient: Int?
+    let maxPerClient: Int?
     /// At most this many newcomers wait for a slot.
     let maxWaiting: Int
     let floors: Floors
@@ -120,7 +120,7 @@ package struct ConnectionSlots<ID: Hashable>: Sendable where ID: Sendable {
     }
 
     /// Connections in the table now (waiting ones not counted).
-    package var count: Int { slots.count }
+    var count: Int { slots.count }
 
     /// Newcomers waiting now.
     var waitingCount: Int { waiting.count }
@@ -139,7 +139,7 @@ package struct ConnectionSlots<ID: Hashable>: Sendable where ID: Sendable {
     }
 
     /// A connection from `client` was accepted at `now`.
-    package mutating func accepted(_ id: ID, client: String, now: NIODeadline) -> Admission {
+    mutating func accepted(_ id: ID, client: String, now: NIODeadline) -> Admission {
         if let maxPerClient, perClient[client, default: 0] >= maxPerClient { return .refuseClientLimit }
         var admission = Admission.admit
         if slots.count >= limit {
@@ -236,7 +236,7 @@ package struct ConnectionSlots<ID: Hashable>: Sendable where ID: Sendable {
     /// The connection closed (by either side, or evicted), or a waiting one was given up: its slot is
     /// free, and the newcomer waiting longest, if any, takes it (returned: admit it).
     @discardableResult
-    package mutating func closed(_ id: ID, now: NIODeadline) -> ID? {
+    mutating func closed(_ id: ID, now: NIODeadline) -> ID? {
         if let at = waiting.firstIndex(where: { $0.id == id }) {
             release(waiting.remove(at: at).client)
             return nil
@@ -251,7 +251,7 @@ package struct ConnectionSlots<ID: Hashable>: Sendable where ID: Sendable {
     }
 
     /// Whether the connection is in the table and idle (for tests and metrics).
-    package func isIdle(_ id: ID) -> Bool {
+    func isIdle(_ id: ID) -> Bool {
         guard case .idle = slots[id]?.state else { return false }
         return true
     }

@@ -20,7 +20,7 @@ package enum HTTP2Limits {
     /// Bytes of decoded header fields in one HEADERS block (SETTINGS_MAX_HEADER_LIST_SIZE).
     static let maxHeaderListSize = 16 * 1024
     /// CONTINUATION frames after one HEADERS frame before the connection is closed.
-    package static let maxSequentialContinuationFrames = 5
+    static let maxSequentialContinuationFrames = 5
     /// PING, SETTINGS, PRIORITY and other control frames a peer may send per 30 s.
     static let maxControlFramesPer30s = 200
     /// Connection-level WINDOW_UPDATEs past `maxControlFramesPer30s` in 30 s whose increments average
@@ -80,7 +80,7 @@ package final class HTTP2ConnectionErrorCloser: ChannelInboundHandler {
 
 /// Connection-level WINDOW_UPDATEs counted in fixed windows of `length`: more than `limit` in one
 /// window is allowed only while their increments average at least `minimumAverage` bytes.
-package struct WindowUpdateRate: Sendable {
+struct WindowUpdateRate: Sendable {
     let limit: Int
     let length: TimeAmount
     let minimumAverage: Int
@@ -88,14 +88,14 @@ package struct WindowUpdateRate: Sendable {
     private var count = 0
     private var total = 0
 
-    package init(limit: Int, length: TimeAmount, minimumAverage: Int) {
+    init(limit: Int, length: TimeAmount, minimumAverage: Int) {
         self.limit = limit
         self.length = length
         self.minimumAverage = minimumAverage
     }
 
     /// Records one update; false when the peer is flooding (past the limit, with a tiny average).
-    package mutating func record(increment: Int, now: NIODeadline) -> Bool {
+    mutating func record(increment: Int, now: NIODeadline) -> Bool {
         if let start, now - start < length {
             count += 1
             total += increment

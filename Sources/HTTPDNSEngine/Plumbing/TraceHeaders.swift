@@ -5,9 +5,9 @@ import NIOHTTP1
 import Tracing
 
 /// Writes trace context fields (`traceparent`, `tracestate`) into request headers.
-package struct HTTPHeadersInjector: Injector {
-    package init() {}
-    package func inject(_ value: String, forKey key: String, into headers: inout HTTPHeaders) {
+struct HTTPHeadersInjector: Injector {
+    init() {}
+    func inject(_ value: String, forKey key: String, into headers: inout HTTPHeaders) {
         headers.replaceOrAdd(name: key, value: value)
     }
 }

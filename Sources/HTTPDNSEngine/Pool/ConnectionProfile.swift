@@ -21,10 +21,10 @@ package struct ConnectionProfile: Sendable {
         /// The networks the request may use, on top of the engine's `Configuration.network.access`.
         package var networkAccess: NetworkAccess?
         /// The service class, multipath mode and TLS versions; nil: the engine's.
-        package var tuning: ConnectionTuning?
+        var tuning: ConnectionTuning?
         /// At most this many connections to the host (a URLSession configuration's
         /// `httpMaximumConnectionsPerHost`); nil or one above the engine's limit: the engine's.
-        package var connectionLimit: Int?
+        var connectionLimit: Int?
 
         package init(
             serverTrust: ServerTrustEvaluation? = nil,
@@ -42,29 +42,29 @@ package struct ConnectionProfile: Sendable {
     }
 
     /// Scheme, host and port (the target is `/`).
-    package var origin: HTTPURL
-    package var versions: HTTPVersionPolicy
+    var origin: HTTPURL
+    var versions: HTTPVersionPolicy
     /// HTTP/2 over cleartext with prior knowledge.
-    package var h2c: Bool
+    var h2c: Bool
     /// Connections whose certificate an app had a say on serve only requests of the same partition
     /// (one URLSession, say); compared by its partition.
-    package var serverTrust: ServerTrustEvaluation?
+    var serverTrust: ServerTrustEvaluation?
     /// Connections opened with a request's own proxy credentials serve only requests with the same.
-    package var proxyCredentials: ProxyCredentials?
+    var proxyCredentials: ProxyCredentials?
     /// The networks the connection may use: the engine's rules, narrowed by the request's.
-    package var networkAccess: NetworkAccess
+    var networkAccess: NetworkAccess
     /// Connections opened with another service class, multipath mode or TLS versions serve only requests
     /// that ask for the same.
-    package var tuning: ConnectionTuning
+    var tuning: ConnectionTuning
     /// A lower connection limit than the engine's: such requests get connections of their own, held to
     /// it.
-    package var connectionLimit: Int?
+    var connectionLimit: Int?
     /// Where to connect instead of asking the address source (a resolver endpoint's bootstrap IPs);
     /// compared by its first address of each family, so a resolver moved to another service address stops
     /// reusing connections to the one before.
-    package var given: ResolvedAddresses?
+    var given: ResolvedAddresses?
 
-    package init(
+    init(
         origin: HTTPURL,
         versions: HTTPVersionPolicy = .automatic,
         h2c: Bool = false,
@@ -86,8 +86,8 @@ package struct ConnectionProfile: Sendable {
         self.given = given
     }
 
-    package var host: String { origin.host }
-    package var port: Int { origin.port }
+    var host: String { origin.host }
+    var port: Int { origin.port }
 
     /// The first given address of each family: what tells two given routes apart.
     var route: [IPAddress]? { given.map { [$0.ipv4.first, $0.ipv6.first].compactMap { $0 } } }

@@ -14,16 +14,16 @@
 // Pure (HandshakeChecksTests): the chain and the checks' outcomes in, a pass or the first failure out.
 
 /// The checks a finished TLS handshake must pass, for one connection.
-package struct HandshakeChecks: Sendable {
+struct HandshakeChecks: Sendable {
     /// The URL's host (a name, or an IP literal) and port.
-    package var host: String
-    package var port: Int
+    var host: String
+    var port: Int
     /// The app's say on the certificate, where it has one.
-    package var serverTrust: ServerTrustEvaluation?
+    var serverTrust: ServerTrustEvaluation?
     /// The app's pins for the host (base64 SHA-256 of SubjectPublicKeyInfo); empty for none.
-    package var pins: Set<String>
+    var pins: Set<String>
 
-    package init(host: String, port: Int, serverTrust: ServerTrustEvaluation?, pins: Set<String>?) {
+    init(host: String, port: Int, serverTrust: ServerTrustEvaluation?, pins: Set<String>?) {
         self.host = host
         self.port = port
         self.serverTrust = serverTrust
@@ -33,7 +33,7 @@ package struct HandshakeChecks: Sendable {
     /// Runs the checks for a handshake whose server presented `chain` (DER, the leaf first; empty when
     /// none could be read). `ourCheck` throws the engine's error when the chain or the name fails our
     /// check; `platformTrust` is the handshake's own trust object, for the app's delegate.
-    package func run(
+    func run(
         chain: [[UInt8]],
         platformTrust: PlatformTrust? = nil,
         ourCheck: () async throws -> Void

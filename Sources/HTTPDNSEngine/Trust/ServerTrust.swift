@@ -27,18 +27,18 @@ package struct ServerTrustQuestion: Sendable {
 package struct PlatformTrust: @unchecked Sendable {
     package let object: AnyObject
 
-    package init(_ object: AnyObject) { self.object = object }
+    init(_ object: AnyObject) { self.object = object }
 }
 
 /// What a TLS handshake that passed every check showed, kept on its connection: a connection made
 /// without the app's say (a pre-connect's) is asked about with it when a request that has a say takes
 /// it (`ServerTrustEvaluation.adopt`), as a new connection would be.
-package struct HandshakeShown: Sendable {
+struct HandshakeShown: Sendable {
     /// The certificates the server presented, DER, the leaf first.
-    package var chain: [[UInt8]]
-    package var platformTrust: PlatformTrust?
+    var chain: [[UInt8]]
+    var platformTrust: PlatformTrust?
 
-    package init(chain: [[UInt8]], platformTrust: PlatformTrust? = nil) {
+    init(chain: [[UInt8]], platformTrust: PlatformTrust? = nil) {
         self.chain = chain
         self.platformTrust = platformTrust
     }
@@ -60,16 +60,16 @@ package enum ServerTrustAnswer: Sendable {
 
 /// The `underlying` of the error a connect fails with when the request that asked about its server's
 /// certificate went away before an answer (`ServerTrustAnswer.askerGone`): a second try may help.
-package struct ServerTrustAskerGone: Error, Sendable {}
+struct ServerTrustAskerGone: Error, Sendable {}
 
 /// How one request's server trust is decided beyond the engine's own check.
 package struct ServerTrustEvaluation: Sendable {
     /// Requests share connections only with requests of the same partition.
-    package var partition: UInt64
+    var partition: UInt64
     /// Ask for every new connection, not only when our check fails.
-    package var always: Bool
+    var always: Bool
     /// Asked once per new connection made for the partition (from the connect's own task).
-    package var decide: @Sendable (ServerTrustQuestion) async -> ServerTrustAnswer
+    var decide: @Sendable (ServerTrustQuestion) async -> ServerTrustAnswer
 
     package init(
         partition: UInt64,

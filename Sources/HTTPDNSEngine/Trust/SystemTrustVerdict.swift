@@ -17,7 +17,7 @@ package enum SystemTrustVerdict: Sendable, Equatable {
 
     /// The Security framework's result codes the engine tells apart (values from the iOS 16.5 SDK's
     /// SecBase.h). Every other rejection counts as an untrusted chain.
-    package enum Status {
+    enum Status {
         /// errSecHostNameMismatch: the chain is fine, but it is not for this host.
         static let hostNameMismatch: Int32 = -67602
         /// errSecCertificateNameNotAllowed: the name is excluded by a CA's name constraints.
@@ -25,7 +25,7 @@ package enum SystemTrustVerdict: Sendable, Equatable {
         /// errSecNotTrusted: no path to an anchor (a private CA nobody added).
         static let notTrusted: Int32 = -67843
         /// errSecCertificateExpired.
-        package static let expired: Int32 = -67818
+        static let expired: Int32 = -67818
         /// errSecCertificateNotValidYet.
         static let notValidYet: Int32 = -67819
         /// errSecCertificateRevoked.
@@ -67,7 +67,7 @@ package enum SystemTrustVerdict: Sendable, Equatable {
 /// it ran; else the chain the connection's TLS metadata holds, judged then. The system skips the verify
 /// block on a resumed TLS session, and without this a resumed connection would have no chain: every
 /// pinned or delegate-judged connection after the first would fail.
-package enum HandshakeEvidence: Sendable, Equatable {
+enum HandshakeEvidence: Sendable, Equatable {
     /// The verify block's verdict and the chain it saw.
     case judged(SystemTrustVerdict, chain: [[UInt8]])
     /// No verify block ran (a resumed session): judge this chain, from the connection's metadata.
@@ -76,7 +76,7 @@ package enum HandshakeEvidence: Sendable, Equatable {
     /// handshake (`TLSResumption`).
     case none
 
-    package static func choose(verifyBlock: (SystemTrustVerdict, [[UInt8]])?, metadataChain: [[UInt8]])
+    static func choose(verifyBlock: (SystemTrustVerdict, [[UInt8]])?, metadataChain: [[UInt8]])
         -> HandshakeEvidence
     {
         if let (verdict, chain) = verifyBlock { return .judged(verdict, chain: chain) }

@@ -62,7 +62,7 @@ public final class HTTPDNSProxy: Sendable {
         var keepAliveTimeout: Duration = .seconds(60)
         /// A tunnel with no traffic either way for this long is closed.
         var tunnelIdleTimeout: Duration = .seconds(300)
-        package var connectTimeout: Duration = .seconds(10)
+        var connectTimeout: Duration = .seconds(10)
         /// A forwarded http:// request's body streams on as it arrives, the client read only as fast as
         /// the origin takes it; when no byte of it arrives for this long while one is wanted, the request
         /// is given up (408 if no response has started). As nginx's client_body_timeout.
@@ -74,19 +74,19 @@ public final class HTTPDNSProxy: Sendable {
 
     /// One finished tunnel.
     package struct TunnelMetrics: Sendable, Hashable {
-        package var host: String
-        package var port: Int
+        var host: String
+        var port: Int
         /// The address the tunnel went to.
-        package var address: String?
+        var address: String?
         /// Client to server, server to client.
         var bytesUp: Int
         var bytesDown: Int
-        package var duration: Duration
+        var duration: Duration
         /// Why it could not be opened, if it could not.
-        package var error: String?
+        var error: String?
     }
 
-    package let configuration: Configuration
+    let configuration: Configuration
     let channel: any Channel
     let recent: NIOLockedValueBox<[TunnelMetrics]>
     let connections: ConnectionLimiter
@@ -95,7 +95,7 @@ public final class HTTPDNSProxy: Sendable {
     public var port: Int { channel.localAddress?.port ?? configuration.port }
     /// The last tunnels (at most 1,000), oldest first.
     var recentTunnels: [TunnelMetrics] { recent.withLockedValue { $0 } }
-    package var openConnections: Int { connections.count }
+    var openConnections: Int { connections.count }
 
     private init(
         configuration: Configuration,

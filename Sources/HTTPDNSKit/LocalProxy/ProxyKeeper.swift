@@ -7,9 +7,9 @@ import NIOConcurrencyHelpers
 import NIOCore
 
 /// Keeps one loopback proxy running for the clients pointed at it by proxy configurations.
-package final class ProxyKeeper: Sendable {
+final class ProxyKeeper: Sendable {
     /// Starts a proxy listening on a port (0: any free one).
-    package typealias Start = @Sendable (_ port: Int) async throws -> HTTPDNSProxy
+    typealias Start = @Sendable (_ port: Int) async throws -> HTTPDNSProxy
 
     private struct Inner {
         var lifecycle = ProxyLifecycle()
@@ -39,13 +39,13 @@ package final class ProxyKeeper: Sendable {
     private let logger: Logger
     private let inner = NIOLockedValueBox(Inner())
 
-    package init(logger: Logger, start: @escaping Start) {
+    init(logger: Logger, start: @escaping Start) {
         self.start = start
         self.logger = logger
     }
 
     /// The running proxy, started first if it is not (or its listener was lost).
-    package func proxy() async throws -> HTTPDNSProxy {
+    func proxy() async throws -> HTTPDNSProxy {
         try await withCheckedThrowingContinuation { continuation in
             let action = inner.withLockedValue { inner -> ProxyLifecycle.Action? in
                 // A listener the system took, whose close notice has not come yet: as the notice would.
@@ -73,7 +73,7 @@ package final class ProxyKeeper: Sendable {
     }
 
     /// The proxy in use now, if one runs (nil while it starts, after its listener was lost, after shutdown).
-    package var current: HTTPDNSProxy? {
+    var current: HTTPDNSProxy? {
         inner.withLockedValue { inner in inner.proxy.flatMap { $0.isListening ? $0 : nil } }
     }
 
@@ -108,7 +108,7 @@ package final class ProxyKeeper: Sendable {
     }
 
     /// Stops the proxy for good.
-    package func shutdown() async {
+    func shutdown() async {
         let (action, proxy, waiters) = inner.withLockedValue { inner in
             let action = inner.lifecycle.shutdown()
             let proxy = inner.proxy
@@ -190,8 +190,8 @@ package final class ProxyKeeper: Sendable {
 }
 
 /// Why `ProxyKeeper` hands out no proxy.
-package enum ProxyKeeperError: Error, CustomStringConvertible {
+enum ProxyKeeperError: Error, CustomStringConvertible {
     case shutDown
 
-    package var description: String { "the HTTPDNS instance was shut down: its loopback proxy is not started again" }
+    var description: String { "the HTTPDNS instance was shut down: its loopback proxy is not started again" }
 }

@@ -12,8 +12,8 @@
 ///   made from configurations that named the old port must be made again (a session copies its
 ///   configuration), while web views' data stores are pointed at the new port by the keeper.
 /// - A start that fails on a fresh port fails whoever waits; the next use tries again.
-package struct ProxyLifecycle: Sendable {
-    package enum State: Sendable, Hashable {
+struct ProxyLifecycle: Sendable {
+    enum State: Sendable, Hashable {
         case idle
         case starting(port: Int)
         case running(port: Int)
@@ -37,13 +37,13 @@ package struct ProxyLifecycle: Sendable {
         case stop
     }
 
-    package private(set) var state: State = .idle
+    private(set) var state: State = .idle
     private var inBackground = false
 
-    package init() {}
+    init() {}
 
     /// Someone needs the proxy: an installer, or the app asking for its port.
-    package mutating func needed() -> Action {
+    mutating func needed() -> Action {
         switch state {
         case .idle:
             state = .starting(port: 0)
@@ -62,7 +62,7 @@ package struct ProxyLifecycle: Sendable {
 
     /// The proxy started, listening on `port`. A start that was not wanted any more (the owner shut
     /// down meanwhile) is stopped.
-    package mutating func started(port: Int) -> [Action] {
+    mutating func started(port: Int) -> [Action] {
         guard case .starting(let wanted) = state else { return [.stop] }
         state = .running(port: port)
         let from = movingFrom ?? (wanted == 0 ? nil : wanted)
@@ -118,7 +118,7 @@ package struct ProxyLifecycle: Sendable {
     }
 
     /// The owner shuts down: the proxy stops and is never started again.
-    package mutating func shutdown() -> Action? {
+    mutating func shutdown() -> Action? {
         let wasRunning = if case .running = state { true } else { false }
         state = .shutDown
         return wasRunning ? .stop : nil

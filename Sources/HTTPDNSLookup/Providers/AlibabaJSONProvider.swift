@@ -10,7 +10,7 @@ import NIOHTTP1
 /// The Alibaba-style JSON API: `/resolve?host=NAME&query=4|6` and Alibaba Cloud's `/ACCOUNT/d?host=`;
 /// with a secret, its signed form `/ACCOUNT/sign_d?host=&query=&t=&s=`. An endpoint `/v2/d?id=ACCOUNT`
 /// speaks Alibaba Cloud's newer API in plain mode, signed when given a secret (see AlibabaSigning).
-package struct AlibabaJSONProvider: DNSProvider {
+struct AlibabaJSONProvider: DNSProvider {
     enum Form {
         /// `/resolve` or `/ACCOUNT/d`, as given; several names go to `/ACCOUNT/resolve` (nil: no batch).
         case unsigned(batchPath: String?)
@@ -27,10 +27,10 @@ package struct AlibabaJSONProvider: DNSProvider {
     let clientSubnet: ClientSubnet?
     /// The service's time, for signatures: learnt from its answers (see ServiceClock).
     let clock: ServiceClock
-    package var name: String { client.name("json") }
+    var name: String { client.name("json") }
 
     /// v2, `resolve` and `sign_resolve` take up to 5 names in one query, as the vendor's SDKs send them.
-    package var maximumBatch: Int {
+    var maximumBatch: Int {
         switch form {
         case .v2: return AlibabaV2Format.maximumBatch
         case .signD, .unsigned(batchPath: _?): return AlibabaJSONFormat.maximumBatch
@@ -38,7 +38,7 @@ package struct AlibabaJSONProvider: DNSProvider {
         }
     }
 
-    package func networkChanged() { clock.reset() }
+    func networkChanged() { clock.reset() }
 
     /// `secret` and `encryption` have passed `ResolverSpec.credentialProblem` (ProviderFactory checks
     /// it): a v2 endpoint names its account and its secret and key are hex; a signed one is `/ACCOUNT/d`.
@@ -69,14 +69,14 @@ package struct AlibabaJSONProvider: DNSProvider {
         }
     }
 
-    package func resolve(_ name: String, family: AddressFamily, deadline: NIODeadline) async throws -> FamilyAnswer {
+    func resolve(_ name: String, family: AddressFamily, deadline: NIODeadline) async throws -> FamilyAnswer {
         let answers = try await resolveBatch([name], query: family.query, deadline: deadline)
         return answers[normalizeHostname(name)]?[family] ?? .empty
     }
 
     /// One request for up to 5 names and both families: `q=4,6` on v2, `query=4,6` on the v1 forms, as
     /// the vendor's C SDK and older Android SDK send it (`hdns_resolver.c`, `InterpretHostHelper.java`).
-    package func resolveBatch(_ names: [String], query: AddressQuery, deadline: NIODeadline) async throws -> [String:
+    func resolveBatch(_ names: [String], query: AddressQuery, deadline: NIODeadline) async throws -> [String:
         HostAnswer]
     {
         let offset = clock.currentOffset
@@ -169,5 +169,5 @@ package struct AlibabaJSONProvider: DNSProvider {
 
 extension AlibabaJSONProvider {
     /// Opens the endpoint's connection ahead of the first query.
-    package func warmUp() async throws { try await client.warmUp() }
+    func warmUp() async throws { try await client.warmUp() }
 }

@@ -26,7 +26,7 @@ import HTTPDNSCore
 
 package enum AlibabaSigning {
     /// How long a signature is valid: the vendor SDKs' default.
-    package static let validity: Int = 600
+    static let validity: Int = 600
     /// The longest validity the service accepts (a later expiry is refused).
     package static let maximumValidity: Int = 24 * 3600
 

@@ -16,7 +16,7 @@ import Foundation
 import HTTPDNSCore
 
 package struct AlibabaV2Cipher: Sendable {
-    package let mode: AlibabaEncryption.Mode
+    let mode: AlibabaEncryption.Mode
     /// The key bytes (not a `SymmetricKey`: on Apple platforms that is CryptoKit's, not Sendable).
     private let key: [UInt8]
 
@@ -29,7 +29,7 @@ package struct AlibabaV2Cipher: Sendable {
 
     /// `plain` encrypted under a fresh random IV or nonce: IV ‖ ciphertext (‖ tag). Throws
     /// `AlibabaV2CipherError` when the cipher refuses (it does not with the key lengths `init` allows).
-    package func seal(_ plain: [UInt8]) throws(AlibabaV2CipherError) -> [UInt8] {
+    func seal(_ plain: [UInt8]) throws(AlibabaV2CipherError) -> [UInt8] {
         switch mode {
         case .cbc: return try seal(plain, iv: AESCBC.randomIV())
         case .gcm: return try seal(plain, iv: Array(AES.GCM.Nonce()))
@@ -38,7 +38,7 @@ package struct AlibabaV2Cipher: Sendable {
 
     /// `plain` under the given IV (16 bytes, CBC) or nonce (12, GCM): for known-answer tests. Throws
     /// `AlibabaV2CipherError` for an IV of another length.
-    package func seal(_ plain: [UInt8], iv: [UInt8]) throws(AlibabaV2CipherError) -> [UInt8] {
+    func seal(_ plain: [UInt8], iv: [UInt8]) throws(AlibabaV2CipherError) -> [UInt8] {
         let symmetric = SymmetricKey(data: key)
         do {
             switch mode {
@@ -54,7 +54,7 @@ package struct AlibabaV2Cipher: Sendable {
     }
 
     /// The plaintext of IV ‖ ciphertext (‖ tag). Throws `AlibabaV2CipherError` saying what is wrong.
-    package func open(_ sealed: [UInt8]) throws(AlibabaV2CipherError) -> [UInt8] {
+    func open(_ sealed: [UInt8]) throws(AlibabaV2CipherError) -> [UInt8] {
         switch mode {
         case .cbc:
             guard sealed.count >= 32, sealed.count % 16 == 0 else {
@@ -120,6 +120,6 @@ package struct AlibabaV2Cipher: Sendable {
 /// Why a v2 encrypted request or answer could not be opened; the reason completes "the enc / data …".
 package struct AlibabaV2CipherError: Error, Equatable, CustomStringConvertible {
     package var reason: String
-    package init(_ reason: String) { self.reason = reason }
+    init(_ reason: String) { self.reason = reason }
     package var description: String { reason }
 }

@@ -34,7 +34,7 @@ package struct DNSPodCipher: Sendable {
 
     /// `key`: 16 bytes for AES; at least 8 for DES (the first 8 are used). The caller has checked it
     /// (`ResolverSpec.credentialProblem`, `DNSPodAuth.problem`).
-    package init(_ algorithm: Algorithm, key: ResolverSecret) {
+    init(_ algorithm: Algorithm, key: ResolverSecret) {
         switch algorithm {
         case .aes:
             precondition(key.bytes.count == 16, "DNSPod AES key length not checked")
@@ -110,6 +110,6 @@ package struct DNSPodCipher: Sendable {
 /// Why DNSPod enterprise text could not be opened; the reason completes "the answer …".
 package struct DNSPodCipherError: Error, Hashable, Sendable, CustomStringConvertible {
     package var reason: String
-    package init(_ reason: String) { self.reason = reason }
+    init(_ reason: String) { self.reason = reason }
     package var description: String { reason }
 }

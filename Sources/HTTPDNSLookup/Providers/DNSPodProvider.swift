@@ -11,14 +11,14 @@ import NIOHTTP1
 /// free or, with `auth`, the enterprise forms (`&id=ID&alg=aes|des` with `dn` and the answer encrypted,
 /// or `&id=ID&token=TOKEN` over HTTPS). Batches up to 8 names, the service's limit
 /// (cloud.tencent.com/document/product/213/3522).
-package struct DNSPodProvider: DNSProvider {
+struct DNSPodProvider: DNSProvider {
     let client: EndpointClient
     let auth: DNSPodAuth?
     let cipher: DNSPodCipher?
     /// Sent as `ip=` (encrypted like `dn` in the AES and DES forms), when given.
     let clientSubnet: ClientSubnet?
-    package var name: String { client.name("dnspod") }
-    package var maximumBatch: Int { 8 }
+    var name: String { client.name("dnspod") }
+    var maximumBatch: Int { 8 }
 
     /// `auth` has passed `ResolverSpec.credentialProblem` (ProviderFactory checks it).
     init(client: EndpointClient, auth: DNSPodAuth?, clientSubnet: ClientSubnet? = nil) {
@@ -28,7 +28,7 @@ package struct DNSPodProvider: DNSProvider {
         self.clientSubnet = clientSubnet
     }
 
-    package func resolve(_ name: String, family: AddressFamily, deadline: NIODeadline) async throws -> FamilyAnswer {
+    func resolve(_ name: String, family: AddressFamily, deadline: NIODeadline) async throws -> FamilyAnswer {
         let answers = try await resolveBatch([name], query: family.query, deadline: deadline)
         guard let answer = answers[normalizeHostname(name)]?[family] else {
             throw ProviderError("gave no line for \(name)")
@@ -37,7 +37,7 @@ package struct DNSPodProvider: DNSProvider {
     }
 
     /// One request for up to 8 names, both families with `type=addrs` (DNSPod's Android and iOS SDKs).
-    package func resolveBatch(_ names: [String], query: AddressQuery, deadline: NIODeadline) async throws -> [String:
+    func resolveBatch(_ names: [String], query: AddressQuery, deadline: NIODeadline) async throws -> [String:
         HostAnswer]
     {
         let body = try await client.send(
@@ -96,5 +96,5 @@ package struct DNSPodProvider: DNSProvider {
 
 extension DNSPodProvider {
     /// Opens the endpoint's connection ahead of the first query.
-    package func warmUp() async throws { try await client.warmUp() }
+    func warmUp() async throws { try await client.warmUp() }
 }

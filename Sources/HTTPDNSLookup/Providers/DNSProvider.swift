@@ -34,19 +34,19 @@ package protocol DNSProvider: Sendable {
 }
 
 extension DNSProvider {
-    package var maximumBatch: Int { 1 }
+    var maximumBatch: Int { 1 }
 
-    package var answersServiceBindings: Bool { false }
+    var answersServiceBindings: Bool { false }
 
-    package func warmUp() async throws {}
+    func warmUp() async throws {}
 
-    package func serviceBindings(_ name: String, deadline: NIODeadline) async throws -> ServiceBindingAnswer {
+    func serviceBindings(_ name: String, deadline: NIODeadline) async throws -> ServiceBindingAnswer {
         throw ProviderError("\(self.name) has no query for HTTPS records")
     }
 
-    package func networkChanged() {}
+    func networkChanged() {}
 
-    package func resolveBatch(_ names: [String], query: AddressQuery, deadline: NIODeadline) async throws -> [String:
+    func resolveBatch(_ names: [String], query: AddressQuery, deadline: NIODeadline) async throws -> [String:
         HostAnswer]
     {
         let families = AddressFamily.allCases.filter { $0 == .ipv4 ? query.wantsIPv4 : query.wantsIPv6 }
@@ -74,15 +74,15 @@ extension DNSProvider {
 /// keeps the lower-level error as a value (the engine's `HTTPEngineError`, a socket error), if any.
 /// Equal when the messages are.
 package struct ProviderError: Error, Hashable, Sendable, CustomStringConvertible {
-    package var message: String
-    package var underlying: (any Error)?
+    var message: String
+    var underlying: (any Error)?
     /// The DNS response code, when the server did answer, with an error (REFUSED, SERVFAIL…): it is
     /// reachable and speaks DNS (the server's readiness counts that as an answer).
     package var rcode: DNSResponseCode?
     /// A vendor's refusal code (Alibaba's `{"code":"SignatureExpired"}`), when it sent one.
     var vendorCode: String?
 
-    package init(
+    init(
         _ message: String,
         underlying: (any Error)? = nil,
         rcode: DNSResponseCode? = nil,

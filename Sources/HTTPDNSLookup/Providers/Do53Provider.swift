@@ -9,7 +9,7 @@ import NIOCore
 import NIOExtras
 import NIOPosix
 
-package struct Do53Provider: SubnetQuerying {
+struct Do53Provider: SubnetQuerying {
     let ip: IPAddress
     let port: Int
     let group: any EventLoopGroup
@@ -17,9 +17,9 @@ package struct Do53Provider: SubnetQuerying {
     let path: NetworkPath?
     /// Sent as an EDNS Client Subnet option in every query (RFC 7871), when given.
     let clientSubnet: ClientSubnet?
-    package let name: String
+    let name: String
 
-    package init(
+    init(
         server ip: IPAddress,
         port: Int,
         path: NetworkPath? = nil,
@@ -44,12 +44,12 @@ package struct Do53Provider: SubnetQuerying {
         }
     }
 
-    package func resolve(_ name: String, family: AddressFamily, deadline: NIODeadline) async throws -> FamilyAnswer {
+    func resolve(_ name: String, family: AddressFamily, deadline: NIODeadline) async throws -> FamilyAnswer {
         try await resolve(name, family: family, deadline: deadline, clientSubnet: clientSubnet)
     }
 
     /// One query, with `clientSubnet` as its ECS option (the server passing its client's on).
-    package func resolve(_ name: String, family: AddressFamily, deadline: NIODeadline, clientSubnet: ClientSubnet?)
+    func resolve(_ name: String, family: AddressFamily, deadline: NIODeadline, clientSubnet: ClientSubnet?)
         async throws -> FamilyAnswer
     {
         let (bytes, id) = try await exchange(
@@ -61,9 +61,9 @@ package struct Do53Provider: SubnetQuerying {
         return try interpretWireAnswer(bytes, name: name, family: family, expectedID: id)
     }
 
-    package var answersServiceBindings: Bool { true }
+    var answersServiceBindings: Bool { true }
 
-    package func serviceBindings(_ name: String, deadline: NIODeadline) async throws -> ServiceBindingAnswer {
+    func serviceBindings(_ name: String, deadline: NIODeadline) async throws -> ServiceBindingAnswer {
         let (bytes, id) = try await exchange(name, type: .https, clientSubnet: clientSubnet, deadline: deadline)
         return try interpretWireBindings(bytes, name: name, expectedID: id)
     }

@@ -7,11 +7,11 @@ import NIOCore
 import NIOHTTP1
 
 /// JSON DNS-over-HTTPS (`?name=&type=`, `application/dns-json`).
-package struct DoHJSONProvider: DNSProvider {
+struct DoHJSONProvider: DNSProvider {
     let client: EndpointClient
-    package var name: String { client.name("doh-json") }
+    var name: String { client.name("doh-json") }
 
-    package func resolve(_ name: String, family: AddressFamily, deadline: NIODeadline) async throws -> FamilyAnswer {
+    func resolve(_ name: String, family: AddressFamily, deadline: NIODeadline) async throws -> FamilyAnswer {
         let body = try await client.send(
             [("name", name), ("type", family.recordType.description)],
             accept: "application/dns-json",
@@ -24,9 +24,9 @@ package struct DoHJSONProvider: DNSProvider {
         }
     }
 
-    package var answersServiceBindings: Bool { true }
+    var answersServiceBindings: Bool { true }
 
-    package func serviceBindings(_ name: String, deadline: NIODeadline) async throws -> ServiceBindingAnswer {
+    func serviceBindings(_ name: String, deadline: NIODeadline) async throws -> ServiceBindingAnswer {
         let body = try await client.send(
             [("name", name), ("type", "HTTPS")],
             accept: "application/dns-json",
@@ -42,5 +42,5 @@ package struct DoHJSONProvider: DNSProvider {
 
 extension DoHJSONProvider {
     /// Opens the endpoint's connection ahead of the first query.
-    package func warmUp() async throws { try await client.warmUp() }
+    func warmUp() async throws { try await client.warmUp() }
 }

@@ -16,12 +16,12 @@ package protocol SubnetQuerying: DNSProvider {
 /// RFC 8484 DNS-over-HTTPS, wire format. GET `?dns=<base64url>` or POST `application/dns-message`.
 /// The engine offers h2 and http/1.1 through ALPN, so h2-only servers (kresd doh2, bind9, unbound) and
 /// HTTP/1.1 ones both work.
-package struct DoHProvider: SubnetQuerying {
+struct DoHProvider: SubnetQuerying {
     let client: EndpointClient
     let usePOST: Bool
     /// Sent as an EDNS Client Subnet option in every query (RFC 7871), when given.
     let clientSubnet: ClientSubnet?
-    package var name: String { client.name(usePOST ? "doh-post" : "doh") }
+    var name: String { client.name(usePOST ? "doh-post" : "doh") }
 
     init(client: EndpointClient, usePOST: Bool, clientSubnet: ClientSubnet? = nil) {
         self.client = client
@@ -29,21 +29,21 @@ package struct DoHProvider: SubnetQuerying {
         self.clientSubnet = clientSubnet
     }
 
-    package func resolve(_ name: String, family: AddressFamily, deadline: NIODeadline) async throws -> FamilyAnswer {
+    func resolve(_ name: String, family: AddressFamily, deadline: NIODeadline) async throws -> FamilyAnswer {
         try await resolve(name, family: family, deadline: deadline, clientSubnet: clientSubnet)
     }
 
     /// One query, with `clientSubnet` as its ECS option (the server passing its client's on).
-    package func resolve(_ name: String, family: AddressFamily, deadline: NIODeadline, clientSubnet: ClientSubnet?)
+    func resolve(_ name: String, family: AddressFamily, deadline: NIODeadline, clientSubnet: ClientSubnet?)
         async throws -> FamilyAnswer
     {
         let query = try DNSMessage.query(name: name, type: family.recordType, id: 0, clientSubnet: clientSubnet)
         return try interpretWireAnswer(try await exchange(query, deadline: deadline), name: name, family: family)
     }
 
-    package var answersServiceBindings: Bool { true }
+    var answersServiceBindings: Bool { true }
 
-    package func serviceBindings(_ name: String, deadline: NIODeadline) async throws -> ServiceBindingAnswer {
+    func serviceBindings(_ name: String, deadline: NIODeadline) async throws -> ServiceBindingAnswer {
         let query = try DNSMessage.query(name: name, type: .https, id: 0, clientSubnet: clientSubnet)
         return try interpretWireBindings(try await exchange(query, deadline: deadline), name: name)
     }
@@ -115,5 +115,5 @@ func base64URL(_ bytes: [UInt8]) -> String {
 
 extension DoHProvider {
     /// Opens the endpoint's connection ahead of the first query.
-    package func warmUp() async throws { try await client.warmUp() }
+    func warmUp() async throws { try await client.warmUp() }
 }

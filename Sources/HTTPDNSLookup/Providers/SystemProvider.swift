@@ -12,15 +12,15 @@ import HTTPDNSCore
 import NIOCore
 import NIOPosix
 
-package struct SystemProvider: DNSProvider {
-    package var name: String { "system" }
+struct SystemProvider: DNSProvider {
+    var name: String { "system" }
     let pool: NIOThreadPool
 
-    package init(threadPool: NIOThreadPool = .singleton) {
+    init(threadPool: NIOThreadPool = .singleton) {
         self.pool = threadPool
     }
 
-    package func resolve(_ name: String, family: AddressFamily, deadline: NIODeadline) async throws -> FamilyAnswer {
+    func resolve(_ name: String, family: AddressFamily, deadline: NIODeadline) async throws -> FamilyAnswer {
         // getaddrinfo cannot be cancelled; the deadline bounds how long we wait for it, not the call itself.
         let eventLoop = MultiThreadedEventLoopGroup.singleton.next()
         let promise = eventLoop.makePromise(of: FamilyAnswer.self)

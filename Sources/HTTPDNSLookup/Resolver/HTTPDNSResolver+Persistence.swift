@@ -7,7 +7,7 @@ import Logging
 extension HTTPDNSResolver {
     /// Writes the cache to `configuration.persistencePath` now (atomically); a save that was pending
     /// is done by it.
-    package func persist() throws {
+    func persist() throws {
         let now = clock.now()
         state.withLockedValue { state in
             state.machine.persisted(now: now)
@@ -18,7 +18,7 @@ extension HTTPDNSResolver {
     }
 
     /// Writes any pending save of the cache now instead of when its delay runs out.
-    package func flushPersistence() {
+    func flushPersistence() {
         persistence { $0.flushPersistence(now: $1) }
     }
 

@@ -14,7 +14,7 @@ package struct DescriptorBudget: Equatable, Sendable {
     /// The process's limit (RLIMIT_NOFILE, soft).
     package var limit: Int
     /// Descriptors open when the budget was taken (listeners, event loops, standard streams…).
-    package var inUse: Int
+    var inUse: Int
 
     package init(limit: Int, inUse: Int) {
         self.limit = limit
@@ -26,7 +26,7 @@ package struct DescriptorBudget: Equatable, Sendable {
     var reserve: Int { max(16, limit / 20) }
 
     /// What the bounds may use.
-    package var available: Int { max(0, limit - inUse - reserve) }
+    var available: Int { max(0, limit - inUse - reserve) }
 
     /// `serve`: a connection holds one descriptor, an upstream lookup up to two (a UDP socket per
     /// family), and the listener its headroom besides its connections (newcomers waiting, connections

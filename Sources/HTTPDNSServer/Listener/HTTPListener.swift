@@ -20,26 +20,26 @@ import NIOTLS
 
 /// One request, read whole.
 package struct ListenerRequest: Sendable {
-    package var method: HTTPMethod
+    var method: HTTPMethod
     package var uri: String
     package var headers: HTTPHeaders
     package var body: ByteBuffer
     /// "http/1.1" or "h2".
     package var version: String
-    package var isTLS: Bool
-    package var remote: String
+    var isTLS: Bool
+    var remote: String
     /// The client's address, for answers that report it (DNSPod `clientip=1`).
     var remoteIP: IPAddress? = nil
 
     /// The request target without its query.
-    package var path: String { uri.firstIndex(of: "?").map { String(uri[..<$0]) } ?? uri }
+    var path: String { uri.firstIndex(of: "?").map { String(uri[..<$0]) } ?? uri }
 }
 
 /// One response.
 package struct ListenerResponse: Sendable {
-    package var status: HTTPResponseStatus
-    package var headers: HTTPHeaders
-    package var body: ByteBuffer
+    var status: HTTPResponseStatus
+    var headers: HTTPHeaders
+    var body: ByteBuffer
 
     package init(
         status: HTTPResponseStatus = .ok,
@@ -72,7 +72,7 @@ package final class HTTPListener: Sendable {
         /// client in use is never closed for a newcomer.
         package var maxConnections = 1024
         /// How long a new connection may wait for a slot when only kept-alive clients could make room.
-        package var queueTimeout: Duration = .seconds(2)
+        var queueTimeout: Duration = .seconds(2)
         /// Connections at most from one client address (nil: no such cap); more are closed at once.
         package var maxConnectionsPerClient: Int? = nil
         package var maxRequestBytes = 64 * 1024
@@ -85,7 +85,7 @@ package final class HTTPListener: Sendable {
         package init() {}
     }
 
-    package let host: String
+    let host: String
     package let port: Int
     let channel: any Channel
     let connections: ConnectionLimiter
@@ -214,7 +214,7 @@ package final class HTTPListener: Sendable {
     }
 
     /// Open connections now.
-    package var openConnections: Int { connections.count }
+    var openConnections: Int { connections.count }
 
     package func stop() async {
         try? await channel.close()
@@ -225,7 +225,7 @@ package final class HTTPListener: Sendable {
     /// (`ChannelShouldQuiesceEvent`: an HTTP/1.1 connection closes after the response in progress, or
     /// at once when idle; an HTTP/2 one sends GOAWAY and closes after its last stream); what is still
     /// open after `timeout` is closed.
-    package func drain(within timeout: Duration) async {
+    func drain(within timeout: Duration) async {
         try? await channel.close()
         let open = connections.channels
         for connection in open { connection.pipeline.fireUserInboundEventTriggered(ChannelShouldQuiesceEvent()) }

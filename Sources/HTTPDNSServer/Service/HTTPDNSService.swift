@@ -107,10 +107,10 @@ package final class HTTPDNSService: Sendable {
 
     /// A certificate chain and its key, PEM.
     package struct TLSIdentity: Sendable {
-        package var chain: [NIOSSLCertificate]
-        package var key: NIOSSLPrivateKey
+        var chain: [NIOSSLCertificate]
+        var key: NIOSSLPrivateKey
 
-        package init(chain: [NIOSSLCertificate], key: NIOSSLPrivateKey) {
+        init(chain: [NIOSSLCertificate], key: NIOSSLPrivateKey) {
             self.chain = chain
             self.key = key
         }
@@ -124,7 +124,7 @@ package final class HTTPDNSService: Sendable {
     }
 
     package let listeners: [HTTPListener]
-    package let readiness: ServiceReadiness
+    let readiness: ServiceReadiness
     let hosts: NIOLockedValueBox<Hosts>
     let resolver: HTTPDNSResolver?
     let configuration: Configuration

@@ -8,12 +8,12 @@
 // operator who wants a change read at once sends SIGHUP (`HTTPDNSService.reloadHosts()`), which reads it
 // as it is. Pure: the poll (HTTPDNSService.start) gives it what it saw and when, and reads when told.
 
-package struct HostsReloadRule: Sendable {
+struct HostsReloadRule: Sendable {
     /// How long a changed stamp must stay the same before the file is read.
-    package var settle: Duration
+    var settle: Duration
 
     /// What the poll should do.
-    package enum Action: Sendable, Hashable {
+    enum Action: Sendable, Hashable {
         /// Nothing: unchanged, or still changing.
         case wait
         /// Read the file now.
@@ -23,7 +23,7 @@ package struct HostsReloadRule: Sendable {
     /// A changed stamp, and when it was first seen.
     private var pending: (stamp: String, since: ContinuousClock.Instant)?
 
-    package init(settle: Duration = .seconds(2)) {
+    init(settle: Duration = .seconds(2)) {
         self.settle = settle
     }
 

@@ -4,12 +4,14 @@
 /// link-local…) for names the policy does not allow them for: a public name answering `127.0.0.1` or
 /// `10.0.0.1` is the classic sign of a poisoned or misconfigured resolver. TTL bounds are applied by the
 /// cache (`CacheConfiguration.minTTL` / `maxTTL`).
-package struct AnswerValidator: Sendable {
-    package var policy: HostPolicy
+import HTTPDNSCore
 
-    package init(policy: HostPolicy) { self.policy = policy }
+struct AnswerValidator: Sendable {
+    var policy: HostPolicy
 
-    package struct Outcome: Hashable, Sendable {
+    init(policy: HostPolicy) { self.policy = policy }
+
+    struct Outcome: Hashable, Sendable {
         package var answer: FamilyAnswer
         /// Addresses removed, with why.
         package var rejected: [(IPAddress, String)] {
@@ -22,7 +24,7 @@ package struct AnswerValidator: Sendable {
         var rejectedPairs: [Rejected]
     }
 
-    package func validate(_ answer: FamilyAnswer, for host: String) -> Outcome {
+    func validate(_ answer: FamilyAnswer, for host: String) -> Outcome {
         let allowNonGlobal = policy.mayResolveToNonGlobal(host)
         var kept: [IPAddress] = []
         var rejected: [Outcome.Rejected] = []

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import HTTPDNSCore
+@testable import HTTPDNSLookup
 
 @Suite struct CacheLoadingTests {
     static let stored = Timestamp.seconds(1_700_000_000)

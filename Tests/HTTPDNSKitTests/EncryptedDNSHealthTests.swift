@@ -1,7 +1,8 @@
 // The system encrypted-DNS mode's health rules (EncryptedDNSHealth) and the per-task resolution report,
 // without I/O: checks in, what to apply and when to check next out.
 
-import HTTPDNSCore
+@testable import HTTPDNSCore
+@testable import HTTPDNSKit
 import Testing
 
 @Suite struct EncryptedDNSHealthTests {

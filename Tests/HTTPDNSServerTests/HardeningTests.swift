@@ -4,6 +4,8 @@
 import Testing
 
 @testable import HTTPDNSCore
+@testable import HTTPDNSServer
+@testable import HTTPDNSLookup
 
 @Suite struct AddressValidationTests {
     @Test(arguments: [

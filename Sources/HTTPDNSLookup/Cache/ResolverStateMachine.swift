@@ -23,20 +23,22 @@
 
 /// The resolver's cache, coalescing, refresh and persistence decisions. Not thread-safe by itself: the
 /// owner keeps it under a lock.
-package struct ResolverStateMachine: Sendable {
+import HTTPDNSCore
+
+struct ResolverStateMachine: Sendable {
     /// Names one upstream query (a lookup's or a background refresh's).
     package struct QueryID: Hashable, Sendable, CustomStringConvertible {
-        package var value: Int
+        var value: Int
         package var description: String { "query \(value)" }
     }
 
     /// Names one scheduled write of the cache.
     package struct PersistTimerID: Hashable, Sendable {
-        package var value: Int
+        var value: Int
     }
 
     /// What the cache alone can do for a lookup.
-    package enum CacheAction: Hashable, Sendable {
+    enum CacheAction: Hashable, Sendable {
         /// Answer with this hit (`.fresh` or `.stale`); when `refresh` is set, start that background
         /// query for the key.
         case serve(CacheLookup, refresh: QueryID?)
@@ -71,18 +73,18 @@ package struct ResolverStateMachine: Sendable {
 
     /// The answers. The owner may read it and use what needs no decision (restore, snapshot,
     /// `namesInUse`, `remove`); lookups and stores go through the events below.
-    package var cache: DNSCache
+    var cache: DNSCache
     /// Whether the cache is written out at all.
-    package let persists: Bool
+    let persists: Bool
     /// Writes are at least this far apart, and a store waits at most this long to be written.
-    package let persistInterval: Duration
+    let persistInterval: Duration
     private var queries: [CacheKey: Query] = [:]
     private var nextQuery = 0
     private var lastPersist: Timestamp?
     private var pendingPersist: (due: Timestamp, timer: PersistTimerID)?
     private var nextTimer = 0
 
-    package init(cache: DNSCache, persists: Bool, persistInterval: Duration = .seconds(1)) {
+    init(cache: DNSCache, persists: Bool, persistInterval: Duration = .seconds(1)) {
         self.cache = cache
         self.persists = persists
         self.persistInterval = persistInterval
@@ -91,7 +93,7 @@ package struct ResolverStateMachine: Sendable {
     // MARK: Lookups
 
     /// A lookup that takes only what the cache has (a miss starts nothing).
-    package mutating func cacheLookup(_ key: CacheKey, now: Timestamp) -> CacheAction {
+    mutating func cacheLookup(_ key: CacheKey, now: Timestamp) -> CacheAction {
         let found = cache.lookup(key, now: now)
         switch found {
         case .miss:
@@ -114,7 +116,7 @@ package struct ResolverStateMachine: Sendable {
 
     /// An https response from `host` carried Strict-Transport-Security `value`: stored, and saved as
     /// an answer is when it changed the store.
-    package mutating func strictTransportSecurity(_ value: String, from host: String, now: Timestamp) -> PersistAction {
+    mutating func strictTransportSecurity(_ value: String, from host: String, now: Timestamp) -> PersistAction {
         guard cache.strictTransport.record(value, from: host, now: now) else { return .none }
         return changed(now: now)
     }
@@ -122,7 +124,7 @@ package struct ResolverStateMachine: Sendable {
     /// A lookup past the cache, for a connect whose cached addresses failed or are slow to answer: it
     /// joins the query running for the key (a refresh already on its way), else starts one; it is
     /// never served the cached answer.
-    package mutating func lookupPastCache(_ key: CacheKey) -> LookupAction {
+    mutating func lookupPastCache(_ key: CacheKey) -> LookupAction {
         if let running = queries[key] { return .join(running.id) }
         let id = newQuery()
         queries[key] = Query(id: id, isRefresh: false)
@@ -131,7 +133,7 @@ package struct ResolverStateMachine: Sendable {
 
     /// Connecting to `failed` addresses of `key`'s cached answer failed: the answer loses them (and goes
     /// when none is left), so no later lookup is served them; the change is saved as a store is.
-    package mutating func addressesFailed(_ key: CacheKey, _ failed: Set<IPAddress>, now: Timestamp) -> PersistAction {
+    mutating func addressesFailed(_ key: CacheKey, _ failed: Set<IPAddress>, now: Timestamp) -> PersistAction {
         guard cache.forget(failed, of: key) else { return .none }
         return changed(now: now)
     }
@@ -151,7 +153,7 @@ package struct ResolverStateMachine: Sendable {
     }
 
     /// The queries running in the background (refreshes and prefetches).
-    package var runningRefreshes: [QueryID] { queries.values.filter(\.isRefresh).map(\.id) }
+    var runningRefreshes: [QueryID] { queries.values.filter(\.isRefresh).map(\.id) }
 
     /// Whether `id` is still running for `key`.
     func isRunning(_ id: QueryID, for key: CacheKey) -> Bool { queries[key]?.id == id }
@@ -160,7 +162,7 @@ package struct ResolverStateMachine: Sendable {
 
     /// An answer (empty addresses: a negative one) arrived for `key`, from query `id` or from elsewhere
     /// (nil: a batch pre-resolve). Stores it; the query, if it is the one running, releases the key.
-    package mutating func stored(
+    mutating func stored(
         _ key: CacheKey,
         by id: QueryID?,
         addresses: [IPAddress],
@@ -175,7 +177,7 @@ package struct ResolverStateMachine: Sendable {
     }
 
     /// A name's HTTPS records arrived (none: it has none). Stores them; they are saved as answers are.
-    package mutating func storedRecords(
+    mutating func storedRecords(
         _ key: RecordsKey,
         _ answer: ServiceBindingAnswer,
         source: String,
@@ -208,18 +210,18 @@ package struct ResolverStateMachine: Sendable {
     // MARK: Persistence
 
     /// The timer `schedulePersist` asked for has run out.
-    package mutating func persistTimerFired(_ timer: PersistTimerID, now: Timestamp) -> PersistAction {
+    mutating func persistTimerFired(_ timer: PersistTimerID, now: Timestamp) -> PersistAction {
         guard pendingPersist?.timer == timer else { return .none }
         return persistNow(now)
     }
 
     /// Write what is pending now rather than when its timer runs out.
-    package mutating func flushPersistence(now: Timestamp) -> PersistAction {
+    mutating func flushPersistence(now: Timestamp) -> PersistAction {
         pendingPersist == nil ? .none : persistNow(now)
     }
 
     /// The owner wrote the cache out itself (an explicit `persist()`): what is pending is written.
-    package mutating func persisted(now: Timestamp) {
+    mutating func persisted(now: Timestamp) {
         pendingPersist = nil
         lastPersist = now
     }

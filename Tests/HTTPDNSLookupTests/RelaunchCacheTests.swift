@@ -6,6 +6,7 @@ import Foundation
 import Testing
 
 @testable import HTTPDNSCore
+@testable import HTTPDNSLookup
 
 @Suite struct RelaunchCacheTests {
     let t0 = Timestamp.seconds(1_000_000)

@@ -2,20 +2,22 @@
 /// its first failure, doubling up to 60 s) and tried again after that. When every provider is marked
 /// down they are all tried anyway, in the configured order: skipping everything would turn a blip into
 /// an outage. Plain value type; the owner keeps it under a lock.
-package struct ProviderHealth: Sendable {
+import HTTPDNSCore
+
+struct ProviderHealth: Sendable {
     struct Record: Sendable {
         var consecutiveFailures = 0
         var downUntil: Timestamp?
     }
 
-    package var initialBackoff: Duration = .seconds(1)
-    package var maximumBackoff: Duration = .seconds(60)
+    var initialBackoff: Duration = .seconds(1)
+    var maximumBackoff: Duration = .seconds(60)
     private var records: [Int: Record] = [:]
 
-    package init() {}
+    init() {}
 
     /// Provider indices to try now, healthy ones first (each group in configured order).
-    package func order(count: Int, now: Timestamp) -> [Int] {
+    func order(count: Int, now: Timestamp) -> [Int] {
         var up: [Int] = []
         var down: [Int] = []
         for i in 0..<count {
@@ -29,7 +31,7 @@ package struct ProviderHealth: Sendable {
         return now < until
     }
 
-    package mutating func succeeded(_ index: Int) {
+    mutating func succeeded(_ index: Int) {
         records[index] = nil
     }
 

@@ -4,13 +4,14 @@
 // or of another version is refused whole; an entry that could not have been written by this version is
 // dropped and counted, and the rest of the file is used. Fuzzed by Fuzz/Targets/FuzzCacheFile.swift.
 
+import HTTPDNSCore
 import Foundation
 
 extension CacheSnapshot {
     /// Largest cache file read (8 MiB); a bigger one is refused without being parsed.
-    package static let maxFileBytes = 8 * 1024 * 1024
+    static let maxFileBytes = 8 * 1024 * 1024
     /// Entries kept by default when loading (the default `CacheConfiguration.capacity`).
-    package static let defaultLoadCapacity = 4096
+    static let defaultLoadCapacity = 4096
     /// Addresses one entry may hold.
     static let maxAddressesPerEntry = 64
     /// Longest TTL an entry may carry (seconds): 7 days.
@@ -23,8 +24,8 @@ extension CacheSnapshot {
     /// A loaded cache file: the entries kept and how many were dropped as invalid, duplicate or over
     /// capacity.
     package struct LoadResult: Hashable, Sendable {
-        package var snapshot: CacheSnapshot
-        package var dropped: Int
+        var snapshot: CacheSnapshot
+        var dropped: Int
     }
 
     /// Parses and validates a cache file's bytes.
@@ -130,7 +131,7 @@ extension CacheSnapshot {
     }
 
     /// The file's bytes as `CachePersistence` writes them (JSON, keys sorted).
-    package func fileBytes() throws -> [UInt8] {
+    func fileBytes() throws -> [UInt8] {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
         return Array(try encoder.encode(self))
@@ -182,8 +183,8 @@ package struct CacheFileError: Error, Hashable, Sendable, CustomStringConvertibl
         case otherVersion(Int)
     }
 
-    package var code: Code
-    package init(_ code: Code) { self.code = code }
+    var code: Code
+    init(_ code: Code) { self.code = code }
 
     package var description: String {
         switch code {

@@ -1,7 +1,8 @@
 // HSTS (RFC 6797) as the engine and the URLSession route keep it: pure, on a set clock, and through the
 // cache file a relaunch reads.
 
-import HTTPDNSCore
+@testable import HTTPDNSCore
+@testable import HTTPDNSLookup
 import Testing
 
 @Suite struct StrictTransportSecurityTests {

@@ -1,5 +1,7 @@
 /// Which resolver the system uses for the app's process when HTTPDNS points its encrypted DNS at a DoH
 /// server (`HTTPDNS.enableSystemEncryptedDNS(_:)`).
+import HTTPDNSCore
+
 public enum EncryptedDNSMode: String, Sendable, Hashable, CustomStringConvertible {
     /// Every name the process resolves goes to the DoH server, encrypted.
     case encrypted
@@ -23,7 +25,7 @@ public enum EncryptedDNSMode: String, Sendable, Hashable, CustomStringConvertibl
 ///   `maximumBackoff`; the first check that passes points the system at it again.
 /// - A network change, or the app returning to the foreground, checks at once. A check that was running
 ///   then was made on the old network: its result is dropped and the check runs again.
-package struct EncryptedDNSHealth: Sendable {
+struct EncryptedDNSHealth: Sendable {
     /// What the executor does.
     package enum Action: Sendable, Hashable {
         /// Run one health check now and report it with `checkFinished(healthy:)`.
@@ -34,16 +36,16 @@ package struct EncryptedDNSHealth: Sendable {
         case schedule(after: Duration)
     }
 
-    package var interval: Duration
-    package var failuresBeforeFallback: Int
-    package var initialBackoff: Duration
-    package var maximumBackoff: Duration
+    var interval: Duration
+    var failuresBeforeFallback: Int
+    var initialBackoff: Duration
+    var maximumBackoff: Duration
     /// The wait before a check that confirms a first failure: short, because with encryption required
     /// every lookup of the process fails while the server is down.
-    package var confirmAfter: Duration
+    var confirmAfter: Duration
 
     /// What the system was last told; nil before the first `.apply`.
-    package private(set) var applied: EncryptedDNSMode?
+    private(set) var applied: EncryptedDNSMode?
     private var consecutiveFailures = 0
     /// Failed checks while on the system's resolver, for the back-off.
     private var failuresOnSystem = 0
@@ -51,7 +53,7 @@ package struct EncryptedDNSHealth: Sendable {
     private var staleCheck = false
     private var stopped = false
 
-    package init(
+    init(
         interval: Duration = .seconds(300),
         failuresBeforeFallback: Int = 2,
         initialBackoff: Duration = .seconds(30),
@@ -71,12 +73,12 @@ package struct EncryptedDNSHealth: Sendable {
     }
 
     /// The scheduled time came.
-    package mutating func timerFired() -> [Action] {
+    mutating func timerFired() -> [Action] {
         checkNow()
     }
 
     /// The device moved to another network, or the app came back to the foreground.
-    package mutating func conditionsChanged() -> [Action] {
+    mutating func conditionsChanged() -> [Action] {
         guard !stopped else { return [] }
         if checking {
             staleCheck = true
@@ -86,7 +88,7 @@ package struct EncryptedDNSHealth: Sendable {
     }
 
     /// The check started by `.check` ended.
-    package mutating func checkFinished(healthy: Bool) -> [Action] {
+    mutating func checkFinished(healthy: Bool) -> [Action] {
         guard !stopped else { return [] }
         checking = false
         if staleCheck {
@@ -111,7 +113,7 @@ package struct EncryptedDNSHealth: Sendable {
     }
 
     /// The mode is turned off: the system's resolver comes back, and nothing more runs.
-    package mutating func stop() -> [Action] {
+    mutating func stop() -> [Action] {
         guard !stopped else { return [] }
         stopped = true
         let wasEncrypted = applied == .encrypted

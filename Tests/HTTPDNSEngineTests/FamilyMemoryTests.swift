@@ -2,6 +2,7 @@
 // pure, on a set clock.
 
 @testable import HTTPDNSCore
+@testable import HTTPDNSEngine
 import Testing
 
 @Suite struct FamilyMemoryTests {

@@ -1,5 +1,6 @@
 import Testing
 @testable import HTTPDNSCore
+@testable import HTTPDNSLookup
 
 @Suite struct DNSPodFormatTests {
     @Test func singleNameWithTTL() throws {

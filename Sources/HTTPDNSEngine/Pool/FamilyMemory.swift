@@ -6,7 +6,9 @@
 // entry goes first.
 
 /// Hosts whose IPv6 failed lately, per network. Plain value type; the owner keeps it under a lock.
-package struct FamilyMemory: Sendable {
+import HTTPDNSCore
+
+struct FamilyMemory: Sendable {
     private struct Key: Hashable {
         var host: String
         var network: String
@@ -15,14 +17,14 @@ package struct FamilyMemory: Sendable {
     /// How long a failed IPv6 sends a host's connects to IPv4 first.
     var holdFor: Duration = .seconds(600)
     /// Hosts remembered at most.
-    package var capacity = 256
+    var capacity = 256
     private var ipv6FailedAt: [Key: Timestamp] = [:]
 
-    package init() {}
+    init() {}
 
     /// A connect to `host` on `network` was won by `winner` after `triedBefore`, the addresses tried
     /// before it.
-    package mutating func connected(
+    mutating func connected(
         _ host: String,
         network: String,
         winner: IPAddress,
@@ -43,7 +45,7 @@ package struct FamilyMemory: Sendable {
     }
 
     /// Whether `host`'s connects on `network` start with IPv4.
-    package func prefersIPv4(_ host: String, network: String, now: Timestamp) -> Bool {
+    func prefersIPv4(_ host: String, network: String, now: Timestamp) -> Bool {
         guard let failed = ipv6FailedAt[Key(host: host, network: network)] else { return false }
         return now < failed + holdFor
     }

@@ -2,6 +2,7 @@
 
 import Testing
 @testable import HTTPDNSCore
+@testable import HTTPDNSLookup
 
 @Suite struct ResolverStateMachineTests {
     typealias Machine = ResolverStateMachine

@@ -1,10 +1,12 @@
 /// hosts(5) format: `IP name [alias...]` per line, `#` starts a comment. Lines that are not of that form
 /// are reported by number rather than guessed at.
-package enum HostsFile {
-    package struct ParseError: Error, Hashable, Sendable, CustomStringConvertible {
-        package var line: Int
-        package var reason: String
-        package init(line: Int, reason: String) {
+import HTTPDNSCore
+
+enum HostsFile {
+    struct ParseError: Error, Hashable, Sendable, CustomStringConvertible {
+        var line: Int
+        var reason: String
+        init(line: Int, reason: String) {
             self.line = line
             self.reason = reason
         }
@@ -12,11 +14,11 @@ package enum HostsFile {
     }
 
     /// Files larger than this are refused: a hosts file is read whole and re-read on every change.
-    package static let maxBytes = 16 << 20
+    static let maxBytes = 16 << 20
 
     /// Name (normalized) → addresses in file order, both families mixed, at most
     /// `AddressCollector.limit` per name (later ones are ignored).
-    package static func parse(_ text: String) throws -> [String: [IPAddress]] {
+    static func parse(_ text: String) throws -> [String: [IPAddress]] {
         guard text.utf8.count <= maxBytes else {
             throw ParseError(line: 0, reason: "larger than \(maxBytes / (1 << 20)) MiB")
         }

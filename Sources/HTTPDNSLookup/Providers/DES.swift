@@ -17,14 +17,14 @@ package enum DESECB {
         let subkeys: [UInt64]
 
         /// An 8-byte key; its parity bits are ignored, as in every DES implementation.
-        package init(_ bytes: [UInt8]) {
+        init(_ bytes: [UInt8]) {
             precondition(bytes.count == 8, "a DES key is 8 bytes")
             subkeys = DESECB.schedule(bytes)
         }
     }
 
     /// Encrypts `plaintext`, padded with PKCS#7 to a multiple of 8 bytes.
-    package static func encrypt(_ plaintext: [UInt8], key: Key) -> [UInt8] {
+    static func encrypt(_ plaintext: [UInt8], key: Key) -> [UInt8] {
         let subkeys = key.subkeys
         let padCount = 8 - plaintext.count % 8
         let padded = plaintext + [UInt8](repeating: UInt8(padCount), count: padCount)
@@ -39,7 +39,7 @@ package enum DESECB {
 
     /// Decrypts and removes PKCS#7 padding. Nil when the input is not a whole number of blocks or the
     /// padding is wrong (a wrong key, or a tampered or truncated ciphertext).
-    package static func decrypt(_ ciphertext: [UInt8], key: Key) -> [UInt8]? {
+    static func decrypt(_ ciphertext: [UInt8], key: Key) -> [UInt8]? {
         guard !ciphertext.isEmpty, ciphertext.count % 8 == 0 else { return nil }
         let subkeys = key.subkeys
         var out: [UInt8] = []

@@ -8,7 +8,9 @@
 //   `httpdns serve` answers its clients: an NXDOMAIN there is cached by them as "this name does not exist".
 
 /// What one family's lookup gave.
-package enum FamilyOutcome: Sendable, Hashable {
+import HTTPDNSCore
+
+enum FamilyOutcome: Sendable, Hashable {
     /// One address or more.
     case addresses
     /// An answer without an address: NODATA, or NXDOMAIN.
@@ -18,7 +20,7 @@ package enum FamilyOutcome: Sendable, Hashable {
 }
 
 /// The outcome of a lookup of several families, from each family's (`FamilyOutcome.combine`).
-package enum LookupOutcome: Sendable, Hashable {
+enum LookupOutcome: Sendable, Hashable {
     /// At least one family gave addresses: they are the answer, whatever the other family did.
     case addresses
     /// Every family asked answered without an address.
@@ -29,7 +31,7 @@ package enum LookupOutcome: Sendable, Hashable {
 
 extension FamilyOutcome {
     /// Combines the outcomes of the families asked (one or two).
-    package static func combine(_ families: [FamilyOutcome]) -> LookupOutcome {
+    static func combine(_ families: [FamilyOutcome]) -> LookupOutcome {
         if families.contains(.addresses) { return .addresses }
         if families.contains(.failed) { return .failed }
         return .noAddress

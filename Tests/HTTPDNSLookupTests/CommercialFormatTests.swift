@@ -4,6 +4,7 @@
 
 import Testing
 @testable import HTTPDNSCore
+@testable import HTTPDNSLookup
 
 @Suite struct DESTests {
     /// Known answers from OpenSSL (`openssl enc -des-ecb -K … -provider legacy -provider default`); the

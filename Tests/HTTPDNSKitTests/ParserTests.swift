@@ -1,6 +1,7 @@
 import Testing
 
 @testable import HTTPDNSCore
+@testable import HTTPDNSKit
 
 @Suite struct HTTPURLPartsTests {
     @Test func splitsAURLIntoWhoAndWhat() throws {

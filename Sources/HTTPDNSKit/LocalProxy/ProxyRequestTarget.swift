@@ -4,7 +4,9 @@
 // proxy's channel handler acts on the result.
 
 /// What a proxy client asked for in its request line. Value type, `Sendable`.
-package enum ProxyRequestTarget: Hashable, Sendable {
+import HTTPDNSCore
+
+enum ProxyRequestTarget: Hashable, Sendable {
     /// `CONNECT host:port`. `host` is a normalized hostname or an IP address in canonical text form
     /// (IPv6 without brackets; the request must bracket it).
     case tunnel(host: String, port: Int)
@@ -20,7 +22,7 @@ package enum ProxyRequestTarget: Hashable, Sendable {
     static let echoLimit = 100
 
     /// Classifies a request line's method and request-target.
-    package static func parse(method: String, uri: String) -> ProxyRequestTarget {
+    static func parse(method: String, uri: String) -> ProxyRequestTarget {
         if method == "CONNECT" {
             guard let (host, port) = authority(uri) else {
                 return .invalid("CONNECT needs host:port, got \"\(escapedForEcho(uri, limit: echoLimit))\"")

@@ -9,6 +9,9 @@ import Foundation
 import Testing
 
 @testable import HTTPDNSCore
+@testable import HTTPDNSServer
+@testable import HTTPDNSLookup
+@testable import HTTPDNSKit
 
 @Suite struct FuzzRegressionTests {
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()

@@ -2,6 +2,7 @@
 
 import Testing
 @testable import HTTPDNSCore
+@testable import HTTPDNSLookup
 
 @Suite struct HijackVerdictTests {
     let publicA = IPAddress("93.184.216.34")!

@@ -1,5 +1,6 @@
 import Testing
 @testable import HTTPDNSCore
+@testable import HTTPDNSLookup
 
 @Suite struct DNSCacheTests {
     let key = CacheKey(network: "wifi-1", name: "a.test", family: .ipv4)
