@@ -170,9 +170,23 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // The listener's toolkit: connection limits and slots (who may take a full listener's place),
+        // the accept pause, idle closing. The loopback proxy (HTTPDNSKit) and the server use it; the
+        // client engine does not.
+        .target(
+            name: "HTTPDNSListener",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .target(
             name: "HTTPDNSServer",
             dependencies: [
+                "HTTPDNSListener",
                 "HTTPDNSCore",
                 "HTTPDNSEngine",
                 "HTTPDNSLookup",
@@ -220,6 +234,7 @@ let package = Package(
         .target(
             name: "HTTPDNSKit",
             dependencies: [
+                "HTTPDNSListener",
                 "HTTPDNSPrivacy",
                 "HTTPDNSCore",
                 "HTTPDNSEngine",
@@ -365,6 +380,17 @@ let package = Package(
             dependencies: ["HTTPDNSCore"],
             swiftSettings: swiftSettings
         ),
+        .testTarget(
+            name: "HTTPDNSListenerTests",
+            dependencies: [
+                "HTTPDNSListener",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         // The command-line tools' option parsing and validation as a module (flag rules, secrets,
         // error texts), so a change there fails a unit test, not only an end-to-end run of the binary.
         .testTarget(
@@ -393,6 +419,7 @@ let package = Package(
         testTarget(
             "HTTPDNSServerTests",
             [
+                "HTTPDNSListener",
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOHTTP2", package: "swift-nio-http2"),
                 .product(name: "NIOHPACK", package: "swift-nio-http2"),
@@ -419,7 +446,7 @@ let package = Package(
             exclude: ["openapi.yaml", "openapi-generator-config.yaml"],
             swiftSettings: swiftSettings
         ),
-        testTarget("httpdnsTests"),
+        testTarget("httpdnsTests", ["HTTPDNSListener"]),
         testTarget("HTTPDNSIntegrationTests", ["HTTPDNSKit", "HTTPDNSURLSession"]),
     ],
     swiftLanguageModes: [.v6]

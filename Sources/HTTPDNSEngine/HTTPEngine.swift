@@ -108,7 +108,7 @@ public final class HTTPEngine: Sendable {
     }
 
     /// Connections open now.
-    package var openConnections: Int { pool.openConnections }
+    var openConnections: Int { pool.openConnections }
 
     /// One of the engine's event loops (the next, in turn). A task that prefers it through
     /// `EventLoopTaskExecutor` (`Task(executorPreference:)`, `withTaskExecutorPreference`; macOS 15 /

@@ -11,6 +11,7 @@
 
 import HTTPDNSCore
 import HTTPDNSEngine
+import HTTPDNSListener
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOExtras

@@ -1,6 +1,7 @@
 // The bounds `serve` and the proxy fit into the descriptor limit (DescriptorBudget). Pure.
 
 import HTTPDNSEngine
+@testable import HTTPDNSListener
 @testable import HTTPDNSServer
 import Testing
 

@@ -7,6 +7,7 @@
 
 @testable import HTTPDNSServer
 @testable import HTTPDNSCore
+@testable import HTTPDNSListener
 @testable import HTTPDNSEngine
 import Logging
 import NIOCore

@@ -7,6 +7,7 @@
 @testable import HTTPDNSTestSupport
 import Foundation
 import HTTPDNSCore
+import HTTPDNSListener
 import HTTPDNSEngine
 import NIOConcurrencyHelpers
 import NIOCore

@@ -18,6 +18,7 @@ import CoreMetrics
 import Foundation
 import HTTPDNSCore
 import HTTPDNSEngine
+import HTTPDNSListener
 import HTTPDNSLookup
 import Logging
 import NIOConcurrencyHelpers

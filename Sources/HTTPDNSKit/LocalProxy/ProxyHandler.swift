@@ -8,6 +8,7 @@
 import Foundation
 import HTTPDNSCore
 import HTTPDNSEngine
+import HTTPDNSListener
 import HTTPDNSLookup
 import NIOConcurrencyHelpers
 import NIOCore

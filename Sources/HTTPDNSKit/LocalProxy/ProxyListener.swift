@@ -5,6 +5,7 @@
 
 import HTTPDNSCore
 import HTTPDNSEngine
+import HTTPDNSListener
 import NIOCore
 
 #if canImport(Network)

@@ -8,6 +8,7 @@
 // where nginx only warns).
 
 import HTTPDNSEngine
+import HTTPDNSListener
 
 /// The descriptors a process may still open, and the bounds that fit in them. Pure.
 package struct DescriptorBudget: Equatable, Sendable {

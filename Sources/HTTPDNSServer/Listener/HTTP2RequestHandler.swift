@@ -4,6 +4,7 @@
 
 import HTTPDNSCore
 import HTTPDNSEngine
+import HTTPDNSListener
 import NIOCore
 import NIOHPACK
 import NIOHTTP1

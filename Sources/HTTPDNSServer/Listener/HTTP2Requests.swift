@@ -24,6 +24,7 @@
 //   elsewhere, RFC 9113 §8.7), and the connection closed once the last stream has ended.
 
 import HTTPDNSCore
+import HTTPDNSListener
 import NIOCore
 import NIOHPACK
 import NIOHTTP1

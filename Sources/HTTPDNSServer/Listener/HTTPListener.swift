@@ -10,6 +10,7 @@
 
 import HTTPDNSCore
 import HTTPDNSEngine
+import HTTPDNSListener
 import Logging
 import NIOCore
 import NIOHTTP1

@@ -2,7 +2,7 @@
 // first such failure, once however many follow, and starts again after the pause; other errors pass on.
 // On EmbeddedChannel, with the loop's clock moved by hand.
 
-@testable import HTTPDNSEngine
+@testable import HTTPDNSListener
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOEmbedded

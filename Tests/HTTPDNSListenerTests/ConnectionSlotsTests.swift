@@ -3,7 +3,7 @@
 // waited, a busy one or a client in use never does, and one client address can be capped. Pure: no
 // socket; the time is given with each event.
 
-@testable import HTTPDNSEngine
+@testable import HTTPDNSListener
 import NIOCore
 import Testing
 
