@@ -271,7 +271,7 @@ public final class HTTPDNSResolver: Sendable {
         // caller's when it comes first.
         let callerDeadline = callerDeadline ?? .distantFuture
         let deadline = min(NIODeadline.now() + TimeAmount(configuration.timeout), callerDeadline)
-        switch configuration.policy.route(for: name) {
+        switch configuration.policy.lookup(for: name) {
         case .literal(let ip):
             return .literal(host, ip)
         case .localDNS:
@@ -422,7 +422,7 @@ public final class HTTPDNSResolver: Sendable {
     ) {
         let query = query ?? path.query
         let names = hosts.compactMap { try? validatedHostname($0) }.filter {
-            if case .httpdns = configuration.policy.route(for: $0) { return true }
+            if case .httpdns = configuration.policy.lookup(for: $0) { return true }
             return false
         }
         guard !names.isEmpty, let first = providers.first, first.maximumBatch > 1 else { return (names, [:]) }

@@ -138,7 +138,7 @@ package class HTTPDNSURLProtocol: URLProtocol {
             !isMarkedHandled(request)
         else { return false }
         // `route` takes the host as URL gives it: an IP literal bracketed or not, a name in any case.
-        guard case .httpdns = setup.intercept.route(for: host) else { return false }
+        guard case .httpdns = setup.intercept.lookup(for: host) else { return false }
         // watchOS (TN3135): the system's loading serves every request, as with no SDK.
         guard HandBack.lowLevelNetworkingAllowed else { return false }
         // A proxy the system would use, and none given to HTTPDNS: the system's request (SystemProxy).

@@ -29,7 +29,7 @@ private let kinds = "doh:URL, doh-post:URL, doh-json:URL, dnspod:URL, json:URL, 
         #expect(parsed.localDNS == .system)
         #expect(parsed.bootstrap.isEmpty)
         #expect(parsed.policy == .all)
-        #expect(parsed.policy.route(for: "anything.example.com") == .httpdns(strict: false))
+        #expect(parsed.policy.lookup(for: "anything.example.com") == .httpdns(strict: false))
         #expect(try options.serveExpiredWindow() == nil)
         #expect(try options.subnet() == nil)
         #expect(try options.serviceListSettings() == nil)
@@ -179,21 +179,21 @@ private let kinds = "doh:URL, doh-post:URL, doh-json:URL, dnspod:URL, json:URL, 
             "--allow-private", "intranet.example.com",
         ])
         let policy = try options.parsed().policy
-        #expect(policy.route(for: "a.example.com") == .httpdns(strict: false))
-        #expect(policy.route(for: "a.b.example.com") == .httpdns(strict: false))
-        #expect(policy.route(for: "example.com") == .localDNS)  // *.example.com is below the domain only
-        #expect(policy.route(for: "bad.example.com") == .localDNS)  // --except wins over --only
-        #expect(policy.route(for: "api.test") == .httpdns(strict: true))
-        #expect(policy.route(for: "other.org") == .localDNS)
-        #expect(policy.route(for: "10.0.0.1") == .literal(IPAddress("10.0.0.1")!))
+        #expect(policy.lookup(for: "a.example.com") == .httpdns(strict: false))
+        #expect(policy.lookup(for: "a.b.example.com") == .httpdns(strict: false))
+        #expect(policy.lookup(for: "example.com") == .localDNS)  // *.example.com is below the domain only
+        #expect(policy.lookup(for: "bad.example.com") == .localDNS)  // --except wins over --only
+        #expect(policy.lookup(for: "api.test") == .httpdns(strict: true))
+        #expect(policy.lookup(for: "other.org") == .localDNS)
+        #expect(policy.lookup(for: "10.0.0.1") == .literal(IPAddress("10.0.0.1")!))
         #expect(policy.mayResolveToNonGlobal("intranet.example.com"))
         #expect(!policy.mayResolveToNonGlobal("www.example.com"))
     }
 
     @Test func exceptAloneCarvesNamesOutOfEveryName() throws {
         let policy = try ResolverOptions.parse(["--except", "*.corp.test"]).parsed().policy
-        #expect(policy.route(for: "git.corp.test") == .localDNS)
-        #expect(policy.route(for: "example.com") == .httpdns(strict: false))
+        #expect(policy.lookup(for: "git.corp.test") == .localDNS)
+        #expect(policy.lookup(for: "example.com") == .httpdns(strict: false))
     }
 
     @Test(arguments: [
@@ -338,8 +338,8 @@ private func configuration(of options: ResolverOptions, watch: Bool = false) thr
         #expect(config.cache.serveExpired == .seconds(3600))
         #expect(config.clientSubnet == subnet)
         #expect(config.serviceLists == ServiceListSettings(region: "sg"))
-        #expect(config.policy.route(for: "a.example.com") == .httpdns(strict: false))
-        #expect(config.policy.route(for: "a.example.org") == .localDNS)
+        #expect(config.policy.lookup(for: "a.example.com") == .httpdns(strict: false))
+        #expect(config.policy.lookup(for: "a.example.org") == .localDNS)
         #expect(config.tls.trustedCertificateFiles == [ca])
         #expect(config.network.proxy?.https == HTTPProxy(host: "10.0.0.1", port: 3128))
         #expect(config.network.proxy?.http == HTTPProxy(host: "10.0.0.1", port: 3128))

@@ -65,7 +65,7 @@ import Testing
     }
 
     @Test func queriesGoToTheListInOrderFromTheLastThatAnsweredThenBootstrap() {
-        var state = ServiceRouteState(bootstrap: [ip("203.107.1.1")])
+        var state = ServiceAddressState(bootstrap: [ip("203.107.1.1")])
         // Cold start: the bootstrap address, and a fetch is due at once.
         #expect(state.addresses == [ip("203.107.1.1")])
         #expect(state.fetchDue(now: t0))
@@ -88,7 +88,7 @@ import Testing
     }
 
     @Test func aFailedFetchWaitsFiveMinutesAndAnExhaustedListAtMostThirtySeconds() {
-        var state = ServiceRouteState(bootstrap: [ip("203.107.1.1")])
+        var state = ServiceAddressState(bootstrap: [ip("203.107.1.1")])
         state.fetchStarted(now: t0)
         state.fetchFailed(now: t0)
         #expect(state.addresses == [ip("203.107.1.1")], "the bootstrap address keeps serving")
@@ -118,7 +118,7 @@ import Testing
     }
 
     @Test func aDisablingSchedulerLeavesNoAddressForQueriesUntilALaterList() {
-        var state = ServiceRouteState(bootstrap: [ip("203.107.1.1")])
+        var state = ServiceAddressState(bootstrap: [ip("203.107.1.1")])
         state.fetchStarted(now: t0)
         state.fetched(ServiceList(ipv4: [], ipv6: [], disabled: true, fetched: t0, lifetime: .seconds(86400)))
         #expect(state.disabled)
@@ -134,7 +134,7 @@ import Testing
         let saved = list(["10.0.0.1"], v6: ["fd00::1"], lifetime: .seconds(1800))
         let decoded = try JSONDecoder().decode(ServiceList.self, from: JSONEncoder().encode(saved))
         #expect(decoded == saved)
-        let state = ServiceRouteState(bootstrap: [ip("203.107.1.1")], saved: decoded)
+        let state = ServiceAddressState(bootstrap: [ip("203.107.1.1")], saved: decoded)
         #expect(state.addresses.first == ip("10.0.0.1"))
         #expect(!state.fetchDue(now: t0 + .seconds(60)), "a fresh saved list is used without a fetch")
         #expect(state.fetchDue(now: t0 + .seconds(1800)))
@@ -171,7 +171,7 @@ import Testing
         let read = try ServiceListFormat.parseAlibaba(written, now: t0)
         #expect(read.port(of: ip("10.0.0.2")) == 8443 && read.port(of: ip("10.0.0.1")) == nil)
         // The state gives a port only to a listed address, and none while the service is off.
-        let state = ServiceRouteState(bootstrap: [ip("203.107.1.1")], saved: read)
+        let state = ServiceAddressState(bootstrap: [ip("203.107.1.1")], saved: read)
         #expect(state.port(of: ip("10.0.0.2")) == 8443 && state.port(of: ip("203.107.1.1")) == nil)
         // Saved and loaded with its ports; a list saved before ports existed still loads.
         let decoded = try JSONDecoder().decode(ServiceList.self, from: JSONEncoder().encode(read))

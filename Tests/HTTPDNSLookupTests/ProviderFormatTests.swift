@@ -185,9 +185,9 @@ import Testing
     }
 
     @Test func defaultSelectsNothingAndLiteralsBypass() {
-        #expect(HostPolicy.none.route(for: "a.test") == .localDNS)
-        #expect(HostPolicy.none.route(for: "127.0.0.1") == .literal(IPAddress("127.0.0.1")!))
-        #expect(HostPolicy.all.route(for: "::1") == .literal(IPAddress("::1")!))
+        #expect(HostPolicy.none.lookup(for: "a.test") == .localDNS)
+        #expect(HostPolicy.none.lookup(for: "127.0.0.1") == .literal(IPAddress("127.0.0.1")!))
+        #expect(HostPolicy.all.lookup(for: "::1") == .literal(IPAddress("::1")!))
     }
 
     @Test func exceptWinsAndStrictIsPerName() throws {
@@ -196,10 +196,10 @@ import Testing
             except: [try HostPattern("cdn.app.com")],
             strict: [try HostPattern("pay.app.com")]
         )
-        #expect(p.route(for: "api.app.com") == .httpdns(strict: false))
-        #expect(p.route(for: "pay.app.com") == .httpdns(strict: true))
-        #expect(p.route(for: "cdn.app.com") == .localDNS)
-        #expect(p.route(for: "other.com") == .localDNS)
+        #expect(p.lookup(for: "api.app.com") == .httpdns(strict: false))
+        #expect(p.lookup(for: "pay.app.com") == .httpdns(strict: true))
+        #expect(p.lookup(for: "cdn.app.com") == .localDNS)
+        #expect(p.lookup(for: "other.com") == .localDNS)
     }
 
     @Test func validatorDropsUnusableAddresses() throws {

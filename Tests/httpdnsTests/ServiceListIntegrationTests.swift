@@ -34,13 +34,13 @@ import Testing
         // The first query goes out at once to the bootstrap address; the list is fetched beside it.
         _ = try await first.resolve("a.test", .ipv4)
         await first.refreshServiceLists()
-        let routes = try #require(first.serviceRoutes(0))
+        let routes = try #require(first.serviceAddresses(0))
         #expect(routes.list?.ipv4 == [dead, replica])
         #expect(routes.addresses == [dead, replica, bootstrap])
         #expect(peer.seen.contains("alibaba-ss region=global platform=linux"), "\(peer.seen)")
         // Next: the dead address refuses, the replica answers and is used first from then on.
         _ = try await first.resolve("b.test", .ipv4)
-        #expect(first.serviceRoutes(0)?.preferred == replica)
+        #expect(first.serviceAddresses(0)?.preferred == replica)
         #expect(peer.seen.contains("at=127.0.0.2 /139450/sign_d"), "\(peer.seen)")
         await first.shutdown()
         let saved = try String(contentsOfFile: cache + ".servers", encoding: .utf8)
@@ -48,7 +48,7 @@ import Testing
 
         // A restart uses the saved list without asking again.
         let second = try resolver()
-        #expect(second.serviceRoutes(0)?.list?.ipv4 == [dead, replica])
+        #expect(second.serviceAddresses(0)?.list?.ipv4 == [dead, replica])
         let before = peer.seen.filter { $0.hasPrefix("at=127.0.0.2 ") }.count
         _ = try await second.resolve("c.test", .ipv4)
         await second.waitForBackgroundWork()
@@ -63,7 +63,7 @@ import Testing
         defer { peer.stop() }
         let resolver = try peer.alibabaResolver("/139450/d") { $0.serviceLists = ServiceListSettings() }
         await resolver.refreshServiceLists()
-        #expect(resolver.serviceRoutes(0)?.addresses.last == bootstrap)
+        #expect(resolver.serviceAddresses(0)?.addresses.last == bootstrap)
         let answer = try await resolver.resolve("a.test", .ipv4)
         #expect(answer.ipv4 == [IPAddress("192.0.2.1")!])
         #expect(peer.seen.contains("at=127.0.0.1 /139450/sign_d"), "\(peer.seen)")

@@ -77,14 +77,14 @@ import Testing
         defer { peer.stop() }
         let resolver = try peer.alibabaResolver("/139450/d") { $0.serviceLists = ServiceListSettings() }
         await resolver.refreshServiceLists()
-        let list = try #require(resolver.serviceRoutes(0)?.list)
+        let list = try #require(resolver.serviceAddresses(0)?.list)
         #expect(list.ipv4 == [IPAddress("127.0.0.4")!, IPAddress("127.0.0.3")!])
         #expect(list.port(of: IPAddress("127.0.0.4")!) == nil && list.port(of: IPAddress("127.0.0.3")!) != nil)
         let answer = try await resolver.resolve("a.test", .ipv4)
         #expect(answer.ipv4 == [IPAddress("192.0.2.1")!])
         #expect(peer.seen.contains("at=alt /139450/sign_d"), "\(peer.seen)")
         #expect(!peer.seen.contains("at=127.0.0.1 /139450/sign_d"), "the bootstrap address was not needed")
-        #expect(resolver.serviceRoutes(0)?.preferred == IPAddress("127.0.0.3")!)
+        #expect(resolver.serviceAddresses(0)?.preferred == IPAddress("127.0.0.3")!)
         await resolver.shutdown()
     }
 }

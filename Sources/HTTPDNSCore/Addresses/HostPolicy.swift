@@ -129,7 +129,7 @@ public struct HostPolicy: Hashable, Sendable {
     package var selectsNothing: Bool { only.isEmpty }
 
     /// How a name is to be resolved.
-    package enum Route: Hashable, Sendable {
+    package enum Lookup: Hashable, Sendable {
         /// The host is an IP literal: no lookup at all.
         case literal(IPAddress)
         /// Through HTTPDNS; `strict` forbids falling back to LocalDNS.
@@ -138,7 +138,7 @@ public struct HostPolicy: Hashable, Sendable {
         case localDNS
     }
 
-    package func route(for host: String) -> Route {
+    package func lookup(for host: String) -> Lookup {
         if let ip = IPAddress(host) { return .literal(ip) }
         guard only.contains(where: { $0.matches(host) }), !except.contains(where: { $0.matches(host) }) else {
             return .localDNS

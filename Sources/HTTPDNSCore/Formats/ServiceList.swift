@@ -2,7 +2,7 @@
 // vendor's scheduling endpoint for the account's current service addresses, send queries to those in
 // order, move on when one fails, refresh the list now and then, keep it on disk, and fall back to the
 // bootstrap IPs when nothing else answers. This file holds the two wire formats and the rules, as a
-// value type the resolver feeds events to (ServiceRoutes in HTTPDNSLookup carries them out).
+// value type the resolver feeds events to (ServiceAddresses in HTTPDNSLookup carries them out).
 //
 // Alibaba Cloud EMAS  `GET /ACCOUNT/ss?region=global&platform=…&sdk_version=…` on a bootstrap IP, always
 //                     HTTPS in the iOS SDK (aliyun/alibabacloud-httpdns-ios-sdk
@@ -205,7 +205,7 @@ package enum ServiceListFormat {
 /// then the bootstrap addresses not in it. The list is fetched when there is none (at once, then every
 /// `retryAfterFailure`), when it has outlived its lifetime, and when every address failed or only a
 /// bootstrap address still answered (at most every `wrapInterval`). One fetch at a time.
-package struct ServiceRouteState: Hashable, Sendable {
+package struct ServiceAddressState: Hashable, Sendable {
     /// After a failed fetch, the next waits this long (the C and Tencent SDKs' 5 minutes).
     static let retryAfterFailure: Duration = .seconds(300)
     /// Once the whole list has failed, fetch again at most this often (the iOS SDK's 30 s).

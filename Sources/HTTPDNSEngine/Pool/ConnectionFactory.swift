@@ -184,7 +184,7 @@ struct ConnectionFactory: Sendable {
     }
 
     /// The source to ask for the origin's HTTPS records, when `job` is one they apply to (see
-    /// ServiceRoute.swift): an https origin on its default port, by name, its addresses not given.
+    /// ServiceEndpoint.swift): an https origin on its default port, by name, its addresses not given.
     private func recordsSource(for job: ConnectJob) -> (any AddressSource)? {
         guard configuration.http.usesHTTPSRecords, job.profile.origin.isTLS, job.profile.origin.port == 443,
             job.profile.given == nil,
@@ -193,7 +193,7 @@ struct ConnectionFactory: Sendable {
         return source
     }
 
-    /// Connects as the origin's HTTPS records say (ServiceRoute.swift): they are asked next to the
+    /// Connects as the origin's HTTPS records say (ServiceEndpoint.swift): they are asked next to the
     /// addresses and waited for a little beyond them; without a usable record, as if there were none.
     private func connectByRecords(
         _ job: ConnectJob,
@@ -216,7 +216,7 @@ struct ConnectionFactory: Sendable {
         var waited: Duration?
         if let records {
             let source = (try? found.get())?.1.source
-            let wait = ServiceRoute.recordsWait(addressesFrom: source, lookupTook: .now - started)
+            let wait = ServiceEndpoint.recordsWait(addressesFrom: source, lookupTook: .now - started)
             // The records' query runs on when not waited for: its answer is cached for the next connect.
             if wait > .zero {
                 let waitStarted = ContinuousClock.now
@@ -227,7 +227,7 @@ struct ConnectionFactory: Sendable {
             }
         }
         guard let bindings,
-            let route = ServiceRoute.choose(bindings, port: url.port, versions: job.profile.versions)
+            let endpoint = ServiceEndpoint.choose(bindings, port: url.port, versions: job.profile.versions)
         else {
             var (addresses, own) = try found.get()
             own.recordsWait = waited
@@ -235,40 +235,40 @@ struct ConnectionFactory: Sendable {
             return try await connectFromSource(job, addresses: addresses, lookup: own, deadline: deadline)
         }
         // An alias's target: its own addresses (a round trip the alias costs).
-        let routed: Result<(ResolvedAddresses?, AddressLookup), any Error>
-        if route.addressName == url.host {
-            routed = found
+        let addressed: Result<(ResolvedAddresses?, AddressLookup), any Error>
+        if endpoint.addressName == url.host {
+            addressed = found
         } else {
             do {
-                routed = .success(try await addresses(for: route.addressName, given: nil, deadline: deadline))
+                addressed = .success(try await addresses(for: endpoint.addressName, given: nil, deadline: deadline))
             } catch {
-                routed = .failure(error)
+                addressed = .failure(error)
             }
         }
         var (addresses, own): (ResolvedAddresses?, AddressLookup)
-        switch routed {
+        switch addressed {
         case .success(let pair) where pair.0.map { !$0.ipv4.isEmpty || !$0.ipv6.isEmpty } ?? false:
             (addresses, own) = pair
-        case _ where !route.hints.isEmpty:
+        case _ where !endpoint.hints.isEmpty:
             // No address came (or none at all): the record's hints stand in.
             let hinted = ResolvedAddresses(
-                ipv4: route.hints.filter { !$0.isIPv6 },
-                ipv6: route.hints.filter(\.isIPv6),
+                ipv4: endpoint.hints.filter { !$0.isIPv6 },
+                ipv6: endpoint.hints.filter(\.isIPv6),
                 source: bindings.source
             )
             (addresses, own) = (await path.connectable(hinted), AddressLookup(source: bindings.source))
         default:
-            (addresses, own) = try routed.get()
+            (addresses, own) = try addressed.get()
         }
         own.recordsWait = waited
         lookup = own
         var via = job
-        via.profile.versions = route.versions
+        via.profile.versions = endpoint.versions
         // The origin's own endpoint (its addresses on the URL's port) is the fallback (RFC 9460 §3), unless
         // it is the record's endpoint: it joins the race when the record's fails, or has not connected
         // within `recordsFallbackDelay` (a blackholed record port would otherwise cost the connect
         // timeout).
-        guard route.port != url.port || route.addressName != url.host,
+        guard endpoint.port != url.port || endpoint.addressName != url.host,
             case .success((let origin?, var fallen)) = found, !(origin.ipv4.isEmpty && origin.ipv6.isEmpty)
         else {
             return try await connectFromSource(
@@ -276,18 +276,18 @@ struct ConnectionFactory: Sendable {
                 addresses: addresses,
                 lookup: own,
                 deadline: deadline,
-                port: route.port
+                port: endpoint.port
             )
         }
         fallen.recordsWait = waited
-        let (record, originLookup, endpoint, byRecord) = (own, fallen, via, addresses)
+        let (record, originLookup, recordJob, byRecord, recordPort) = (own, fallen, via, addresses, endpoint.port)
         return try await Self.race(after: Self.recordsFallbackDelay) {
             try await self.connectFromSource(
-                endpoint,
+                recordJob,
                 addresses: byRecord,
                 lookup: record,
                 deadline: deadline,
-                port: route.port
+                port: recordPort
             )
         } or: {
             try await self.connectFromSource(job, addresses: origin, lookup: originLookup, deadline: deadline)

@@ -286,7 +286,7 @@ final class ConnectionPool: Sendable {
 
     /// Whether `conn` (`id`) goes to an address its host's latest moved answer no longer gives.
     private static func isMoved(_ id: ConnectionID, _ conn: Connection, _ state: State) -> Bool {
-        guard conn.lookup.source.isResolverAnswer, let key = state.machine.connections[id]?.key, key.route == nil,
+        guard conn.lookup.source.isResolverAnswer, let key = state.machine.connections[id]?.key, key.givenFirsts == nil,
             let ip = conn.synthesizedFrom ?? conn.remote.httpdnsIP,
             let latest = state.movedAnswers[key.host]?[ip.isIPv6 ? .ipv6 : .ipv4]
         else { return false }

@@ -89,8 +89,8 @@ package struct ConnectionProfile: Sendable {
     var host: String { origin.host }
     var port: Int { origin.port }
 
-    /// The first given address of each family: what tells two given routes apart.
-    var route: [IPAddress]? { given.map { [$0.ipv4.first, $0.ipv6.first].compactMap { $0 } } }
+    /// The first given address of each family: what tells two profiles with given addresses apart.
+    var givenFirsts: [IPAddress]? { given.map { [$0.ipv4.first, $0.ipv6.first].compactMap { $0 } } }
 }
 
 extension ConnectionProfile: Hashable {
@@ -98,7 +98,7 @@ extension ConnectionProfile: Hashable {
         a.origin == b.origin && a.versions == b.versions && a.h2c == b.h2c
             && a.serverTrust?.partition == b.serverTrust?.partition && a.proxyCredentials == b.proxyCredentials
             && a.networkAccess == b.networkAccess && a.tuning == b.tuning && a.connectionLimit == b.connectionLimit
-            && a.route == b.route
+            && a.givenFirsts == b.givenFirsts
     }
 
     /// The origin alone: profiles that differ only in the rest (tuning, limits, partitions: rare, and

@@ -251,7 +251,7 @@ struct ProxyConnectionStateMachine {
     mutating func headReceived(_ head: HTTPRequestHead) -> Action {
         switch state {
         case .awaitingHead:
-            return .cancelHeadTimer(then: route(head))
+            return .cancelHeadTimer(then: dispatch(head))
         case .forwarding:
             // A next request while this one is still being answered: kept, and served once its response
             // has ended.
@@ -263,7 +263,7 @@ struct ProxyConnectionStateMachine {
         }
     }
 
-    private mutating func route(_ head: HTTPRequestHead) -> Action {
+    private mutating func dispatch(_ head: HTTPRequestHead) -> Action {
         if let expected = limits.expectedAuthorization, head.headers["proxy-authorization"].first != expected {
             state = .closed
             return .reply(

@@ -14,9 +14,9 @@ struct EndpointClient: Sendable {
     let endpoint: ResolverEndpoint
     /// Nil for an IP-literal endpoint (the engine connects to the literal).
     let addresses: ResolvedAddresses?
-    /// The service's published addresses, used before `addresses` (see ServiceRoutes); nil when
+    /// The service's published addresses, used before `addresses` (see ServiceAddresses); nil when
     /// service lists are off.
-    let routes: ServiceRoutes?
+    let routes: ServiceAddresses?
     /// Sent as Alibaba's `region=` when asking for the list.
     let region: String
 
@@ -49,7 +49,7 @@ struct EndpointClient: Sendable {
         }
         if serviceLists != nil {
             let own = addresses.map { $0.ipv4 + $0.ipv6 } ?? IPAddress(endpoint.host).map { [$0] } ?? []
-            routes = ServiceRoutes(bootstrap: own)
+            routes = ServiceAddresses(bootstrap: own)
         } else {
             routes = nil
         }

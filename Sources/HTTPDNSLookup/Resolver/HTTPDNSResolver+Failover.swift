@@ -20,7 +20,7 @@ extension HTTPDNSResolver {
     /// The route the policy gives `host` when it goes through HTTPDNS (`strict` or not); nil otherwise.
     private func httpdnsRoute(_ host: String) -> (name: String, strict: Bool)? {
         guard IPAddress(host) == nil, let name = try? validatedHostname(host),
-            case .httpdns(let strict) = configuration.policy.route(for: name)
+            case .httpdns(let strict) = configuration.policy.lookup(for: name)
         else { return nil }
         return (name, strict)
     }
@@ -79,6 +79,6 @@ extension HTTPDNSResolver {
         guard byRecords, IPAddress(host) == nil, let bindings = cachedServiceBindings(normalizeHostname(host)) else {
             return false
         }
-        return ServiceRoute.choose(bindings, port: 443, versions: .automatic) != nil
+        return ServiceEndpoint.choose(bindings, port: 443, versions: .automatic) != nil
     }
 }

@@ -151,7 +151,7 @@ extension HTTPDNSResolver {
     /// Asks the providers for `name`'s records and caches the first answer (saved with the cache).
     private func askRecords(_ name: String, network: String) async throws -> (ServiceBindingAnswer, ResolutionSource) {
         let candidates: [any DNSProvider]
-        switch configuration.policy.route(for: name) {
+        switch configuration.policy.lookup(for: name) {
         case .httpdns(let strict):
             candidates = providers + (strict || !configuration.fallbackToLocalDNS ? [] : [localDNS])
         case .localDNS, .literal:

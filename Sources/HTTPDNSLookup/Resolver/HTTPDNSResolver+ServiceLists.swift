@@ -1,5 +1,5 @@
 // Fetching the vendors' service-IP lists for the providers that have one: in the
-// background when a query finds its provider's list due (ServiceRouteState decides), never on the
+// background when a query finds its provider's list due (ServiceAddressState decides), never on the
 // query's path; saved beside the cache file after each new list, and restored from it at start, so a
 // restarted app uses the addresses it learnt instead of the bootstrap ones.
 
@@ -8,7 +8,7 @@ import NIOCore
 
 extension HTTPDNSResolver {
     /// The providers with a service list, by their index.
-    var listedProviders: [(index: Int, provider: any ServiceListProvider, routes: ServiceRoutes)] {
+    var listedProviders: [(index: Int, provider: any ServiceListProvider, routes: ServiceAddresses)] {
         providers.enumerated().compactMap { index, provider in
             guard let listed = provider as? any ServiceListProvider, let routes = listed.routes else { return nil }
             return (index, listed, routes)
@@ -40,7 +40,7 @@ extension HTTPDNSResolver {
     }
 
     /// The routes of provider `index` (tests and diagnostics).
-    func serviceRoutes(_ index: Int) -> ServiceRouteState? {
+    func serviceAddresses(_ index: Int) -> ServiceAddressState? {
         (providers[index] as? any ServiceListProvider)?.routes?.snapshot
     }
 
@@ -55,7 +55,7 @@ extension HTTPDNSResolver {
     private func startServiceListFetch(
         _ index: Int,
         _ provider: any ServiceListProvider,
-        _ routes: ServiceRoutes,
+        _ routes: ServiceAddresses,
         force: Bool
     ) {
         guard routes.beginFetchIfDue(now: clock.now(), force: force) else { return }
@@ -68,7 +68,7 @@ extension HTTPDNSResolver {
         }
     }
 
-    private func fetchServiceList(_ provider: any ServiceListProvider, _ routes: ServiceRoutes) async {
+    private func fetchServiceList(_ provider: any ServiceListProvider, _ routes: ServiceAddresses) async {
         let deadline = NIODeadline.now() + TimeAmount(configuration.timeout)
         do {
             let list = try await provider.fetchServiceList(deadline: deadline, now: clock.now())

@@ -1,4 +1,4 @@
-// One endpoint's service addresses: ServiceRouteState's rules under a lock, for the
+// One endpoint's service addresses: ServiceAddressState's rules under a lock, for the
 // EndpointClient that sends to them and the resolver that fetches the list. The formats and the
 // vendor sources are in HTTPDNSCore/ServiceList.swift.
 
@@ -9,16 +9,16 @@ import NIOConcurrencyHelpers
 import NIOCore
 
 /// The addresses an endpoint's queries go to, and whether its list is due for a fetch.
-final class ServiceRoutes: Sendable {
-    private let state: NIOLockedValueBox<ServiceRouteState>
+final class ServiceAddresses: Sendable {
+    private let state: NIOLockedValueBox<ServiceAddressState>
 
     /// `bootstrap`: the endpoint's own addresses (its IP literal, or its bootstrap IPs).
     init(bootstrap: [IPAddress]) {
-        state = NIOLockedValueBox(ServiceRouteState(bootstrap: bootstrap))
+        state = NIOLockedValueBox(ServiceAddressState(bootstrap: bootstrap))
     }
 
     /// The rules' state now (tests and diagnostics).
-    var snapshot: ServiceRouteState { state.withLockedValue { $0 } }
+    var snapshot: ServiceAddressState { state.withLockedValue { $0 } }
 
     /// A list loaded from disk, used until a fetch gives a newer one.
     func restore(_ list: ServiceList) {
@@ -81,13 +81,13 @@ final class ServiceRoutes: Sendable {
 /// A provider whose service publishes its addresses (Alibaba's `ss`, Tencent's `/conf`).
 protocol ServiceListProvider: DNSProvider {
     /// The endpoint's routes; nil when this provider has no list (no account, or lists are off).
-    var routes: ServiceRoutes? { get }
+    var routes: ServiceAddresses? { get }
     /// Asks the scheduling endpoint for the current list.
     func fetchServiceList(deadline: NIODeadline, now: Timestamp) async throws -> ServiceList
 }
 
 extension DNSPodProvider: ServiceListProvider {
-    var routes: ServiceRoutes? { auth == nil ? nil : client.routes }
+    var routes: ServiceAddresses? { auth == nil ? nil : client.routes }
 
     /// `GET /conf?id=ID&alg=aes|des` (the answer encrypted like `/d`'s) or `?id=ID&token=TOKEN`.
     func fetchServiceList(deadline: NIODeadline, now: Timestamp) async throws -> ServiceList {
@@ -114,7 +114,7 @@ extension DNSPodProvider: ServiceListProvider {
 }
 
 extension AlibabaJSONProvider: ServiceListProvider {
-    var routes: ServiceRoutes? { account == nil ? nil : client.routes }
+    var routes: ServiceAddresses? { account == nil ? nil : client.routes }
 
     /// The account, for `/ACCOUNT/d`, `/ACCOUNT/sign_d` and `/v2/d?id=ACCOUNT` endpoints.
     var account: String? {

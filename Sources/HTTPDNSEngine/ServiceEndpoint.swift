@@ -15,7 +15,7 @@
 
 import HTTPDNSCore
 
-package struct ServiceRoute: Equatable, Sendable {
+package struct ServiceEndpoint: Equatable, Sendable {
     /// The port to connect to.
     var port: Int
     /// The HTTP versions to offer in ALPN.
@@ -31,7 +31,7 @@ package struct ServiceRoute: Equatable, Sendable {
         _ bindings: ServiceBindings,
         port: Int,
         versions: HTTPVersionPolicy
-    ) -> ServiceRoute? {
+    ) -> ServiceEndpoint? {
         let speaks: Set<String> =
             switch versions {
             case .automatic: ["h2", "http/1.1"]
@@ -43,7 +43,7 @@ package struct ServiceRoute: Equatable, Sendable {
             guard !offered.isEmpty else { continue }
             let chosen: HTTPVersionPolicy =
                 offered.count == 2 ? versions : offered.contains("h2") ? .http2Only : .http1Only
-            return ServiceRoute(
+            return ServiceEndpoint(
                 port: endpoint.port ?? port,
                 versions: chosen,
                 addressName: endpoint.target == "." ? bindings.owner : normalizeHostname(endpoint.target),

@@ -1,11 +1,11 @@
-// What an origin's HTTPS records change about a connect (ServiceRoute.swift), rule by rule, without a
+// What an origin's HTTPS records change about a connect (ServiceEndpoint.swift), rule by rule, without a
 // socket.
 
 import HTTPDNSCore
 @testable import HTTPDNSEngine
 import Testing
 
-@Suite struct ServiceRouteTests {
+@Suite struct ServiceEndpointTests {
     func endpoint(_ text: String) -> ServiceBinding { try! ServiceBinding(parsing: text) }
 
     func bindings(_ records: [String], aliases: [String] = []) -> ServiceBindings {
@@ -13,7 +13,7 @@ import Testing
     }
 
     @Test func theFirstEndpointGivesItsPortAndProtocols() {
-        let route = ServiceRoute.choose(
+        let route = ServiceEndpoint.choose(
             bindings([#"1 . alpn="h2" port=8443 ipv4hint=192.0.2.1 ipv6hint=2001:db8::1"#]),
             port: 443,
             versions: .automatic
@@ -21,7 +21,7 @@ import Testing
         // h2 offered, http/1.1 too (no no-default-alpn): ALPN's choice stays.
         #expect(
             route
-                == ServiceRoute(
+                == ServiceEndpoint(
                     port: 8443,
                     versions: .automatic,
                     addressName: "a.test",
@@ -31,13 +31,13 @@ import Testing
     }
 
     @Test func onlyTheProtocolsOfferedAreOfferedInALPN() {
-        let h2 = ServiceRoute.choose(
+        let h2 = ServiceEndpoint.choose(
             bindings([#"1 . alpn="h2" no-default-alpn"#]),
             port: 443,
             versions: .automatic
         )
         #expect(h2?.versions == .http2Only && h2?.port == 443)
-        let h1 = ServiceRoute.choose(
+        let h1 = ServiceEndpoint.choose(
             bindings([#"1 . alpn="http/1.1""#]),
             port: 443,
             versions: .automatic
@@ -47,12 +47,12 @@ import Testing
 
     @Test func anEndpointOfferingNothingWeSpeakIsPassedOver() {
         let records = [#"1 . alpn="h3" no-default-alpn port=9000"#, #"2 . alpn="h2" port=8443"#]
-        #expect(ServiceRoute.choose(bindings(records), port: 443, versions: .automatic)?.port == 8443)
+        #expect(ServiceEndpoint.choose(bindings(records), port: 443, versions: .automatic)?.port == 8443)
         // Nothing usable at all: connect as if there were no record.
-        #expect(ServiceRoute.choose(bindings([records[0]]), port: 443, versions: .automatic) == nil)
+        #expect(ServiceEndpoint.choose(bindings([records[0]]), port: 443, versions: .automatic) == nil)
         // A request held to HTTP/1.1 cannot use an h2-only endpoint.
         #expect(
-            ServiceRoute.choose(
+            ServiceEndpoint.choose(
                 bindings([#"1 . alpn="h2" no-default-alpn"#]),
                 port: 443,
                 versions: .http1Only
@@ -65,33 +65,33 @@ import Testing
         // "." is the owner: the alias's target when one was followed.
         let viaAlias = bindings([#"1 . alpn="h2""#], aliases: ["cdn.test"])
         #expect(
-            ServiceRoute.choose(viaAlias, port: 443, versions: .automatic)?.addressName == "cdn.test"
+            ServiceEndpoint.choose(viaAlias, port: 443, versions: .automatic)?.addressName == "cdn.test"
         )
         let named = bindings([#"1 pool.cdn.test. alpn="h2""#])
         #expect(
-            ServiceRoute.choose(named, port: 443, versions: .automatic)?.addressName == "pool.cdn.test"
+            ServiceEndpoint.choose(named, port: 443, versions: .automatic)?.addressName == "pool.cdn.test"
         )
         // No endpoint (an alias chain that ended without one): nothing changes.
-        #expect(ServiceRoute.choose(bindings([]), port: 443, versions: .automatic) == nil)
+        #expect(ServiceEndpoint.choose(bindings([]), port: 443, versions: .automatic) == nil)
     }
 
     @Test func theRecordsAreWaitedForAFifthOfTheLookupAtMost50ms() {
-        #expect(ServiceRoute.extraWait(afterLookupOf: .zero) == .zero)
-        #expect(ServiceRoute.extraWait(afterLookupOf: .milliseconds(100)) == .milliseconds(10))
-        #expect(ServiceRoute.extraWait(afterLookupOf: .seconds(2)) == .milliseconds(50))
+        #expect(ServiceEndpoint.extraWait(afterLookupOf: .zero) == .zero)
+        #expect(ServiceEndpoint.extraWait(afterLookupOf: .milliseconds(100)) == .milliseconds(10))
+        #expect(ServiceEndpoint.extraWait(afterLookupOf: .seconds(2)) == .milliseconds(50))
     }
 
     @Test func anAddressThatCameWithoutARoundTripWaitsForNoRecords() {
         // A relaunch on a persisted (stale) answer, or a fresh cached one: connect at once.
-        #expect(ServiceRoute.recordsWait(addressesFrom: .stale("doh"), lookupTook: .seconds(1)) == .zero)
-        #expect(ServiceRoute.recordsWait(addressesFrom: .cache("doh"), lookupTook: .seconds(1)) == .zero)
-        #expect(ServiceRoute.recordsWait(addressesFrom: .override, lookupTook: .seconds(1)) == .zero)
+        #expect(ServiceEndpoint.recordsWait(addressesFrom: .stale("doh"), lookupTook: .seconds(1)) == .zero)
+        #expect(ServiceEndpoint.recordsWait(addressesFrom: .cache("doh"), lookupTook: .seconds(1)) == .zero)
+        #expect(ServiceEndpoint.recordsWait(addressesFrom: .override, lookupTook: .seconds(1)) == .zero)
         // An answer from the network: the records that came with it count, within the bound.
         #expect(
-            ServiceRoute.recordsWait(addressesFrom: .httpdns("doh"), lookupTook: .milliseconds(100))
+            ServiceEndpoint.recordsWait(addressesFrom: .httpdns("doh"), lookupTook: .milliseconds(100))
                 == .milliseconds(10)
         )
-        #expect(ServiceRoute.recordsWait(addressesFrom: nil, lookupTook: .seconds(5)) == .milliseconds(50))
+        #expect(ServiceEndpoint.recordsWait(addressesFrom: nil, lookupTook: .seconds(5)) == .milliseconds(50))
     }
 
     @Test func theWaitEndsAtItsBoundWhileTheRecordsQueryRunsOn() async {
