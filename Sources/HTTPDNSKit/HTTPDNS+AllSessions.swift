@@ -1,5 +1,5 @@
 // Apple platforms only (the Objective-C runtime). COMPILED FOR iOS 16 BY THE APPLE TYPE-CHECK, NEVER RUN
-// HERE; the exchange and why it is safe are in HTTPDNSURLSession/SessionSwizzle.swift.
+// HERE; the exchange and why it is safe are in HTTPDNSURLSession/Sessions/SessionSwizzle.swift.
 
 #if canImport(ObjectiveC)
     import HTTPDNSURLSession
