@@ -6,8 +6,8 @@
 #                                             flags such as -runs=10000000 are passed on)
 #   scripts/fuzz.sh all SECONDS [FLAGS…]      every target, one per core at a time (CI: scripts/fuzz.sh all 20)
 #
-# One binary holds every target: Sources/HTTPDNSCore/**/*.swift and Fuzz/Targets/*.swift compiled into one
-# module by swiftc with -sanitize=fuzzer,address, so the harness reaches internal and package symbols
+# One binary holds every target: Sources/HTTPDNSCore/**/*.swift, the parsers listed in BESIDE_USERS and
+# Fuzz/Targets/*.swift compiled into one module by swiftc with -sanitize=fuzzer,address, so the harness reaches internal and package symbols
 # without importing anything. It is rebuilt when a source (or this script) is newer than it. Builds
 # take /tmp/swift-build.lock like every other Swift build on the machine.
 #
@@ -30,13 +30,30 @@ usage() {
     exit 2
 }
 
+# Parsers of untrusted input that live beside their one user in another module, fuzzed all the same:
+# compiled into the fuzz module from copies without their `import HTTPDNSCore` (here Core is the same
+# module). Each depends on HTTPDNSCore and Foundation only.
+BESIDE_USERS=(
+    Sources/HTTPDNSLookup/Cache/CacheSnapshot+Loading.swift
+    Sources/HTTPDNSLookup/Providers/DES.swift
+    Sources/HTTPDNSServer/Service/HostsFile.swift
+    Sources/HTTPDNSKit/LocalProxy/ProxyRequestTarget.swift
+)
+
 build() {
     local sources=(Sources/HTTPDNSCore/*.swift Sources/HTTPDNSCore/*/*.swift Fuzz/Targets/*.swift)
-    if [[ -x $BIN ]] && [[ -z $(find "${sources[@]}" scripts/fuzz.sh -newer "$BIN" -print -quit) ]]; then
+    if [[ -x $BIN ]] && [[ -z $(find "${sources[@]}" "${BESIDE_USERS[@]}" scripts/fuzz.sh -newer "$BIN" -print -quit) ]]; then
         return
     fi
     mkdir -p "$OUT"
     echo "fuzz: building $BIN" >&2
+    rm -rf "$OUT/beside-users"
+    mkdir -p "$OUT/beside-users"
+    local file
+    for file in "${BESIDE_USERS[@]}"; do
+        grep -v '^import HTTPDNSCore$' "$file" >"$OUT/beside-users/$(basename "$file")"
+        sources+=("$OUT/beside-users/$(basename "$file")")
+    done
     # swiftc leaves module files in its working directory: run it in $OUT.
     (
         cd "$OUT"

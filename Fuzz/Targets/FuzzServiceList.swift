@@ -1,5 +1,5 @@
 // service-list: ServiceListFormat's two readers (Alibaba's `ss` JSON, Tencent's `/conf` text) on hostile
-// answers, the first byte choosing which, and ServiceRouteState driven by the rest.
+// answers, the first byte choosing which, and ServiceAddressState driven by the rest.
 //
 // Whatever parses: each family holds only its own addresses, at most `maximumPerFamily`, and some
 // address unless the service is switched off; what the server writes for those addresses reads back to
@@ -35,7 +35,7 @@ func fuzzServiceList(_ data: [UInt8]) {
     check(list.disabled || !list.all.isEmpty, "a list with no address and not disabled")
 
     let bootstrap = [IPAddress("203.107.1.1")!, IPAddress("2401:b180::1")!]
-    var state = ServiceRouteState(bootstrap: bootstrap)
+    var state = ServiceAddressState(bootstrap: bootstrap)
     var clock = now
     for byte in body.prefix(64) {
         clock = clock + .seconds(Int(byte) * 7)

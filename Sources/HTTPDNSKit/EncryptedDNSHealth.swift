@@ -1,7 +1,7 @@
-/// Which resolver the system uses for the app's process when HTTPDNS points its encrypted DNS at a DoH
-/// server (`HTTPDNS.enableSystemEncryptedDNS(_:)`).
 import HTTPDNSCore
 
+/// Which resolver the system uses for the app's process when HTTPDNS points its encrypted DNS at a DoH
+/// server (`HTTPDNS.enableSystemEncryptedDNS(_:)`).
 public enum EncryptedDNSMode: String, Sendable, Hashable, CustomStringConvertible {
     /// Every name the process resolves goes to the DoH server, encrypted.
     case encrypted

@@ -5,9 +5,9 @@
 // by IPv6 clears it. A new network starts afresh (the key holds the network). Bounded: the oldest
 // entry goes first.
 
-/// Hosts whose IPv6 failed lately, per network. Plain value type; the owner keeps it under a lock.
 import HTTPDNSCore
 
+/// Hosts whose IPv6 failed lately, per network. Plain value type; the owner keeps it under a lock.
 struct FamilyMemory: Sendable {
     private struct Key: Hashable {
         var host: String

@@ -3,9 +3,9 @@
 // `http://…`), the PAC file, or nothing we serve. Pure and fuzzed (Fuzz/Targets/FuzzProxyTarget.swift); the
 // proxy's channel handler acts on the result.
 
-/// What a proxy client asked for in its request line. Value type, `Sendable`.
 import HTTPDNSCore
 
+/// What a proxy client asked for in its request line. Value type, `Sendable`.
 enum ProxyRequestTarget: Hashable, Sendable {
     /// `CONNECT host:port`. `host` is a normalized hostname or an IP address in canonical text form
     /// (IPv6 without brackets; the request must bracket it).

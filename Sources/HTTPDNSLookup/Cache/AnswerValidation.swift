@@ -1,11 +1,11 @@
+import HTTPDNSCore
+
 /// Checks a provider's answer before it is used or cached.
 ///
 /// Drops unspecified addresses (`0.0.0.0`, `::`) always, and non-global addresses (loopback, private,
 /// link-local…) for names the policy does not allow them for: a public name answering `127.0.0.1` or
 /// `10.0.0.1` is the classic sign of a poisoned or misconfigured resolver. TTL bounds are applied by the
 /// cache (`CacheConfiguration.minTTL` / `maxTTL`).
-import HTTPDNSCore
-
 struct AnswerValidator: Sendable {
     var policy: HostPolicy
 

@@ -7,9 +7,9 @@
 //   resolver does (unbound and kresd answer SERVFAIL, not NXDOMAIN, when a lookup fails), and what
 //   `httpdns serve` answers its clients: an NXDOMAIN there is cached by them as "this name does not exist".
 
-/// What one family's lookup gave.
 import HTTPDNSCore
 
+/// What one family's lookup gave.
 enum FamilyOutcome: Sendable, Hashable {
     /// One address or more.
     case addresses

@@ -1,9 +1,9 @@
+import HTTPDNSCore
+
 /// Which providers to try, in which order: a dead or failing provider is skipped for a while (1 s after
 /// its first failure, doubling up to 60 s) and tried again after that. When every provider is marked
 /// down they are all tried anyway, in the configured order: skipping everything would turn a blip into
 /// an outage. Plain value type; the owner keeps it under a lock.
-import HTTPDNSCore
-
 struct ProviderHealth: Sendable {
     struct Record: Sendable {
         var consecutiveFailures = 0

@@ -21,10 +21,10 @@
 //
 // Queries and timers are named by ids; the tasks that run them stay with the resolver.
 
-/// The resolver's cache, coalescing, refresh and persistence decisions. Not thread-safe by itself: the
-/// owner keeps it under a lock.
 import HTTPDNSCore
 
+/// The resolver's cache, coalescing, refresh and persistence decisions. Not thread-safe by itself: the
+/// owner keeps it under a lock.
 struct ResolverStateMachine: Sendable {
     /// Names one upstream query (a lookup's or a background refresh's).
     package struct QueryID: Hashable, Sendable, CustomStringConvertible {

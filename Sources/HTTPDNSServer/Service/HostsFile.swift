@@ -1,7 +1,7 @@
-/// hosts(5) format: `IP name [alias...]` per line, `#` starts a comment. Lines that are not of that form
-/// are reported by number rather than guessed at.
 import HTTPDNSCore
 
+/// hosts(5) format: `IP name [alias...]` per line, `#` starts a comment. Lines that are not of that form
+/// are reported by number rather than guessed at.
 enum HostsFile {
     struct ParseError: Error, Hashable, Sendable, CustomStringConvertible {
         var line: Int
