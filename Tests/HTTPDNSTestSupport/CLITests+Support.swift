@@ -116,7 +116,7 @@ struct ServeProcess {
     /// address.
     /// With `descriptorLimit`, the process may open that many descriptors at most (`ulimit -n`).
     /// `command` is the subcommand (`proxy` prints its address the same way). With `signalWhileStarting`,
-    /// that signal is sent every 20 ms from the time the process runs its own code (it has an event-loop
+    /// that signal is sent every 2 ms from the time the process runs its own code (it has an event-loop
     /// thread: no process can act on a signal before its main) until it prints its address.
     static func launch(
         _ arguments: [String],

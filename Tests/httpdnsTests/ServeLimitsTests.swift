@@ -7,8 +7,8 @@
 @testable import HTTPDNSTestSupport
 import Foundation
 import HTTPDNSCore
-import HTTPDNSListener
 import HTTPDNSEngine
+import HTTPDNSListener
 import NIOConcurrencyHelpers
 import NIOCore
 import Testing
