@@ -236,7 +236,7 @@ public final class HTTPEngine: Sendable {
         span: AttemptSpan?
     ) async throws -> HTTPEngineResponse {
         let url = request.url
-        let key = profile(of: request, given: given)
+        let key = ConnectionProfile(of: request, given: given, configuration: configuration)
         let deadline = (request.timeout ?? configuration.timeouts.request).map {
             NIODeadline.now() + TimeAmount($0)
         }
@@ -315,27 +315,6 @@ public final class HTTPEngine: Sendable {
 }
 
 extension HTTPEngine {
-    /// The connection profile of `request` (to `given` addresses, if it names them), derived once per
-    /// attempt: requests with equal profiles share connections.
-    func profile(of request: HTTPEngineRequest, given: ResolvedAddresses?) -> ConnectionProfile {
-        let url = request.url
-        let terms = request.terms
-        return ConnectionProfile(
-            origin: url,
-            versions: request.versions ?? configuration.http.versions,
-            h2c: !url.isTLS && configuration.http.http2PriorKnowledge,
-            serverTrust: url.isTLS ? terms.serverTrust : nil,
-            proxyCredentials: terms.proxyCredentials,
-            networkAccess: terms.networkAccess.map(configuration.network.access.narrowed(by:))
-                ?? configuration.network.access,
-            tuning: terms.tuning ?? .standard,
-            connectionLimit: terms.connectionLimit.flatMap {
-                $0 < configuration.http.maxConnectionsPerHost ? $0 : nil
-            },
-            given: given
-        )
-    }
-
     /// Opens a connection to `url`'s origin (scheme, host, port) and completes its TLS handshake ahead of
     /// the first request, which then runs on it: the app pays the lookup, TCP and TLS round trips before
     /// the user waits. The connection is pooled like any other (closed by the idle timeout if no request
@@ -346,7 +325,7 @@ extension HTTPEngine {
     /// (a resolver's bootstrap addresses): the connection is the one such requests use. Throws the
     /// connect's `HTTPEngineError`.
     package func preconnect(_ url: HTTPURL, addresses given: ResolvedAddresses? = nil) async throws {
-        let key = profile(of: HTTPEngineRequest(url: url), given: given)
+        let key = ConnectionProfile(of: HTTPEngineRequest(url: url), given: given, configuration: configuration)
         try await pool.preconnect(key, job: ConnectJob(profile: key, idleTimeout: nil, eventLoop: group.any()))
     }
 }

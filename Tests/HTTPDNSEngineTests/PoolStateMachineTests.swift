@@ -81,7 +81,7 @@ import Testing
         // A URLSession configuration with httpMaximumConnectionsPerHost = 1, under an engine limit of 4.
         var m = machine(connections: 4)
         var one = Self.http
-        one.connectionLimit = 1
+        one.terms.connectionLimit = 1
         #expect(m.request(1, key: one, deadline: nil) == .wait(connect: connect(1, one, for: 1)))
         #expect(m.request(2, key: one, deadline: nil) == .wait(connect: nil))
         #expect(m.connected(1, version: .http1, now: Self.t0) == [.run(1, on: 1)])

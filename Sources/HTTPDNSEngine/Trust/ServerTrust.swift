@@ -63,7 +63,7 @@ package enum ServerTrustAnswer: Sendable {
 struct ServerTrustAskerGone: Error, Sendable {}
 
 /// How one request's server trust is decided beyond the engine's own check.
-package struct ServerTrustEvaluation: Sendable {
+package struct ServerTrustEvaluation: Hashable, Sendable {
     /// Requests share connections only with requests of the same partition.
     var partition: UInt64
     /// Ask for every new connection, not only when our check fails.
@@ -80,6 +80,12 @@ package struct ServerTrustEvaluation: Sendable {
         self.always = always
         self.decide = decide
     }
+
+    /// Evaluations are told apart by their partition alone: a partition has one delegate, and requests of
+    /// one partition share connections.
+    package static func == (a: ServerTrustEvaluation, b: ServerTrustEvaluation) -> Bool { a.partition == b.partition }
+
+    package func hash(into hasher: inout Hasher) { hasher.combine(partition) }
 
     /// A connection made without the app's say, whose handshake passed our check and the pins, is to serve
     /// a request of this evaluation's partition before any other (a pre-connected one): asked about as
