@@ -220,7 +220,7 @@ package class HTTPDNSURLProtocol: URLProtocol {
             return
         }
         let context = LoadContext(task: task, interception: interception, setup: setup, protocolClass: instantiated)
-        let gate = ClientGate(client: client, owner: self, schedule: context.clientSchedule)
+        let gate = ClientGate(client: client, owner: self, schedule: context.host.clientSchedule)
         let request = self.request
         // On the concurrency pool, not on the caller's queue: corelibs calls this on the session's serial
         // work queue, and the loads of one session should run in parallel. (`Task.immediate` measured

@@ -1,9 +1,10 @@
 // What a load needs to know about its task and session: cookie storage, the session's extra headers
-// and timeouts, how data reaches the task, the upload body, the delegate's say on challenges and (where
-// the protocol follows redirects itself) on redirects. What is the same everywhere is here; what differs
+// and timeouts, the upload body, stored credentials. What is the same everywhere is here; what differs
 // between Apple's loading system and swift-corelibs-foundation is the load's host, one small type per
-// platform with the same shape (`LoadHosting`): `AppleLoadHost` (Sessions/LoadHost+Apple.swift) and
-// `CorelibsLoadHost` (Corelibs/LoadHost+Corelibs.swift). No `#if` in between.
+// platform with the same shape (`LoadHosting`: the I/O primitives, how the client and the delegate are
+// reached) and its delivery strategy (`LoadDelivery`: what the load does for its task that the loading
+// system does not). Apple: `AppleLoadHost` (Sessions/LoadHost+Apple.swift) with `SystemDelivery`, which
+// does nothing; corelibs: `CorelibsLoadHost` with `CorelibsDelivery` (Corelibs/). No `#if` in between.
 
 import Foundation
 import NIOCore
@@ -14,42 +15,29 @@ import NIOConcurrencyHelpers
     import FoundationNetworking
 #endif
 
-/// The platform's part of a load (see the file comment): what it can see of the task and session, and
-/// how it reaches the client and the delegate.
+/// The platform's part of a load (see the file comment): its I/O primitives (what it can see of the
+/// task and session, how it reaches the client and the delegate) and its delivery strategy.
 protocol LoadHosting {
+    associatedtype Delivery: LoadDelivery
     /// `interception`: the one the load belongs to (its trust partitions, its slots); `protocolClass`:
     /// the class the loading system instantiated (on Apple platforms, a configuration
     /// slot's: ConfigurationSlots.swift).
     init(task: URLSessionTask?, interception: Interception, protocolClass: AnyClass)
-    /// The session's configuration, where the host can find it (nil: `URLSession.shared` and the like).
+    /// The session's configuration: corelibs shows the session; on Apple platforms the protocol class
+    /// names its slot, which keeps a copy (ConfigurationSlots.swift). nil for loads of `URLSession.shared`
+    /// and the like.
     var configuration: URLSessionConfiguration? { get }
-    /// The session's credential storage (the shared one where the session is not known).
+    /// The session's credential storage: its configuration's, or where that is not known the shared
+    /// one (the default's); nil when the session keeps none.
     var credentials: URLCredentialStorage? { get }
-    /// Where client calls are made, in order (see `ClientGate`).
+    /// Where client calls must be made, in order (see `ClientGate`); nil: on the caller's thread.
     var clientSchedule: ClientSchedule? { get }
-    /// Whether every chunk is handed over as it comes (else all at the end).
-    var deliversEveryChunk: Bool { get }
-    /// Whether a delegate may be there to answer challenges.
+    /// Whether a delegate may be there to answer challenges (Apple platforms: always, as far as a
+    /// URLProtocol can tell).
     var mayHaveDelegate: Bool { get }
-    /// An upload task's body, where the task keeps it rather than the request (corelibs).
-    func taskBody() -> BodySource?
-    /// `fields` of `request` without what the loading system added itself.
-    func headersSetByTheApp(_ fields: [String: String], of request: URLRequest) -> [String: String]
-    var cacheCapacity: Int? { get }
-    func storeInCache(_ response: HTTPURLResponse, data: Data)
-    var isCorelibsDownload: Bool { get }
-    func responseArrived(expectedLength: Int64)
-    func redirectHandling(maxRedirects: Int) -> URLLoad.RedirectHandling
-    func followedRedirect(to request: URLRequest)
-    func setDownloadedFile(_ file: URL, of urlProtocol: URLProtocol) -> Bool
-    func afterDelegateQueue(_ work: @escaping @Sendable () -> Void)
-    func uploadProgress(expected: Int?) -> (@Sendable (Int) -> Void)?
-    func downloadProgress(written: Int64, total: Int64, expected: Int64)
-    func delegateQueueCaughtUp() async
-    func storagePolicy(_ policy: URLCache.StoragePolicy) -> URLCache.StoragePolicy
+    /// The pool partition of the connections this load's delegate decides on: its session's (Linux), or
+    /// its configuration slot's (Apple platforms, where a URLProtocol cannot see its session).
     func trustPartition() -> UInt64
-    func certificateNeededDelegate(_ host: String) -> Bool
-    func rememberCertificateNeedsDelegate(_ host: String)
     /// Puts `challenge` to the app's delegate; `answer` is called once with its answer.
     func askDelegate(
         _ challenge: URLAuthenticationChallenge,
@@ -57,9 +45,91 @@ protocol LoadHosting {
         gate: ClientGate,
         answer: @escaping @Sendable (ChallengeAnswer) -> Void
     )
-    /// The delegate's say on a redirect the protocol follows itself; nil: refused.
-    func redirectDecision(response: HTTPURLResponse, newRequest: URLRequest) async -> URLRequest?
+    /// Returns once the client queue and then the session's delegate queue have run everything queued
+    /// before (no-op where the queues are not known). On Apple platforms, once the loading system's
+    /// thread has taken the client calls queued before: it hands data on to the delegate queue itself,
+    /// out of a URLProtocol's sight, so this bounds what waits in our calls, not in its queue.
+    func delegateQueueCaughtUp() async
+    /// What the load does for its task that the platform's loading system does not do for a URLProtocol.
+    var delivery: Delivery { get }
 }
+
+/// The delivery strategy: what a load does for its task beyond handing the client the response and
+/// its body. Apple's loading system does all of it for a URLProtocol (`SystemDelivery`: every default
+/// below); swift-corelibs-foundation does it only for its own protocol, so there the load stands in
+/// (`CorelibsDelivery`: progress, the URL cache, downloads to a file, redirects followed here).
+protocol LoadDelivery {
+    /// Whether every chunk is handed over as it comes (else all at the end).
+    var deliversEveryChunk: Bool { get }
+    /// An upload task's body, where the task keeps it rather than the request (corelibs).
+    func taskBody() -> BodySource?
+    /// `request`'s header fields without what the loading system added itself (corelibs adds a Cookie
+    /// header from the session's storage to every task, by its own matching).
+    func headersSetByTheApp(_ request: URLRequest) -> [String: String]
+    /// The session cache's size, where the protocol keeps responses in it itself (corelibs keeps only
+    /// its own protocol's; Apple's loading system keeps a URLProtocol's too): nil where it does not.
+    var cacheCapacity: Int? { get }
+    /// Keeps a finished response in the session's cache for the task, after its delegate's
+    /// `willCacheResponse` (which may change it or say no), as corelibs does for its own protocol.
+    /// Called on the client queue, after the load has finished.
+    func storeInCache(_ response: HTTPURLResponse, data: Data)
+    /// A download task on swift-corelibs-foundation, whose body goes to a file (`deliverDownload`).
+    var isCorelibsDownload: Bool { get }
+    /// Where a finished download's file is, for corelibs to hand over; false when it cannot be told.
+    func setDownloadedFile(_ file: URL, of urlProtocol: URLProtocol) -> Bool
+    /// Tells a download task's delegate how far the download is, as corelibs' own protocol does.
+    func downloadProgress(written: Int64, total: Int64, expected: Int64)
+    /// The response's length, as corelibs' own protocol records it on the task.
+    func responseArrived(expectedLength: Int64)
+    /// The storage policy passed to the client: corelibs never stores a custom protocol's response in
+    /// the URL cache, but buffers the whole body for it when told `.allowed`, so there only
+    /// `.notAllowed` is passed on.
+    func storagePolicy(_ policy: URLCache.StoragePolicy) -> URLCache.StoragePolicy
+    /// Upload progress as corelibs' own protocol reports it: the task's `countOfBytesSent` and
+    /// `countOfBytesExpectedToSend`, and the delegate's `didSendBodyData`, in order with the load's other
+    /// calls. nil where the loading system keeps these itself, or without a task. Each send of the
+    /// body (a redirect or an authentication round sends it again) counts from zero.
+    func uploadProgress(expected: Int?) -> (@Sendable (Int) -> Void)?
+    /// Runs `work` after everything queued on the session's delegate queue so far (now, without one).
+    func afterDelegateQueue(_ work: @escaping @Sendable () -> Void)
+    /// Who follows the load's redirects: the loading system (the protocol reports them), or the
+    /// protocol itself on corelibs, which crashes on the report, at most `maxRedirects` hops.
+    func redirectHandling(maxRedirects: Int) -> URLLoad.RedirectHandling
+    /// A redirect followed inside the protocol (corelibs): the task's `currentRequest` becomes it.
+    func followedRedirect(to request: URLRequest)
+    /// The delegate's say on a redirect the protocol follows itself (corelibs); nil: refused.
+    func redirectDecision(response: HTTPURLResponse, newRequest: URLRequest) async -> URLRequest?
+    /// Whether the session's delegate has had to decide on `host`'s certificate before (corelibs, which
+    /// never asks about server trust itself).
+    func certificateNeededDelegate(_ host: String) -> Bool
+    func rememberCertificateNeedsDelegate(_ host: String)
+}
+
+/// What the loading system does for a URLProtocol itself: nothing for the load to do.
+extension LoadDelivery {
+    var deliversEveryChunk: Bool { true }
+    func taskBody() -> BodySource? { nil }
+    func headersSetByTheApp(_ request: URLRequest) -> [String: String] { request.allHTTPHeaderFields ?? [:] }
+    var cacheCapacity: Int? { nil }
+    func storeInCache(_ response: HTTPURLResponse, data: Data) {}
+    var isCorelibsDownload: Bool { false }
+    func setDownloadedFile(_ file: URL, of urlProtocol: URLProtocol) -> Bool { false }
+    func downloadProgress(written: Int64, total: Int64, expected: Int64) {}
+    func responseArrived(expectedLength: Int64) {}
+    func storagePolicy(_ policy: URLCache.StoragePolicy) -> URLCache.StoragePolicy { policy }
+    func uploadProgress(expected: Int?) -> (@Sendable (Int) -> Void)? { nil }
+    func afterDelegateQueue(_ work: @escaping @Sendable () -> Void) { work() }
+    func redirectHandling(maxRedirects: Int) -> URLLoad.RedirectHandling { .reportToSystem }
+    func followedRedirect(to request: URLRequest) {}
+    /// The loading system asks the delegate about redirects itself: a load never asks here; were it to,
+    /// the redirect would be followed, as without a delegate.
+    func redirectDecision(response: HTTPURLResponse, newRequest: URLRequest) async -> URLRequest? { newRequest }
+    func certificateNeededDelegate(_ host: String) -> Bool { false }
+    func rememberCertificateNeedsDelegate(_ host: String) {}
+}
+
+/// Apple's loading system, which does everything `LoadDelivery` covers for a URLProtocol itself.
+struct SystemDelivery: LoadDelivery {}
 
 /// `@unchecked Sendable`: it holds the session's Foundation objects (cookie and credential storage,
 /// cache), which are thread-safe but not marked Sendable on every platform; it is made once per load,
@@ -84,17 +154,8 @@ struct LoadContext: @unchecked Sendable {
     /// This platform's part.
     let host: LoadHost
 
-    /// Whether every chunk is handed over as it comes (else all at the end).
-    var deliversEveryChunk: Bool { host.deliversEveryChunk }
-    /// Where client calls must be made, in order (see `ClientGate`); nil: on the caller's thread.
-    var clientSchedule: ClientSchedule? { host.clientSchedule }
-    /// Whether a delegate may be there to answer challenges (Apple platforms: always, as far as a
-    /// URLProtocol can tell).
-    var mayHaveDelegate: Bool { host.mayHaveDelegate }
-    /// The session's configuration: corelibs shows the session; on Apple platforms the protocol class
-    /// names its slot, which keeps a copy (ConfigurationSlots.swift). nil for loads of `URLSession.shared`
-    /// and the like.
-    var sessionConfiguration: URLSessionConfiguration? { host.configuration }
+    /// What the load does for its task that the loading system does not (see `LoadDelivery`).
+    var delivery: LoadHost.Delivery { host.delivery }
 
     /// - Parameter protocolClass: the class the loading system instantiated: on Apple platforms it names
     ///   the session's configuration (ConfigurationSlots.swift); corelibs shows the session itself.
@@ -141,80 +202,7 @@ struct LoadContext: @unchecked Sendable {
     func body(of request: URLRequest) -> BodySource {
         if let data = request.httpBody { return .data(data) }
         if let stream = request.httpBodyStream { return .stream(InputStreamReader(stream)) }
-        return host.taskBody() ?? .none
-    }
-
-    /// The request's header fields as the app set them. corelibs adds a Cookie header from the
-    /// session's storage to every task, `httpShouldHandleCookies` or not, by its own matching; that
-    /// header is taken out (the protocol adds its own when the request handles cookies).
-    func headersSetByTheApp(_ request: URLRequest) -> [String: String] {
-        self.host.headersSetByTheApp(request.allHTTPHeaderFields ?? [:], of: request)
-    }
-
-    /// The session cache's size, where the protocol keeps responses in it itself (corelibs keeps only
-    /// its own protocol's; Apple's loading system keeps a URLProtocol's too): nil where it does not.
-    var cacheCapacity: Int? {
-        self.host.cacheCapacity
-    }
-
-    /// Keeps a finished response in the session's cache for the task, after its delegate's
-    /// `willCacheResponse` (which may change it or say no), as corelibs does for its own protocol.
-    /// Called on the client queue, after the load has finished.
-    func storeInCache(_ response: HTTPURLResponse, data: Data) {
-        self.host.storeInCache(response, data: data)
-    }
-
-    /// A download task on swift-corelibs-foundation, whose body goes to a file (`deliverDownload`).
-    var isCorelibsDownload: Bool {
-        self.host.isCorelibsDownload
-    }
-
-    /// The response's length, as corelibs' own protocol records it on the task (Apple's loading system
-    /// records it itself).
-    func responseArrived(expectedLength: Int64) {
-        self.host.responseArrived(expectedLength: expectedLength)
-    }
-
-    /// Who follows the load's redirects: Apple's loading system (the protocol reports them), or the
-    /// protocol itself on corelibs, which crashes on the report, at most `maxRedirects` hops.
-    func redirectHandling(maxRedirects: Int) -> URLLoad.RedirectHandling {
-        self.host.redirectHandling(maxRedirects: maxRedirects)
-    }
-
-    /// A redirect followed inside the protocol (corelibs): the task's `currentRequest` becomes it.
-    func followedRedirect(to request: URLRequest) {
-        self.host.followedRedirect(to: request)
-    }
-
-    /// Where a finished download's file is, for corelibs to hand over; false when it cannot be told.
-    func setDownloadedFile(_ file: URL, of urlProtocol: URLProtocol) -> Bool {
-        self.host.setDownloadedFile(file, of: urlProtocol)
-    }
-
-    /// Runs `work` after everything queued on the session's delegate queue so far (now, without one).
-    func afterDelegateQueue(_ work: @escaping @Sendable () -> Void) {
-        self.host.afterDelegateQueue(work)
-    }
-
-    /// Upload progress as corelibs' own protocol reports it: the task's `countOfBytesSent` and
-    /// `countOfBytesExpectedToSend`, and the delegate's `didSendBodyData`, in order with the load's other
-    /// calls. nil where the loading system keeps these itself, or without a task. Each send of the
-    /// body (a redirect or an authentication round sends it again) counts from zero.
-    func uploadProgress(expected: Int?) -> (@Sendable (Int) -> Void)? {
-        self.host.uploadProgress(expected: expected)
-    }
-
-    /// Tells a download task's delegate how far the download is, as corelibs' own protocol does.
-    func downloadProgress(written: Int64, total: Int64, expected: Int64) {
-        self.host.downloadProgress(written: written, total: total, expected: expected)
-    }
-
-    /// Returns once the client queue and then the session's delegate queue have run everything queued
-    /// before (no-op where the queues are not known). On Apple platforms, once the loading system's
-    /// thread has taken the client calls queued before: it hands data on to the delegate queue itself,
-    /// out of a URLProtocol's sight, so this bounds what waits in our calls, not in its queue.
-    func delegateQueueCaughtUp() async {
-        await self.host.delegateQueueCaughtUp()
+        return delivery.taskBody() ?? .none
     }
 
     /// Seconds of silence allowed: the request's own `timeoutInterval`, or the session's
@@ -224,29 +212,6 @@ struct LoadContext: @unchecked Sendable {
         return request.timeoutInterval
     }
 
-    /// corelibs never stores a custom protocol's response in the URL cache, but buffers the whole body
-    /// for it when told `.allowed`: there only `.notAllowed` is passed on.
-    func storagePolicy(_ policy: URLCache.StoragePolicy) -> URLCache.StoragePolicy {
-        self.host.storagePolicy(policy)
-    }
-
-    /// The pool partition of the connections this load's delegate decides on: its session's (Linux), or
-    /// its configuration slot's (Apple platforms, where a URLProtocol cannot see its session).
-    func trustPartition() -> UInt64 {
-        self.host.trustPartition()
-    }
-
-    /// Whether the session's delegate has had to decide on `host`'s certificate before.
-    func certificateNeededDelegate(_ host: String) -> Bool {
-        self.host.certificateNeededDelegate(host)
-    }
-
-    func rememberCertificateNeedsDelegate(_ host: String) {
-        self.host.rememberCertificateNeedsDelegate(host)
-    }
-
-    /// The session's credential storage: its configuration's, or where that is not known the shared
-    /// one (the default's); nil when the session keeps none.
     private var credentialStorage: URLCredentialStorage? { host.credentials }
 
     /// The stored default credential for `space`, proposed to the delegate. corelibs' storage finds a
@@ -272,20 +237,5 @@ struct LoadContext: @unchecked Sendable {
     func store(_ credential: URLCredential, for space: URLProtectionSpace) {
         guard credential.persistence != .none else { return }
         credentialStorage?.set(credential, for: space)
-    }
-
-    /// Puts `challenge` to the app's delegate (see the hosts).
-    func askDelegate(
-        _ challenge: URLAuthenticationChallenge,
-        connectionLevel: Bool,
-        gate: ClientGate,
-        answer: @escaping @Sendable (ChallengeAnswer) -> Void
-    ) {
-        self.host.askDelegate(challenge, connectionLevel: connectionLevel, gate: gate, answer: answer)
-    }
-
-    /// The delegate's say on a redirect the protocol follows itself (corelibs); nil: refused.
-    func redirectDecision(response: HTTPURLResponse, newRequest: URLRequest) async -> URLRequest? {
-        await self.host.redirectDecision(response: response, newRequest: newRequest)
     }
 }

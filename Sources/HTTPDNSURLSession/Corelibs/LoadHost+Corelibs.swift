@@ -15,8 +15,8 @@
         let configuration: URLSessionConfiguration?
         let credentials: URLCredentialStorage?
         let clientSchedule: ClientSchedule?
-        let deliversEveryChunk: Bool
         let mayHaveDelegate: Bool
+        let delivery: CorelibsDelivery
         /// The task's work queue, where client calls are made.
         private let clientQueue: DispatchQueue?
         private let task: URLSessionTask?
@@ -29,7 +29,6 @@
             corelibs = CorelibsTask(task)
             configuration = corelibs.session?.configuration
             credentials = configuration?.urlCredentialStorage
-            deliversEveryChunk = corelibs.deliversEveryChunk
             mayHaveDelegate = task?.delegate != nil || corelibs.session?.delegate != nil
             clientQueue = corelibs.workQueue
             if let queue = corelibs.workQueue {
@@ -37,149 +36,9 @@
             } else {
                 clientSchedule = nil
             }
+            delivery = CorelibsDelivery(task: task, corelibs: corelibs, partitions: partitions, clientSchedule: clientSchedule)
         }
 
-        /// corelibs keeps an upload task's data or file in the task, not in the request.
-        func taskBody() -> BodySource? {
-            switch corelibs.knownBody {
-            case .data(let data): return .data(data)
-            case .file(let url): return .file(url)
-            case .stream(let stream): return .stream(InputStreamReader(stream))
-            case nil: return nil
-            }
-        }
-
-        /// corelibs adds a Cookie header from the session's storage to every task, by its own matching:
-        /// taken out here.
-        func headersSetByTheApp(_ fields: [String: String], of request: URLRequest) -> [String: String] {
-            var fields = fields
-            if let key = fields.keys.first(where: { $0.lowercased() == "cookie" }), let url = request.url,
-                let configuration = corelibs.session?.configuration, configuration.httpShouldSetCookies,
-                let storage = configuration.httpCookieStorage, let stored = storage.cookies(for: url),
-                HTTPCookie.requestHeaderFields(with: stored)["Cookie"] == fields[key]
-            {
-                fields[key] = nil
-            }
-            return fields
-        }
-
-        /// The session cache's size, where the protocol keeps responses in it itself (corelibs keeps only
-        /// its own protocol's; Apple's loading system keeps a URLProtocol's too): nil where it does not.
-        var cacheCapacity: Int? {
-            guard task is URLSessionDataTask, let cache = corelibs.session?.configuration.urlCache else { return nil }
-            return max(cache.memoryCapacity, cache.diskCapacity)
-        }
-
-        /// Keeps a finished response in the session's cache for the task, after its delegate's
-        /// `willCacheResponse` (which may change it or say no), as corelibs does for its own protocol.
-        /// Called on the client queue, after the load has finished.
-        func storeInCache(_ response: HTTPURLResponse, data: Data) {
-            guard let session = corelibs.session, let cache = session.configuration.urlCache,
-                let task = task as? URLSessionDataTask
-            else { return }
-            let call = CacheCall(
-                session: session,
-                task: task,
-                cache: cache,
-                entry: CachedURLResponse(response: response, data: data, userInfo: nil, storagePolicy: .allowed)
-            )
-            guard let delegate = task.delegate as? any URLSessionDataDelegate else {
-                return cache.storeCachedResponse(call.entry, for: task)
-            }
-            session.delegateQueue.addOperation {
-                delegate.urlSession(call.session, dataTask: call.task, willCacheResponse: call.entry) { chosen in
-                    if let chosen { call.cache.storeCachedResponse(chosen, for: call.task) }
-                }
-            }
-        }
-
-        /// A download task on swift-corelibs-foundation, whose body goes to a file (`deliverDownload`).
-        var isCorelibsDownload: Bool {
-            return task is URLSessionDownloadTask
-        }
-
-        /// The response's length, as corelibs' own protocol records it on the task (Apple's loading system
-        /// records it itself).
-        func responseArrived(expectedLength: Int64) {
-            if let task { CorelibsFields.setExpectedToReceive(expectedLength, of: task) }
-        }
-
-        /// Who follows the load's redirects: Apple's loading system (the protocol reports them), or the
-        /// protocol itself on corelibs, which crashes on the report, at most `maxRedirects` hops.
-        func redirectHandling(maxRedirects: Int) -> URLLoad.RedirectHandling {
-            return .followHere(max: maxRedirects)
-        }
-
-        /// A redirect followed inside the protocol (corelibs): the task's `currentRequest` becomes it.
-        func followedRedirect(to request: URLRequest) {
-            if let task { CorelibsFields.setCurrentRequest(request, of: task) }
-        }
-
-        /// Where a finished download's file is, for corelibs to hand over; false when it cannot be told.
-        func setDownloadedFile(_ file: URL, of urlProtocol: URLProtocol) -> Bool {
-            return CorelibsFields.setTemporaryFileURL(file, of: urlProtocol)
-        }
-
-        /// Runs `work` after everything queued on the session's delegate queue so far (now, without one).
-        func afterDelegateQueue(_ work: @escaping @Sendable () -> Void) {
-            if let queue = corelibs.session?.delegateQueue { queue.addOperation(work) } else { work() }
-        }
-
-        /// Upload progress as corelibs' own protocol reports it: the task's `countOfBytesSent` and
-        /// `countOfBytesExpectedToSend`, and the delegate's `didSendBodyData`, in order with the load's other
-        /// calls. nil where the loading system keeps these itself, or without a task. Each send of the
-        /// body (a redirect or an authentication round sends it again) counts from zero.
-        func uploadProgress(expected: Int?) -> (@Sendable (Int) -> Void)? {
-            guard let task, let session = corelibs.session else { return nil }
-            let call = ProgressCall(session: session, task: task, delegate: task.delegate)
-            let expected = Int64(expected ?? -1)  // NSURLSessionTransferSizeUnknown
-            let reported = NIOLockedValueBox<Int64>(0)
-            let schedule = clientSchedule
-            return { sent in
-                let total = Int64(sent)
-                let delta = reported.withLockedValue { last in
-                    defer { last = max(last, total) }
-                    return total - last
-                }
-                guard delta > 0 else { return }
-                let report: @Sendable () -> Void = {
-                    CorelibsFields.setBytesSent(total, expected: expected, of: call.task)
-                    guard let delegate = call.delegate else { return }
-                    call.session.delegateQueue.addOperation {
-                        delegate.urlSession(
-                            call.session,
-                            task: call.task,
-                            didSendBodyData: delta,
-                            totalBytesSent: total,
-                            totalBytesExpectedToSend: expected
-                        )
-                    }
-                }
-                if let schedule { schedule(report) } else { report() }
-            }
-        }
-
-        /// Tells a download task's delegate how far the download is, as corelibs' own protocol does.
-        func downloadProgress(written: Int64, total: Int64, expected: Int64) {
-            guard let session = corelibs.session, let task = task as? URLSessionDownloadTask,
-                let delegate = (task.delegate ?? session.delegate) as? any URLSessionDownloadDelegate
-            else { return }
-            let call = DownloadCall(session: session, task: task, delegate: delegate)
-            session.delegateQueue.addOperation {
-                call.delegate.urlSession(
-                    call.session,
-                    downloadTask: call.task,
-                    didWriteData: written,
-                    totalBytesWritten: total,
-                    totalBytesExpectedToWrite: expected
-                )
-            }
-        }
-
-        /// Returns once the client queue and then the session's delegate queue have run everything queued
-        /// before (no-op where the queues are not known). On Apple platforms, once the loading system's
-        /// thread has taken the client calls queued before: it hands data on to the delegate queue itself,
-        /// out of a URLProtocol's sight, so this bounds what waits in our calls, not in its queue.
         func delegateQueueCaughtUp() async {
             guard let delegateQueue = corelibs.session?.delegateQueue else { return }
             let clientQueue = self.clientQueue ?? DispatchQueue.global()
@@ -188,26 +47,9 @@
             }
         }
 
-        /// corelibs never stores a custom protocol's response in the URL cache, but buffers the whole body
-        /// for it when told `.allowed`: there only `.notAllowed` is passed on.
-        func storagePolicy(_ policy: URLCache.StoragePolicy) -> URLCache.StoragePolicy {
-            return .notAllowed
-        }
-
-        /// The pool partition of the connections this load's delegate decides on: its session's (Linux), or
-        /// its configuration slot's (Apple platforms, where a URLProtocol cannot see its session).
         func trustPartition() -> UInt64 {
             guard let session = corelibs.session else { return partitions.unique() }
             return partitions.partition(of: session)
-        }
-
-        /// Whether the session's delegate has had to decide on `host`'s certificate before.
-        func certificateNeededDelegate(_ host: String) -> Bool {
-            return corelibs.session.map { partitions.needsDelegate(host, in: $0) } ?? false
-        }
-
-        func rememberCertificateNeedsDelegate(_ host: String) {
-            if let session = corelibs.session { partitions.rememberNeedsDelegate(host, in: session) }
         }
 
         /// Puts `challenge` to the delegate on the session's delegate queue, as Apple's URLSession routes
@@ -245,6 +87,160 @@
                     call.session.delegateQueue.addOperation { taskLevel() }
                 }
             }
+        }
+    }
+
+    /// What corelibs' own protocol does for its task that a custom one must do itself (`LoadDelivery`).
+    struct CorelibsDelivery: LoadDelivery {
+        let deliversEveryChunk: Bool
+        private let task: URLSessionTask?
+        private let corelibs: CorelibsTask
+        private let partitions: TrustPartitions
+        private let clientSchedule: ClientSchedule?
+
+        init(task: URLSessionTask?, corelibs: CorelibsTask, partitions: TrustPartitions, clientSchedule: ClientSchedule?) {
+            self.task = task
+            self.corelibs = corelibs
+            self.partitions = partitions
+            self.clientSchedule = clientSchedule
+            deliversEveryChunk = corelibs.deliversEveryChunk
+        }
+
+        /// corelibs keeps an upload task's data or file in the task, not in the request.
+        func taskBody() -> BodySource? {
+            switch corelibs.knownBody {
+            case .data(let data): return .data(data)
+            case .file(let url): return .file(url)
+            case .stream(let stream): return .stream(InputStreamReader(stream))
+            case nil: return nil
+            }
+        }
+
+        /// corelibs adds a Cookie header from the session's storage to every task, by its own matching:
+        /// taken out here.
+        func headersSetByTheApp(_ request: URLRequest) -> [String: String] {
+            var fields = request.allHTTPHeaderFields ?? [:]
+            if let key = fields.keys.first(where: { $0.lowercased() == "cookie" }), let url = request.url,
+                let configuration = corelibs.session?.configuration, configuration.httpShouldSetCookies,
+                let storage = configuration.httpCookieStorage, let stored = storage.cookies(for: url),
+                HTTPCookie.requestHeaderFields(with: stored)["Cookie"] == fields[key]
+            {
+                fields[key] = nil
+            }
+            return fields
+        }
+
+        var cacheCapacity: Int? {
+            guard task is URLSessionDataTask, let cache = corelibs.session?.configuration.urlCache else { return nil }
+            return max(cache.memoryCapacity, cache.diskCapacity)
+        }
+
+        func storeInCache(_ response: HTTPURLResponse, data: Data) {
+            guard let session = corelibs.session, let cache = session.configuration.urlCache,
+                let task = task as? URLSessionDataTask
+            else { return }
+            let call = CacheCall(
+                session: session,
+                task: task,
+                cache: cache,
+                entry: CachedURLResponse(response: response, data: data, userInfo: nil, storagePolicy: .allowed)
+            )
+            guard let delegate = task.delegate as? any URLSessionDataDelegate else {
+                return cache.storeCachedResponse(call.entry, for: task)
+            }
+            session.delegateQueue.addOperation {
+                delegate.urlSession(call.session, dataTask: call.task, willCacheResponse: call.entry) { chosen in
+                    if let chosen { call.cache.storeCachedResponse(chosen, for: call.task) }
+                }
+            }
+        }
+
+        var isCorelibsDownload: Bool {
+            return task is URLSessionDownloadTask
+        }
+
+        /// The response's length, as corelibs' own protocol records it on the task (Apple's loading system
+        /// records it itself).
+        func responseArrived(expectedLength: Int64) {
+            if let task { CorelibsFields.setExpectedToReceive(expectedLength, of: task) }
+        }
+
+        /// Who follows the load's redirects: Apple's loading system (the protocol reports them), or the
+        func redirectHandling(maxRedirects: Int) -> URLLoad.RedirectHandling {
+            return .followHere(max: maxRedirects)
+        }
+
+        func followedRedirect(to request: URLRequest) {
+            if let task { CorelibsFields.setCurrentRequest(request, of: task) }
+        }
+
+        func setDownloadedFile(_ file: URL, of urlProtocol: URLProtocol) -> Bool {
+            return CorelibsFields.setTemporaryFileURL(file, of: urlProtocol)
+        }
+
+        func afterDelegateQueue(_ work: @escaping @Sendable () -> Void) {
+            if let queue = corelibs.session?.delegateQueue { queue.addOperation(work) } else { work() }
+        }
+
+        func uploadProgress(expected: Int?) -> (@Sendable (Int) -> Void)? {
+            guard let task, let session = corelibs.session else { return nil }
+            let call = ProgressCall(session: session, task: task, delegate: task.delegate)
+            let expected = Int64(expected ?? -1)  // NSURLSessionTransferSizeUnknown
+            let reported = NIOLockedValueBox<Int64>(0)
+            let schedule = clientSchedule
+            return { sent in
+                let total = Int64(sent)
+                let delta = reported.withLockedValue { last in
+                    defer { last = max(last, total) }
+                    return total - last
+                }
+                guard delta > 0 else { return }
+                let report: @Sendable () -> Void = {
+                    CorelibsFields.setBytesSent(total, expected: expected, of: call.task)
+                    guard let delegate = call.delegate else { return }
+                    call.session.delegateQueue.addOperation {
+                        delegate.urlSession(
+                            call.session,
+                            task: call.task,
+                            didSendBodyData: delta,
+                            totalBytesSent: total,
+                            totalBytesExpectedToSend: expected
+                        )
+                    }
+                }
+                if let schedule { schedule(report) } else { report() }
+            }
+        }
+
+        func downloadProgress(written: Int64, total: Int64, expected: Int64) {
+            guard let session = corelibs.session, let task = task as? URLSessionDownloadTask,
+                let delegate = (task.delegate ?? session.delegate) as? any URLSessionDownloadDelegate
+            else { return }
+            let call = DownloadCall(session: session, task: task, delegate: delegate)
+            session.delegateQueue.addOperation {
+                call.delegate.urlSession(
+                    call.session,
+                    downloadTask: call.task,
+                    didWriteData: written,
+                    totalBytesWritten: total,
+                    totalBytesExpectedToWrite: expected
+                )
+            }
+        }
+
+        /// corelibs never stores a custom protocol's response in the URL cache, but buffers the whole body
+        /// for it when told `.allowed`: there only `.notAllowed` is passed on.
+        func storagePolicy(_ policy: URLCache.StoragePolicy) -> URLCache.StoragePolicy {
+            return .notAllowed
+        }
+
+        /// Whether the session's delegate has had to decide on `host`'s certificate before.
+        func certificateNeededDelegate(_ host: String) -> Bool {
+            return corelibs.session.map { partitions.needsDelegate(host, in: $0) } ?? false
+        }
+
+        func rememberCertificateNeedsDelegate(_ host: String) {
+            if let session = corelibs.session { partitions.rememberNeedsDelegate(host, in: session) }
         }
 
         /// Asks the task's or session's delegate about a redirect on the session's delegate queue, like

@@ -233,7 +233,7 @@ extension HTTPDNSURLProtocol {
                     error: error,
                     sender: sender
                 )
-                context.askDelegate(challenge, connectionLevel: space is HTTPDNSServerTrustSpace, gate: gate) {
+                context.host.askDelegate(challenge, connectionLevel: space is HTTPDNSServerTrustSpace, gate: gate) {
                     once.resume($0)
                 }
             }
@@ -338,13 +338,13 @@ extension HTTPDNSURLProtocol {
         gate: ClientGate
     ) throws -> HTTPEngineRequest {
         var request = original
-        if request.url.isTLS, context.mayHaveDelegate,
+        if request.url.isTLS, context.host.mayHaveDelegate,
             send.asksAboutTrust || setup.serverTrustChallenges == .always
-                || context.certificateNeededDelegate(request.url.host)
+                || context.delivery.certificateNeededDelegate(request.url.host)
         {
             request.terms.serverTrust = serverTrust(
                 always: setup.serverTrustChallenges == .always,
-                partition: context.trustPartition(),
+                partition: context.host.trustPartition(),
                 setup: setup,
                 context: context,
                 gate: gate

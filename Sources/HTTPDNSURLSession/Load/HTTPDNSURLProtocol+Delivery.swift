@@ -31,12 +31,12 @@ extension HTTPDNSURLProtocol {
             status: Int(response.status.code),
             headers: response.headers
         )
-        let clientPolicy = context.storagePolicy(policy)
-        context.responseArrived(expectedLength: urlResponse.expectedContentLength)
+        let clientPolicy = context.delivery.storagePolicy(policy)
+        context.delivery.responseArrived(expectedLength: urlResponse.expectedContentLength)
         // Where the loading system does not keep a URLProtocol's responses in the session's cache
         // (corelibs), the protocol does, as the system's own protocol would.
-        var cacheable = policy == .allowed ? context.cacheCapacity.map { CacheableBody(capacity: $0) } : nil
-        if context.isCorelibsDownload {
+        var cacheable = policy == .allowed ? context.delivery.cacheCapacity.map { CacheableBody(capacity: $0) } : nil
+        if context.delivery.isCorelibsDownload {
             try await deliverDownload(
                 response,
                 as: urlResponse,
@@ -44,7 +44,7 @@ extension HTTPDNSURLProtocol {
                 gate: gate,
                 beforeFinishing: beforeFinishing
             )
-        } else if context.deliversEveryChunk {
+        } else if context.delivery.deliversEveryChunk {
             gate.send { $0.urlProtocol($1, didReceive: urlResponse, cacheStoragePolicy: clientPolicy) }
             // Back-pressure: past 1 MiB handed over, wait for the delegate queue to catch up, so a slow
             // delegate slows the server down instead of piling data up in queued operations.
@@ -56,7 +56,7 @@ extension HTTPDNSURLProtocol {
                 cacheable?.append(data)
                 handedOver += data.count
                 if handedOver >= 1 << 20 {
-                    await context.delegateQueueCaughtUp()
+                    await context.host.delegateQueueCaughtUp()
                     handedOver = 0
                 }
             }
@@ -64,7 +64,7 @@ extension HTTPDNSURLProtocol {
             let kept = cacheable?.data
             gate.finish { client, me in
                 client.urlProtocolDidFinishLoading(me)
-                if let kept { context.storeInCache(urlResponse, data: kept) }
+                if let kept { context.delivery.storeInCache(urlResponse, data: kept) }
             }
         } else {
             var all = Data()
@@ -81,7 +81,7 @@ extension HTTPDNSURLProtocol {
                 client.urlProtocol(me, didReceive: urlResponse, cacheStoragePolicy: clientPolicy)
                 if !body.isEmpty { client.urlProtocol(me, didLoad: body) }
                 client.urlProtocolDidFinishLoading(me)
-                if let kept { context.storeInCache(urlResponse, data: kept) }
+                if let kept { context.delivery.storeInCache(urlResponse, data: kept) }
             }
         }
     }
@@ -117,13 +117,13 @@ extension HTTPDNSURLProtocol {
             )
         else { return deliverCached(cached, gate: gate) }
         let data = cached.response.data
-        let policy = context.storagePolicy(cached.response.storagePolicy)
-        let storesHere = context.cacheCapacity != nil
+        let policy = context.delivery.storagePolicy(cached.response.storagePolicy)
+        let storesHere = context.delivery.cacheCapacity != nil
         gate.finish { client, me in
             client.urlProtocol(me, didReceive: response, cacheStoragePolicy: policy)
             if !data.isEmpty { client.urlProtocol(me, didLoad: data) }
             client.urlProtocolDidFinishLoading(me)
-            if storesHere { context.storeInCache(response, data: data) }
+            if storesHere { context.delivery.storeInCache(response, data: data) }
         }
     }
 
@@ -154,7 +154,7 @@ extension HTTPDNSURLProtocol {
             await gate.waitWhileSuspended()
             try handle.write(contentsOf: Data(chunk.readableBytesView))
             total += Int64(chunk.readableBytes)
-            context.downloadProgress(
+            context.delivery.downloadProgress(
                 written: Int64(chunk.readableBytes),
                 total: total,
                 expected: urlResponse.expectedContentLength
@@ -165,7 +165,7 @@ extension HTTPDNSURLProtocol {
         beforeFinishing()
         kept = true
         gate.finish { client, me in
-            if context.setDownloadedFile(file, of: me) {
+            if context.delivery.setDownloadedFile(file, of: me) {
                 client.urlProtocolDidFinishLoading(me)
             } else {
                 client.urlProtocol(
@@ -179,7 +179,7 @@ extension HTTPDNSURLProtocol {
                     )
                 )
             }
-            context.afterDelegateQueue { try? FileManager.default.removeItem(at: file) }
+            context.delivery.afterDelegateQueue { try? FileManager.default.removeItem(at: file) }
         }
     }
 }

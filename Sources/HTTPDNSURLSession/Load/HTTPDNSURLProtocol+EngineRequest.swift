@@ -30,7 +30,7 @@ extension HTTPDNSURLProtocol {
             )
         }
         var headers = HTTPHeaders()
-        for (name, value) in context.headersSetByTheApp(request) { headers.add(name: name, value: value) }
+        for (name, value) in context.delivery.headersSetByTheApp(request) { headers.add(name: name, value: value) }
         for (name, value) in context.additionalHeaders where !headers.contains(name: name) {
             headers.add(name: name, value: value)
         }
@@ -70,8 +70,8 @@ extension HTTPDNSURLProtocol {
         engineRequest.decompress = true
         // The route decided the scheme itself (`target(of:setup:)`), as the system it stands in for does.
         engineRequest.upgradesKnownHTTPSOrigins = false
-        engineRequest.terms = ConnectionProfile.Terms.forLoad(session: context.sessionConfiguration, request: request)
-        if let body = engineRequest.body { engineRequest.onBodySent = context.uploadProgress(expected: body.length) }
+        engineRequest.terms = ConnectionProfile.Terms.forLoad(session: context.host.configuration, request: request)
+        if let body = engineRequest.body { engineRequest.onBodySent = context.delivery.uploadProgress(expected: body.length) }
         let idle = context.requestTimeout(request)
         // Past a year the timeout bounds nothing (and `.infinity` would not fit in a time amount).
         if idle > 0, idle < 365 * 86_400 { engineRequest.idleTimeout = .milliseconds(Int64(idle * 1000)) }

@@ -34,10 +34,10 @@ extension HTTPDNSURLProtocol {
         do {
             var machine = URLLoadMachine<Received>(
                 request: original,
-                redirects: context.redirectHandling(maxRedirects: setup.maxRedirects),
+                redirects: context.delivery.redirectHandling(maxRedirects: setup.maxRedirects),
                 keepsCookies: context.cookieStorage != nil,
                 cookiePolicy: context.cookieAcceptPolicy,
-                mayAsk: context.mayHaveDelegate
+                mayAsk: context.host.mayHaveDelegate
             )
             var body = context.body(of: original)
             if case .stream(let reader) = body, InputStreamReader.readsAhead {
@@ -63,7 +63,7 @@ extension HTTPDNSURLProtocol {
                         // The redirect's body is read and dropped; its request goes on with its own body.
                         _ = try? await drop.response.body.collect(upTo: 1 << 16)
                         metrics.hops.append(drop.response.metrics)
-                        context.followedRedirect(to: send.request)
+                        context.delivery.followedRedirect(to: send.request)
                     }
                     if let change = send.body { body = changed(body, by: change, to: send.request) }
                     let (made, url) = try makeEngineRequest(send.request, body: body, setup: setup, context: context)
@@ -78,8 +78,8 @@ extension HTTPDNSURLProtocol {
                             of: engineRequest,
                             asked: engineRequest.terms.serverTrust != nil
                         )
-                        if case .certificateRefused(let host, asked: false) = failure, context.mayHaveDelegate {
-                            context.rememberCertificateNeedsDelegate(host)
+                        if case .certificateRefused(let host, asked: false) = failure, context.host.mayHaveDelegate {
+                            context.delivery.rememberCertificateNeedsDelegate(host)
                         }
                         action = machine.sendFailed(failure)
                         continue
@@ -147,7 +147,7 @@ extension HTTPDNSURLProtocol {
 
                 case .askRedirect(let received, let next):
                     action = machine.redirectDecided(
-                        await context.redirectDecision(response: received.urlResponse, newRequest: next)
+                        await context.delivery.redirectDecision(response: received.urlResponse, newRequest: next)
                     )
 
                 case .deliver(let received):
