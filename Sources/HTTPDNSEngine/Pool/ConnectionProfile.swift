@@ -51,7 +51,8 @@ package struct ConnectionProfile: Sendable {
         func narrowed(for origin: HTTPURL, by configuration: HTTPEngine.Configuration) -> Terms {
             var terms = self
             if !origin.isTLS { terms.serverTrust = nil }
-            terms.networkAccess = networkAccess.map(configuration.network.access.narrowed(by:))
+            terms.networkAccess =
+                networkAccess.map(configuration.network.access.narrowed(by:))
                 ?? configuration.network.access
             if tuning == .standard { terms.tuning = nil }
             terms.connectionLimit = connectionLimit.flatMap { $0 < configuration.http.maxConnectionsPerHost ? $0 : nil }

@@ -36,7 +36,12 @@
             } else {
                 clientSchedule = nil
             }
-            delivery = CorelibsDelivery(task: task, corelibs: corelibs, partitions: partitions, clientSchedule: clientSchedule)
+            delivery = CorelibsDelivery(
+                task: task,
+                corelibs: corelibs,
+                partitions: partitions,
+                clientSchedule: clientSchedule
+            )
         }
 
         func delegateQueueCaughtUp() async {
@@ -98,7 +103,12 @@
         private let partitions: TrustPartitions
         private let clientSchedule: ClientSchedule?
 
-        init(task: URLSessionTask?, corelibs: CorelibsTask, partitions: TrustPartitions, clientSchedule: ClientSchedule?) {
+        init(
+            task: URLSessionTask?,
+            corelibs: CorelibsTask,
+            partitions: TrustPartitions,
+            clientSchedule: ClientSchedule?
+        ) {
             self.task = task
             self.corelibs = corelibs
             self.partitions = partitions

@@ -71,7 +71,9 @@ extension HTTPDNSURLProtocol {
         // The route decided the scheme itself (`target(of:setup:)`), as the system it stands in for does.
         engineRequest.upgradesKnownHTTPSOrigins = false
         engineRequest.terms = ConnectionProfile.Terms.forLoad(session: context.host.configuration, request: request)
-        if let body = engineRequest.body { engineRequest.onBodySent = context.delivery.uploadProgress(expected: body.length) }
+        if let body = engineRequest.body {
+            engineRequest.onBodySent = context.delivery.uploadProgress(expected: body.length)
+        }
         let idle = context.requestTimeout(request)
         // Past a year the timeout bounds nothing (and `.infinity` would not fit in a time amount).
         if idle > 0, idle < 365 * 86_400 { engineRequest.idleTimeout = .milliseconds(Int64(idle * 1000)) }
