@@ -35,6 +35,9 @@ usage() {
 # module). Each depends on HTTPDNSCore and Foundation only.
 BESIDE_USERS=(
     Sources/HTTPDNSLookup/Cache/CacheSnapshot+Loading.swift
+    Sources/HTTPDNSLookup/Cache/DNSCache.swift
+    Sources/HTTPDNSLookup/Cache/DNSCache+Records.swift
+    Sources/HTTPDNSLookup/Cache/StrictTransportSecurity.swift
     Sources/HTTPDNSLookup/Providers/DES.swift
     Sources/HTTPDNSServer/Service/HostsFile.swift
     Sources/HTTPDNSKit/LocalProxy/ProxyRequestTarget.swift

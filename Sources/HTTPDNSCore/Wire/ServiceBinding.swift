@@ -140,7 +140,7 @@ extension ServiceBinding {
     }
 
     /// Reads one record's RDATA. Throws `DNSWireError` for a malformed or unusable record.
-    init(rdata: [UInt8]) throws {
+    package init(rdata: [UInt8]) throws {
         var reader = WireReader(rdata)
         priority = try reader.readUInt16()
         target = try reader.readUncompressedName()
@@ -187,7 +187,7 @@ extension ServiceBinding {
     /// carry: a target over 255 bytes or with a label over 63, an ALPN id that is empty or over 255
     /// bytes, a parameter over 65,535 bytes, `no-default-alpn` without `alpn`, a port outside 0…65535,
     /// or RDATA over 65,535 bytes. Nothing is truncated or wrapped.
-    func rdata() throws -> [UInt8] {
+    package func rdata() throws -> [UInt8] {
         var out: [UInt8] = []
         out.appendUInt16(priority)
         try out.appendName(target)

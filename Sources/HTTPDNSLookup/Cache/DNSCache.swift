@@ -13,117 +13,13 @@
 // Keys carry the network identifier, so an answer learnt on one network is never served on another.
 // The number of entries is bounded; the least recently used entry goes first.
 
-/// How the resolver's cache keeps answers: TTL bounds and per-host TTLs, and how long an expired answer
-/// is still served (serve-expired, for cold start). Set it on `HTTPDNS.Configuration.cache`.
-public struct CacheConfiguration: Hashable, Sendable {
-    /// TTLs below this are raised to it, in seconds (10 by default): keeps chatty zero-TTL answers from
-    /// hammering HTTPDNS.
-    public var minTTL: UInt32 = 10
-    /// TTLs above this are lowered to it, in seconds (3600 by default).
-    public var maxTTL: UInt32 = 3600
-    /// Serve-expired: how long past its TTL an answer is still served, at once, while exactly one
-    /// refresh runs in the background (the refreshed answer replaces it; a failed refresh leaves it
-    /// until this window ends). 60 s by default, a grace for a refresh in flight. For cold start, set
-    /// hours or days (at most ``maxServeExpired``) with a persistence file: an app relaunched later
-    /// connects at once to the last good answer, as the vendors' SDKs do with expired-IP reuse.
-    /// Persisted answers are kept and loaded, per network, for as long as this allows. Zero turns it
-    /// off: an expired answer is never served.
-    public var serveExpired: Duration = .seconds(60)
-    /// TTLs the app sets itself, in seconds, by host pattern (`api.example.com`, `*.example.com`): they
-    /// replace what the service said, `minTTL` and `maxTTL` included. An exact name wins over a
-    /// wildcard, and a longer wildcard over a shorter one.
-    public var ttlOverrides: [String: UInt32] = [:] {
-        didSet { overrides = TTLOverrides(ttlOverrides) }
-    }
-    /// How long a negative answer is kept when the provider gave no TTL (seconds).
-    var negativeTTL: UInt32 = 30
-    /// The fraction of the TTL after which a lookup triggers a background refresh.
-    var prefetchFraction: Double = 0.75
-    /// Entries kept at most.
-    package var capacity: Int = 4096
-    /// `ttlOverrides`, parsed for lookups.
-    private(set) var overrides = TTLOverrides([:])
-
-    /// The longest ``serveExpired`` window: 7 days.
-    public static let maxServeExpired: Duration = .seconds(7 * 24 * 3600)
-
-    /// The defaults.
-    public init() {}
-
-    /// Why these settings cannot be used, or nil: a TTL floor above the ceiling, a serve-expired window
-    /// outside 0 … 7 days, a TTL override whose pattern is not a host pattern or whose TTL is zero.
-    package var problem: String? {
-        if minTTL > maxTTL { return "minTTL \(minTTL) is above maxTTL \(maxTTL)" }
-        if serveExpired < .zero || serveExpired > Self.maxServeExpired {
-            return "serveExpired \(serveExpired) is outside 0 to 7 days"
-        }
-        for (pattern, ttl) in ttlOverrides.sorted(by: { $0.key < $1.key }) {
-            do { _ = try HostPattern(pattern) } catch { return "ttlOverrides \"\(pattern)\": \(error)" }
-            if ttl == 0 { return "ttlOverrides \"\(pattern)\": a TTL of 0 would cache nothing; give 1 or more" }
-        }
-        return nil
-    }
-
-    func clamp(_ ttl: UInt32?) -> UInt32 {
-        Swift.min(Swift.max(ttl ?? minTTL, minTTL), Swift.max(maxTTL, minTTL))
-    }
-
-    /// The TTL to apply to a positive answer for `name` (normal form): an override, or `ttl` within
-    /// `minTTL`…`maxTTL`.
-    package func ttl(_ ttl: UInt32?, for name: String) -> UInt32 {
-        overrides.ttl(for: name) ?? clamp(ttl)
-    }
-}
-
-/// `CacheConfiguration.ttlOverrides`, ready for lookups: the patterns most specific first (exact names,
-/// then longer wildcards before shorter, `*` last), so the first that matches wins. Entries that do not
-/// parse are skipped here (the configuration's `problem` reports them).
-struct TTLOverrides: Hashable, Sendable {
-    struct Rule: Hashable, Sendable {
-        var pattern: HostPattern
-        var ttl: UInt32
-
-        /// Exact names first, then wildcards by length, `*` last.
-        var specificity: (Int, Int) {
-            switch pattern.kind {
-            case .exact(let name): return (2, name.utf8.count)
-            case .suffix(let suffix): return (1, suffix.utf8.count)
-            case .any: return (0, 0)
-            }
-        }
-    }
-
-    var rules: [Rule]
-
-    init(_ table: [String: UInt32]) {
-        rules = table.compactMap { text, ttl in
-            guard ttl > 0, let pattern = try? HostPattern(text) else { return nil }
-            return Rule(pattern: pattern, ttl: ttl)
-        }
-        .sorted { a, b in
-            a.specificity != b.specificity
-                ? a.specificity > b.specificity : a.pattern.description < b.pattern.description
-        }
-    }
-
-    func ttl(for name: String) -> UInt32? {
-        rules.isEmpty ? nil : rules.first { $0.pattern.matches(name) }?.ttl
-    }
-}
-
-/// One address family: A records (IPv4) or AAAA records (IPv6).
-public enum AddressFamily: String, Hashable, Sendable, Codable, CaseIterable {
-    /// IPv4: A records.
-    case ipv4
-    /// IPv6: AAAA records.
-    case ipv6
-}
+import HTTPDNSCore
 
 /// Cache key: answers are per network, per name, per family.
 package struct CacheKey: Hashable, Sendable, Codable {
     package var network: String
     package var name: String
-    package var family: AddressFamily
+    var family: AddressFamily
 
     package init(network: String, name: String, family: AddressFamily) {
         self.network = network
@@ -132,7 +28,7 @@ package struct CacheKey: Hashable, Sendable, Codable {
     }
 
     /// For a name already in normal form (lower case, no trailing dot): skips the copy.
-    package init(network: String, normalizedName: String, family: AddressFamily) {
+    init(network: String, normalizedName: String, family: AddressFamily) {
         self.network = network
         self.name = normalizedName
         self.family = family
@@ -143,17 +39,17 @@ package struct CacheKey: Hashable, Sendable, Codable {
 package struct CacheEntry: Hashable, Sendable, Codable {
     package var addresses: [IPAddress]
     /// The TTL applied, after clamping (seconds).
-    package var ttl: UInt32
-    package var storedAt: Timestamp
-    package var expiresAt: Timestamp
+    var ttl: UInt32
+    var storedAt: Timestamp
+    var expiresAt: Timestamp
     /// Which provider gave it (e.g. `doh:https://…`).
-    package var source: String
+    var source: String
     /// The address the provider saw the query come from, when it said (DNSPod `clientip=1`).
-    package var clientAddress: IPAddress?
-    package var lastUsed: Timestamp
+    var clientAddress: IPAddress?
+    var lastUsed: Timestamp
     var refreshing: Bool = false
 
-    package var isNegative: Bool { addresses.isEmpty }
+    var isNegative: Bool { addresses.isEmpty }
 
     enum CodingKeys: String, CodingKey {
         case addresses, ttl, storedAt, expiresAt, source, clientAddress, lastUsed
@@ -175,7 +71,7 @@ package struct DNSCache: Sendable {
     private(set) var entries: [CacheKey: CacheEntry] = [:]
     /// Hosts that asked for https (HSTS), saved with the answers: not DNS, but what a relaunch needs to
     /// send its first http:// request straight to https.
-    package var strictTransport = StrictTransportSecurity()
+    var strictTransport = StrictTransportSecurity()
     /// HTTPS records by network and name (DNSCache+Records.swift).
     var records: [RecordsKey: RecordsEntry] = [:]
 
@@ -222,7 +118,7 @@ package struct DNSCache: Sendable {
 
     /// Until when lookups of the fresh `entry` get it as it is, starting nothing: its prefetch point
     /// while that is still ahead of `now`, else (a refresh is running or was asked for) its expiry.
-    package func servedAsIsUntil(_ entry: CacheEntry, now: Timestamp) -> Timestamp {
+    func servedAsIsUntil(_ entry: CacheEntry, now: Timestamp) -> Timestamp {
         let prefetchAt = prefetchPoint(of: entry)
         return now < prefetchAt ? prefetchAt : entry.expiresAt
     }
@@ -260,14 +156,14 @@ package struct DNSCache: Sendable {
 
     /// A refresh failed: the entry stays (and may still be served stale until `serveExpired` runs out);
     /// the next lookup may start another refresh.
-    package mutating func refreshFailed(_ key: CacheKey) {
+    mutating func refreshFailed(_ key: CacheKey) {
         entries[key]?.refreshing = false
     }
 
     /// Connecting to `failed` addresses of `key`'s answer failed: the entry loses them, and goes when none
     /// is left (an empty entry would read as a negative answer). Returns whether the entry changed.
     @discardableResult
-    package mutating func forget(_ failed: Set<IPAddress>, of key: CacheKey) -> Bool {
+    mutating func forget(_ failed: Set<IPAddress>, of key: CacheKey) -> Bool {
         guard let index = entries.index(forKey: key), !entries.values[index].isNegative else { return false }
         let kept = entries.values[index].addresses.filter { !failed.contains($0) }
         guard kept.count < entries.values[index].addresses.count else { return false }
@@ -279,7 +175,7 @@ package struct DNSCache: Sendable {
         return true
     }
 
-    package mutating func remove(network: String? = nil) {
+    mutating func remove(network: String? = nil) {
         if let network {
             entries = entries.filter { $0.key.network != network }
             records = records.filter { $0.key.network != network }
@@ -290,14 +186,14 @@ package struct DNSCache: Sendable {
     }
 
     /// Forgets every answer for `name` (normal form), its HTTPS records included, on every network.
-    package mutating func remove(name: String) {
+    mutating func remove(name: String) {
         entries = entries.filter { $0.key.name != name }
         records = records.filter { $0.key.name != name }
     }
 
     /// The names of `network` with an answer used at or after `since`, most recently used first, at
     /// most `limit` (what to re-resolve when the device moves to another network).
-    package func namesInUse(network: String, since: Timestamp, limit: Int) -> [String] {
+    func namesInUse(network: String, since: Timestamp, limit: Int) -> [String] {
         var latest: [String: Timestamp] = [:]
         for (key, entry) in entries where key.network == network && entry.lastUsed >= since && !entry.isNegative {
             latest[key.name] = Swift.max(latest[key.name] ?? entry.lastUsed, entry.lastUsed)
@@ -317,7 +213,7 @@ package struct DNSCache: Sendable {
 
     /// Loads persisted answers and records, skipping expired ones; TTLs are clamped again by this
     /// configuration. What is already in memory wins.
-    package mutating func restore(_ snapshot: CacheSnapshot, now: Timestamp) {
+    mutating func restore(_ snapshot: CacheSnapshot, now: Timestamp) {
         for item in snapshot.entries where entries[item.key] == nil {
             guard now < item.entry.expiresAt + configuration.serveExpired else { continue }
             guard item.entry.storedAt <= now, item.entry.expiresAt > item.entry.storedAt else { continue }
@@ -343,20 +239,20 @@ package struct DNSCache: Sendable {
 
 /// The persisted form of the cache (JSON). `version` lets a future format ignore an older file.
 package struct CacheSnapshot: Hashable, Sendable, Codable {
-    package struct Item: Hashable, Sendable, Codable {
+    struct Item: Hashable, Sendable, Codable {
         package var key: CacheKey
-        package var entry: CacheEntry
+        var entry: CacheEntry
     }
 
-    package static let currentVersion = 1
+    static let currentVersion = 1
     var version: Int = CacheSnapshot.currentVersion
-    package var entries: [Item]
+    var entries: [Item]
     /// HTTPS records (absent from files written before they were kept: none).
     var records: [RecordsItem] = []
     /// Hosts that asked for https (absent from files written before they were kept: none).
-    package var strictTransport: [StrictTransportSecurity.Entry] = []
+    var strictTransport: [StrictTransportSecurity.Entry] = []
 
-    package init(entries: [Item], records: [RecordsItem] = []) {
+    init(entries: [Item], records: [RecordsItem] = []) {
         self.entries = entries
         self.records = records
     }

@@ -9,13 +9,14 @@
 // parser as an answer off the wire (ServiceBinding(rdata:)), which checks every field.
 
 import Foundation
+import HTTPDNSCore
 
 /// The key of a name's HTTPS records: per network, per name (normal form).
 package struct RecordsKey: Hashable, Sendable, Codable {
     package var network: String
     package var name: String
 
-    package init(network: String, name: String) {
+    init(network: String, name: String) {
         self.network = network
         self.name = name
     }
@@ -25,15 +26,15 @@ package struct RecordsKey: Hashable, Sendable, Codable {
 package struct RecordsEntry: Hashable, Sendable {
     package var answer: ServiceBindingAnswer
     /// Which provider gave them.
-    package var source: String
+    var source: String
     var storedAt: Timestamp
-    package var expiresAt: Timestamp
+    var expiresAt: Timestamp
     var lastUsed: Timestamp
     var refreshing = false
 }
 
 /// What a records lookup found.
-package enum RecordsLookup: Hashable, Sendable {
+enum RecordsLookup: Hashable, Sendable {
     case fresh(RecordsEntry)
     /// Past the TTL within `serveExpired`. `refresh`: the caller should start the one refresh (marked as
     /// running).
@@ -43,12 +44,12 @@ package enum RecordsLookup: Hashable, Sendable {
 
 extension DNSCache {
     /// Names whose records are kept at most.
-    package static let recordsCapacity = 512
+    static let recordsCapacity = 512
     /// The longest TTL records are kept for (seconds): a day.
     static let maxRecordsTTL: UInt32 = 86_400
 
     /// `key`'s records: fresh, stale (the first stale lookup is told to refresh) or a miss.
-    package mutating func lookupRecords(_ key: RecordsKey, now: Timestamp) -> RecordsLookup {
+    mutating func lookupRecords(_ key: RecordsKey, now: Timestamp) -> RecordsLookup {
         guard let index = records.index(forKey: key) else { return .miss }
         records.values[index].lastUsed = now
         let entry = records.values[index]
@@ -63,14 +64,14 @@ extension DNSCache {
     }
 
     /// `key`'s records while fresh, without counting a use.
-    package func freshRecords(_ key: RecordsKey, now: Timestamp) -> RecordsEntry? {
+    func freshRecords(_ key: RecordsKey, now: Timestamp) -> RecordsEntry? {
         guard let entry = records[key], now < entry.expiresAt else { return nil }
         return entry
     }
 
     /// Stores `answer` for `key` (no bindings: the name has none). Clears the refresh mark.
     @discardableResult
-    package mutating func storeRecords(
+    mutating func storeRecords(
         _ key: RecordsKey,
         _ answer: ServiceBindingAnswer,
         source: String,
@@ -97,7 +98,7 @@ extension DNSCache {
     }
 
     /// A refresh of `key`'s records failed: the stale entry stays, and the next lookup may try again.
-    package mutating func recordsRefreshFailed(_ key: RecordsKey) {
+    mutating func recordsRefreshFailed(_ key: RecordsKey) {
         records[key]?.refreshing = false
     }
 
@@ -129,16 +130,16 @@ extension DNSCache {
 
 extension CacheSnapshot {
     /// One name's HTTPS records in the cache file.
-    package struct RecordsItem: Hashable, Sendable, Codable {
+    struct RecordsItem: Hashable, Sendable, Codable {
         package var key: RecordsKey
         /// Each record's RDATA, base64: read back through the wire parser.
         var rdata: [String]
         /// The answer's TTL as the provider gave it (nil: none).
         var ttl: UInt32?
-        package var source: String
-        package var storedAt: Timestamp
-        package var expiresAt: Timestamp
-        package var lastUsed: Timestamp
+        var source: String
+        var storedAt: Timestamp
+        var expiresAt: Timestamp
+        var lastUsed: Timestamp
 
         /// The entry as the file keeps it, or nil when a record has no wire form (one read off the
         /// wire always has; an answer that cannot be written is left out, and a relaunch asks again).

@@ -5,17 +5,19 @@
 // cache keeps it and saves it in the cache file, so a relaunch still knows (the system's preload list is
 // not known here). Pure: headers and a clock in, a verdict out.
 
+import HTTPDNSCore
+
 /// Hosts that asked for https, and until when. Plain value type; the owner keeps it under a lock.
-package struct StrictTransportSecurity: Hashable, Sendable {
+struct StrictTransportSecurity: Hashable, Sendable {
     /// One host's policy.
-    package struct Entry: Hashable, Sendable, Codable {
+    struct Entry: Hashable, Sendable, Codable {
         package var host: String
-        package var expires: Timestamp
+        var expires: Timestamp
         var includesSubdomains: Bool
     }
 
     /// Hosts remembered at most; the entry closest to expiry goes first.
-    package static let limit = 1024
+    static let limit = 1024
     /// A max-age beyond this (about 10 years) counts as this: no clock arithmetic overflows on a
     /// hostile value.
     static let longestMaxAge: Double = 10 * 366 * 86_400
@@ -56,7 +58,7 @@ package struct StrictTransportSecurity: Hashable, Sendable {
 
     /// Whether an http:// request to `host` goes over https (§8.2): the host itself, or a superdomain
     /// with includeSubDomains, has an entry that has not expired.
-    package func upgrades(_ host: String, now: Timestamp) -> Bool {
+    func upgrades(_ host: String, now: Timestamp) -> Bool {
         guard !entries.isEmpty else { return false }
         let name = normalizeHostname(host)
         guard IPAddress(name) == nil else { return false }
