@@ -38,6 +38,7 @@ BESIDE_USERS=(
     Sources/HTTPDNSLookup/Cache/DNSCache.swift
     Sources/HTTPDNSLookup/Cache/DNSCache+Records.swift
     Sources/HTTPDNSLookup/Cache/StrictTransportSecurity.swift
+    Sources/HTTPDNSLookup/ServiceList.swift
     Sources/HTTPDNSLookup/Providers/DES.swift
     Sources/HTTPDNSServer/Service/HostsFile.swift
     Sources/HTTPDNSKit/LocalProxy/ProxyRequestTarget.swift

@@ -4,6 +4,7 @@
 
 import Foundation
 import HTTPDNSCore
+import HTTPDNSEngine
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore

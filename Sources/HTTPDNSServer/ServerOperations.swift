@@ -17,6 +17,7 @@ import CoreMetrics
 import Dispatch
 import Foundation
 import HTTPDNSCore
+import HTTPDNSLookup
 import NIOConcurrencyHelpers
 import NIOCore
 

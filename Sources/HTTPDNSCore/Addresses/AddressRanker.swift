@@ -119,7 +119,7 @@ package func interleavedIPv6First(ipv4: [IPAddress], ipv6: [IPAddress]) -> [IPAd
 }
 
 /// `first` and `second` interleaved, `first`'s address first, then the rest of the longer one.
-func interleaved(_ first: [IPAddress], _ second: [IPAddress]) -> [IPAddress] {
+package func interleaved(_ first: [IPAddress], _ second: [IPAddress]) -> [IPAddress] {
     var out: [IPAddress] = []
     out.reserveCapacity(first.count + second.count)
     for i in 0..<max(first.count, second.count) {

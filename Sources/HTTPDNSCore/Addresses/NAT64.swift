@@ -58,7 +58,7 @@ package struct NAT64Prefix: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// The IPv6 address that reaches `ipv4` through this translator; nil for an IPv6 `ipv4`.
-    func synthesize(_ ipv4: IPAddress) -> IPAddress? {
+    package func synthesize(_ ipv4: IPAddress) -> IPAddress? {
         guard case .v4(let a, let b, let c, let d) = ipv4 else { return nil }
         var out = bytes
         for (position, byte) in zip(positions, [a, b, c, d]) { out[position] = byte }
@@ -110,7 +110,7 @@ extension IPAddress {
     /// True for IPv4 addresses never sent through a NAT64 translator: this host and its loopback
     /// (0/8, 127/8), link-local 169.254/16, multicast and broadcast. They are reached, or not, as they
     /// are.
-    var staysOffNAT64: Bool {
+    package var staysOffNAT64: Bool {
         guard case .v4(let a, let b, _, _) = self else { return true }
         return a == 0 || a == 127 || (a == 169 && b == 254) || a >= 224
     }

@@ -3,6 +3,7 @@
 // NetworkMonitor decides that the path changed; this is the resolver's side.
 
 import HTTPDNSCore
+import HTTPDNSEngine
 import Logging
 import NIOCore
 

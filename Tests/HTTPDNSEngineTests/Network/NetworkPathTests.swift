@@ -2,6 +2,7 @@
 // network-path rules, without sockets.
 
 @testable import HTTPDNSCore
+@testable import HTTPDNSEngine
 import Testing
 
 @Suite struct NAT64PrefixTests {

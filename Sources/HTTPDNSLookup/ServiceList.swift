@@ -30,6 +30,7 @@
 // Tencent list has no ports.
 
 import Foundation
+import HTTPDNSCore
 
 /// A service's current addresses as its scheduling endpoint gave them, with when to ask again.
 package struct ServiceList: Hashable, Sendable, Codable {
@@ -92,7 +93,7 @@ package enum ServiceListFormat {
     static let tencentDefaultMinutes = 60
 
     /// The Alibaba `/ACCOUNT/ss` path.
-    package static func alibabaPath(account: String) -> String { "/\(account)/ss" }
+    static func alibabaPath(account: String) -> String { "/\(account)/ss" }
 
     /// The account of an `/ACCOUNT/ss` path.
     package static func alibabaAccount(path: String) -> String? {
@@ -105,7 +106,7 @@ package enum ServiceListFormat {
 
     /// Reads an Alibaba `ss` answer. Entries that are not IP literals of the right family are dropped;
     /// an answer with no address at all (and not switching the service off) is an error.
-    package static func parseAlibaba(_ bytes: [UInt8], now: Timestamp) throws -> ServiceList {
+    static func parseAlibaba(_ bytes: [UInt8], now: Timestamp) throws -> ServiceList {
         struct Body: Decodable {
             var service_ip: [String]?
             var service_ipv6: [String]?
@@ -154,7 +155,7 @@ package enum ServiceListFormat {
 
     /// Reads a Tencent `/conf` text (already decrypted): `log:1|domain:0|ip:A;B|ttl:60`. Fields other
     /// than `ip` and `ttl` are ignored; an `ip` with no usable address is an error.
-    package static func parseTencent(_ text: String, now: Timestamp) throws -> ServiceList {
+    static func parseTencent(_ text: String, now: Timestamp) throws -> ServiceList {
         var ips: [IPAddress] = []
         var minutes = tencentDefaultMinutes
         for field in text.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: "|") {
@@ -205,24 +206,24 @@ package enum ServiceListFormat {
 /// then the bootstrap addresses not in it. The list is fetched when there is none (at once, then every
 /// `retryAfterFailure`), when it has outlived its lifetime, and when every address failed or only a
 /// bootstrap address still answered (at most every `wrapInterval`). One fetch at a time.
-package struct ServiceAddressState: Hashable, Sendable {
+struct ServiceAddressState: Hashable, Sendable {
     /// After a failed fetch, the next waits this long (the C and Tencent SDKs' 5 minutes).
     static let retryAfterFailure: Duration = .seconds(300)
     /// Once the whole list has failed, fetch again at most this often (the iOS SDK's 30 s).
     static let wrapInterval: Duration = .seconds(30)
 
     let bootstrap: [IPAddress]
-    package private(set) var list: ServiceList?
+    private(set) var list: ServiceList?
     /// The address that answered last (nil: the list's first).
     private(set) var preferred: IPAddress?
-    package private(set) var fetching = false
+    private(set) var fetching = false
     /// No fetch before this (set after a failed one).
     private var notBefore: Timestamp?
     /// Every list address failed (or only bootstrap answered): fetch again, rate-limited.
     private var exhausted = false
     private var lastFetchStarted: Timestamp?
 
-    package init(bootstrap: [IPAddress], saved: ServiceList? = nil) {
+    init(bootstrap: [IPAddress], saved: ServiceList? = nil) {
         self.bootstrap = bootstrap
         self.list = saved
     }
@@ -251,7 +252,7 @@ package struct ServiceAddressState: Hashable, Sendable {
     package var disabled: Bool { list?.disabled == true }
 
     /// Whether a fetch should start now.
-    package func fetchDue(now: Timestamp) -> Bool {
+    func fetchDue(now: Timestamp) -> Bool {
         guard !fetching else { return false }
         if let notBefore, now < notBefore { return false }
         guard let list else { return true }
@@ -262,13 +263,13 @@ package struct ServiceAddressState: Hashable, Sendable {
         return false
     }
 
-    package mutating func fetchStarted(now: Timestamp) {
+    mutating func fetchStarted(now: Timestamp) {
         fetching = true
         lastFetchStarted = now
     }
 
     /// A new list: used from its first address.
-    package mutating func fetched(_ new: ServiceList) {
+    mutating func fetched(_ new: ServiceList) {
         fetching = false
         notBefore = nil
         exhausted = false
@@ -276,14 +277,14 @@ package struct ServiceAddressState: Hashable, Sendable {
         list = new
     }
 
-    package mutating func fetchFailed(now: Timestamp) {
+    mutating func fetchFailed(now: Timestamp) {
         fetching = false
         notBefore = now + Self.retryAfterFailure
     }
 
     /// A query was answered from `address`: start there next time. An answer from a bootstrap address
     /// outside the list means every listed one failed.
-    package mutating func answered(from address: IPAddress) {
+    mutating func answered(from address: IPAddress) {
         guard let list, !list.disabled else { return }
         if list.all.contains(address) {
             preferred = address
@@ -294,7 +295,7 @@ package struct ServiceAddressState: Hashable, Sendable {
     }
 
     /// A query reached no address at all.
-    package mutating func unreachable() {
+    mutating func unreachable() {
         exhausted = true
     }
 }

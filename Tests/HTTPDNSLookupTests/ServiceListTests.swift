@@ -2,6 +2,7 @@
 // which address a query goes to and when the list is fetched, without sockets and on a clock we move.
 
 @testable import HTTPDNSCore
+@testable import HTTPDNSLookup
 import Foundation
 import Testing
 

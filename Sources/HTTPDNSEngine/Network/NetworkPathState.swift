@@ -4,13 +4,15 @@
 // something changed, a probe's result, a prefix discovery's result, the app naming its network) and
 // returns what to do; `NetworkMonitor` in HTTPDNSEngine (Network/) does the probing, discovery and the rest.
 
+import HTTPDNSCore
+
 /// Which address families have a route to the Internet, from connected UDP sockets (no packet is sent):
 /// the local address each would use, nil for a family without a route.
 package struct RouteProbe: Hashable, Sendable {
     var ipv4Source: IPAddress?
     var ipv6Source: IPAddress?
 
-    package init(ipv4Source: IPAddress?, ipv6Source: IPAddress?) {
+    init(ipv4Source: IPAddress?, ipv6Source: IPAddress?) {
         self.ipv4Source = ipv4Source
         self.ipv6Source = ipv6Source
     }
@@ -38,11 +40,11 @@ package struct RouteProbe: Hashable, Sendable {
 }
 
 /// The address families with a route to the Internet.
-package struct NetworkStack: Hashable, Sendable, CustomStringConvertible {
+struct NetworkStack: Hashable, Sendable, CustomStringConvertible {
     package var ipv4: Bool
     package var ipv6: Bool
 
-    package init(ipv4: Bool, ipv6: Bool) {
+    init(ipv4: Bool, ipv6: Bool) {
         self.ipv4 = ipv4
         self.ipv6 = ipv6
     }
@@ -64,13 +66,13 @@ package struct PathFacts: Hashable, Sendable {
     /// The path can carry traffic (`NWPath.Status.satisfied`).
     package var satisfied: Bool
     /// It goes over a cellular interface.
-    package var cellular: Bool
+    var cellular: Bool
     /// The system marks it expensive (cellular, a personal hotspot).
-    package var expensive: Bool
+    var expensive: Bool
     /// Low Data Mode is on for it.
-    package var constrained: Bool
+    var constrained: Bool
 
-    package init(satisfied: Bool, cellular: Bool = false, expensive: Bool = false, constrained: Bool = false) {
+    init(satisfied: Bool, cellular: Bool = false, expensive: Bool = false, constrained: Bool = false) {
         self.satisfied = satisfied
         self.cellular = cellular
         self.expensive = expensive
@@ -93,11 +95,11 @@ package struct NetworkPathState: Hashable, Sendable {
     /// The identifier answers are cached under: derived from the network, or the app's own.
     package var id: String
     /// Nil until the first probe.
-    package var stack: NetworkStack?
+    var stack: NetworkStack?
     /// NAT64 prefixes: nil while discovery runs, empty when the network has none (or needs none).
     var nat64: [NAT64Prefix]?
 
-    package init(id: String, stack: NetworkStack? = nil, nat64: [NAT64Prefix]? = []) {
+    init(id: String, stack: NetworkStack? = nil, nat64: [NAT64Prefix]? = []) {
         self.id = id
         self.stack = stack
         self.nat64 = nat64
@@ -111,12 +113,12 @@ package struct NetworkPathState: Hashable, Sendable {
     }
 
     /// True while the answer to "can IPv4 be reached?" waits for prefix discovery.
-    package var discovering: Bool { nat64 == nil }
+    var discovering: Bool { nat64 == nil }
 
     /// The families worth asking HTTPDNS for: one family when only it can be used, both when both can
     /// (an IPv6-only network with NAT64 reaches IPv4 addresses too) or when unsure (not probed yet, a
     /// discovery still running, or no Internet route at all, as in a loopback-only test namespace).
-    package var query: AddressQuery {
+    var query: AddressQuery {
         guard let stack, stack.ipv4 != stack.ipv6 else { return .both }
         if stack.ipv4 { return .ipv4 }
         guard let nat64 else { return .both }
@@ -127,7 +129,7 @@ package struct NetworkPathState: Hashable, Sendable {
     /// each IPv4 address becomes its synthesized IPv6 form, after the native IPv6 addresses (RFC 8305
     /// section 7) and keeping its rank; `synthesized` maps each synthesized address back to the IPv4
     /// address it was made from. Elsewhere the addresses are returned as they are.
-    package func connectable(_ addresses: ResolvedAddresses) -> ResolvedAddresses {
+    func connectable(_ addresses: ResolvedAddresses) -> ResolvedAddresses {
         guard synthesizes, let prefix = nat64?.first else { return addresses }
         var out = addresses
         out.ipv4 = []
@@ -168,15 +170,15 @@ package struct ResolvedAddresses: Sendable, Hashable {
     package var ipv4: [IPAddress]
     package var ipv6: [IPAddress]
     /// Who answered: a provider, the cache, LocalDNS (the request's metrics and span read it).
-    package var source: ResolutionSource
+    var source: ResolutionSource
     /// NAT64-synthesized addresses among `ipv6`, each to the IPv4 address it reaches.
-    package var synthesized: [IPAddress: IPAddress] = [:]
+    var synthesized: [IPAddress: IPAddress] = [:]
     /// The order is meant (a service's list, used in order): connecting moves only recently failed
     /// addresses back, never a known-fast one forward.
     package var ordered = false
 
     /// IPv4 goes first: the host's IPv6 failed here lately (`FamilyMemory`).
-    package var ipv4First = false
+    var ipv4First = false
     /// A cache gave some of them (fresh or stale, a persisted answer too): the source may know others.
     package var remembered = false
 
@@ -188,12 +190,12 @@ package struct ResolvedAddresses: Sendable, Hashable {
 
     /// Every address in the order to try them: the families interleaved (RFC 8305 §4), IPv6 first
     /// unless `ipv4First`.
-    package var connectOrder: [IPAddress] {
+    var connectOrder: [IPAddress] {
         ipv4First ? interleaved(ipv4, ipv6) : interleavedIPv6First(ipv4: ipv4, ipv6: ipv6)
     }
 
     /// Only `addresses` (a part of these), in their families and order, with what else is known of them.
-    package func restricted(to addresses: [IPAddress]) -> ResolvedAddresses {
+    func restricted(to addresses: [IPAddress]) -> ResolvedAddresses {
         let kept = Set(addresses)
         var part = self
         part.ipv4 = ipv4.filter { kept.contains($0) }
@@ -204,7 +206,7 @@ package struct ResolvedAddresses: Sendable, Hashable {
 
     /// These addresses and `other`'s not among them (each family after its own), keeping what is known
     /// of each (its NAT64 origin).
-    package func adding(_ other: ResolvedAddresses) -> ResolvedAddresses {
+    func adding(_ other: ResolvedAddresses) -> ResolvedAddresses {
         var union = self
         union.ipv4 += other.ipv4.filter { !ipv4.contains($0) }
         union.ipv6 += other.ipv6.filter { !ipv6.contains($0) }
@@ -231,7 +233,7 @@ extension AddressQuery {
 /// path: the network identifier (unless the app names its networks), the stack, and the NAT64
 /// prefixes, which are looked for only where IPv4 has no route, remembered per network, and never
 /// assumed.
-package struct NetworkPathMachine: Sendable {
+struct NetworkPathMachine: Sendable {
     package private(set) var state: NetworkPathState
     let nat64Mode: NAT64Mode
     /// The app named the network (`networkChanged(to:)`): probes no longer change the identifier.
@@ -254,7 +256,7 @@ package struct NetworkPathMachine: Sendable {
         case appNamed(String)
     }
 
-    package enum Action: Hashable, Sendable {
+    enum Action: Hashable, Sendable {
         /// Probe the routes now.
         case probe
         /// Deliver `.debounceElapsed` after the debounce.
@@ -269,13 +271,13 @@ package struct NetworkPathMachine: Sendable {
     }
 
     /// Starts with the app's identifier, or a placeholder until the first probe derives one.
-    package init(networkID: String?, nat64: NAT64Mode) {
+    init(networkID: String?, nat64: NAT64Mode) {
         self.state = NetworkPathState(id: networkID ?? "local")
         self.appNamed = networkID != nil
         self.nat64Mode = nat64
     }
 
-    package mutating func handle(_ event: Event) -> [Action] {
+    mutating func handle(_ event: Event) -> [Action] {
         switch event {
         case .kernelNotice:
             guard !debouncing else { return [] }
