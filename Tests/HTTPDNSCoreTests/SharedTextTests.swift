@@ -119,21 +119,6 @@ import Testing
     }
 }
 
-@Suite struct AddressOrderTests {
-    let v4 = ["192.0.2.1", "192.0.2.2", "192.0.2.3"].map { IPAddress($0)! }
-    let v6 = ["2001:db8::1", "2001:db8::2"].map { IPAddress($0)! }
-
-    @Test func ipv6ComesFirstThenTheFamiliesAlternate() {
-        #expect(interleavedIPv6First(ipv4: v4, ipv6: v6) == [v6[0], v4[0], v6[1], v4[1], v4[2]])
-    }
-
-    @Test func oneFamilyKeepsItsOrder() {
-        #expect(interleavedIPv6First(ipv4: v4, ipv6: []) == v4)
-        #expect(interleavedIPv6First(ipv4: [], ipv6: v6) == v6)
-        #expect(interleavedIPv6First(ipv4: [], ipv6: []).isEmpty)
-    }
-}
-
 /// `String(strictUTF8:)`, the portable stand-in for `String(validating:as:)` (iOS 18+): it must refuse
 /// what that refuses, never repair.
 @Suite struct StrictUTF8Tests {

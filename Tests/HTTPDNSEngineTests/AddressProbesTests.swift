@@ -1,5 +1,6 @@
 import Testing
 @testable import HTTPDNSCore
+@testable import HTTPDNSEngine
 
 @Suite struct AddressProbesTests {
     let a = IPAddress("198.51.100.1")!

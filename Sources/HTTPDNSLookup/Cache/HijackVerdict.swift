@@ -3,6 +3,8 @@
 // none", or no answer at all) and gives one word. Pure: tested without resolvers (HijackVerdictTests),
 // and against dnsmasq as the hijacker, kresd as the honest resolver and the system resolver.
 
+import HTTPDNSCore
+
 /// The verdict on the network's own resolver (LocalDNS) for one name, judged against HTTPDNS.
 ///
 /// CDNs legitimately hand different resolvers different edges, so `hijacked` is a strong signal to

@@ -9,8 +9,10 @@
 // Results are kept per network and port for `lifetime`: a network the device comes back to keeps its
 // measurements. A probe that is running is not started again; the executor always reports its end.
 
+import HTTPDNSCore
+
 /// What a probe found at one address.
-package enum ProbeOutcome: Hashable, Sendable {
+enum ProbeOutcome: Hashable, Sendable {
     /// Connected (and finished the TLS handshake, for https) in this long.
     case reached(Duration)
     /// Could not connect, or not within the probe timeout.
@@ -19,13 +21,13 @@ package enum ProbeOutcome: Hashable, Sendable {
 
 /// Probe results and running probes, per network, address and port. A plain value type; its owner keeps
 /// it under a lock and runs the probes `claim` hands out.
-package struct AddressProbes: Sendable {
-    package struct Key: Hashable, Sendable {
+struct AddressProbes: Sendable {
+    struct Key: Hashable, Sendable {
         var network: String
         var address: IPAddress
         var port: Int
 
-        package init(network: String, address: IPAddress, port: Int) {
+        init(network: String, address: IPAddress, port: Int) {
             self.network = network
             self.address = address
             self.port = port
@@ -45,7 +47,7 @@ package struct AddressProbes: Sendable {
     /// Results remembered at most (the oldest forgotten first).
     var capacity = 1024
 
-    package init(lifetime: Duration) {
+    init(lifetime: Duration) {
         self.lifetime = lifetime
     }
 
@@ -54,7 +56,7 @@ package struct AddressProbes: Sendable {
     /// running for longer than `lifetime` counts as lost). The addresses after the first `limit` are never
     /// probed. Nothing when there is only one address: there is nothing to choose between. The ones
     /// returned count as running until `finished`.
-    package mutating func claim(
+    mutating func claim(
         _ addresses: [IPAddress],
         port: Int,
         network: String,
@@ -75,7 +77,7 @@ package struct AddressProbes: Sendable {
     }
 
     /// A probe `claim` handed out ended with `outcome`.
-    package mutating func finished(
+    mutating func finished(
         _ address: IPAddress,
         port: Int,
         network: String,
@@ -87,7 +89,7 @@ package struct AddressProbes: Sendable {
 
     /// The results younger than `lifetime` on `network` for `addresses` (none for those not probed or
     /// still running): the ranker's input.
-    package func outcomes(for addresses: [IPAddress], port: Int, network: String, now: Timestamp) -> [IPAddress:
+    func outcomes(for addresses: [IPAddress], port: Int, network: String, now: Timestamp) -> [IPAddress:
         ProbeOutcome]
     {
         var found: [IPAddress: ProbeOutcome] = [:]

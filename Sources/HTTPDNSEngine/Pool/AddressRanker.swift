@@ -9,8 +9,10 @@
 // are not mixed here: `interleavedIPv6First` (below) merges the two ranked families afterwards, in the
 // order happy eyeballs tries them (RFC 8305).
 
+import HTTPDNSCore
+
 /// Connect-outcome memory per address. Plain value type; the owner keeps it under a lock.
-package struct AddressRanker: Sendable {
+struct AddressRanker: Sendable {
     struct Stats: Sendable {
         var averageConnect: Double?  // seconds, EWMA
         var consecutiveFailures = 0
@@ -22,9 +24,9 @@ package struct AddressRanker: Sendable {
     /// Addresses remembered at most (least recently used forgotten first).
     var capacity = 1024
 
-    package init() {}
+    init() {}
 
-    package mutating func recordSuccess(_ address: IPAddress, connectTime: Duration, now: Timestamp) {
+    mutating func recordSuccess(_ address: IPAddress, connectTime: Duration, now: Timestamp) {
         var s = stats[address] ?? Stats(lastUsed: now)
         let sample = connectTime.seconds
         s.averageConnect = s.averageConnect.map { $0 * 0.7 + sample * 0.3 } ?? sample
@@ -34,7 +36,7 @@ package struct AddressRanker: Sendable {
         put(address, s)
     }
 
-    package mutating func recordFailure(_ address: IPAddress, now: Timestamp) {
+    mutating func recordFailure(_ address: IPAddress, now: Timestamp) {
         var s = stats[address] ?? Stats(lastUsed: now)
         s.consecutiveFailures += 1
         s.lastFailure = now
@@ -54,7 +56,7 @@ package struct AddressRanker: Sendable {
     /// last two, measured-fast first (ties and unmeasured addresses keep their given order).
     /// `keepOrder`: the order is the caller's (a service's list); only recently failed addresses move back.
     /// `probes`: what active probes found on this network (AddressProbes.swift); empty when probing is off.
-    package func rank(
+    func rank(
         _ addresses: [IPAddress],
         now: Timestamp,
         keepOrder: Bool = false,
@@ -119,7 +121,7 @@ package func interleavedIPv6First(ipv4: [IPAddress], ipv6: [IPAddress]) -> [IPAd
 }
 
 /// `first` and `second` interleaved, `first`'s address first, then the rest of the longer one.
-package func interleaved(_ first: [IPAddress], _ second: [IPAddress]) -> [IPAddress] {
+func interleaved(_ first: [IPAddress], _ second: [IPAddress]) -> [IPAddress] {
     var out: [IPAddress] = []
     out.reserveCapacity(first.count + second.count)
     for i in 0..<max(first.count, second.count) {
