@@ -71,7 +71,7 @@ let sharedTestDependencies: [Target.Dependency] = [
     .product(name: "Crypto", package: "swift-crypto"),
     .product(name: "NIOSSL", package: "swift-nio-ssl"),
 ]
-let testDependencies: [Target.Dependency] = ["HTTPDNSTestSupport"] + sharedTestDependencies
+let testDependencies: [Target.Dependency] = ["HTTPDNSTestSupport", "HTTPDNSTestTools"] + sharedTestDependencies
 
 /// A test target named after the module it tests, on `testDependencies` plus `extra`.
 func testTarget(_ name: String, _ extra: [Target.Dependency] = []) -> Target {
@@ -369,9 +369,25 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // What tests run beside the code under test and links none of it: child processes (the built
+        // binaries, curl, peers), hostile and flaky peers, waiting for an event.
+        .target(
+            name: "HTTPDNSTestTools",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            path: "Tests/HTTPDNSTestTools",
+            swiftSettings: swiftSettings
+        ),
+        // Fixtures built from the package's own modules (a resolver, a server, an app's engine): for the
+        // suites that test how those work together.
         .target(
             name: "HTTPDNSTestSupport",
-            dependencies: sharedTestDependencies + ["HTTPDNSKit", "HTTPDNSURLSession"],
+            dependencies: sharedTestDependencies + ["HTTPDNSTestTools", "HTTPDNSKit", "HTTPDNSURLSession"],
             path: "Tests/HTTPDNSTestSupport",
             swiftSettings: swiftSettings
         ),
@@ -406,14 +422,24 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        testTarget(
-            "HTTPDNSEngineTests",
-            [
+        // The engine alone, and the server's demo PKI for certificates made at test time.
+        .testTarget(
+            name: "HTTPDNSEngineTests",
+            dependencies: [
+                "HTTPDNSCore", "HTTPDNSEngine", "HTTPDNSServer", "HTTPDNSTestTools",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOHTTP2", package: "swift-nio-http2"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
-            ]
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
         ),
         testTarget("HTTPDNSLookupTests"),
         testTarget(
@@ -425,7 +451,17 @@ let package = Package(
                 .product(name: "NIOHPACK", package: "swift-nio-http2"),
             ]
         ),
-        testTarget("HTTPDNSURLSessionTests", ["HTTPDNSURLSession"]),
+        // The URL load's rules and the interception, without a server or the app's kit.
+        .testTarget(
+            name: "HTTPDNSURLSessionTests",
+            dependencies: [
+                "HTTPDNSCore", "HTTPDNSEngine", "HTTPDNSLookup", "HTTPDNSURLSession",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         testTarget(
             "HTTPDNSKitTests",
             [

@@ -3,7 +3,7 @@
 // fallback after; fast open's happy eyeballs one level up.
 
 @testable import HTTPDNSEngine
-@testable import HTTPDNSTestSupport
+@testable import HTTPDNSTestTools
 import HTTPDNSCore
 import NIOConcurrencyHelpers
 import Testing

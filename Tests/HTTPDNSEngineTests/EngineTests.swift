@@ -1,12 +1,11 @@
 // The IP-direct engine against nginx (SNI certificates on one IP and port, h2 and HTTP/1.1), with
 // names resolved by kresd DoH while the system resolver would give wrong answers.
 
-@testable import HTTPDNSTestSupport
+@testable import HTTPDNSTestTools
 import Crypto
 import Foundation
 @testable import HTTPDNSCore
 @testable import HTTPDNSEngine
-@testable import HTTPDNSLookup
 import NIOCore
 import NIOHTTP1
 import NIOPosix

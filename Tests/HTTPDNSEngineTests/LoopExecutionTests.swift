@@ -2,7 +2,7 @@
 // and the HTTP/2 connection's flush coalescing. No sockets: EmbeddedChannel and a one-thread group.
 
 @testable import HTTPDNSEngine
-@testable import HTTPDNSTestSupport
+@testable import HTTPDNSTestTools
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOEmbedded

@@ -1,5 +1,5 @@
 @testable import HTTPDNSEngine
-@testable import HTTPDNSTestSupport
+@testable import HTTPDNSTestTools
 import HTTPDNSCore
 import NIOCore
 import NIOHTTP1

@@ -1,8 +1,9 @@
 // The `httpdns resolve` contract, run as a user would: the built binary, its stdout, stderr and exit code.
 
-@testable import HTTPDNSTestSupport
 import Foundation
 import HTTPDNSEngine
+@testable import HTTPDNSTestSupport
+@testable import HTTPDNSTestTools
 import NIOPosix
 import Testing
 

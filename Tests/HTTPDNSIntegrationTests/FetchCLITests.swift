@@ -1,9 +1,10 @@
 // `httpdns fetch` as a user runs it, including the seeds' story in a network namespace whose system
 // resolver is hijacked, and a blackholed first address.
 
-@testable import HTTPDNSTestSupport
 import Crypto
 import Foundation
+@testable import HTTPDNSTestSupport
+@testable import HTTPDNSTestTools
 import NIOPosix
 import Testing
 

@@ -3,8 +3,9 @@
 // network's resolver, an IPv4-only origin with nginx and an `httpdns serve` reachable only by an IPv4
 // literal). See scripts/peers.sh `start_nat64` for the addresses.
 
-@testable import HTTPDNSTestSupport
 import Foundation
+@testable import HTTPDNSTestSupport
+@testable import HTTPDNSTestTools
 import Testing
 
 /// The NAT64 namespaces of scripts/peers.sh.

@@ -3,8 +3,9 @@
 // draining with settings from --config; and two replicas behind HAProxy (Debian's, with
 // deploy/haproxy.cfg as shipped) losing one under load.
 
-@testable import HTTPDNSTestSupport
 import Foundation
+@testable import HTTPDNSTestSupport
+@testable import HTTPDNSTestTools
 import Testing
 
 #if canImport(Glibc)

@@ -1,12 +1,13 @@
 // The HTTPDNS server: every format, answered to our own resolver (every provider kind), to real DoH
 // clients (curl --doh-url, dig +https), forwarding to a real upstream (kresd), and hostile input.
 
-@testable import HTTPDNSTestSupport
 import Foundation
 import HTTPDNSCore
 import HTTPDNSEngine
 import HTTPDNSLookup
 import HTTPDNSServer
+@testable import HTTPDNSTestSupport
+@testable import HTTPDNSTestTools
 import NIOCore
 import NIOHTTP1
 import NIOPosix

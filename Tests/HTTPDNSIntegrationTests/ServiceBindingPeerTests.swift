@@ -2,12 +2,13 @@
 // (Tests/Fixtures/peers/https.zone), asked over Do53 and over its DoH listener, through the library and
 // through `httpdns resolve --type https`.
 
-@testable import HTTPDNSTestSupport
 import Foundation
 import HTTPDNSCore
 import HTTPDNSEngine
 import HTTPDNSLookup
 import HTTPDNSServer
+@testable import HTTPDNSTestSupport
+@testable import HTTPDNSTestTools
 import NIOCore
 import Testing
 

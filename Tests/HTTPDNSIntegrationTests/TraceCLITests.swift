@@ -4,8 +4,9 @@
 // SVG. Chromium is heavy for 2 cores, so scripts/test.sh runs this suite with the other Chromium one,
 // after everything else.
 
-@testable import HTTPDNSTestSupport
 import Foundation
+@testable import HTTPDNSTestSupport
+@testable import HTTPDNSTestTools
 import Testing
 
 @Suite(.serialized, .enabled(if: Peers.shouldRun, "real peers not running (scripts/test.sh starts them)"))

@@ -3,8 +3,9 @@
 // fetch is one trace holding its resolve span and its client span; `httpdns serve` gives a SERVER span
 // per request, in the fetch's trace when the fetch carried its context.
 
-@testable import HTTPDNSTestSupport
 import Foundation
+@testable import HTTPDNSTestSupport
+@testable import HTTPDNSTestTools
 import Testing
 
 #if canImport(Glibc)

@@ -3,13 +3,14 @@
 // the hijacking dnsmasq as LocalDNS. Each test serves its sessions through an interception of its own;
 // the suite runs serially, as it counts the engine's connections.
 
-@testable import HTTPDNSTestSupport
-@testable import HTTPDNSURLSession
 import Crypto
 import Foundation
 @testable import HTTPDNSCore
 @testable import HTTPDNSEngine
 @testable import HTTPDNSLookup
+@testable import HTTPDNSTestSupport
+@testable import HTTPDNSTestTools
+@testable import HTTPDNSURLSession
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1

@@ -3,8 +3,9 @@
 // resolve itself), `no_proxy` and `--proxy ""` go direct, and the URLSession engine leaves a proxied
 // request to the system (corelibs' libcurl then sends it to the proxy, by name).
 
-@testable import HTTPDNSTestSupport
 import Foundation
+@testable import HTTPDNSTestSupport
+@testable import HTTPDNSTestTools
 import Testing
 
 @Suite(.serialized, .enabled(if: Peers.shouldRun))

@@ -6,6 +6,7 @@ import Testing
 
 @testable import HTTPDNSKit
 @testable import HTTPDNSTestSupport
+@testable import HTTPDNSTestTools
 
 @Suite struct PreconnectTests {
     @Test func thePreconnectedConnectionServesTheFirstRequest() async throws {

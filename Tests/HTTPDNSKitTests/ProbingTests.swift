@@ -5,9 +5,10 @@
 import Foundation
 @testable import HTTPDNSKit
 @testable import HTTPDNSServer
+@testable import HTTPDNSTestSupport
+@testable import HTTPDNSTestTools
 import NIOCore
 import Testing
-@testable import HTTPDNSTestSupport
 
 @Suite struct ProbingTests {
     /// The origin on 127.0.0.1, the far relay on 127.0.0.2 at the same port, the CA's file, and a DNS

@@ -4,11 +4,12 @@
 
 import Foundation
 @testable import HTTPDNSKit
+@testable import HTTPDNSTestSupport
+@testable import HTTPDNSTestTools
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import Testing
-@testable import HTTPDNSTestSupport
 
 #if canImport(FoundationNetworking)
     import FoundationNetworking

@@ -6,10 +6,11 @@
 import Foundation
 @testable import HTTPDNSKit
 @testable import HTTPDNSServer
+@testable import HTTPDNSTestSupport
+@testable import HTTPDNSTestTools
 import NIOConcurrencyHelpers
 import NIOCore
 import Testing
-@testable import HTTPDNSTestSupport
 
 @Suite struct SystemEncryptedDNSTests {
     /// What the applier was told, in order.

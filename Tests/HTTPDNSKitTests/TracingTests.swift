@@ -5,11 +5,12 @@
 import Foundation
 import HTTPDNSKit
 import HTTPDNSServer
+@testable import HTTPDNSTestSupport
+@testable import HTTPDNSTestTools
 import InMemoryTracing
 import NIOCore
 import Testing
 import Tracing
-@testable import HTTPDNSTestSupport
 
 @Suite struct TracingTests {
     /// An `HTTPDNS` over an in-process DNS server (127.0.0.1 for every `.test` name) that traces into

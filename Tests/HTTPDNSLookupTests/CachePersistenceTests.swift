@@ -2,10 +2,11 @@
 // resolver's only provider is an in-memory fake, so no socket is opened.
 /// Answers every name with `addresses` and counts the questions.
 
+import Foundation
 @testable import HTTPDNSCore
 @testable import HTTPDNSLookup
 @testable import HTTPDNSTestSupport
-import Foundation
+@testable import HTTPDNSTestTools
 import NIOConcurrencyHelpers
 import NIOCore
 import Testing

@@ -4,13 +4,14 @@
 // MARK: - A hostile HTTP/2 origin against `httpdns fetch`
 /// What a raw-frame origin sends once the client has opened stream 1.
 
-@testable import HTTPDNSTestSupport
 import Foundation
 @testable import HTTPDNSCore
 @testable import HTTPDNSEngine
 @testable import HTTPDNSKit
 @testable import HTTPDNSLookup
 @testable import HTTPDNSServer
+@testable import HTTPDNSTestSupport
+@testable import HTTPDNSTestTools
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1

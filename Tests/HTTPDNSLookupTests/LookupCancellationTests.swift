@@ -2,10 +2,11 @@
 // its connection closed), unless another caller shares it. Hermetic: the provider is held open by the
 // test and says when it was cancelled.
 
-@testable import HTTPDNSLookup
-@testable import HTTPDNSTestSupport
 import HTTPDNSCore
 import HTTPDNSEngine
+@testable import HTTPDNSLookup
+@testable import HTTPDNSTestSupport
+@testable import HTTPDNSTestTools
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix

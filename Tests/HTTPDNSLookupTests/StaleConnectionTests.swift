@@ -3,11 +3,12 @@
 // Hermetic: a classic DNS server whose answer the test changes, our service listening on two loopback
 // addresses, and a clock the test moves.
 
-@testable import HTTPDNSLookup
-@testable import HTTPDNSTestSupport
 @testable import HTTPDNSCore
 @testable import HTTPDNSEngine
+@testable import HTTPDNSLookup
 @testable import HTTPDNSServer
+@testable import HTTPDNSTestSupport
+@testable import HTTPDNSTestTools
 import NIOConcurrencyHelpers
 import Testing
 

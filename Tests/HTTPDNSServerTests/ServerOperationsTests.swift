@@ -3,11 +3,12 @@
 // log, /metrics. The metrics backend itself (Prometheus) is bootstrapped once per process, so it is
 // tested through `httpdns serve --metrics` and a real Prometheus parser (HTTPDNSIntegrationTests).
 
-@testable import HTTPDNSServer
-@testable import HTTPDNSTestSupport
 import Foundation
 import HTTPDNSCore
 import HTTPDNSEngine
+@testable import HTTPDNSServer
+@testable import HTTPDNSTestSupport
+@testable import HTTPDNSTestTools
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix

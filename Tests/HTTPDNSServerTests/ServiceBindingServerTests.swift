@@ -2,12 +2,13 @@
 // (`--https-record`), read back by our own resolver. Serving them in front of a real authoritative server
 // (BIND) is in ServiceBindingPeerTests.
 
-@testable import HTTPDNSTestSupport
 import Foundation
 import HTTPDNSCore
 import HTTPDNSEngine
 import HTTPDNSLookup
 import HTTPDNSServer
+@testable import HTTPDNSTestSupport
+@testable import HTTPDNSTestTools
 import Testing
 
 @Suite struct ServiceBindingServerTests {

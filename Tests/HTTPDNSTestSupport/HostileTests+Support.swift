@@ -10,6 +10,7 @@ import HTTPDNSEngine
 import HTTPDNSKit
 import HTTPDNSLookup
 import HTTPDNSServer
+@testable import HTTPDNSTestTools
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1

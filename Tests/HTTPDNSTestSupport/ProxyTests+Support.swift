@@ -7,6 +7,7 @@ import Foundation
 @testable import HTTPDNSEngine
 @testable import HTTPDNSKit
 @testable import HTTPDNSLookup
+@testable import HTTPDNSTestTools
 import NIOCore
 import NIOPosix
 import Testing

@@ -6,7 +6,6 @@ import HTTPDNSCore
     import FoundationNetworking
 #endif
 import Testing
-@testable import HTTPDNSTestSupport
 
 /// The protocol's pure rules, without peers.
 @Suite struct URLProtocolRuleTests {

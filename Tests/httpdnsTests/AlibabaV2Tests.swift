@@ -3,11 +3,12 @@
 // cryptography): the CLI with --alibaba-aes-key-file in each mode, several names in one query (v2 and
 // the older sign_resolve), and AES-key mistakes as usage errors naming the flag.
 
-@testable import HTTPDNSTestSupport
 import Foundation
 import HTTPDNSCore
 import HTTPDNSEngine
 import HTTPDNSLookup
+@testable import HTTPDNSTestSupport
+@testable import HTTPDNSTestTools
 import Testing
 
 @Suite(.serialized) struct AlibabaV2Tests {

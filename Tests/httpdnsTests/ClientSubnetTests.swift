@@ -4,11 +4,12 @@
 // for a vendor's ip=a.b.c.d; and `httpdns serve` passes a request's subnet (ip=, a DoH query's own ECS,
 // or the client's address) on to its upstream, that same peer.
 
-@testable import HTTPDNSCore
-@testable import HTTPDNSTestSupport
 import Foundation
+@testable import HTTPDNSCore
 import HTTPDNSEngine
 import HTTPDNSLookup
+@testable import HTTPDNSTestSupport
+@testable import HTTPDNSTestTools
 import NIOPosix
 import Testing
 

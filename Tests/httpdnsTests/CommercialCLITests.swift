@@ -3,9 +3,10 @@
 // Tests/Fixtures/vendors/vendor_client.py) against the same server; secrets in no output, log or cache
 // file; every credential mistake a usage error naming the flag.
 
-@testable import HTTPDNSTestSupport
 import Foundation
 @testable import HTTPDNSServer
+@testable import HTTPDNSTestSupport
+@testable import HTTPDNSTestTools
 import NIOPosix
 import Testing
 

@@ -3,11 +3,12 @@
 // the next start removes the temporaries a killed save left behind, but never one a live writer holds.
 // The writer is `httpdns-bench save-loop` (the resolver's own save code), killed at random moments.
 
+import Foundation
 @testable import HTTPDNSCore
+import HTTPDNSEngine
 @testable import HTTPDNSLookup
 @testable import HTTPDNSTestSupport
-import Foundation
-import HTTPDNSEngine
+@testable import HTTPDNSTestTools
 import NIOPosix
 import Testing
 

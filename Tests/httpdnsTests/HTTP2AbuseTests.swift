@@ -2,9 +2,10 @@
 // runs it and against the engine (`httpdns fetch`). Each case asserts the bound it must hold: the connection is closed (within the timeout, or
 // before the flood ends), memory stays bounded, and other clients are still served.
 
-@testable import HTTPDNSTestSupport
 import Foundation
 import HTTPDNSEngine
+@testable import HTTPDNSTestSupport
+@testable import HTTPDNSTestTools
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix

@@ -3,10 +3,11 @@
 // the process is alive, its descriptors, memory or CPU stay within a figure, and a normal client is still
 // served while the attack goes on. The figures before the fixes are in the CHANGELOG.
 
-@testable import HTTPDNSTestSupport
 import Foundation
 import HTTPDNSCore
 import HTTPDNSEngine
+@testable import HTTPDNSTestSupport
+@testable import HTTPDNSTestTools
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix

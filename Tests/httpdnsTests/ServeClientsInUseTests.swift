@@ -2,8 +2,9 @@
 // HTTP/2 connection keeps it through a flood of silent newcomers, and a steady slow reader gets its whole
 // answer. The rules behind them are tested without a process in ConnectionSlotsTests (HTTPDNSEngineTests).
 
-@testable import HTTPDNSTestSupport
 import Foundation
+@testable import HTTPDNSTestSupport
+@testable import HTTPDNSTestTools
 import NIOCore
 import Testing
 

@@ -4,11 +4,12 @@
 // and SIGHUP reads the hosts file again instead of killing every request in flight. The rules behind them
 // are tested without a process: EncoderLimitTests (HTTPDNSCoreTests), HostsReloadRuleTests.
 
-@testable import HTTPDNSTestSupport
 import Foundation
 import HTTPDNSCore
 import HTTPDNSEngine
 import HTTPDNSListener
+@testable import HTTPDNSTestSupport
+@testable import HTTPDNSTestTools
 import NIOConcurrencyHelpers
 import NIOCore
 import Testing

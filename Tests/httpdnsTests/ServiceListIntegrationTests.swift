@@ -6,11 +6,12 @@
 // first query, the list is saved beside the cache file and used by the next run without a fetch, and a
 // scheduler's "disable" stops queries.
 
-@testable import HTTPDNSCore
-@testable import HTTPDNSTestSupport
 import Foundation
+@testable import HTTPDNSCore
 @testable import HTTPDNSEngine
 @testable import HTTPDNSLookup
+@testable import HTTPDNSTestSupport
+@testable import HTTPDNSTestTools
 import NIOPosix
 import Testing
 

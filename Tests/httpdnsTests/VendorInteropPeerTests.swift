@@ -3,11 +3,12 @@
 // form with both families in one request, a v2 answer's `mode` as a string and `no_ip_code` are read,
 // and a scheduling list's per-address ports are used.
 
-@testable import HTTPDNSCore
-@testable import HTTPDNSTestSupport
 import Foundation
+@testable import HTTPDNSCore
 import HTTPDNSEngine
 @testable import HTTPDNSLookup
+@testable import HTTPDNSTestSupport
+@testable import HTTPDNSTestTools
 import Testing
 
 @Suite(.serialized) struct VendorInteropPeerTests {

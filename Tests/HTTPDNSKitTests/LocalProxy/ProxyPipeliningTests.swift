@@ -3,10 +3,11 @@
 // previous response end), and the client waited for the keep-alive timeout. A real origin behind the
 // proxy, raw clients on loopback.
 
-@testable import HTTPDNSTestSupport
 import Foundation
 @testable import HTTPDNSEngine
 @testable import HTTPDNSKit
+@testable import HTTPDNSTestSupport
+@testable import HTTPDNSTestTools
 import NIOCore
 import NIOHTTP1
 import NIOPosix

@@ -2,12 +2,13 @@
 // load, an in-process echo server as a tunnel target where every byte must come back.
 /// Echoes every byte back.
 
-@testable import HTTPDNSTestSupport
 import Foundation
 @testable import HTTPDNSCore
 @testable import HTTPDNSEngine
 @testable import HTTPDNSKit
 @testable import HTTPDNSLookup
+@testable import HTTPDNSTestSupport
+@testable import HTTPDNSTestTools
 import NIOCore
 import NIOPosix
 import Testing

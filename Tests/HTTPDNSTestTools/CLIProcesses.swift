@@ -1,7 +1,6 @@
 // The `httpdns resolve` contract, run as a user would: the built binary, its stdout, stderr and exit code.
 
 import Foundation
-import HTTPDNSEngine
 import NIOPosix
 import Testing
 
