@@ -60,6 +60,7 @@ let apple: [Platform] = [.macOS, .iOS, .tvOS, .watchOS, .visionOS, .macCatalyst]
 /// helpers (HTTPDNSTestSupport) and every test target but the pure core's build on.
 let sharedTestDependencies: [Target.Dependency] = [
     "HTTPDNSCore",
+    "HTTPDNSDemoPKI",
     "HTTPDNSEngine",
     "HTTPDNSLookup",
     "HTTPDNSServer",
@@ -183,6 +184,18 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // The throw-away certificate authority of `httpdns demo`, the conformance origin and the tests:
+        // certificates made at start, never written by the demo.
+        .target(
+            name: "HTTPDNSDemoPKI",
+            dependencies: [
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+                .product(name: "X509", package: "swift-certificates"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .target(
             name: "HTTPDNSServer",
             dependencies: [
@@ -275,6 +288,7 @@ let package = Package(
         .executableTarget(
             name: "httpdns-conformance",
             dependencies: [
+                "HTTPDNSDemoPKI",
                 "HTTPDNSKit",
                 "HTTPDNSServer",
                 "HTTPDNSCore",
@@ -346,6 +360,7 @@ let package = Package(
         .executableTarget(
             name: "httpdns",
             dependencies: [
+                "HTTPDNSDemoPKI",
                 "HTTPDNSKit",
                 "HTTPDNSURLSession",
                 "HTTPDNSServer",
@@ -422,11 +437,11 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        // The engine alone, and the server's demo PKI for certificates made at test time.
+        // The engine alone, and the demo PKI for certificates made at test time.
         .testTarget(
             name: "HTTPDNSEngineTests",
             dependencies: [
-                "HTTPDNSCore", "HTTPDNSEngine", "HTTPDNSServer", "HTTPDNSTestTools",
+                "HTTPDNSCore", "HTTPDNSDemoPKI", "HTTPDNSEngine", "HTTPDNSTestTools",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

@@ -15,6 +15,7 @@
 
 import Crypto
 import Foundation
+import HTTPDNSDemoPKI
 import HTTPDNSServer
 import Logging
 import NIOConcurrencyHelpers

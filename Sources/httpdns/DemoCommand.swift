@@ -7,10 +7,11 @@
 // Then five steps, each checked; the exit status is 0 only when every step came out as expected.
 
 import ArgumentParser
-import HTTPDNSCommandLine
 import Crypto
 import Foundation
+import HTTPDNSCommandLine
 import HTTPDNSCore
+import HTTPDNSDemoPKI
 import HTTPDNSEngine
 import HTTPDNSLookup
 import HTTPDNSServer

@@ -2,7 +2,7 @@
 // say, then pins (on any certificate of a chain our check verified, on the leaf alone of one the app
 // accepted against it), and a handshake whose chain cannot be read refused.
 
-@testable import HTTPDNSServer
+@testable import HTTPDNSDemoPKI
 import NIOConcurrencyHelpers
 import NIOSSL
 import Testing

@@ -5,7 +5,7 @@
 
 import Crypto
 import Foundation
-@testable import HTTPDNSServer
+@testable import HTTPDNSDemoPKI
 import NIOSSL
 import SwiftASN1
 import Testing

@@ -3,6 +3,7 @@
 // handshake completes at once, as a middlebox's would). The resolver gives the far address first.
 
 import Foundation
+@testable import HTTPDNSDemoPKI
 @testable import HTTPDNSKit
 @testable import HTTPDNSServer
 @testable import HTTPDNSTestSupport

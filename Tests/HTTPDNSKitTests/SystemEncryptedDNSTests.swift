@@ -4,6 +4,7 @@
 // exist here, so it records what it is told.
 
 import Foundation
+@testable import HTTPDNSDemoPKI
 @testable import HTTPDNSKit
 @testable import HTTPDNSServer
 @testable import HTTPDNSTestSupport

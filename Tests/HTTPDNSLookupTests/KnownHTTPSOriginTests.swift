@@ -4,12 +4,13 @@
 // resolver's cache); a host the engine keeps on http is not. The origin listens with TLS only, so an
 // http:// request that were sent as it is would fail.
 
-@testable import HTTPDNSEngine
-@testable import HTTPDNSLookup
-@testable import HTTPDNSTestSupport
 import Foundation
 @testable import HTTPDNSCore
+@testable import HTTPDNSDemoPKI
+@testable import HTTPDNSEngine
+@testable import HTTPDNSLookup
 @testable import HTTPDNSServer
+@testable import HTTPDNSTestSupport
 import NIOCore
 import NIOSSL
 import Testing

@@ -2,12 +2,13 @@
 // and HTTPS token, Alibaba Cloud EMAS signed queries; wrong keys, tokens and signatures, expired and
 // future-dated signatures, and --require-auth.
 
-@testable import HTTPDNSTestSupport
 import Foundation
 @testable import HTTPDNSCore
+@testable import HTTPDNSDemoPKI
 @testable import HTTPDNSEngine
 @testable import HTTPDNSLookup
 @testable import HTTPDNSServer
+@testable import HTTPDNSTestSupport
 import NIOSSL
 import Testing
 

@@ -5,10 +5,11 @@
 // second in a row, which two empty answers on one connection used to be (the DNSPod "wrong
 // credentials" answer is an empty 200).
 
-@testable import HTTPDNSServer
 @testable import HTTPDNSCore
-@testable import HTTPDNSListener
+@testable import HTTPDNSDemoPKI
 @testable import HTTPDNSEngine
+@testable import HTTPDNSListener
+@testable import HTTPDNSServer
 import Logging
 import NIOCore
 import NIOEmbedded

@@ -4,6 +4,7 @@
 // file; every credential mistake a usage error naming the flag.
 
 import Foundation
+@testable import HTTPDNSDemoPKI
 @testable import HTTPDNSServer
 @testable import HTTPDNSTestSupport
 @testable import HTTPDNSTestTools
