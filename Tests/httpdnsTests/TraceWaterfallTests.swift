@@ -4,7 +4,7 @@
 import Foundation
 import Testing
 
-@testable import HTTPDNSCommandLine
+@testable import httpdns
 
 #if canImport(FoundationXML)
     import FoundationXML
