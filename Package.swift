@@ -497,7 +497,7 @@ let package = Package(
             exclude: ["openapi.yaml", "openapi-generator-config.yaml"],
             swiftSettings: swiftSettings
         ),
-        testTarget("httpdnsTests", ["HTTPDNSListener", "httpdns"]),
+        testTarget("httpdnsTests", ["HTTPDNSListener"]),
         testTarget("HTTPDNSIntegrationTests", ["HTTPDNSKit", "HTTPDNSURLSession"]),
     ],
     swiftLanguageModes: [.v6]

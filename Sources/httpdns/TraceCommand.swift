@@ -1,6 +1,6 @@
 // `httpdns trace URL...`: fetches each URL through the IP-direct engine, one after another, and writes a
 // self-contained HTML page with a waterfall per request (DNS, connect, TLS, waiting, download; each
-// redirect hop a row of its own), drawn by `TraceWaterfall` (TraceWaterfall.swift).
+// redirect hop a row of its own), drawn by HTTPDNSCore's `TraceWaterfall`.
 // `--compare-local` fetches every URL twice, through LocalDNS alone and through HTTPDNS, and draws the
 // two side by side under a table of what each resolver answered and whether LocalDNS looked hijacked
 // (the same comparison as `resolve --compare`).

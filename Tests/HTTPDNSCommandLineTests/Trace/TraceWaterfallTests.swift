@@ -4,7 +4,7 @@
 import Foundation
 import Testing
 
-@testable import httpdns
+@testable import HTTPDNSCommandLine
 
 #if canImport(FoundationXML)
     import FoundationXML
