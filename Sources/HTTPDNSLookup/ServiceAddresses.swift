@@ -1,6 +1,6 @@
 // One endpoint's service addresses: ServiceAddressState's rules under a lock, for the
 // EndpointClient that sends to them and the resolver that fetches the list. The formats and the
-// vendor sources are in HTTPDNSCore/Formats/ServiceList.swift.
+// vendor sources are in ServiceList.swift, beside this file.
 
 import Foundation
 import HTTPDNSCore

@@ -2,7 +2,7 @@
 // vendor's scheduling endpoint for the account's current service addresses, send queries to those in
 // order, move on when one fails, refresh the list now and then, keep it on disk, and fall back to the
 // bootstrap IPs when nothing else answers. This file holds the two wire formats and the rules, as a
-// value type the resolver feeds events to (ServiceAddresses in HTTPDNSLookup carries them out).
+// value type the resolver feeds events to (ServiceAddresses, beside it, carries them out).
 //
 // Alibaba Cloud EMAS  `GET /ACCOUNT/ss?region=global&platform=…&sdk_version=…` on a bootstrap IP, always
 //                     HTTPS in the iOS SDK (aliyun/alibabacloud-httpdns-ios-sdk

@@ -1,4 +1,4 @@
-// The executor of NetworkPathMachine (HTTPDNSCore/Addresses/NetworkPathState.swift): it probes the routes, has the
+// The executor of NetworkPathMachine (NetworkPathState.swift, beside it): it probes the routes, has the
 // network's own resolver asked for `ipv4only.arpa` to find NAT64 prefixes (the query is the resolver's,
 // `HTTPDNSResolver.discoverNAT64`, handed in as a closure: DNS is not this module's business), listens
 // to the operating system's network-change notices, and publishes each new path to the NetworkPath

@@ -2,7 +2,7 @@
 // reach the Internet (stack detection), the NAT64 prefixes of an IPv6-only network, and an identifier
 // that changes when the network does. `NetworkPathMachine` takes the events (a kernel notice that
 // something changed, a probe's result, a prefix discovery's result, the app naming its network) and
-// returns what to do; `NetworkMonitor` in HTTPDNSEngine (Network/) does the probing, discovery and the rest.
+// returns what to do; `NetworkMonitor` (beside it) does the probing, discovery and the rest.
 
 import HTTPDNSCore
 

@@ -175,7 +175,7 @@
             if let task { CorelibsFields.setExpectedToReceive(expectedLength, of: task) }
         }
 
-        /// Who follows the load's redirects: Apple's loading system (the protocol reports them), or the
+        /// corelibs crashes on a redirect a custom protocol reports: the protocol follows it itself.
         func redirectHandling(maxRedirects: Int) -> URLLoad.RedirectHandling {
             return .followHere(max: maxRedirects)
         }
