@@ -30,10 +30,14 @@ usage() {
     exit 2
 }
 
-# Parsers of untrusted input that live beside their one user in another module, fuzzed all the same:
-# compiled into the fuzz module from copies without their `import HTTPDNSCore` (here Core is the same
-# module). Each depends on HTTPDNSCore and Foundation only.
+# Parsers of untrusted input that live beside their users in other modules, fuzzed all the same: compiled
+# into the fuzz module from copies without their `import HTTPDNSCore` or `import HTTPDNSLookup` (here all
+# are one module). Each depends on HTTPDNSCore, the files listed here and Foundation only.
 BESIDE_USERS=(
+    Sources/HTTPDNSLookup/Formats/*.swift
+    Sources/HTTPDNSLookup/Wire/*.swift
+    Sources/HTTPDNSLookup/Cache/HostAnswer.swift
+    Sources/HTTPDNSLookup/Cache/AddressCollector.swift
     Sources/HTTPDNSLookup/Cache/CacheSnapshot+Loading.swift
     Sources/HTTPDNSLookup/Cache/DNSCache.swift
     Sources/HTTPDNSLookup/Cache/DNSCache+Records.swift
@@ -55,7 +59,7 @@ build() {
     mkdir -p "$OUT/beside-users"
     local file
     for file in "${BESIDE_USERS[@]}"; do
-        grep -v '^import HTTPDNSCore$' "$file" >"$OUT/beside-users/$(basename "$file")"
+        grep -Ev '^import HTTPDNS(Core|Lookup)$' "$file" >"$OUT/beside-users/$(basename "$file")"
         sources+=("$OUT/beside-users/$(basename "$file")")
     done
     # swiftc leaves module files in its working directory: run it in $OUT.

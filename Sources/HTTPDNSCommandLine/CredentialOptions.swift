@@ -6,6 +6,7 @@
 import ArgumentParser
 import Foundation
 import HTTPDNSCore
+import HTTPDNSLookup
 
 struct CredentialOptions: ParsableArguments {
     init() {}

@@ -57,13 +57,13 @@ package struct ResolverOptions: ParsableArguments {
             valueName: "PATTERN"
         )
     )
-    package var only: [String] = []
+    var only: [String] = []
 
     @Option(
         name: .customLong("except"),
         help: ArgumentHelp("Never use HTTPDNS for names matching PATTERN (repeatable).", valueName: "PATTERN")
     )
-    package var except: [String] = []
+    var except: [String] = []
 
     @Option(
         name: .customLong("strict"),

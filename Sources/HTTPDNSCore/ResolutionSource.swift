@@ -61,8 +61,9 @@ public enum ResolutionSource: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
-    /// True when the answer is an HTTPDNS answer (fresh, cached or stale).
-    package var isHTTPDNS: Bool {
+    /// True when the answer came from an HTTPDNS service (fresh, cached or stale), false for LocalDNS,
+    /// the system, an override, a literal and the other sources.
+    public var isHTTPDNS: Bool {
         switch self {
         case .httpdns, .cache, .stale: return true
         case .literal, .localDNS, .fallback, .override, .system, .proxy, .staticHosts, .bootstrap, .serviceList:

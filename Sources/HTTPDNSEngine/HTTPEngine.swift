@@ -143,15 +143,20 @@ public final class HTTPEngine: Sendable {
     /// Sends `request` and returns as soon as the response head has arrived; read `response.body` for
     /// the rest. Redirects are returned as they are (see `send(_:followRedirects:)`).
     ///
-    /// - Parameter addresses: where to connect, instead of asking the address source (e.g. a resolver
-    ///   endpoint's bootstrap IPs).
-    package func execute(_ request: HTTPEngineRequest, addresses: ResolvedAddresses? = nil) async throws
-        -> HTTPEngineResponse
-    {
+    /// - Parameters:
+    ///   - terms: what the request's session narrows for its connections (a URLSession's, made by its
+    ///     one factory, `Terms.forLoad`); the engine's defaults when empty.
+    ///   - addresses: where to connect, instead of asking the address source (e.g. a resolver
+    ///     endpoint's bootstrap IPs).
+    package func execute(
+        _ request: HTTPEngineRequest,
+        terms: ConnectionProfile.Terms = .init(),
+        addresses: ResolvedAddresses? = nil
+    ) async throws -> HTTPEngineResponse {
         if addresses == nil, request.upgradesKnownHTTPSOrigins, let upgraded = httpsUpgrade(of: request.url) {
             var upgradedRequest = request
             upgradedRequest.url = upgraded
-            return try await execute(upgradedRequest, addresses: nil)
+            return try await execute(upgradedRequest, terms: terms, addresses: nil)
         }
         let recorder = MetricsRecorder(url: request.url, traced: isTraced)
         var retries = ExchangeRetry.limit
@@ -159,9 +164,22 @@ public final class HTTPEngine: Sendable {
             do {
                 let response =
                     isTraced
-                    ? try await tracedAttempt(request, addresses: addresses, recorder: recorder, retries: retries)
-                    : try await attempt(request, addresses: addresses, recorder: recorder, retries: retries, span: nil)
-                noteStrictTransportSecurity(of: response, to: request)
+                    ? try await tracedAttempt(
+                        request,
+                        terms: terms,
+                        addresses: addresses,
+                        recorder: recorder,
+                        retries: retries
+                    )
+                    : try await attempt(
+                        request,
+                        terms: terms,
+                        addresses: addresses,
+                        recorder: recorder,
+                        retries: retries,
+                        span: nil
+                    )
+                noteStrictTransportSecurity(of: response, under: terms)
                 return response
             } catch let again as SendAgain {
                 logger.debug("\(again.reason)", metadata: ["host": "\(request.url.host)"])
@@ -194,8 +212,8 @@ public final class HTTPEngine: Sendable {
     /// Hands the source a Strict-Transport-Security policy an https response carried, unless the app's
     /// own trust decision let the connection through (RFC 6797 §8.1: only from a connection without
     /// certificate errors).
-    private func noteStrictTransportSecurity(of response: HTTPEngineResponse, to request: HTTPEngineRequest) {
-        guard keepsStrictTransportSecurity, response.url.isTLS, request.terms.serverTrust == nil,
+    private func noteStrictTransportSecurity(of response: HTTPEngineResponse, under terms: ConnectionProfile.Terms) {
+        guard keepsStrictTransportSecurity, response.url.isTLS, terms.serverTrust == nil,
             let source = addressSource,
             let policy = response.headers.first(name: "strict-transport-security")
         else { return }
@@ -205,6 +223,7 @@ public final class HTTPEngine: Sendable {
     /// `attempt` inside a CLIENT span of its own, which ends with the response's body or the failure.
     private func tracedAttempt(
         _ request: HTTPEngineRequest,
+        terms: ConnectionProfile.Terms,
         addresses given: ResolvedAddresses?,
         recorder: MetricsRecorder,
         retries: Int
@@ -212,7 +231,14 @@ public final class HTTPEngine: Sendable {
         var sent = request
         let span = AttemptSpan(configuration.tracing!, &sent)
         do {
-            let response = try await attempt(sent, addresses: given, recorder: recorder, retries: retries, span: span)
+            let response = try await attempt(
+                sent,
+                terms: terms,
+                addresses: given,
+                recorder: recorder,
+                retries: retries,
+                span: span
+            )
             span.responded(response.status)
             recorder.endSpanWithBody(span)
             return response
@@ -230,13 +256,14 @@ public final class HTTPEngine: Sendable {
     /// that a new attempt, with a span of its own.
     private func attempt(
         _ request: HTTPEngineRequest,
+        terms: ConnectionProfile.Terms,
         addresses given: ResolvedAddresses?,
         recorder: MetricsRecorder,
         retries: Int,
         span: AttemptSpan?
     ) async throws -> HTTPEngineResponse {
         let url = request.url
-        let key = ConnectionProfile(of: request, given: given, configuration: configuration)
+        let key = ConnectionProfile(of: request, terms: terms, given: given, configuration: configuration)
         let deadline = (request.timeout ?? configuration.timeouts.request).map {
             NIODeadline.now() + TimeAmount($0)
         }
@@ -325,7 +352,12 @@ extension HTTPEngine {
     /// (a resolver's bootstrap addresses): the connection is the one such requests use. Throws the
     /// connect's `HTTPEngineError`.
     package func preconnect(_ url: HTTPURL, addresses given: ResolvedAddresses? = nil) async throws {
-        let key = ConnectionProfile(of: HTTPEngineRequest(url: url), given: given, configuration: configuration)
+        let key = ConnectionProfile(
+            of: HTTPEngineRequest(url: url),
+            terms: .init(),
+            given: given,
+            configuration: configuration
+        )
         try await pool.preconnect(key, job: ConnectJob(profile: key, idleTimeout: nil, eventLoop: group.any()))
     }
 }

@@ -18,24 +18,23 @@ public struct HTTPEngineRequest: Sendable {
     public var body: HTTPRequestBody?
     /// Ask for gzip/deflate and decompress the response body; an Accept-Encoding of the request's own is
     /// narrowed to the codings decoded (`ContentCodings`).
-    package var decompress = false
+    public var decompress = false
     /// Bound on the whole request, body included (overrides `Configuration.timeouts.request`).
     public var timeout: Duration?
-    /// Longest wait for the connection and then between two received bytes (overrides
-    /// `Configuration.timeouts.connect` and `.read`; URLRequest's `timeoutInterval` means this).
-    package var idleTimeout: Duration?
+    /// Longest wait for the connection and then between two received bytes, for this request alone
+    /// (overrides `Configuration.timeouts.connect` and `.read`; a URLRequest's `timeoutInterval` means
+    /// this). Nil: the configuration's.
+    public var idleTimeout: Duration?
     /// HTTP versions for this request (overrides `Configuration.http.versions`).
     var versions: HTTPVersionPolicy?
-    /// What the request's session narrows for its connections (a URLSession's, made by its one
-    /// factory); empty for the engine's defaults.
-    package var terms = ConnectionProfile.Terms()
-    /// Told the body bytes handed to the connection so far, each time a chunk goes (an inline body:
-    /// once, with the head); the URLSession integration turns it into upload progress. On the
-    /// connection's event loop or the sending task: keep it short.
-    package var onBodySent: (@Sendable (Int) -> Void)?
-    /// An http:// URL to a known https origin goes to https (`HTTPSettings.keepHTTP` says where not);
-    /// false where the caller decides itself (the URLSession route, as the system it stands in for).
-    package var upgradesKnownHTTPSOrigins = true
+    /// Upload progress: told the number of body bytes handed to the connection so far, each time a
+    /// chunk goes (an inline body: once, with the head). The URLSession integration turns it into the
+    /// task's progress. Called on the connection's event loop or the sending task: keep it short.
+    public var onBodySent: (@Sendable (Int) -> Void)?
+    /// Whether an http:// URL to a known https origin (it sent HSTS, or has an HTTPS record) goes to
+    /// https; `HTTPSettings.keepHTTP` names hosts that never do. True by default; false where the caller
+    /// decides the scheme itself (the URLSession route does, as the system it stands in for).
+    public var upgradesKnownHTTPSOrigins = true
 
     package init(method: HTTPMethod = .GET, url: HTTPURL, headers: HTTPHeaders = [:], body: HTTPRequestBody? = nil) {
         self.method = method

@@ -18,8 +18,9 @@ public struct HTTPRequestBody: Sendable {
     }
 
     let storage: Storage
-    /// Bytes in the body when known (sent as content-length; otherwise chunked / h2 DATA until END_STREAM).
-    package let length: Int?
+    /// Bytes in the body when known (sent as content-length); nil for a stream of unknown length (sent
+    /// chunked on HTTP/1.1, as DATA frames until the stream's end on HTTP/2).
+    public let length: Int?
 
     /// A body held in memory (sent with its length; can be sent again on a redirect).
     ///
@@ -33,8 +34,13 @@ public struct HTTPRequestBody: Sendable {
         HTTPRequestBody(storage: .bytes(buffer), length: buffer.readableBytes)
     }
 
-    /// Streams the file at `path`, read in 64 KiB chunks as the connection can take them.
-    package static func file(_ path: String) throws -> HTTPRequestBody {
+    /// Streams the file at `path`, read in 64 KiB chunks as the connection can take them (an upload
+    /// never holds the whole file in memory; it can be sent again on a redirect or a retry).
+    ///
+    /// - Parameter path: The file to send.
+    /// - Returns: The body, its length the file's size.
+    /// - Throws: `HTTPEngineError` with code `.invalidRequest` when the file cannot be read.
+    public static func file(_ path: String) throws -> HTTPRequestBody {
         // The size from the end's offset, not the file's attributes: no file timestamp is ever read
         // (Sources/HTTPDNSPrivacy/PrivacyInfo.xcprivacy).
         guard let handle = FileHandle(forReadingAtPath: path), let end = try? handle.seekToEnd() else {

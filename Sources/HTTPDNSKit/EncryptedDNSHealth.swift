@@ -68,7 +68,7 @@ struct EncryptedDNSHealth: Sendable {
     }
 
     /// The mode is turned on: check the server before anything is applied.
-    package mutating func start() -> [Action] {
+    mutating func start() -> [Action] {
         checkNow()
     }
 

@@ -34,11 +34,11 @@ import HTTPDNSCore
 
 /// A service's current addresses as its scheduling endpoint gave them, with when to ask again.
 package struct ServiceList: Hashable, Sendable, Codable {
-    package var ipv4: [IPAddress]
-    package var ipv6: [IPAddress]
+    var ipv4: [IPAddress]
+    var ipv6: [IPAddress]
     /// The scheduler switched the service off for this client (Alibaba's `"service_status":"disable"`):
     /// queries are not sent until a later list says otherwise.
-    package var disabled = false
+    var disabled = false
     /// When it was fetched (wall clock, so a list loaded from disk ages across restarts).
     var fetched: Timestamp
     /// How long it is good for before the next fetch.
@@ -70,7 +70,7 @@ package struct ServiceList: Hashable, Sendable, Codable {
         self.lifetime = lifetime
     }
 
-    package var all: [IPAddress] { ipv4 + ipv6 }
+    var all: [IPAddress] { ipv4 + ipv6 }
 
     /// The port `address` is reached on, when the list gave it one.
     func port(of address: IPAddress) -> Int? { ports?[address.description] }
@@ -229,7 +229,7 @@ struct ServiceAddressState: Hashable, Sendable {
     }
 
     /// Where to send the next query, in order.
-    package var addresses: [IPAddress] {
+    var addresses: [IPAddress] {
         var order: [IPAddress] = []
         if let list, !list.disabled {
             for family in [list.ipv4, list.ipv6] {
@@ -243,13 +243,13 @@ struct ServiceAddressState: Hashable, Sendable {
     }
 
     /// The port the list gives `address` (nil: the endpoint's own; always for bootstrap addresses).
-    package func port(of address: IPAddress) -> Int? {
+    func port(of address: IPAddress) -> Int? {
         guard let list, !list.disabled, list.all.contains(address) else { return nil }
         return list.port(of: address)
     }
 
     /// True when the scheduler switched the service off.
-    package var disabled: Bool { list?.disabled == true }
+    var disabled: Bool { list?.disabled == true }
 
     /// Whether a fetch should start now.
     func fetchDue(now: Timestamp) -> Bool {

@@ -12,6 +12,7 @@
 import HTTPDNSCore
 import HTTPDNSEngine
 import HTTPDNSListener
+import HTTPDNSLookup
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOExtras

@@ -8,6 +8,7 @@ import ArgumentParser
 import Foundation
 @testable import HTTPDNSCommandLine
 @testable import HTTPDNSCore
+@testable import HTTPDNSLookup
 import Testing
 
 private let dnspod = "dnspod:http://127.0.0.1:8080/d"

@@ -346,15 +346,16 @@ struct EngineTests {
         defer { engine.shutdown() }
         let addresses = ResolvedAddresses(ipv4: [IPAddress("127.0.0.1")!], ipv6: [], source: .staticHosts)
         let asked = NIOLockedValueBox<[ServerTrustQuestion]>([])
-        func request(_ answer: ServerTrustAnswer, partition: UInt64) throws -> HTTPEngineRequest {
-            var request = try HTTPEngineRequest(url: peers.url("zzz.test", "/whoami"))
-            request.terms.serverTrust = ServerTrustEvaluation(partition: partition, always: false) { question in
+        let request = try HTTPEngineRequest(url: peers.url("zzz.test", "/whoami"))
+        func terms(_ answer: ServerTrustAnswer, partition: UInt64) -> ConnectionProfile.Terms {
+            var terms = ConnectionProfile.Terms()
+            terms.serverTrust = ServerTrustEvaluation(partition: partition, always: false) { question in
                 asked.withLockedValue { $0.append(question) }
                 return answer
             }
-            return request
+            return terms
         }
-        let accepted = try await engine.execute(try request(.accept, partition: 1), addresses: addresses)
+        let accepted = try await engine.execute(request, terms: terms(.accept, partition: 1), addresses: addresses)
         #expect(accepted.status == .ok)
         let question = try #require(asked.withLockedValue { $0.first })
         #expect(question.failure?.code == .certificateNameMismatch && question.host == "zzz.test")
@@ -363,7 +364,7 @@ struct EngineTests {
         #expect(try leaf == NIOSSLCertificate(bytes: Array(pem.utf8), format: .pem))
 
         do {
-            _ = try await engine.execute(try request(.ourCheck, partition: 2), addresses: addresses)
+            _ = try await engine.execute(request, terms: terms(.ourCheck, partition: 2), addresses: addresses)
             Issue.record("our check's verdict was not kept")
         } catch let e as HTTPEngineError {
             #expect(e.code == .certificateNameMismatch)
@@ -383,7 +384,7 @@ struct EngineTests {
         }
         defer { pinned.shutdown() }
         do {
-            _ = try await pinned.execute(try request(.accept, partition: 3), addresses: addresses)
+            _ = try await pinned.execute(request, terms: terms(.accept, partition: 3), addresses: addresses)
             Issue.record("an acceptance overruled a pin")
         } catch let e as HTTPEngineError {
             #expect(e.code == .pinMismatch)

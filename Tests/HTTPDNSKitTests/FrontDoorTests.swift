@@ -33,6 +33,45 @@ import Testing
         }
     }
 
+    /// A direct request's own options, set by an app without URLSession: upload progress for a file
+    /// body, and an idle timeout of its own, shorter than the engine's read timeout.
+    @Test func aDirectRequestReportsItsUploadAndKeepsItsOwnIdleTimeout() async throws {
+        let origin = try await HTTPFixtureServer.start { _, _, _ in (.ok, "text/plain", Array("ok".utf8)) }
+        defer { Task { await origin.stop() } }
+        let (silent, silentPort) = try await startSilentTCP()
+        defer { silent.close(promise: nil) }
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("httpdns-upload-\(UUID()).bin")
+        try Data(repeating: 7, count: 300_000).write(to: file)
+        defer { try? FileManager.default.removeItem(at: file) }
+        try await withHTTPDNS { httpdns in
+            let sent = NIOLockedValueBox<[Int]>([])
+            var upload = try HTTPEngineRequest(
+                method: .POST,
+                url: "http://app.test:\(origin.port)/upload",
+                body: try .file(file.path)
+            )
+            #expect(upload.body?.length == 300_000)
+            upload.onBodySent = { count in sent.withLockedValue { $0.append(count) } }
+            let response = try await httpdns.engine.send(upload)
+            _ = try await response.body.collect(upTo: 1 << 16)
+            #expect(response.status == .ok)
+            let counts = sent.withLockedValue { $0 }
+            #expect(counts.last == 300_000)
+            #expect(counts == counts.sorted())
+
+            var quiet = try HTTPEngineRequest(url: "http://app.test:\(silentPort)/")
+            quiet.idleTimeout = .milliseconds(300)
+            do {
+                _ = try await httpdns.engine.send(quiet)
+                Issue.record("a silent origin answered")
+            } catch let error as HTTPEngineError {
+                // The request's 300 ms, not the configuration's read timeout, is the one that ran out.
+                #expect(error.code == .readTimeout)
+                #expect("\(error)".contains("300 ms"))
+            }
+        }
+    }
+
     /// A connection opened under narrower network rules (a URLSession request that forbids cellular)
     /// never serves a request made under others, nor the other way round (the pool key carries them).
     @Test func connectionsMadeUnderOtherNetworkRulesAreKeptApart() async throws {
@@ -41,9 +80,9 @@ import Testing
         try await withHTTPDNS { httpdns in
             let url = "http://app.test:\(origin.ports[0])/healthz"
             func send(_ access: NetworkAccess?) async throws -> RequestMetrics {
-                var request = try HTTPEngineRequest(url: url)
-                request.terms.networkAccess = access
-                let response = try await httpdns.engine.send(request)
+                var terms = ConnectionProfile.Terms()
+                terms.networkAccess = access
+                let response = try await httpdns.engine.execute(try HTTPEngineRequest(url: url), terms: terms)
                 _ = try await response.body.collect(upTo: 1 << 16)
                 return response.metrics
             }

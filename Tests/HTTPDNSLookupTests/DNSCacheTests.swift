@@ -175,6 +175,12 @@ import Testing
         #expect(problem { $0.serveExpired = .seconds(-1) }?.contains("0 to 7 days") == true)
         #expect(problem { $0.ttlOverrides = ["a*b.test": 5] }?.contains("a*b.test") == true)
         #expect(problem { $0.ttlOverrides = ["a.test": 0] }?.contains("TTL of 0") == true)
+        #expect(problem { $0.prefetchFraction = 0 }?.contains("prefetchFraction 0.0 is outside (0, 1]") == true)
+        #expect(problem { $0.prefetchFraction = 1.5 }?.contains("outside (0, 1]") == true)
+        #expect(problem { $0.prefetchFraction = .nan }?.contains("outside (0, 1]") == true)
+        #expect(problem { $0.prefetchFraction = 1 } == nil)
+        #expect(problem { $0.capacity = 0 }?.contains("capacity 0 keeps no name") == true)
+        #expect(problem { $0.negativeTTL = 0 } == nil)
     }
 }
 

@@ -4,8 +4,9 @@
 // Do53 server's (`DNSServer.respond`); the rule itself is tested in HTTPDNSCoreTests (AnswerRuleTests).
 
 @testable import HTTPDNSCore
+@testable import HTTPDNSLookup
 @testable import HTTPDNSServer
-import HTTPDNSTestSupport
+@testable import HTTPDNSTestSupport
 import NIOCore
 import NIOHTTP1
 import Testing

@@ -1,9 +1,10 @@
 // The DoH server's query-string and base64url decoding, on the bytes (Foundation's string search is
 // kept off this path); what they accept and refuse.
 
-import HTTPDNSCore
+@testable import HTTPDNSCore
+@testable import HTTPDNSLookup
 @testable import HTTPDNSServer
-import HTTPDNSTestSupport
+@testable import HTTPDNSTestSupport
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore

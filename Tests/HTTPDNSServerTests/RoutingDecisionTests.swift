@@ -1,7 +1,8 @@
 // The server's routing as a decision: which names a request needs before it can be answered,
 // all of them in one pass, and the answer once they are at hand. No sockets, no upstream.
 
-import HTTPDNSCore
+@testable import HTTPDNSCore
+@testable import HTTPDNSLookup
 @testable import HTTPDNSServer
 import Logging
 import NIOConcurrencyHelpers

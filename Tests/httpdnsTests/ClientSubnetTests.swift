@@ -6,8 +6,8 @@
 
 import Foundation
 @testable import HTTPDNSCore
-import HTTPDNSEngine
-import HTTPDNSLookup
+@testable import HTTPDNSEngine
+@testable import HTTPDNSLookup
 @testable import HTTPDNSTestSupport
 @testable import HTTPDNSTestTools
 import NIOPosix

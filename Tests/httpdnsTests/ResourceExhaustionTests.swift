@@ -4,8 +4,9 @@
 // served while the attack goes on. The figures before the fixes are in the CHANGELOG.
 
 import Foundation
-import HTTPDNSCore
-import HTTPDNSEngine
+@testable import HTTPDNSCore
+@testable import HTTPDNSEngine
+@testable import HTTPDNSLookup
 @testable import HTTPDNSTestSupport
 @testable import HTTPDNSTestTools
 import NIOConcurrencyHelpers

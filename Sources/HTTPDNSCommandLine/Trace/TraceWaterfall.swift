@@ -19,9 +19,9 @@
 import Foundation
 
 /// One HTTP exchange on the waterfall.
-package struct TraceTiming: Sendable, Equatable {
+struct TraceTiming: Sendable, Equatable {
     /// The URL asked for (the redirect's target for a hop).
-    package var url: String
+    var url: String
     /// When the request started, in milliseconds since the trace's first request started.
     var startMs: Double
     /// Waiting before the connection was ready that no other phase accounts for (the pool's queue).
@@ -37,7 +37,7 @@ package struct TraceTiming: Sendable, Equatable {
     /// From the request's start to the response head; nil when no head came.
     var ttfbMs: Double?
     /// From the request's start to the last body byte, or to the failure.
-    package var totalMs: Double?
+    var totalMs: Double?
     var ip: String?
     /// "http/1.1" or "h2".
     var protocolName: String?
@@ -48,9 +48,9 @@ package struct TraceTiming: Sendable, Equatable {
     /// 0 for the URL asked for, n for the n-th redirect followed from it.
     var redirectHop: Int
     /// Why the request failed, when it did.
-    package var error: String?
+    var error: String?
 
-    package init(
+    init(
         url: String,
         startMs: Double,
         stalledMs: Double? = nil,
@@ -115,7 +115,7 @@ package struct TraceTiming: Sendable, Equatable {
     }
 
     /// "failed: WHY", or the response's status: what the row's request came to.
-    package var outcome: String { error.map { "failed: " + $0 } ?? status.map(String.init) ?? "" }
+    var outcome: String { error.map { "failed: " + $0 } ?? status.map(String.init) ?? "" }
 
     /// Where the bar ends, in ms since the trace's start.
     var endMs: Double {
@@ -160,18 +160,18 @@ enum TracePhase: String, Sendable, CaseIterable {
 }
 
 /// One column of the chart: a title and its rows.
-package struct TracePanel: Sendable, Equatable {
-    package var title: String
-    package var rows: [TraceTiming]
+struct TracePanel: Sendable, Equatable {
+    var title: String
+    var rows: [TraceTiming]
 
-    package init(title: String, rows: [TraceTiming]) {
+    init(title: String, rows: [TraceTiming]) {
         self.title = title
         self.rows = rows
     }
 }
 
 /// For `--compare-local`: what LocalDNS and HTTPDNS answered for one host.
-package struct TraceComparison: Sendable, Equatable {
+struct TraceComparison: Sendable, Equatable {
     var host: String
     /// LocalDNS's addresses, or why it gave none.
     var localDNS: Result<[String], TraceError>
@@ -183,7 +183,7 @@ package struct TraceComparison: Sendable, Equatable {
     /// True for the verdicts that mean LocalDNS cannot be trusted (shown in red).
     var alarming: Bool
 
-    package init(
+    init(
         host: String,
         localDNS: Result<[String], TraceError>,
         httpdns: Result<[String], TraceError>,
@@ -201,16 +201,16 @@ package struct TraceComparison: Sendable, Equatable {
 }
 
 /// An error as text, for a comparison that could not get an answer.
-package struct TraceError: Error, Sendable, Equatable {
+struct TraceError: Error, Sendable, Equatable {
     var message: String
-    package init(_ message: String) { self.message = message }
+    init(_ message: String) { self.message = message }
 }
 
 /// The waterfall as SVG, and the page around it.
-package struct TraceWaterfall: Sendable {
+struct TraceWaterfall: Sendable {
     var panels: [TracePanel]
 
-    package init(panels: [TracePanel]) { self.panels = panels }
+    init(panels: [TracePanel]) { self.panels = panels }
 
     // Layout, in px. Panels are stacked, one under the other, so the page fits a 1280 px window
     // whatever the number of panels (two side by side needed 1660 px).
@@ -241,8 +241,8 @@ package struct TraceWaterfall: Sendable {
         }
         return tops
     }
-    package var width: Double { Self.margin * 2 + panelWidth }
-    package var height: Double {
+    var width: Double { Self.margin * 2 + panelWidth }
+    var height: Double {
         Self.legendHeight + panels.map { panelHeight($0) + Self.panelGap }.reduce(0, +) - Self.panelGap + Self.margin
     }
 
@@ -261,7 +261,7 @@ package struct TraceWaterfall: Sendable {
     }
 
     /// The chart as a standalone SVG document.
-    package func svg() -> String {
+    func svg() -> String {
         "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n" + svgElement()
     }
 
@@ -370,7 +370,7 @@ package struct TraceWaterfall: Sendable {
 
     /// The page: title, what LocalDNS and HTTPDNS answered (when compared), the chart, and a table of
     /// every figure. Self-contained: no scripts, no links, nothing fetched.
-    package func html(title: String, subtitle: String, comparisons: [TraceComparison]) -> String {
+    func html(title: String, subtitle: String, comparisons: [TraceComparison]) -> String {
         var out = """
             <!DOCTYPE html>
             <html lang="en">

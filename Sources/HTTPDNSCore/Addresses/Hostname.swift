@@ -44,3 +44,21 @@ package func validatedHostname(_ name: some StringProtocol) throws -> String {
     }
     return n
 }
+
+/// Why a provider's answer could not be used. The text says what was wrong with it.
+package struct AnswerFormatError: Error, Hashable, Sendable, CustomStringConvertible {
+    var reason: String
+    package init(_ reason: String) { self.reason = reason }
+    package var description: String { reason }
+}
+
+extension StringProtocol {
+    /// The text without `set`'s characters at either end.
+    package func trimmed(of set: String) -> String {
+        let chars = Set(set)
+        var s = Substring(self)
+        while let f = s.first, chars.contains(f) { s.removeFirst() }
+        while let l = s.last, chars.contains(l) { s.removeLast() }
+        return String(s)
+    }
+}

@@ -46,8 +46,11 @@ public enum IPAddress: Hashable, Sendable, CustomStringConvertible, Codable {
         return nil
     }
 
-    /// Builds an address from 4 (IPv4) or 16 (IPv6) raw bytes; nil for any other length.
-    package init?(bytes: some Collection<UInt8>) {
+    /// Builds an address from its raw bytes in network order (a `sockaddr`'s, a DNS record's).
+    ///
+    /// - Parameter bytes: 4 bytes (IPv4) or 16 (IPv6).
+    /// - Returns: nil for any other length.
+    public init?(bytes: some Collection<UInt8>) {
         let b = Array(bytes)
         switch b.count {
         case 4: self = .v4(b[0], b[1], b[2], b[3])
@@ -56,8 +59,8 @@ public enum IPAddress: Hashable, Sendable, CustomStringConvertible, Codable {
         }
     }
 
-    /// The address bytes in network order (4 or 16 of them).
-    package var bytes: [UInt8] {
+    /// The address bytes in network order: 4 for IPv4, 16 for IPv6 (to fill a `sockaddr`).
+    public var bytes: [UInt8] {
         switch self {
         case .v4(let a, let b, let c, let d): return [a, b, c, d]
         case .v6(let b): return b

@@ -23,12 +23,14 @@ public struct CacheConfiguration: Hashable, Sendable {
     public var ttlOverrides: [String: UInt32] = [:] {
         didSet { overrides = TTLOverrides(ttlOverrides) }
     }
-    /// How long a negative answer is kept when the provider gave no TTL (seconds).
-    package var negativeTTL: UInt32 = 30
-    /// The fraction of the TTL after which a lookup triggers a background refresh.
-    package var prefetchFraction: Double = 0.75
-    /// Entries kept at most.
-    package var capacity: Int = 4096
+    /// How long a negative answer (no such name, no address of that family) is kept when the provider
+    /// gave no TTL, in seconds; 0 keeps none. 30 by default.
+    public var negativeTTL: UInt32 = 30
+    /// How far into an answer's TTL a lookup that finds it also refreshes it in the background, so a
+    /// name in use never expires: more than 0, at most 1 (1: only once it has expired). 0.75 by default.
+    public var prefetchFraction: Double = 0.75
+    /// Names kept at most (the least recently used goes first); 1 or more. 4096 by default.
+    public var capacity: Int = 4096
     /// `ttlOverrides`, parsed for lookups.
     private(set) var overrides = TTLOverrides([:])
 
@@ -39,9 +41,15 @@ public struct CacheConfiguration: Hashable, Sendable {
     public init() {}
 
     /// Why these settings cannot be used, or nil: a TTL floor above the ceiling, a serve-expired window
-    /// outside 0 … 7 days, a TTL override whose pattern is not a host pattern or whose TTL is zero.
+    /// outside 0 … 7 days, a prefetch fraction outside (0, 1], a capacity below 1, a TTL override whose
+    /// pattern is not a host pattern or whose TTL is zero.
     package var problem: String? {
         if minTTL > maxTTL { return "minTTL \(minTTL) is above maxTTL \(maxTTL)" }
+        if !(prefetchFraction > 0 && prefetchFraction <= 1) {
+            return
+                "prefetchFraction \(prefetchFraction) is outside (0, 1]: give 0.75 to refresh names in use before they expire"
+        }
+        if capacity < 1 { return "capacity \(capacity) keeps no name: give 1 or more (4096 by default)" }
         if serveExpired < .zero || serveExpired > Self.maxServeExpired {
             return "serveExpired \(serveExpired) is outside 0 to 7 days"
         }

@@ -78,7 +78,7 @@ package struct HTTPURLParts: Hashable, Sendable {
 
 /// Why a URL could not be parsed. `reason` says what is wrong, quoting the URL.
 package struct URLParseError: Error, Hashable, Sendable, CustomStringConvertible {
-    enum Problem: Hashable, Sendable {
+    package enum Problem: Hashable, Sendable {
         case controlCharacter(UInt8, offset: Int)
         case notAURL
         case unsupportedScheme
@@ -93,7 +93,7 @@ package struct URLParseError: Error, Hashable, Sendable, CustomStringConvertible
 
     /// The URL as given.
     var text: String
-    var problem: Problem
+    package var problem: Problem
 
     init(text: String, problem: Problem) {
         self.text = text

@@ -41,8 +41,8 @@ package struct RouteProbe: Hashable, Sendable {
 
 /// The address families with a route to the Internet.
 struct NetworkStack: Hashable, Sendable, CustomStringConvertible {
-    package var ipv4: Bool
-    package var ipv6: Bool
+    var ipv4: Bool
+    var ipv6: Bool
 
     init(ipv4: Bool, ipv6: Bool) {
         self.ipv4 = ipv4
@@ -50,7 +50,7 @@ struct NetworkStack: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// `IPv4 and IPv6`, `IPv6 only`, `IPv4 only`, or `no Internet route` (loopback-only namespaces).
-    package var description: String {
+    var description: String {
         switch (ipv4, ipv6) {
         case (true, true): return "IPv4 and IPv6"
         case (false, true): return "IPv6 only"
@@ -234,7 +234,7 @@ extension AddressQuery {
 /// prefixes, which are looked for only where IPv4 has no route, remembered per network, and never
 /// assumed.
 struct NetworkPathMachine: Sendable {
-    package private(set) var state: NetworkPathState
+    private(set) var state: NetworkPathState
     let nat64Mode: NAT64Mode
     /// The app named the network (`networkChanged(to:)`): probes no longer change the identifier.
     var appNamed: Bool

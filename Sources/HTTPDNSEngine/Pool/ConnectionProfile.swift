@@ -1,11 +1,12 @@
 // Which connection may serve a request, and how one is opened for it: one value, derived once where a
-// request enters the engine (`ConnectionProfile(of:given:configuration:)`), by which the pool keys its
+// request enters the engine (`ConnectionProfile(of:terms:given:configuration:)`), by which the pool keys its
 // hosts and from which the connection factory alone computes a connection's settings. Requests with equal
 // profiles share connections (AsyncHTTPClient derives its `ConnectionPool.Key` the same way, once).
 //
 // What a session says about its requests' connections (a URLSession delegate's say on certificates, its
-// proxy credentials, network rules, service class and TLS versions, connection limit) comes with the
-// request as `ConnectionProfile.Terms`, made by URLSession's one factory (`Terms.forLoad`), and is kept in
+// proxy credentials, network rules, service class and TLS versions, connection limit) comes beside the
+// request (`HTTPEngine.execute(_:terms:)`) as `ConnectionProfile.Terms`, made by URLSession's one factory
+// (`Terms.forLoad`), never as a field of the request, and is kept in
 // the profile as it is, after the engine's configuration has narrowed it (`Terms.narrowed`). A new session
 // option is a field of the terms (compared and hashed with them) and a line in that factory; what acts on
 // it (the pool for a limit, a transport for a socket or TLS option) reads it from the profile.
@@ -86,15 +87,21 @@ package struct ConnectionProfile: Sendable {
         self.given = given
     }
 
-    /// The profile of `request` (to `given` addresses, if it names them) under the engine's
-    /// `configuration`, derived once per attempt: requests with equal profiles share connections.
-    init(of request: HTTPEngineRequest, given: ResolvedAddresses?, configuration: HTTPEngine.Configuration) {
+    /// The profile of `request` under its session's `terms` (to `given` addresses, if it names them)
+    /// and the engine's `configuration`, derived once per attempt: requests with equal profiles share
+    /// connections.
+    init(
+        of request: HTTPEngineRequest,
+        terms: Terms,
+        given: ResolvedAddresses?,
+        configuration: HTTPEngine.Configuration
+    ) {
         let url = request.url
         self.init(
             origin: url,
             versions: request.versions ?? configuration.http.versions,
             h2c: !url.isTLS && configuration.http.http2PriorKnowledge,
-            terms: request.terms.narrowed(for: url, by: configuration),
+            terms: terms.narrowed(for: url, by: configuration),
             given: given
         )
     }

@@ -49,10 +49,10 @@ public final class HTTPDNSProxy: Sendable {
         /// Connections at most. When full, the connection idle longest (a head still arriving, a
         /// keep-alive wait) is closed for a new one; only when every connection has a request in
         /// progress or a tunnel open is the new one closed at once.
-        package var maxConnections = 1024
+        public var maxConnections = 1024
         /// Connections at most from one client address (nil: no cap; the proxy's clients are usually
-        /// all on loopback).
-        package var maxConnectionsPerClient: Int? = nil
+        /// all on loopback); 1 or more.
+        public var maxConnectionsPerClient: Int? = nil
         /// A request head larger than this gets 431.
         var maxHeaderBytes = 16 * 1024
         /// A client must send its request head within this time (408 otherwise): the first from the
@@ -125,6 +125,13 @@ public final class HTTPDNSProxy: Sendable {
             throw HTTPDNSConfigurationError(
                 .invalidProxyConfiguration,
                 "listen address \"\(configuration.host)\" is not an IP address"
+            )
+        }
+        guard configuration.maxConnections >= 1, (configuration.maxConnectionsPerClient ?? 1) >= 1 else {
+            throw HTTPDNSConfigurationError(
+                .invalidProxyConfiguration,
+                "maxConnections \(configuration.maxConnections) and maxConnectionsPerClient "
+                    + "\(configuration.maxConnectionsPerClient.map(String.init) ?? "nil") must be 1 or more"
             )
         }
         let loopback = bindIP.isIPv6 ? bindIP == IPAddress("::1")! : bindIP.bytes[0] == 127

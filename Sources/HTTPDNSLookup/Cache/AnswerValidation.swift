@@ -12,9 +12,9 @@ struct AnswerValidator: Sendable {
     init(policy: HostPolicy) { self.policy = policy }
 
     struct Outcome: Hashable, Sendable {
-        package var answer: FamilyAnswer
+        var answer: FamilyAnswer
         /// Addresses removed, with why.
-        package var rejected: [(IPAddress, String)] {
+        var rejected: [(IPAddress, String)] {
             get { rejectedPairs.map { ($0.address, $0.reason) } }
         }
         struct Rejected: Hashable, Sendable {

@@ -23,7 +23,7 @@ extension CacheSnapshot {
 
     /// A loaded cache file: the entries kept and how many were dropped as invalid, duplicate or over
     /// capacity.
-    package struct LoadResult: Hashable, Sendable {
+    struct LoadResult: Hashable, Sendable {
         var snapshot: CacheSnapshot
         var dropped: Int
     }
@@ -40,7 +40,7 @@ extension CacheSnapshot {
     /// or there are more than `maxRecordsPerName`; at most `DNSCache.recordsCapacity` names are kept.
     /// HSTS entries whose host is not a normalized valid hostname are dropped; at most
     /// `StrictTransportSecurity.limit` are kept, those that expire last.
-    package static func load(from bytes: [UInt8], capacity: Int = defaultLoadCapacity) throws(CacheFileError)
+    static func load(from bytes: [UInt8], capacity: Int = defaultLoadCapacity) throws(CacheFileError)
         -> LoadResult
     {
         guard bytes.count <= maxFileBytes else { throw CacheFileError(.tooLarge(bytes: bytes.count)) }
@@ -176,7 +176,7 @@ extension CacheSnapshot {
 }
 
 /// Why a cache file was refused whole. The resolver then starts with an empty cache.
-package struct CacheFileError: Error, Hashable, Sendable, CustomStringConvertible {
+struct CacheFileError: Error, Hashable, Sendable, CustomStringConvertible {
     package enum Code: Hashable, Sendable {
         case tooLarge(bytes: Int)
         case notACacheFile
@@ -186,7 +186,7 @@ package struct CacheFileError: Error, Hashable, Sendable, CustomStringConvertibl
     var code: Code
     init(_ code: Code) { self.code = code }
 
-    package var description: String {
+    var description: String {
         switch code {
         case .tooLarge(let bytes):
             return "cache file of \(bytes) bytes is larger than the \(CacheSnapshot.maxFileBytes)-byte limit"

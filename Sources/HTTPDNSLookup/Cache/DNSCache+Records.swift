@@ -12,9 +12,9 @@ import Foundation
 import HTTPDNSCore
 
 /// The key of a name's HTTPS records: per network, per name (normal form).
-package struct RecordsKey: Hashable, Sendable, Codable {
-    package var network: String
-    package var name: String
+struct RecordsKey: Hashable, Sendable, Codable {
+    var network: String
+    var name: String
 
     init(network: String, name: String) {
         self.network = network
@@ -24,7 +24,7 @@ package struct RecordsKey: Hashable, Sendable, Codable {
 
 /// A name's cached HTTPS records.
 package struct RecordsEntry: Hashable, Sendable {
-    package var answer: ServiceBindingAnswer
+    var answer: ServiceBindingAnswer
     /// Which provider gave them.
     var source: String
     var storedAt: Timestamp
@@ -131,7 +131,7 @@ extension DNSCache {
 extension CacheSnapshot {
     /// One name's HTTPS records in the cache file.
     struct RecordsItem: Hashable, Sendable, Codable {
-        package var key: RecordsKey
+        var key: RecordsKey
         /// Each record's RDATA, base64: read back through the wire parser.
         var rdata: [String]
         /// The answer's TTL as the provider gave it (nil: none).
@@ -159,7 +159,7 @@ extension CacheSnapshot {
         }
 
         /// The records, each read as off the wire; nil when one does not read or there are too many.
-        package var answer: ServiceBindingAnswer? {
+        var answer: ServiceBindingAnswer? {
             guard rdata.count <= CacheSnapshot.maxRecordsPerName else { return nil }
             var bindings: [ServiceBinding] = []
             for text in rdata {

@@ -17,8 +17,8 @@ import HTTPDNSCore
 
 /// Cache key: answers are per network, per name, per family.
 package struct CacheKey: Hashable, Sendable, Codable {
-    package var network: String
-    package var name: String
+    var network: String
+    var name: String
     var family: AddressFamily
 
     package init(network: String, name: String, family: AddressFamily) {
@@ -37,7 +37,7 @@ package struct CacheKey: Hashable, Sendable, Codable {
 
 /// A cached answer.
 package struct CacheEntry: Hashable, Sendable, Codable {
-    package var addresses: [IPAddress]
+    var addresses: [IPAddress]
     /// The TTL applied, after clamping (seconds).
     var ttl: UInt32
     var storedAt: Timestamp
@@ -79,9 +79,9 @@ package struct DNSCache: Sendable {
         self.configuration = configuration
     }
 
-    package var count: Int { entries.count }
+    var count: Int { entries.count }
 
-    package mutating func lookup(_ key: CacheKey, now: Timestamp) -> CacheLookup {
+    mutating func lookup(_ key: CacheKey, now: Timestamp) -> CacheLookup {
         // One hash per lookup: the entry is updated in place through its index.
         guard let index = entries.index(forKey: key) else { return .miss }
         entries.values[index].lastUsed = now
@@ -124,7 +124,7 @@ package struct DNSCache: Sendable {
     }
 
     /// The addresses stored for `key`, expired or not, without counting a use.
-    package func addresses(of key: CacheKey) -> [IPAddress]? { entries[key]?.addresses }
+    func addresses(of key: CacheKey) -> [IPAddress]? { entries[key]?.addresses }
 
     /// Stores an answer (empty addresses: a negative answer). Clears the refresh mark.
     @discardableResult
@@ -240,7 +240,7 @@ package struct DNSCache: Sendable {
 /// The persisted form of the cache (JSON). `version` lets a future format ignore an older file.
 package struct CacheSnapshot: Hashable, Sendable, Codable {
     struct Item: Hashable, Sendable, Codable {
-        package var key: CacheKey
+        var key: CacheKey
         var entry: CacheEntry
     }
 

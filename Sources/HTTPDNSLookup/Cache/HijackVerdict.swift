@@ -30,7 +30,7 @@ public enum HijackVerdict: String, Sendable, Hashable, CustomStringConvertible {
     public var description: String { rawValue }
 
     /// What one resolver said about a name, as the verdict reads it.
-    package enum Answer: Hashable, Sendable {
+    enum Answer: Hashable, Sendable {
         /// These addresses (an empty list counts as `none`).
         case addresses([IPAddress])
         /// The resolver says the name has no address (NXDOMAIN, or no record of the families asked).
@@ -40,7 +40,7 @@ public enum HijackVerdict: String, Sendable, Hashable, CustomStringConvertible {
     }
 
     /// The verdict on `localDNS` given what `httpdns` answered.
-    package static func judge(httpdns: Answer, localDNS: Answer) -> HijackVerdict {
+    static func judge(httpdns: Answer, localDNS: Answer) -> HijackVerdict {
         switch (httpdns.normalized, localDNS.normalized) {
         case (.failed, _):
             return .unverified
@@ -58,8 +58,9 @@ public enum HijackVerdict: String, Sendable, Hashable, CustomStringConvertible {
         }
     }
 
-    /// One line saying why, for tables: `blocked: LocalDNS gave no address`.
-    package var explanation: String {
+    /// One line saying why, for a person (a diagnostics screen, a log): `blocked: LocalDNS gave no
+    /// address, HTTPDNS did`.
+    public var explanation: String {
         switch self {
         case .consistent: return "consistent"
         case .hijacked: return "hijacked: LocalDNS answered other or private addresses"

@@ -35,7 +35,7 @@ struct ProviderHealth: Sendable {
         records[index] = nil
     }
 
-    package mutating func failed(_ index: Int, now: Timestamp) {
+    mutating func failed(_ index: Int, now: Timestamp) {
         var r = records[index] ?? Record()
         r.consecutiveFailures += 1
         let factor = Int64(1) << Int64(min(r.consecutiveFailures - 1, 16))

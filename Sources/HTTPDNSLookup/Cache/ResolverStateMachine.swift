@@ -29,7 +29,7 @@ struct ResolverStateMachine: Sendable {
     /// Names one upstream query (a lookup's or a background refresh's).
     package struct QueryID: Hashable, Sendable, CustomStringConvertible {
         var value: Int
-        package var description: String { "query \(value)" }
+        var description: String { "query \(value)" }
     }
 
     /// Names one scheduled write of the cache.
@@ -47,7 +47,7 @@ struct ResolverStateMachine: Sendable {
     }
 
     /// What to do for a lookup that may go upstream.
-    package enum LookupAction: Hashable, Sendable {
+    enum LookupAction: Hashable, Sendable {
         /// Answer with this hit; when `refresh` is set, start that background query for the key.
         case serve(CacheLookup, refresh: QueryID?)
         /// Wait for the query already running for the key.
@@ -57,7 +57,7 @@ struct ResolverStateMachine: Sendable {
     }
 
     /// What to do about writing the cache out.
-    package enum PersistAction: Hashable, Sendable {
+    enum PersistAction: Hashable, Sendable {
         case none
         /// Start a timer for `at`; report it with `persistTimerFired(timer, now:)`.
         case schedulePersist(at: Timestamp, timer: PersistTimerID)
@@ -104,7 +104,7 @@ struct ResolverStateMachine: Sendable {
     }
 
     /// A lookup: the cache, else the query running for the key, else a new one.
-    package mutating func lookup(_ key: CacheKey, now: Timestamp) -> LookupAction {
+    mutating func lookup(_ key: CacheKey, now: Timestamp) -> LookupAction {
         if case .serve(let found, let refresh) = cacheLookup(key, now: now) {
             return .serve(found, refresh: refresh)
         }
@@ -201,7 +201,7 @@ struct ResolverStateMachine: Sendable {
 
     /// Query `id` for `key` failed. Releases the key (the next miss starts a new query) and lets the
     /// next stale hit start another refresh.
-    package mutating func failed(_ key: CacheKey, by id: QueryID) {
+    mutating func failed(_ key: CacheKey, by id: QueryID) {
         guard queries[key]?.id == id else { return }
         queries[key] = nil
         cache.refreshFailed(key)
@@ -227,7 +227,7 @@ struct ResolverStateMachine: Sendable {
     }
 
     /// The resolver is shutting down: write the cache, pending or not.
-    package mutating func shutdown(now: Timestamp) -> PersistAction {
+    mutating func shutdown(now: Timestamp) -> PersistAction {
         persists ? persistNow(now) : .none
     }
 

@@ -11,7 +11,7 @@ import HTTPDNSCore
 struct StrictTransportSecurity: Hashable, Sendable {
     /// One host's policy.
     struct Entry: Hashable, Sendable, Codable {
-        package var host: String
+        var host: String
         var expires: Timestamp
         var includesSubdomains: Bool
     }
@@ -30,7 +30,7 @@ struct StrictTransportSecurity: Hashable, Sendable {
     /// max-age sets or renews the entry, max-age=0 removes it. IP literals and malformed values are
     /// ignored (§8.1.1, §6.1). Returns whether the store changed.
     @discardableResult
-    package mutating func record(_ value: String, from host: String, now: Timestamp) -> Bool {
+    mutating func record(_ value: String, from host: String, now: Timestamp) -> Bool {
         let name = normalizeHostname(host)
         guard IPAddress(name) == nil, let (maxAge, subdomains) = Self.parse(value) else { return false }
         if maxAge == 0 { return entries.removeValue(forKey: name) != nil }

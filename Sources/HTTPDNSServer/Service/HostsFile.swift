@@ -1,4 +1,5 @@
 import HTTPDNSCore
+import HTTPDNSLookup
 
 /// hosts(5) format: `IP name [alias...]` per line, `#` starts a comment. Lines that are not of that form
 /// are reported by number rather than guessed at.
@@ -10,7 +11,7 @@ enum HostsFile {
             self.line = line
             self.reason = reason
         }
-        package var description: String { "line \(line): \(reason)" }
+        var description: String { "line \(line): \(reason)" }
     }
 
     /// Files larger than this are refused: a hosts file is read whole and re-read on every change.

@@ -327,22 +327,24 @@ extension HTTPDNSURLProtocol {
         #endif
     }
 
-    /// `request` as `send` says it goes: asking the delegate about the origin's certificate where the
-    /// machine or the session's policy wants it, with the delegate's proxy credentials after a 407, within
-    /// the resource timeout's time left. What a failure leads to is the machine's (`sendFailure`).
+    /// `request` as `send` says it goes, within the resource timeout's time left, and the terms its
+    /// connection is chosen by: the session's (its one factory, `Terms.forLoad`), asking the delegate
+    /// about the origin's certificate where the machine or the session's policy wants it, with the
+    /// delegate's proxy credentials after a 407. What a failure leads to is the machine's (`sendFailure`).
     static func prepared(
         _ original: HTTPEngineRequest,
         as send: URLLoad.Send,
         setup: Setup,
         context: LoadContext,
         gate: ClientGate
-    ) throws -> HTTPEngineRequest {
+    ) throws -> (request: HTTPEngineRequest, terms: ConnectionProfile.Terms) {
         var request = original
+        var terms = ConnectionProfile.Terms.forLoad(session: context.host.configuration, request: send.request)
         if request.url.isTLS, context.host.mayHaveDelegate,
             send.asksAboutTrust || setup.serverTrustChallenges == .always
                 || context.delivery.certificateNeededDelegate(request.url.host)
         {
-            request.terms.serverTrust = serverTrust(
+            terms.serverTrust = serverTrust(
                 always: setup.serverTrustChallenges == .always,
                 partition: context.host.trustPartition(),
                 setup: setup,
@@ -350,9 +352,9 @@ extension HTTPDNSURLProtocol {
                 gate: gate
             )
         }
-        if let credentials = send.proxyCredentials { request.terms.proxyCredentials = credentials }
+        if let credentials = send.proxyCredentials { terms.proxyCredentials = credentials }
         if let left = try context.resourceTimeLeft() { request.timeout = left }
-        return request
+        return (request, terms)
     }
 
     /// What a failed send of `request` means to the load's rules. `asked`: the send asked the delegate

@@ -70,7 +70,6 @@ extension HTTPDNSURLProtocol {
         engineRequest.decompress = true
         // The route decided the scheme itself (`target(of:setup:)`), as the system it stands in for does.
         engineRequest.upgradesKnownHTTPSOrigins = false
-        engineRequest.terms = ConnectionProfile.Terms.forLoad(session: context.host.configuration, request: request)
         if let body = engineRequest.body {
             engineRequest.onBodySent = context.delivery.uploadProgress(expected: body.length)
         }

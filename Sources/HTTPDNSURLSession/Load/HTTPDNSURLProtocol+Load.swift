@@ -67,16 +67,22 @@ extension HTTPDNSURLProtocol {
                     }
                     if let change = send.body { body = changed(body, by: change, to: send.request) }
                     let (made, url) = try makeEngineRequest(send.request, body: body, setup: setup, context: context)
-                    let engineRequest = try prepared(made, as: send, setup: setup, context: context, gate: gate)
+                    let (engineRequest, terms) = try prepared(
+                        made,
+                        as: send,
+                        setup: setup,
+                        context: context,
+                        gate: gate
+                    )
                     let response: HTTPEngineResponse
                     do {
-                        response = try await setup.engine.execute(engineRequest)
+                        response = try await setup.engine.execute(engineRequest, terms: terms)
                     } catch {
                         failedSend = (error, engineRequest.url)
                         let failure = sendFailure(
                             error,
                             of: engineRequest,
-                            asked: engineRequest.terms.serverTrust != nil
+                            asked: terms.serverTrust != nil
                         )
                         if case .certificateRefused(let host, asked: false) = failure, context.host.mayHaveDelegate {
                             context.delivery.rememberCertificateNeedsDelegate(host)

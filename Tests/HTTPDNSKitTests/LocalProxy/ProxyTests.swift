@@ -176,6 +176,12 @@ import Testing
         await #expect(throws: HTTPDNSConfigurationError(.invalidProxyConfiguration, "")) {
             _ = try await startProxy(resolver, engine: try HTTPEngine()) { $0.host = "0.0.0.0" }
         }
+        await #expect(throws: HTTPDNSConfigurationError(.invalidProxyConfiguration, "")) {
+            _ = try await startProxy(resolver, engine: try HTTPEngine()) { $0.maxConnections = 0 }
+        }
+        await #expect(throws: HTTPDNSConfigurationError(.invalidProxyConfiguration, "")) {
+            _ = try await startProxy(resolver, engine: try HTTPEngine()) { $0.maxConnectionsPerClient = 0 }
+        }
         let (proxy, echo) = try await plainProxy { $0.credentials = ("u", "p") }
         defer {
             Task {

@@ -15,6 +15,8 @@
 //   An answer that padding would take past the largest message goes unpadded (RFC 8467 allows any
 //   answer to go unpadded; a message too large could not be sent at all).
 
+import HTTPDNSCore
+
 /// What a query's OPT records said (RFC 6891 §6.1): how many there were, and the first one's version and
 /// whether it holds a Padding option (RFC 7830). Parsed with the query (`DNSMessage.edns`).
 struct QueryEDNS: Hashable, Sendable {

@@ -3,6 +3,7 @@
 // use) says `<redacted>`, and nothing in the library formats its bytes except to use them.
 
 import Foundation
+import HTTPDNSCore
 
 /// A key, token or signing secret for an HTTPDNS service. Its bytes are never shown: printed,
 /// interpolated or dumped it reads `ResolverSecret(value: "<redacted>")`.
@@ -51,14 +52,14 @@ public enum DNSPodAuth: Hashable, Sendable {
     /// Account id and token, sent over HTTPS only.
     case token(id: String, token: ResolverSecret)
 
-    package var id: String {
+    var id: String {
         switch self {
         case .aes(let id, _), .des(let id, _), .token(let id, _): return id
         }
     }
 
     /// The token of the token form, nil for the others.
-    package var token: ResolverSecret? {
+    var token: ResolverSecret? {
         if case .token(_, let token) = self { return token }
         return nil
     }
@@ -147,7 +148,7 @@ extension ResolverSpec {
 // MARK: hex
 
 /// Lower-case hex, as the vendors' SDKs write it.
-package func hexEncoded(_ bytes: some Sequence<UInt8>) -> String {
+func hexEncoded(_ bytes: some Sequence<UInt8>) -> String {
     let digits = Array("0123456789abcdef".utf8)
     var out: [UInt8] = []
     for b in bytes {
@@ -158,7 +159,7 @@ package func hexEncoded(_ bytes: some Sequence<UInt8>) -> String {
 }
 
 /// Bytes of a hex string (either case); nil when the length is odd or a character is not a hex digit.
-package func hexDecoded(_ text: some StringProtocol) -> [UInt8]? {
+func hexDecoded(_ text: some StringProtocol) -> [UInt8]? {
     let utf8 = Array(text.utf8)
     guard utf8.count % 2 == 0 else { return nil }
     func nibble(_ c: UInt8) -> UInt8? {

@@ -1,14 +1,16 @@
 import Foundation
+import HTTPDNSCore
 
 /// An HTTP(S) endpoint of a resolver service, e.g. `https://127.0.0.1:8473/dns-query`.
 ///
 /// `host` is what TLS verifies and what goes into Host / `:authority`; where the socket connects is
 /// decided separately (an IP literal host, or a bootstrap IP for a name).
 public struct ResolverEndpoint: Hashable, Sendable, CustomStringConvertible {
-    package var scheme: String
-    package var host: String
-    package var port: Int
-    package var path: String
+    var scheme: String
+    /// The service's hostname or IP literal: what TLS verifies and what goes into Host.
+    public internal(set) var host: String
+    var port: Int
+    var path: String
     /// The query string already on the URL (without `?`), kept in front of the parameters we add.
     var query: String?
 
@@ -49,7 +51,7 @@ public struct ResolverEndpoint: Hashable, Sendable, CustomStringConvertible {
 
     /// The request target (path and query) with `parameters` appended, percent-encoded; `path`
     /// replaces the endpoint's path and query (a signed form's own path, its parameters all given).
-    package func target(adding parameters: [(String, String)], path: String? = nil) -> String {
+    func target(adding parameters: [(String, String)], path: String? = nil) -> String {
         var parts: [String] = path == nil ? query.map { [$0] } ?? [] : []
         for (k, v) in parameters { parts.append("\(Self.encode(k))=\(Self.encode(v))") }
         let path = path ?? self.path
@@ -57,7 +59,7 @@ public struct ResolverEndpoint: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// The value of `name` in the URL's own query string, if there.
-    package func queryValue(_ name: String) -> String? {
+    func queryValue(_ name: String) -> String? {
         for pair in (query ?? "").split(separator: "&") {
             let kv = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
             if kv[0] == name { return kv.count > 1 ? String(kv[1]).removingPercentEncoding : "" }

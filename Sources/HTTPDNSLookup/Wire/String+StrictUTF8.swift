@@ -3,6 +3,8 @@
 // everywhere but repairs bad sequences with U+FFFD instead of refusing them. A repaired string's UTF-8
 // differs from the input, so comparing the two refuses exactly what `validating` would.
 
+import HTTPDNSCore
+
 extension String {
     /// `bytes` as text, or nil when they are not well-formed UTF-8 (a wrong key, a tampered or binary
     /// answer). Nothing is repaired: no U+FFFD is ever made up.

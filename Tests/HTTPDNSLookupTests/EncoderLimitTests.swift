@@ -4,7 +4,8 @@
 // parsed, naming the limit, and every encoder refuses rather than traps or truncates.
 
 import Foundation
-@testable import HTTPDNSCore
+import HTTPDNSCore
+@testable import HTTPDNSLookup
 import Testing
 
 @Suite struct EncoderLimitTests {

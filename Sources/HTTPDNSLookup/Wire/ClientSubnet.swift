@@ -3,6 +3,7 @@
 // vendors' `ip=` parameter (DNSPod, Alibaba). Only ever sent when configured: it says where the user is.
 
 import Foundation
+import HTTPDNSCore
 
 /// A client subnet (RFC 7871): an address and how many of its leading bits are sent.
 public struct ClientSubnet: Sendable, Hashable, CustomStringConvertible {

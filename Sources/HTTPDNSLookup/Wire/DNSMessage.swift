@@ -3,6 +3,8 @@
 // compression pointers that loop or point forward, over-long labels and names, and record data that runs
 // past the end all become a `DNSWireError`, never a crash or an endless loop.
 
+import HTTPDNSCore
+
 /// A DNS record type (QTYPE/TYPE). Open set: unknown values are kept as they are.
 package struct DNSRecordType: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
     package var rawValue: UInt16
@@ -88,7 +90,7 @@ package struct DNSMessage: Hashable, Sendable {
     package var isResponse: Bool
     /// The header's OPCODE (RFC 1035 §4.1.1): 0 is a standard query (QUERY), 5 an UPDATE (RFC 2136).
     var opcode: UInt8
-    package var truncated: Bool
+    var truncated: Bool
     var recursionDesired: Bool
     package var rcode: DNSResponseCode
     package var questionName: String
@@ -99,7 +101,7 @@ package struct DNSMessage: Hashable, Sendable {
     /// A query's OPT records (RFC 6891); nil when it has none. A response's are not read.
     var edns: QueryEDNS?
     /// The SOA minimum from the authority section, when present: the negative-caching TTL (RFC 2308).
-    package var negativeTTL: UInt32?
+    var negativeTTL: UInt32?
 
     /// Largest message we accept: TCP's 2-byte length prefix bound.
     static let maximumSize = 65_535
@@ -316,7 +318,7 @@ package struct DNSMessage: Hashable, Sendable {
 
     /// The A/AAAA addresses that answer the question, following the CNAME chain from the question name
     /// (`CNAMEChain`), with the smallest TTL among the records used (nil when there are no addresses).
-    package func addresses(for type: DNSRecordType) -> (addresses: [IPAddress], ttl: UInt32?) {
+    func addresses(for type: DNSRecordType) -> (addresses: [IPAddress], ttl: UInt32?) {
         let chain = CNAMEChain(
             from: questionName,
             aliases: answers.compactMap { r in r.type == .cname ? r.target.map { (r.name, $0, r.ttl) } : nil }

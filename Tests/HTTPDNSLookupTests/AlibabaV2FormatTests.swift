@@ -1,7 +1,8 @@
 // Alibaba Cloud EMAS v2 answers as the vendor's SDKs read them: `mode` as a number or a string, and a
 // family with no address marked with `no_ip_code`.
 
-@testable import HTTPDNSCore
+import HTTPDNSCore
+@testable import HTTPDNSLookup
 import Foundation
 import Testing
 

@@ -4,6 +4,8 @@
 // order; a few passes settle them, at most 16 and at most one per alias, so a hostile answer of many
 // aliases costs little.
 
+import HTTPDNSCore
+
 /// The names an answer to `question` may be owned by, and the smallest TTL of the aliases that led there.
 /// Value type, `Sendable`.
 struct CNAMEChain: Hashable, Sendable {

@@ -4,7 +4,8 @@
 // The answers themselves, through serve's DoH path and the Do53 server, are in HTTPDNSServerTests
 // (DNSSemanticsTests).
 
-@testable import HTTPDNSCore
+import HTTPDNSCore
+@testable import HTTPDNSLookup
 import Testing
 
 @Suite struct AnswerRuleTests {

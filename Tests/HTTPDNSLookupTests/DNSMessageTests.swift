@@ -1,5 +1,6 @@
 import Testing
-@testable import HTTPDNSCore
+import HTTPDNSCore
+@testable import HTTPDNSLookup
 
 func hex(_ s: String) -> [UInt8] {
     var out: [UInt8] = []

@@ -3,7 +3,8 @@
 // The parser reads them without a server; ServiceBindingPeerTests asks a running BIND.
 
 import Foundation
-@testable import HTTPDNSCore
+import HTTPDNSCore
+@testable import HTTPDNSLookup
 import Testing
 
 @Suite struct ServiceBindingTests {

@@ -2,6 +2,8 @@
 /// `AddressCollector.limit` kept. Addresses past the limit are ignored, never an error: no HTTPDNS
 /// service returns that many for one name, and a hostile one must cost neither O(n²) de-duplication
 /// (22k addresses once took 21 s of CPU) nor an error message listing every one of them.
+
+import HTTPDNSCore
 package struct AddressCollector: Sendable {
     /// Addresses kept per family of one answer (and per name in a hosts file).
     static let limit = 64

@@ -1,15 +1,4 @@
-/// Which address families a lookup wants.
-public enum AddressQuery: Hashable, Sendable, CaseIterable {
-    /// A records only.
-    case ipv4
-    /// AAAA records only.
-    case ipv6
-    /// A and AAAA, looked up in parallel.
-    case both
-
-    package var wantsIPv4: Bool { self != .ipv6 }
-    package var wantsIPv6: Bool { self != .ipv4 }
-}
+import HTTPDNSCore
 
 /// What one provider said about one address family of one name.
 ///
@@ -20,7 +9,7 @@ package struct FamilyAnswer: Hashable, Sendable, Codable {
     package var ttl: UInt32?
     /// The address the service saw the query come from, when it says (DNSPod `clientip=1`, Alibaba
     /// `client_ip`).
-    package var clientAddress: IPAddress?
+    var clientAddress: IPAddress?
 
     package init(addresses: [IPAddress], ttl: UInt32?, clientAddress: IPAddress? = nil) {
         self.addresses = addresses
@@ -33,8 +22,8 @@ package struct FamilyAnswer: Hashable, Sendable, Codable {
 
 /// What one provider said about one name: one answer per family asked (nil = not asked or not given).
 package struct HostAnswer: Hashable, Sendable {
-    package var ipv4: FamilyAnswer?
-    package var ipv6: FamilyAnswer?
+    var ipv4: FamilyAnswer?
+    var ipv6: FamilyAnswer?
 
     package init(ipv4: FamilyAnswer? = nil, ipv6: FamilyAnswer? = nil) {
         self.ipv4 = ipv4
@@ -44,7 +33,7 @@ package struct HostAnswer: Hashable, Sendable {
     var allAddresses: [IPAddress] { (ipv4?.addresses ?? []) + (ipv6?.addresses ?? []) }
 
     /// The answer for one family, if it was asked.
-    package subscript(family: AddressFamily) -> FamilyAnswer? {
+    subscript(family: AddressFamily) -> FamilyAnswer? {
         family == .ipv4 ? ipv4 : ipv6
     }
 
@@ -66,16 +55,4 @@ func reportedClientAddress(_ text: (some StringProtocol)?, field: String) throws
         throw AnswerFormatError("\(field) \"\(text.prefix(60))\" is not an IP address")
     }
     return ip
-}
-
-/// Why a provider's answer could not be used. The text says what was wrong with it.
-package struct AnswerFormatError: Error, Hashable, Sendable, CustomStringConvertible {
-    var reason: String
-    package init(_ reason: String) { self.reason = reason }
-    package var description: String { reason }
-}
-
-extension AddressFamily {
-    /// The query for this family alone.
-    package var query: AddressQuery { self == .ipv4 ? .ipv4 : .ipv6 }
 }

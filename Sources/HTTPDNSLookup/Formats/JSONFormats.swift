@@ -1,4 +1,5 @@
 import Foundation
+import HTTPDNSCore
 
 /// The Alibaba-style JSON API: `GET /resolve?host=NAME[&query=4,6]` (Alibaba Cloud EMAS:
 /// `/ACCOUNT/d?host=`, signed `/ACCOUNT/sign_d?host=&t=&s=`) answered with
@@ -31,7 +32,7 @@ package enum AlibabaJSONFormat {
     }
 
     /// The signed path for an account's path: `/ACCOUNT/d` becomes `/ACCOUNT/sign_d`.
-    package static func signedPath(for path: String) -> String? {
+    static func signedPath(for path: String) -> String? {
         accountPath(path).map { "/\($0.account)/sign_d" }
     }
 
@@ -45,12 +46,12 @@ package enum AlibabaJSONFormat {
     }
 
     /// The batch path for an account's unsigned path: `/ACCOUNT/d` becomes `/ACCOUNT/resolve`.
-    package static func batchPath(for path: String) -> String? {
+    static func batchPath(for path: String) -> String? {
         accountPath(path).flatMap { $0.signed ? nil : "/\($0.account)/resolve" }
     }
 
     /// The signed batch path for an account's path: `/ACCOUNT/d` becomes `/ACCOUNT/sign_resolve`.
-    package static func signedBatchPath(for path: String) -> String? {
+    static func signedBatchPath(for path: String) -> String? {
         accountPath(path).map { "/\($0.account)/sign_resolve" }
     }
 
@@ -75,8 +76,7 @@ package enum AlibabaJSONFormat {
 
     /// Parses a batch answer (`/ACCOUNT/sign_resolve`, `{"dns":[…]}`) into an answer for each of `hosts`;
     /// a name the answer leaves out has empty families.
-    package static func parseBatch(_ body: [UInt8], query: AddressQuery, hosts: [String]) throws -> [String: HostAnswer]
-    {
+    static func parseBatch(_ body: [UInt8], query: AddressQuery, hosts: [String]) throws -> [String: HostAnswer] {
         let decoded: BatchBody
         do {
             decoded = try JSONDecoder().decode(BatchBody.self, from: Data(body))
@@ -139,7 +139,7 @@ package enum AlibabaJSONFormat {
 
     /// The service's error code in a refusal's body (`{"code":"SignatureExpired"}`), if it has one;
     /// only letters, digits and `._-` are kept, at most 64 of them.
-    package static func errorCode(_ body: [UInt8]) -> String? {
+    static func errorCode(_ body: [UInt8]) -> String? {
         guard let decoded = try? JSONDecoder().decode(ErrorBody.self, from: Data(body)) else { return nil }
         return sanitizedCode(decoded.code)
     }
@@ -158,7 +158,7 @@ package enum AlibabaJSONFormat {
     }
 
     /// The `query` parameter (v2: `q`): `4`, `6` or `4,6`.
-    package static func queryParameter(for query: AddressQuery) -> String {
+    static func queryParameter(for query: AddressQuery) -> String {
         switch query {
         case .ipv4: return "4"
         case .ipv6: return "6"
@@ -193,7 +193,7 @@ package enum AlibabaJSONFormat {
 
     /// Parses an answer to a query for `host` (when given: an answer whose `host` field names another
     /// name is refused, so a confused or hostile service cannot hand one name's addresses to another).
-    package static func parse(_ body: [UInt8], query: AddressQuery, host: String? = nil) throws -> HostAnswer {
+    static func parse(_ body: [UInt8], query: AddressQuery, host: String? = nil) throws -> HostAnswer {
         let decoded: Body
         do {
             decoded = try JSONDecoder().decode(Body.self, from: Data(body))
@@ -309,17 +309,17 @@ package enum AlibabaV2Format {
 
     /// Names asked in one request at most: the vendor's SDKs batch 5 (`HTTPDNS_PRE_RESOLVE_BATCH_SIZE`,
     /// Android's `maxCountPerRequest`), as for `sign_resolve`.
-    package static let maximumBatch = AlibabaJSONFormat.maximumBatch
+    static let maximumBatch = AlibabaJSONFormat.maximumBatch
 
     /// An answer's parts: the mode, and the plain `data` object or the encrypted text.
-    package struct Envelope: Sendable {
-        package var mode: Int
-        package var plain: [UInt8]?
-        package var encrypted: String?
+    struct Envelope: Sendable {
+        var mode: Int
+        var plain: [UInt8]?
+        var encrypted: String?
     }
 
     /// Reads the outer object; a `code` other than `success` is an error naming it.
-    package static func envelope(_ body: [UInt8]) throws -> Envelope {
+    static func envelope(_ body: [UInt8]) throws -> Envelope {
         let decoded: Body
         do {
             decoded = try JSONDecoder().decode(Body.self, from: Foundation.Data(body))
@@ -344,7 +344,7 @@ package enum AlibabaV2Format {
 
     /// The answers for `hosts` in a plain `data` object (decrypted, for the encrypted modes); a name the
     /// answer leaves out has empty families, and the address the service saw goes with every answer.
-    package static func answers(data: [UInt8], query: AddressQuery, hosts: [String]) throws -> [String: HostAnswer] {
+    static func answers(data: [UInt8], query: AddressQuery, hosts: [String]) throws -> [String: HostAnswer] {
         let decoded: Data
         do {
             decoded = try JSONDecoder().decode(Data.self, from: Foundation.Data(data))
@@ -438,7 +438,7 @@ package enum DoHJSONFormat {
     /// Parses an answer to a query for `name` of `type` (A or AAAA), following CNAMEs (`CNAMEChain`); the
     /// TTL is the smallest of the records used, aliases included.
     /// Status 3 (NXDOMAIN) and an empty answer are negative answers; other non-zero statuses are errors.
-    package static func parse(_ body: [UInt8], name: String, type: DNSRecordType) throws -> FamilyAnswer {
+    static func parse(_ body: [UInt8], name: String, type: DNSRecordType) throws -> FamilyAnswer {
         guard let records = try answerRecords(body) else { return .empty }
         let chain = CNAMEChain(
             from: name,
@@ -459,7 +459,7 @@ package enum DoHJSONFormat {
 
     /// Parses an answer to a query for `name`'s HTTPS records (type 65), in the presentation form or
     /// RFC 3597's generic one, following CNAMEs. A record that does not read is left out.
-    package static func parseServiceBindings(_ body: [UInt8], name: String) throws -> ServiceBindingAnswer {
+    static func parseServiceBindings(_ body: [UInt8], name: String) throws -> ServiceBindingAnswer {
         guard let records = try answerRecords(body) else { return ServiceBindingAnswer(bindings: [], ttl: nil) }
         let chain = CNAMEChain(
             from: name,

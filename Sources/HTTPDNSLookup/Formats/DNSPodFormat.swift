@@ -13,10 +13,12 @@
 // SDKs (DNSPod/httpdns-sdk-ios `MSDKDnsInfoTool.m`, `HttpsDnsResolver.m`; httpdns-sdk-android
 // `ResponseParser.java`) and its API pages (cloud.tencent.com/document/product/379/95497, /379/61200).
 
+import HTTPDNSCore
+
 /// Builds DNSPod queries and parses their answers.
 package enum DNSPodFormat {
     /// The `type` parameter for a query (nil: the default, IPv4).
-    package static func typeParameter(for query: AddressQuery) -> String? {
+    static func typeParameter(for query: AddressQuery) -> String? {
         switch query {
         case .ipv4: return nil
         case .ipv6: return "aaaa"
@@ -28,7 +30,7 @@ package enum DNSPodFormat {
     ///
     /// A single-name response has no `name.:` prefix; a batch response has one per line and lines for
     /// names not asked are ignored. Names missing from a batch response get no entry.
-    package static func parse(_ body: String, names: [String], query: AddressQuery) throws -> [String: HostAnswer] {
+    static func parse(_ body: String, names: [String], query: AddressQuery) throws -> [String: HostAnswer] {
         guard body.utf8.count <= 256 * 1024 else { throw AnswerFormatError("DNSPod answer larger than 256 KiB") }
         // "\r\n" is one Character in Swift, equal to neither "\n" nor "\r": CRLF lines need their own case.
         let rawLines = body.split(whereSeparator: { $0 == "\n" || $0 == "\r" || $0 == "\r\n" }).map {
@@ -130,15 +132,5 @@ package enum DNSPodFormat {
         case .both: text = part(answer.ipv4) + "-" + part(answer.ipv6)
         }
         return clientAddress.map { "\(text)|\($0)" } ?? text
-    }
-}
-
-extension StringProtocol {
-    func trimmed(of set: String) -> String {
-        let chars = Set(set)
-        var s = Substring(self)
-        while let f = s.first, chars.contains(f) { s.removeFirst() }
-        while let l = s.last, chars.contains(l) { s.removeLast() }
-        return String(s)
     }
 }
