@@ -6,46 +6,30 @@
 
 import HTTPDNSCore
 @testable import HTTPDNSLookup
+@testable import HTTPDNSTestSupport
 import Testing
 
 @Suite struct AnswerRuleTests {
-    /// An empty Padding option (RFC 7830), the way a client asks for padding.
-    static let padding: [UInt8] = [0, 12, 0, 0]
-
-    /// A query for `a.test` A (id 0x4242, RD) with `opcode` in its header and the OPT records given, each
-    /// as its EDNS version and option bytes (a client's UDP size of 512, so ours is told apart); none
-    /// for a query without EDNS.
-    static func query(opcode: UInt8 = 0, opts: [(version: UInt8, options: [UInt8])]) throws -> [UInt8] {
-        var bytes = try DNSMessage.query(name: "a.test", type: .a, id: 0x4242, edns: false)
-        bytes[2] |= opcode << 3
-        bytes[11] = UInt8(opts.count)
-        for opt in opts {
-            bytes += [0, 0, 41, 0x02, 0x00, 0, opt.version, 0, 0]
-            bytes += [UInt8(opt.options.count >> 8), UInt8(opt.options.count & 0xFF)] + opt.options
-        }
-        return bytes
-    }
-
     @Test func aQueryKeepsItsOpcodeAndWhatItsOPTRecordsSaid() throws {
-        let update = try DNSMessage(parsing: try Self.query(opcode: 5, opts: []))
+        let update = try DNSMessage(parsing: try EDNSQuery.make(opcode: 5, opts: []))
         #expect(update.opcode == 5)
         #expect(update.edns == nil)
-        let plain = try DNSMessage(parsing: try Self.query(opts: [(0, [])]))
+        let plain = try DNSMessage(parsing: try EDNSQuery.make(opts: [(0, [])]))
         #expect(plain.opcode == 0)
         #expect(plain.edns == QueryEDNS(records: 1, version: 0, asksForPadding: false))
         // The Padding option found after another option (an ECS of family 1, /24).
         let ecs: [UInt8] = [0, 8, 0, 7, 0, 1, 24, 0, 192, 0, 2]
-        let padded = try DNSMessage(parsing: try Self.query(opts: [(1, ecs + Self.padding)]))
+        let padded = try DNSMessage(parsing: try EDNSQuery.make(opts: [(1, ecs + EDNSQuery.padding)]))
         #expect(padded.edns == QueryEDNS(records: 1, version: 1, asksForPadding: true))
         #expect(padded.clientSubnet != nil)
-        let twice = try DNSMessage(parsing: try Self.query(opts: [(0, []), (3, [])]))
+        let twice = try DNSMessage(parsing: try EDNSQuery.make(opts: [(0, []), (3, [])]))
         #expect(twice.edns == QueryEDNS(records: 2, version: 0, asksForPadding: false), "the first one's version")
         // An EXTENDED-RCODE with its top bit set is no TTL to clamp to 0: the version beside it stands.
-        var high = try Self.query(opts: [(1, [])])
+        var high = try EDNSQuery.make(opts: [(1, [])])
         high[high.count - 6] = 0x80
         #expect(try DNSMessage(parsing: high).edns?.version == 1)
         // An option whose length runs past the end hides what follows it.
-        #expect(!QueryEDNS.hasPadding(inOptions: [0, 8, 0, 9, 1] + Self.padding))
+        #expect(!QueryEDNS.hasPadding(inOptions: [0, 8, 0, 9, 1] + EDNSQuery.padding))
     }
 
     @Test func theOpcodeIsJudgedFirstThenTheOPTCountThenTheVersion() {
@@ -82,7 +66,7 @@ import Testing
     }
 
     @Test func anRcodeAbove15IsRefusedWithoutAnOPTRecordNotCutToItsLowBits() throws {
-        let query = try DNSMessage(parsing: try Self.query(opts: [(1, [])]))
+        let query = try DNSMessage(parsing: try EDNSQuery.make(opts: [(1, [])]))
         #expect(throws: DNSWireError.self) { _ = try DNSMessage.response(to: query, rcode: .badVersion) }
         let answer = try DNSMessage.response(to: query, rcode: .badVersion, opt: AnswerOPT())
         #expect(answer[3] & 0x0F == 0, "the header holds BADVERS's low 4 bits")
@@ -91,7 +75,7 @@ import Testing
     }
 
     @Test func anAnswerEchoesTheOpcodeAndAQueryWithoutAQuestionGetsNoneBack() throws {
-        let update = try DNSMessage(parsing: try Self.query(opcode: 5, opts: []))
+        let update = try DNSMessage(parsing: try EDNSQuery.make(opcode: 5, opts: []))
         let answer = try DNSMessage.response(to: update, rcode: .notImplemented)
         #expect(answer[2] == 0x80 | 5 << 3 | 0x01, "QR, UPDATE, RD")
         #expect(answer[3] & 0x0F == 4)

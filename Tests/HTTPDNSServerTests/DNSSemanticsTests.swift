@@ -1,7 +1,7 @@
 // DNS semantics `serve` ignored (issue 74 item 7, found by an attacker-style test against unbound's
 // answers): an UPDATE was answered NOERROR with the record, and EDNS was not read at all. Wire queries go
 // through serve's DoH path (`ServiceCore.answerAtHand`, the hosts table holding a.test) and through the
-// Do53 server's (`DNSServer.respond`); the rule itself is tested in HTTPDNSCoreTests (AnswerRuleTests).
+// Do53 server's (`DNSServer.respond`); the rule itself is tested in HTTPDNSLookupTests (AnswerRuleTests).
 
 @testable import HTTPDNSCore
 @testable import HTTPDNSLookup
@@ -12,27 +12,6 @@ import NIOHTTP1
 import Testing
 
 @Suite struct DNSSemanticsTests {
-    /// An empty Padding option (RFC 7830), the way a client asks for padding.
-    static let padding: [UInt8] = [0, 12, 0, 0]
-
-    /// A query for `name` A (id 0x4242, RD) with `opcode` in its header and the OPT records given, each
-    /// as its EDNS version and option bytes (a client's UDP size of 512, so ours is told apart); none
-    /// for a query without EDNS.
-    static func query(
-        _ name: String = "a.test",
-        opcode: UInt8 = 0,
-        opts: [(version: UInt8, options: [UInt8])]
-    ) throws -> [UInt8] {
-        var bytes = try DNSMessage.query(name: name, type: .a, id: 0x4242, edns: false)
-        bytes[2] |= opcode << 3
-        bytes[11] = UInt8(opts.count)
-        for opt in opts {
-            bytes += [0, 0, 41, 0x02, 0x00, 0, opt.version, 0, 0]
-            bytes += [UInt8(opt.options.count >> 8), UInt8(opt.options.count & 0xFF)] + opt.options
-        }
-        return bytes
-    }
-
     /// serve's DoH answer (GET) to `query`, with a.test in the hosts table.
     static func doh(_ query: [UInt8]) throws -> [UInt8] {
         let routing = RoutingDecisionTests()
@@ -111,7 +90,7 @@ import Testing
     static func answerCount(_ answer: [UInt8]) -> Int { Int(answer[6]) << 8 | Int(answer[7]) }
 
     @Test func anUpdateIsNotImplementedWithItsHeaderAndQuestionEchoedAndNoRecord() throws {
-        let update = try Self.query(opcode: 5, opts: [])
+        let update = try EDNSQuery.make(opcode: 5, opts: [])
         for (transport, answer) in try Self.answers(update) {
             #expect(answer[0...1] == [0x42, 0x42], "\(transport): the id")
             #expect(answer[2] == 0x80 | 5 << 3 | 0x01, "\(transport): QR, UPDATE, RD")
@@ -120,7 +99,7 @@ import Testing
             #expect(Array(answer[12...]) == Array(update[12...]), "\(transport): the question echoed")
         }
         // With an OPT record, NOTIMP carries ours.
-        for (transport, answer) in try Self.answers(try Self.query(opcode: 5, opts: [(0, [])])) {
+        for (transport, answer) in try Self.answers(try EDNSQuery.make(opcode: 5, opts: [(0, [])])) {
             #expect(Self.rcode(answer) == 4, "\(transport)")
             #expect(try Self.opts(in: answer) == [Self.ours()], "\(transport)")
         }
@@ -128,11 +107,11 @@ import Testing
 
     @Test func anUpdateThatDoesNotParseIsNotImplementedAllTheSame() throws {
         // An answer count the message cannot hold; a QUERY like it stays a bad request (400, FORMERR).
-        var update = try Self.query(opcode: 5, opts: [])
+        var update = try EDNSQuery.make(opcode: 5, opts: [])
         update[7] = 9
         #expect(try Self.doh(update) == [0x42, 0x42, 0xA9, 0x84, 0, 0, 0, 0, 0, 0, 0, 0])
         #expect(try Self.do53(update) == [0x42, 0x42, 0xA9, 0x84, 0, 0, 0, 0, 0, 0, 0, 0])
-        var malformed = try Self.query(opts: [])
+        var malformed = try EDNSQuery.make(opts: [])
         malformed[7] = 9
         let routing = RoutingDecisionTests()
         let response = try #require(
@@ -143,7 +122,7 @@ import Testing
     }
 
     @Test func anEDNSVersionAbove0IsBADVERSWithItsUpperBitsInOurOPTRecord() throws {
-        for (transport, answer) in try Self.answers(try Self.query(opts: [(1, [])])) {
+        for (transport, answer) in try Self.answers(try EDNSQuery.make(opts: [(1, [])])) {
             // BADVERS is 16: 0 in the header, 1 in the OPT record's EXTENDED-RCODE, and our version 0.
             #expect(Self.rcode(answer) == 0, "\(transport)")
             #expect(Self.answerCount(answer) == 0, "\(transport): no record")
@@ -152,7 +131,7 @@ import Testing
     }
 
     @Test func twoOPTRecordsAreFORMERRAnsweredWithOneOfOurs() throws {
-        for (transport, answer) in try Self.answers(try Self.query(opts: [(0, []), (0, [])])) {
+        for (transport, answer) in try Self.answers(try EDNSQuery.make(opts: [(0, []), (0, [])])) {
             #expect(Self.rcode(answer) == 1, "\(transport): FORMERR")
             #expect(Self.answerCount(answer) == 0, "\(transport): no record")
             #expect(try Self.opts(in: answer) == [Self.ours()], "\(transport)")
@@ -161,7 +140,7 @@ import Testing
 
     @Test func anAnswerCarriesOneOPTRecordOfOursExactlyWhenTheQueryHadOne() throws {
         for name in ["a.test", "nowhere.test"] {
-            for (transport, answer) in try Self.answers(try Self.query(name, opts: [(0, [])])) {
+            for (transport, answer) in try Self.answers(try EDNSQuery.make(name, opts: [(0, [])])) {
                 #expect(Self.rcode(answer) == (name == "a.test" ? 0 : 3), "\(transport) \(name)")
                 #expect(answer[10...11] == [0, 1], "\(transport) \(name): ARCOUNT")
                 // Last, after the answer or the NXDOMAIN's SOA (`opts` reads through them).
@@ -169,7 +148,7 @@ import Testing
                 let message = try DNSMessage(parsing: answer)
                 #expect(message.addresses(for: .a).addresses == (name == "a.test" ? [IPAddress("192.0.2.1")!] : []))
             }
-            for (transport, answer) in try Self.answers(try Self.query(name, opts: [])) {
+            for (transport, answer) in try Self.answers(try EDNSQuery.make(name, opts: [])) {
                 #expect(answer[10...11] == [0, 0], "\(transport) \(name): ARCOUNT")
                 #expect(try Self.opts(in: answer).isEmpty, "\(transport) \(name)")
             }
@@ -178,10 +157,10 @@ import Testing
 
     @Test func aDoHQueryThatAsksForPaddingGetsItsAnswerPaddedTo468Bytes() throws {
         // An answer, an NXDOMAIN, and a refusal (BADVERS): each fits one block.
-        let queries: [[(version: UInt8, options: [UInt8])]] = [[(0, Self.padding)], [(1, Self.padding)]]
+        let queries: [[(version: UInt8, options: [UInt8])]] = [[(0, EDNSQuery.padding)], [(1, EDNSQuery.padding)]]
         for name in ["a.test", "nowhere.test"] {
             for opts in queries {
-                let answer = try Self.doh(try Self.query(name, opts: opts))
+                let answer = try Self.doh(try EDNSQuery.make(name, opts: opts))
                 #expect(answer.count == 468, "\(name) v\(opts[0].version): \(answer.count) bytes")
                 let found = try Self.opts(in: answer)
                 #expect(found.count == 1)
@@ -195,13 +174,13 @@ import Testing
     }
 
     @Test func aDo53AnswerIsNeverPaddedThoughTheQueryAsks() throws {
-        let answer = try Self.do53(try Self.query(opts: [(0, Self.padding)]))
+        let answer = try Self.do53(try EDNSQuery.make(opts: [(0, EDNSQuery.padding)]))
         #expect(try Self.opts(in: answer) == [Self.ours()])
         #expect(answer.count % 468 != 0)
     }
 
     @Test func aTruncatedUDPAnswerKeepsItsOPTRecord() throws {
-        let answer = try Self.do53(try Self.query(opts: [(0, [])]), truncate: true)
+        let answer = try Self.do53(try EDNSQuery.make(opts: [(0, [])]), truncate: true)
         #expect(answer[2] & 0x02 != 0, "TC")
         #expect(Self.answerCount(answer) == 0)
         #expect(try Self.opts(in: answer) == [Self.ours()])

@@ -455,7 +455,7 @@ import Testing
     }
 
     @Test func aKnownHSTSHostIsReachedOverHTTPS() {
-        // The store's own rules: HTTPDNSCoreTests.StrictTransportSecurityTests.
+        // The store's own rules: HTTPDNSLookupTests.StrictTransportSecurityTests.
         let url = URL(string: "http://api.example.com/x?y=1")!
         let upgraded = Translation.upgraded(url, upgrade: []) { $0 == "api.example.com" }
         #expect(upgraded.absoluteString == "https://api.example.com/x?y=1")

@@ -2,7 +2,7 @@
 // real binary, a separate process):
 // a configuration value the wire form cannot carry is refused at start (it trapped on the first query),
 // and SIGHUP reads the hosts file again instead of killing every request in flight. The rules behind them
-// are tested without a process: EncoderLimitTests (HTTPDNSCoreTests), HostsReloadRuleTests.
+// are tested without a process: EncoderLimitTests (HTTPDNSLookupTests), HostsReloadRuleTests.
 
 import Foundation
 import HTTPDNSCore

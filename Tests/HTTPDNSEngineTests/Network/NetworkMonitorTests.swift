@@ -1,6 +1,6 @@
 // The network path's owner, without sockets: NetworkMonitor with an injected route probe and an injected
 // NAT64 discovery, publishing to a NetworkPath that readers wait on. The rules themselves
-// (NetworkPathMachine) are tested in HTTPDNSCoreTests; this is the executor around them.
+// (NetworkPathMachine) are tested in NetworkPathTests; this is the executor around them.
 
 @testable import HTTPDNSCore
 @testable import HTTPDNSEngine
