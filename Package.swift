@@ -100,6 +100,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-transport-services.git", from: "1.28.0"),
         .package(url: "https://github.com/apple/swift-nio-http2.git", from: "1.46.0"),
         .package(url: "https://github.com/apple/swift-nio-extras.git", from: "1.35.2"),
+        .package(url: "https://github.com/adam-fowler/compress-nio.git", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
         .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"5.0.0"),
         .package(url: "https://github.com/apple/swift-asn1.git", from: "1.7.4"),
@@ -135,16 +136,18 @@ let package = Package(
                 // (the name check on BoringSSL's chains) brings BoringSSL too, so it goes with NIOSSL.
                 .product(name: "NIOSSL", package: "swift-nio-ssl", condition: .when(platforms: notApple)),
                 .product(name: "X509", package: "swift-certificates", condition: .when(platforms: notApple)),
+                // The chain's checks on BoringSSL (Connection+Verification.swift); Apple's Security
+                // framework does them there, and pins and PEM files are read by CertificateDER.swift.
+                .product(name: "SwiftASN1", package: "swift-asn1", condition: .when(platforms: notApple)),
                 .product(
                     name: "NIOTransportServices",
                     package: "swift-nio-transport-services",
                     condition: .when(platforms: apple)
                 ),
-                .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOHPACK", package: "swift-nio-http2"),
                 .product(name: "NIOHTTP2", package: "swift-nio-http2"),
-                .product(name: "NIOHTTPCompression", package: "swift-nio-extras"),
-                .product(name: "SwiftASN1", package: "swift-asn1"),
+                // gzip and deflate response bodies through the system's zlib (ContentDecoder.swift).
+                .product(name: "CompressNIO", package: "compress-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "Logging", package: "swift-log"),
@@ -161,7 +164,6 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "NIOExtras", package: "swift-nio-extras"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
@@ -451,6 +453,7 @@ let package = Package(
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+                .product(name: "CompressNIO", package: "compress-nio"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
                 .product(name: "Crypto", package: "swift-crypto"),

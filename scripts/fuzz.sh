@@ -46,6 +46,7 @@ BESIDE_USERS=(
     Sources/HTTPDNSLookup/Providers/DES.swift
     Sources/HTTPDNSServer/Service/HostsFile.swift
     Sources/HTTPDNSKit/LocalProxy/ProxyRequestTarget.swift
+    Sources/HTTPDNSEngine/Trust/CertificateDER.swift
 )
 
 build() {

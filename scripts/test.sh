@@ -5,7 +5,8 @@
 # benchmarks' smoke runs, the instruction-count guard, the
 # conformance suite, a 60 s soak with faults, stops the peers, the hermetic suites again under
 # ThreadSanitizer and AddressSanitizer (four tests at a time), builds every README and DocC example (Snippets/)
-# from a separate package, fuzzes the parsers, counts the public API and builds the documentation.
+# from a separate package, fuzzes the parsers, counts the public API, guards the app size and builds the
+# documentation.
 # swift-format's strict lint runs first. Under CI=true a missing peer is a failure, never a skip.
 #
 # Each step prints its wall time as it ends, and the table of all of them at the end (also when a step
@@ -140,6 +141,8 @@ step "tests: hermetic, AddressSanitizer, 4 at a time" sanitized .build-asan ASAN
 step "fuzz: every parser, 20 s each" scripts/fuzz.sh all 20
 # The public declarations per module, printed for review, and DocC without a warning.
 step "public API" scripts/public-api.sh
+# What HTTPDNSKit adds to an app, against scripts/app-size.baseline (the iOS figure only with an SDK).
+step "app size: guard against the baseline" scripts/app-size.sh
 step "docs" scripts/docs.sh
 # The iOS 16 compile check when an SDK is named; says SKIPPED otherwise (CI has none).
 step "apple check" scripts/apple-check.sh

@@ -27,6 +27,7 @@ let fuzzTargets: [(name: String, run: @Sendable ([UInt8]) -> Void)] = [
     ("nat64", fuzzNAT64),
     ("service-list", fuzzServiceList),
     ("svcb", fuzzServiceBinding),
+    ("certificate-der", fuzzCertificateDER),
 ]
 
 /// The target chosen by HTTPDNS_FUZZ_TARGET; exits with a message when it names none.

@@ -1,7 +1,6 @@
 import HTTPDNSCore
 import NIOCore
 import Foundation
-import SwiftASN1
 
 extension HTTPEngine {
     /// How the engine connects and what it allows. A `Sendable` value with defaults for every field.
@@ -60,18 +59,17 @@ package struct HTTPEngineTLS: Sendable {
                 "could not read PEM certificates from \(path): \(error.localizedDescription)"
             )
         }
-        let documents: [PEMDocument]
+        let certificates: [TrustAnchor]
         do {
-            documents = try PEMDocument.parseMultiple(pemString: text)
+            certificates = try CertificateDER.certificates(inPEM: text).map { TrustAnchor(der: $0) }
         } catch {
             throw HTTPDNSConfigurationError(
                 .invalidCertificate,
                 "could not read PEM certificates from \(path): \(error)"
             )
         }
-        let certificates = documents.filter { $0.discriminator == "CERTIFICATE" }.map { TrustAnchor(der: $0.derBytes) }
         for (index, certificate) in certificates.enumerated()
-        where (try? PublicKeyPin.subjectPublicKeyInfo(certificateDER: certificate.der)) == nil {
+        where CertificateDER.subjectPublicKeyInfo(of: certificate.der) == nil {
             throw HTTPDNSConfigurationError(
                 .invalidCertificate,
                 "certificate \(index + 1) in \(path) is not an X.509 certificate (its DER does not parse)"

@@ -16,7 +16,6 @@ import Logging
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
-import NIOHTTPCompression
 import NIOPosix
 
 /// Sends HTTP requests to addresses from an `AddressSource` while speaking to the real hostname.

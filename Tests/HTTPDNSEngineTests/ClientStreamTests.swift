@@ -160,8 +160,8 @@ private func windowUpdates(_ frames: [HTTP2Frame], on id: Int32) -> [Int] {
         #expect(s.end.value != nil)  // ended without an error
     }
 
-    /// One decompressor per compressed response, closed when its exchange ends: an EmbeddedChannel
-    /// only dropped keeps itself alive (the soak's leak).
+    /// One decoder per compressed response, gone when its exchange ends (an EmbeddedChannel that ran NIO's
+    /// decompressor once kept itself alive: the soak's leak).
     @Test func aCompressedResponsesDecompressorGoesWithItsExchange() async throws {
         let rig = try StreamRig()
         defer { rig.finish() }
@@ -172,7 +172,7 @@ private func windowUpdates(_ frames: [HTTP2Frame], on id: Int32) -> [Int] {
         for (id, endsWell) in [(Int32(1), true), (3, false)] {
             let s = rig.start(decompress: true)
             try rig.respond(id, [("content-encoding", "gzip"), ("content-length", "\(gzipHello.count)")])
-            weak let decompressor = s.stream.decompressorForTesting
+            weak let decompressor = s.stream.decoderForTesting
             #expect(decompressor != nil)
             if endsWell {
                 try rig.receive(id, .data(.init(data: .byteBuffer(ByteBuffer(bytes: gzipHello)), endStream: true)))

@@ -8,7 +8,6 @@
 
 import NIOCore
 import NIOHTTP1
-import NIOHTTPCompression
 
 final class ExchangeHandler: ChannelDuplexHandler, RemovableChannelHandler, ExchangeDriver {
     typealias InboundIn = HTTPClientResponsePart
@@ -19,8 +18,8 @@ final class ExchangeHandler: ChannelDuplexHandler, RemovableChannelHandler, Exch
     /// Succeeds when the response is complete: true if the connection can carry another request.
     let end: EventLoopPromise<Bool>
     let source: HTTPResponseBody.Producer.Source
-    /// Installed in front of this handler for this exchange only; taken out with it at the end.
-    let decompressor: NIOHTTPResponseDecompressor?
+    /// The response's content decoding, when the request asked for it.
+    var decoding: ResponseDecoding?
     var machine: ExchangeStateMachine
     var idleTask: Scheduled<Void>?
     var context: ChannelHandlerContext?
@@ -31,12 +30,12 @@ final class ExchangeHandler: ChannelDuplexHandler, RemovableChannelHandler, Exch
         source: HTTPResponseBody.Producer.Source,
         idleTimeout: TimeAmount,
         host: String,
-        decompressor: NIOHTTPResponseDecompressor? = nil
+        decompress: Bool = false
     ) {
         self.head = head
         self.end = end
         self.source = source
-        self.decompressor = decompressor
+        self.decoding = decompress ? ResponseDecoding() : nil
         self.machine = ExchangeStateMachine(idleTimeout: idleTimeout, host: host, onStream: false)
     }
 
@@ -58,7 +57,17 @@ final class ExchangeHandler: ChannelDuplexHandler, RemovableChannelHandler, Exch
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        switch unwrapInboundIn(data) {
+        let part = unwrapInboundIn(data)
+        guard decoding != nil else { return received(part, context: context) }
+        do {
+            try decoding?.decode(part, allocator: context.channel.allocator) { received($0, context: context) }
+        } catch {
+            run(machine.errorCaught(error), context: context)
+        }
+    }
+
+    private func received(_ part: HTTPClientResponsePart, context: ChannelHandlerContext) {
+        switch part {
         case .head(let h):
             run(machine.responseHeadReceived(h, now: context.eventLoop.now), context: context)
         case .body(let chunk):
@@ -145,7 +154,6 @@ final class ExchangeHandler: ChannelDuplexHandler, RemovableChannelHandler, Exch
                 case .removeHandlers:
                     // Leave the connection clean for the next request.
                     let sync = context.pipeline.syncOperations
-                    if let decompressor { sync.removeHandler(decompressor, promise: nil) }
                     sync.removeHandler(context: context, promise: nil)
                 case .close:
                     context.close(promise: nil)

@@ -16,15 +16,13 @@
 // - RST_STREAM CANCEL when an exchange fails or is cancelled: that stream alone ends;
 // - a stream the server refused (RST_STREAM REFUSED_STREAM, or above its GOAWAY's last stream) was
 //   never processed: the engine may send it again elsewhere (RFC 9113 §8.7);
-// - decompression, only for a response that is compressed, through NIO's own decompressor.
+// - decompression, only for a response that is compressed (`ResponseDecoding`).
 
 import NIOConcurrencyHelpers
 import NIOCore
-import NIOEmbedded
 import NIOHPACK
 import NIOHTTP1
 import NIOHTTP2
-import NIOHTTPCompression
 
 /// The streams of one HTTP/2 client connection. Lives on the connection's event loop.
 final class HTTP2ClientStreams: ChannelInboundHandler {
@@ -203,8 +201,8 @@ final class ClientStream: ExchangeDriver {
     /// Bytes the exchange has taken that the stream's window has not had back yet.
     private var unreturned = 0
     private var idleTask: Scheduled<Void>?
-    private let decompress: Bool
-    private var decompressor: EmbeddedChannel?
+    /// The response's content decoding, when the request asked for it.
+    private var decoding: ResponseDecoding?
 
     init(
         connection: HTTP2ClientStreams,
@@ -226,7 +224,7 @@ final class ClientStream: ExchangeDriver {
         self.source = source
         self.machine = ExchangeStateMachine(idleTimeout: idleTimeout, host: host, onStream: true)
         self.framing = ResponseFraming(requestMethod: request.method)
-        self.decompress = decompress
+        self.decoding = decompress ? ResponseDecoding() : nil
     }
 
     // MARK: The request
@@ -397,23 +395,12 @@ final class ClientStream: ExchangeDriver {
     }
 
     private func take(_ part: HTTPClientResponsePart) {
-        guard decompress, let decompressor = decompressorFor(part) else { return handle(part) }
+        guard decoding != nil else { return handle(part) }
         do {
-            try decompressor.writeInbound(part)
-            while let out = try decompressor.readInbound(as: HTTPClientResponsePart.self) { handle(out) }
+            try decoding?.decode(part, allocator: ByteBufferAllocator()) { handle($0) }
         } catch {
             run(machine.errorCaught(error))
         }
-    }
-
-    /// NIO's decompressor, made for a final response head that names a content coding.
-    private func decompressorFor(_ part: HTTPClientResponsePart) -> EmbeddedChannel? {
-        if case .head(let h) = part, h.status.code >= 200, decompressor == nil,
-            h.headers.contains(name: "content-encoding")
-        {
-            decompressor = EmbeddedChannel(handler: NIOHTTPResponseDecompressor(limit: .none))
-        }
-        return decompressor
     }
 
     private func handle(_ part: HTTPClientResponsePart) {
@@ -470,21 +457,15 @@ final class ClientStream: ExchangeDriver {
         }
     }
 
-    /// The exchange is over: its idle timer and its decompressor go. The decompressor's channel is
-    /// closed, not only dropped: an EmbeddedChannel's pipeline and its handlers hold each other until it
-    /// closes, and one left open per compressed response was the soak's steady growth (16 MiB of heap
-    /// in 10 minutes, heaptrack).
+    /// The exchange is over: its idle timer and its decoder go.
     private func tearDown() {
         idleTask?.cancel()
         idleTask = nil
-        if let decompressor {
-            _ = try? decompressor.finish(acceptAlreadyClosed: true)
-            self.decompressor = nil
-        }
+        decoding?.reset()
     }
 
-    /// The decompressor of the response in progress (tests watch it go).
-    var decompressorForTesting: EmbeddedChannel? { decompressor }
+    /// The decoder of the response in progress (tests watch it go).
+    var decoderForTesting: ContentDecoder? { decoding?.decoder }
 
     private func idleCheckFired() {
         idleTask = nil

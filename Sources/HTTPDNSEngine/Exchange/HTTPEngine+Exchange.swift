@@ -7,7 +7,6 @@
 import HTTPDNSCore
 import NIOCore
 import NIOHTTP1
-import NIOHTTPCompression
 
 extension HTTPEngine {
     /// Runs one exchange on `connection`, or on a new stream of it for HTTP/2, and returns at the
@@ -282,8 +281,8 @@ struct ExchangeStart: Sendable {
         return Started(sequence: sequence, driver: .stream(box), sink: RequestSink(stream: box))
     }
 
-    /// HTTP/1.1: the exchange's handler in the connection's pipeline (and NIO's decompressor in front of
-    /// it when asked). A failure to install them fails the exchange and closes the connection.
+    /// HTTP/1.1: the exchange's handler in the connection's pipeline. A failure to install it fails the
+    /// exchange and closes the connection.
     func onConnection(_ connection: Connection) -> Started {
         let channel = connection.channel
         let box = NIOLoopBoundBox<ExchangeHandler?>.makeEmptyBox(valueType: ExchangeHandler.self, eventLoop: loop)
@@ -291,15 +290,13 @@ struct ExchangeStart: Sendable {
         let source = sequence.source
         let installed = loop.submit { [self] in
             let sync = channel.pipeline.syncOperations
-            let decompressor = decompress ? NIOHTTPResponseDecompressor(limit: .none) : nil
-            if let decompressor { try sync.addHandler(decompressor) }
             let handler = ExchangeHandler(
                 head: headPromise,
                 end: endPromise,
                 source: source,
                 idleTimeout: idleTimeout,
                 host: host,
-                decompressor: decompressor
+                decompress: decompress
             )
             try sync.addHandler(handler)
             box.value = handler

@@ -1,10 +1,9 @@
 // The `pin-sha256` of a certificate (RFC 7469): base64 of SHA-256 over its SubjectPublicKeyInfo, read
-// from the certificate's DER with swift-asn1 alone. No TLS library is asked, so a pin is checked the same
-// way whoever ran the handshake: BoringSSL on Linux, the system's TLS on Apple platforms.
+// from the certificate's DER (CertificateDER). No TLS library is asked, so a pin is checked the same way
+// whoever ran the handshake: BoringSSL on Linux, the system's TLS on Apple platforms.
 
 import Crypto
 import Foundation
-import SwiftASN1
 
 /// A certificate's public-key pin, or why it has none.
 enum PublicKeyPin {
@@ -41,24 +40,10 @@ enum PublicKeyPin {
     /// The DER bytes of the certificate's SubjectPublicKeyInfo, as they appear in it (RFC 5280 4.1:
     /// the seventh field of TBSCertificate, the sixth when the optional `[0] version` is absent).
     static func subjectPublicKeyInfo(certificateDER der: [UInt8]) throws -> ArraySlice<UInt8> {
-        func fail() -> IdentityFailure { IdentityFailure(.noCertificate, "the server's certificate is not valid DER") }
-        do {
-            guard case .constructed(let certificate) = try DER.parse(der).content,
-                let tbs = certificate.first(where: { _ in true }),
-                case .constructed(let fields) = tbs.content
-            else { throw fail() }
-            var rest = Array(fields)
-            // The version is explicitly tagged [0]; version 1 certificates leave it out.
-            let version = ASN1Identifier(tagWithNumber: 0, tagClass: .contextSpecific)
-            if rest.first?.identifier == version { rest.removeFirst() }
-            // serialNumber, signature, issuer, validity, subject, subjectPublicKeyInfo.
-            guard rest.count > 5, rest[5].identifier == .sequence else { throw fail() }
-            return rest[5].encodedBytes
-        } catch let error as IdentityFailure {
-            throw error
-        } catch {
-            throw fail()
+        guard let key = CertificateDER.subjectPublicKeyInfo(of: der) else {
+            throw IdentityFailure(.noCertificate, "the server's certificate is not valid DER")
         }
+        return key
     }
 }
 

@@ -1,12 +1,11 @@
 // Classic DNS (RFC 1035) to one server: a UDP query with a random id (resent once if nothing came back
 // within a second), matched on id, source address and question; retried over TCP when the answer is
-// truncated (TC bit). Over TCP every message goes with its length in two bytes (RFC 1035 §4.2.2):
-// NIOExtras' LengthFieldPrepender and LengthFieldBasedFrameDecoder add and strip it.
+// truncated (TC bit). Over TCP every message goes with its length in two bytes (RFC 1035 §4.2.2): the
+// query is written with it, and `TCPAnswerHandler` reads the first whole message off the stream.
 
 import HTTPDNSCore
 import HTTPDNSEngine
 import NIOCore
-import NIOExtras
 import NIOPosix
 
 struct Do53Provider: SubnetQuerying {
@@ -143,6 +142,9 @@ struct Do53Provider: SubnetQuerying {
     }
 
     private func tcpExchange(_ query: [UInt8], deadline: NIODeadline) async throws -> [UInt8] {
+        guard let length = UInt16(exactly: query.count) else {
+            throw ProviderError("the query (\(query.count) bytes) is longer than DNS over TCP carries (65,535)")
+        }
         let server = try self.server
         let eventLoop = group.next()
         let promise = eventLoop.makePromise(of: [UInt8].self)
@@ -152,11 +154,7 @@ struct Do53Provider: SubnetQuerying {
                 .connectTimeout(max(deadline - .now(), .milliseconds(1)))
                 .channelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
-                        let sync = channel.pipeline.syncOperations
-                        let decoder = LengthFieldBasedFrameDecoder(lengthFieldBitLength: .twoBytes)
-                        try sync.addHandler(ByteToMessageHandler(decoder))
-                        try sync.addHandler(LengthFieldPrepender(lengthFieldBitLength: .twoBytes))
-                        try sync.addHandler(TCPAnswerHandler(promise: promise))
+                        try channel.pipeline.syncOperations.addHandler(TCPAnswerHandler(promise: promise))
                     }
                 }
                 .connect(to: server).get()
@@ -169,7 +167,10 @@ struct Do53Provider: SubnetQuerying {
             throw failure
         }
         defer { channel.close(promise: nil) }
-        channel.writeAndFlush(ByteBuffer(bytes: query)).whenFailure { promise.fail($0) }
+        var framed = ByteBuffer()
+        framed.writeInteger(length)
+        framed.writeBytes(query)
+        channel.writeAndFlush(framed).whenFailure { promise.fail($0) }
         let timeout = eventLoop.scheduleTask(deadline: deadline) {
             promise.fail(ProviderError("no answer (TCP) before the timeout"))
         }
@@ -217,15 +218,22 @@ final class UDPAnswerHandler: ChannelInboundHandler {
     }
 }
 
-/// Takes the first DNS message off a TCP stream (the frame decoder before it has removed the length).
+/// Takes the first DNS message off a TCP stream: its length in two bytes, then the message. What comes
+/// before a whole message is kept (at most the 64 KiB a length can name, plus one read).
 final class TCPAnswerHandler: ChannelInboundHandler {
     typealias InboundIn = ByteBuffer
     let promise: EventLoopPromise<[UInt8]>
+    private var received = ByteBuffer()
 
     init(promise: EventLoopPromise<[UInt8]>) { self.promise = promise }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        promise.succeed(Array(unwrapInboundIn(data).readableBytesView))
+        var chunk = unwrapInboundIn(data)
+        received.writeBuffer(&chunk)
+        guard let length = received.getInteger(at: received.readerIndex, as: UInt16.self),
+            let message = received.getBytes(at: received.readerIndex + 2, length: Int(length))
+        else { return }
+        promise.succeed(message)
         context.close(promise: nil)
     }
 
@@ -234,8 +242,6 @@ final class TCPAnswerHandler: ChannelInboundHandler {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        // Part of a message left at close: channelInactive, which follows, says so.
-        if error is NIOExtrasErrors.LeftOverBytesError { return }
         promise.fail(error)
     }
 }

@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# The app-size guard: fails when what HTTPDNSKit adds to an app grows by more than 5 % over the figures
+# in scripts/app-size.baseline, or when a dependency joins what an iOS app links. Three checks:
+#
+#   products   the dependency products HTTPDNSKit's modules name for iOS (Package.swift, platform
+#              conditions applied, from `swift package dump-package`) must be the baseline's list: a new
+#              one is a new module in every app, and is decided on purpose (update the baseline).
+#   own code   the __text of HTTPDNSKit's own modules as the test build compiles them (.build/debug,
+#              llvm-size): the libraries' code, on any machine, CI included. A proxy for the release
+#              figure below, which it follows but does not equal (debug code, Linux's transport).
+#   ios        with an iOS SDK named (HTTPDNS_APPLE_SDK, HTTPDNS_APPLE_APINOTES, as for apple-check.sh):
+#              ../shared/tools/appsize/appsize.sh, the bytes HTTPDNSKit adds to a stripped arm64 iOS
+#              release app (docs/APPLE.md). It needs Debian's lld-16, installed when missing; CI has no
+#              SDK, so there it says SKIPPED.
+#
+# `scripts/app-size.sh --update` writes the figures measured now into the baseline (say why in the
+# CHANGELOG). Run after a debug build (scripts/test.sh runs it after its build).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+baseline=scripts/app-size.baseline
+update=0
+[ "${1:-}" = "--update" ] && update=1
+own_modules=(HTTPDNSCore HTTPDNSEngine HTTPDNSLookup HTTPDNSURLSession HTTPDNSKit HTTPDNSListener)
+status=0
+
+value() { awk -v k="$1" '$1 == k { print $2 }' "$baseline"; }
+# compare NAME NOW: fails above the baseline's figure by more than 5 %.
+compare() {
+    local name=$1 now=$2 was
+    was=$(value "$name")
+    if [ "$update" = 1 ] || [ -z "$was" ]; then
+        echo "app-size: $name $now (baseline ${was:-none})"
+        return 0
+    fi
+    local ratio
+    ratio=$(awk -v a="$now" -v b="$was" 'BEGIN { printf "%.3f", a / b }')
+    echo "app-size: $name $now, baseline $was, ratio $ratio (the guard is 1.050)"
+    if awk -v r="$ratio" 'BEGIN { exit !(r > 1.05) }'; then
+        echo "app-size: $name grew by more than 5 %: cut it, or say why in the CHANGELOG and run" \
+            "scripts/app-size.sh --update" >&2
+        status=1
+    fi
+}
+
+# MARK: Products an iOS app links
+products=$(swift package dump-package | python3 -c '
+import json, sys
+package = json.load(sys.stdin)
+targets = {t["name"]: t for t in package["targets"]}
+seen, todo, products = set(), ["HTTPDNSKit"], set()
+while todo:
+    name = todo.pop()
+    if name in seen or name not in targets:
+        continue
+    seen.add(name)
+    for dependency in targets[name]["dependencies"]:
+        kind, fields = next(iter(dependency.items()))
+        condition = fields[-1] or {}
+        platforms = condition.get("platformNames")
+        if platforms and "ios" not in platforms:
+            continue
+        if kind == "product":
+            products.add(fields[0])
+        else:
+            todo.append(fields[0])
+print(",".join(sorted(products)))
+')
+was=$(value ios-products)
+added=$(comm -13 <(tr , '\n' <<< "$was" | sort) <(tr , '\n' <<< "$products" | sort) | paste -sd, -)
+removed=$(comm -23 <(tr , '\n' <<< "$was" | sort) <(tr , '\n' <<< "$products" | sort) | paste -sd, -)
+echo "app-size: ios-products $products"
+if [ "$update" = 0 ] && [ -n "$was" ] && [ -n "$added" ]; then
+    echo "app-size: new on iOS: $added. A new product is a module in every app: take it out, or say why" \
+        "in the CHANGELOG and run scripts/app-size.sh --update" >&2
+    status=1
+fi
+[ -z "$removed" ] || [ "$update" = 1 ] || echo "app-size: no longer on iOS: $removed (scripts/app-size.sh --update records it)"
+
+# MARK: Our own code, as built for the tests
+objects=()
+for module in "${own_modules[@]}"; do
+    objects+=(.build/debug/"$module".build/*.o)
+done
+if [ ! -e "${objects[0]}" ]; then
+    echo "app-size: no debug build: run swift build --build-tests first" >&2
+    exit 2
+fi
+own=$(llvm-size --totals "${objects[@]}" | awk '/\(TOTALS\)/ { print $1 }')
+compare linux-debug-text "$own"
+
+# MARK: The iOS figure, where there is an SDK
+ios=""
+if [ -n "${HTTPDNS_APPLE_SDK:-}" ] && [ -n "${HTTPDNS_APPLE_APINOTES:-}" ]; then
+    command -v ld64.lld-16 > /dev/null || apt-get install -y -qq lld-16 > /dev/null
+    out=${TMPDIR:-/tmp}/httpdns-appsize
+    work=${WORK:-${TMPDIR:-/tmp}/apple-typecheck}
+    # appsize.sh links every object in the release folder: one left by a module that has since left
+    # the closure would be counted. The release build starts empty (APPSIZE_KEEP_BUILD=1 keeps it).
+    [ "${APPSIZE_KEEP_BUILD:-0}" = 1 ] || rm -rf "$work/pkg/.build/arm64-apple-ios/release"
+    SDK="$HTTPDNS_APPLE_SDK" PKG=. APINOTES="$HTTPDNS_APPLE_APINOTES" WORK="$work" OUT="$out" \
+        bash ../shared/tools/appsize/appsize.sh > "$out.log" 2>&1 || {
+        tail -20 "$out.log" >&2
+        exit 2
+    }
+    ios=$(sed -n 's/^== file: .*stripped: +\([0-9]*\) bytes$/\1/p' "$out.log")
+    sed -n '/== kit app: bytes kept/,/all .* owners/p' "$out.log"
+    # Our own code per source file (a file holds one type and its extensions here), from the linker map:
+    # the symbols dead-stripping kept, by the object file they came from.
+    python3 - "$out/app/kit.map" <<'PY'
+import collections, re, sys
+objects, sizes, symbols = {}, collections.Counter(), False
+for line in open(sys.argv[1], errors="replace"):
+    if line.startswith("# Symbols:"):
+        symbols = True
+    elif not symbols:
+        m = re.match(r"\[\s*(\d+)\]\s+(\S+)$", line.strip())
+        if m:
+            objects[m.group(1)] = m.group(2)
+    else:
+        m = re.match(r"0x[0-9A-Fa-f]+\s+0x([0-9A-Fa-f]+)\s+\[\s*(\d+)\]", line)
+        path = objects.get(m.group(2), "") if m else ""
+        if "/HTTPDNS" in path and ".build/" in path:
+            module = path.split("/")[-2].removesuffix(".build")
+            sizes[module + "/" + path.split("/")[-1].removesuffix(".swift.o")] += int(m.group(1), 16)
+print("== our own code kept, by source file (symbol bytes, top 25 of %d)" % len(sizes))
+for name, size in sizes.most_common(25):
+    print("   %-60s %8d" % (name, size))
+PY
+    compare ios-stripped "$ios"
+else
+    echo "app-size: ios SKIPPED, no iOS SDK (set HTTPDNS_APPLE_SDK and HTTPDNS_APPLE_APINOTES to run it);" \
+        "baseline $(value ios-stripped)"
+fi
+
+if [ "$update" = 1 ]; then
+    {
+        sed -n '/^#/p' "$baseline"
+        echo "ios-products $products"
+        echo "linux-debug-text $own"
+        echo "ios-stripped ${ios:-$(value ios-stripped)}"
+    } > "$baseline.new"
+    mv "$baseline.new" "$baseline"
+    echo "app-size: $baseline updated"
+fi
+exit "$status"
