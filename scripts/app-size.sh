@@ -77,12 +77,16 @@ fi
 [ -z "$removed" ] || [ "$update" = 1 ] || echo "app-size: no longer on iOS: $removed (scripts/app-size.sh --update records it)"
 
 # MARK: Our own code, as built for the tests
-objects=()
-for module in "${own_modules[@]}"; do
-    objects+=(.build/debug/"$module".build/*.o)
-done
-if [ ! -e "${objects[0]}" ]; then
+# The objects of the current build plan only (.build/debug.yaml): a tree built before files moved keeps
+# the old objects beside the new ones.
+if [ ! -f .build/debug.yaml ]; then
     echo "app-size: no debug build: run swift build --build-tests first" >&2
+    exit 2
+fi
+pattern="/($(IFS='|'; echo "${own_modules[*]}"))\.build/[^\"]*\.o"
+mapfile -t objects < <(grep -oE "\"[^\"]*$pattern\"" .build/debug.yaml | tr -d '"' | sort -u)
+if [ "${#objects[@]}" = 0 ] || [ ! -e "${objects[0]}" ]; then
+    echo "app-size: the debug build's objects are missing: run swift build --build-tests first" >&2
     exit 2
 fi
 own=$(llvm-size --totals "${objects[@]}" | awk '/\(TOTALS\)/ { print $1 }')
