@@ -9,6 +9,7 @@ import Foundation
 import Testing
 
 @testable import HTTPDNSCore
+@testable import HTTPDNSEngine
 @testable import HTTPDNSServer
 @testable import HTTPDNSLookup
 @testable import HTTPDNSKit
@@ -38,6 +39,28 @@ import Testing
             "resolver-spec",
         ] {
             #expect(try Self.inputs(target).count >= 4, "\(target)")
+        }
+    }
+
+    /// certificate-der: a certificate's DER gives its key, a PEM text its certificates, and a PEM error
+    /// never carries a control byte (pem-label-control-bytes: a label of control bytes was echoed).
+    @Test func certificateDER() throws {
+        let inputs = try Self.inputs("certificate-der")
+        #expect(inputs.count >= 3)
+        for (name, bytes) in inputs {
+            if name.hasSuffix("-der") {
+                #expect((CertificateDER.subjectPublicKeyInfo(of: bytes) == nil) == Self.expectsRefusal(name), "\(name)")
+            }
+            do {
+                let certificates = try CertificateDER.certificates(inPEM: String(decoding: bytes, as: UTF8.self))
+                if name.hasSuffix("-pem") {
+                    #expect(!certificates.isEmpty, "\(name)")
+                    #expect(certificates.allSatisfy { CertificateDER.subjectPublicKeyInfo(of: $0) != nil }, "\(name)")
+                }
+            } catch let error as PEMError {
+                #expect(!name.hasSuffix("-pem"), "\(name): \(error)")
+                #expect(error.description.unicodeScalars.allSatisfy { $0.value >= 0x20 && $0.value != 0x7F }, "\(name)")
+            }
         }
     }
 
