@@ -66,12 +66,16 @@ import Testing
         try decoder.finish(allocator: allocator)
     }
 
-    /// Bytes after the compressed stream are dropped (curl does the same); bytes that are not the
-    /// coding at all are an error.
-    @Test func bytesAfterTheStreamAreDroppedAndBytesThatAreNotTheCodingAreErrors() throws {
+    /// Bytes after the compressed stream (junk, or a second gzip member) are an error, as they are to
+    /// curl, in the chunk that carries them or a later one; so are bytes that are not the coding at all.
+    @Test func bytesAfterTheStreamAndBytesThatAreNotTheCodingAreErrors() throws {
         var body = try compressed("hello", .gzip())
         body.writeString("trailing")
-        #expect(try decoded(body, coding: "gzip", chunks: 3).body == "hello")
+        for size in [3, body.readableBytes] {
+            #expect(throws: ContentDecodingError(reason: .trailingData)) {
+                _ = try decoded(body, coding: "gzip", chunks: size)
+            }
+        }
         let plain = try #require(try ContentDecoder(contentEncoding: "deflate"))
         #expect(throws: ContentDecodingError(reason: .corrupt)) {
             try plain.decode(ByteBuffer(string: "not compressed at all"), allocator: allocator) { _ in }

@@ -4,8 +4,11 @@
 // otherwise bring a CDN's brotli body to the app's JSON decoder still compressed.
 
 enum ContentCodings {
-    /// What the engine decodes (NIO's decompressor), and identity.
-    static let decoded: Set<String> = ["gzip", "x-gzip", "deflate", "identity"]
+    /// Whether the engine can hand the app `coding`'s body decoded: identity, or one `ContentDecoder`
+    /// decodes.
+    static func isDecoded(_ coding: String) -> Bool {
+        coding == "identity" || ContentDecoder.algorithm(for: coding) != nil
+    }
 
     /// The Accept-Encoding to send for `accept` (the app's, nil for none): its codings the engine decodes,
     /// in its order with their weights; `gzip, deflate` when none is left (a `*` is dropped: it would let
@@ -16,7 +19,7 @@ enum ContentCodings {
             let coding = item.split(separator: ";", maxSplits: 1).first.map {
                 $0.trimmingCharacters(in: .whitespaces).lowercased()
             }
-            return coding.map(decoded.contains) == true ? item : nil
+            return coding.map(isDecoded) == true ? item : nil
         }
         return kept.isEmpty ? "gzip, deflate" : kept.joined(separator: ", ")
     }

@@ -6,7 +6,7 @@
 //
 // What it guarantees, as NIO's decompressor did: the head goes on unchanged (URLSession reports the
 // server's Content-Encoding), a body that ends before its compressed stream does is an error (never a
-// short body delivered as whole), and no output buffer grows past `chunkLimit` however far one chunk
+// short body delivered as whole), so are bytes after the stream's end, and no output buffer grows past `chunkLimit` however far one chunk
 // inflates.
 
 import CompressNIO
@@ -15,13 +15,14 @@ import NIOHTTP1
 
 /// Why a compressed response body could not be decoded.
 struct ContentDecodingError: Error, Hashable, CustomStringConvertible {
-    enum Reason: Hashable { case corrupt, truncated, failed }
+    enum Reason: Hashable { case corrupt, truncated, trailingData, failed }
     let reason: Reason
 
     var description: String {
         switch reason {
         case .corrupt: "the response body is not valid for its Content-Encoding"
         case .truncated: "the response body ended before its compressed stream did"
+        case .trailingData: "the response body goes on after its compressed stream ended"
         case .failed: "the response body's decompressor failed (zlib could not start or ran out of memory)"
         }
     }
@@ -39,15 +40,18 @@ final class ContentDecoder {
     /// A decoder for `contentEncoding` (a Content-Encoding field value), nil for a coding it does not
     /// decode (identity, or one the request did not offer: passed through as it came).
     init?(contentEncoding: String) throws {
-        switch contentEncoding.lowercased().filter({ $0 != " " && $0 != "\t" }) {
-        case "gzip", "x-gzip": zlib = try Self.stream(.gzip)
-        case "deflate": zlib = try Self.stream(.zlib)  // RFC 9110 §8.4.1.2: the zlib format
-        default: return nil
-        }
+        guard let algorithm = Self.algorithm(for: contentEncoding) else { return nil }
+        do { zlib = try ZlibDecompressor(algorithm: algorithm) } catch { throw ContentDecodingError(reason: .failed) }
     }
 
-    private static func stream(_ algorithm: ZlibAlgorithm) throws -> ZlibDecompressor {
-        do { return try ZlibDecompressor(algorithm: algorithm) } catch { throw ContentDecodingError(reason: .failed) }
+    /// The zlib format of a content coding the engine decodes (any case, blanks ignored); nil for any
+    /// other. The one list of decoded codings: `ContentCodings` offers what this answers for.
+    static func algorithm(for coding: some StringProtocol) -> ZlibAlgorithm? {
+        switch coding.lowercased().filter({ $0 != " " && $0 != "\t" }) {
+        case "gzip", "x-gzip": .gzip
+        case "deflate": .zlib  // RFC 9110 §8.4.1.2: the zlib format
+        default: nil
+        }
     }
 
     /// Inflates `chunk`, handing each output buffer (never empty) to `emit`.
@@ -70,8 +74,9 @@ final class ContentDecoder {
             } catch {
                 throw ContentDecodingError(reason: .failed)
             }
-            // All of the input taken, or the stream ended: bytes after its end are dropped, as curl
-            // and NIO's decompressor drop them (zlib reads none of them, now or in a later chunk).
+            // All of the input taken, or the stream ended with bytes after it. Those are an error, as
+            // they are to curl: dropped, a second gzip member would be a short body delivered as whole.
+            guard input.readableBytes == 0 else { throw ContentDecodingError(reason: .trailingData) }
             break
         }
         if output.readableBytes > 0 { emit(output) }
