@@ -5,24 +5,28 @@
 //
 // Module map (one concern each). No module shares its name with a type, so `Module.Type` always works:
 //   HTTPDNSKit       the front door: `HTTPDNS`, one value that owns the resolver, the engines and their
-//                    lifecycle, its routes (LocalProxy/: the loopback forward proxy, `HTTPDNSProxy`, with
-//                    CONNECT tunnels, http:// forwarding and PAC), and re-exports the public types of the
-//                    modules below. Apps import this.
+//                    lifecycle, the URLProtocol and system encrypted-DNS routes, and re-exports the public
+//                    types of the modules below. Apps import this.
+//   HTTPDNSLoopbackProxy the `.proxy` route, a product an app opts into: the loopback forward proxy
+//                    (`HTTPDNSProxy`: CONNECT tunnels, http:// forwarding, PAC), kept per HTTPDNS as an
+//                    attachment, and `configure(_:via:)` for URLSession configurations and web views.
 //   HTTPDNSPrivacy   the privacy manifest (PrivacyInfo.xcprivacy), bundled with every app that links HTTPDNSKit.
 //   HTTPDNSCore      pure core, no I/O: DNS wire format, provider answer parsers, cache and refresh
 //                    policy, host policy, answer validation, resolver specs.
 //   HTTPDNSEngine    the one HTTP engine (SwiftNIO): TLS with the real hostname as SNI, HTTP/1.1 and
 //                    HTTP/2 by ALPN, connecting to addresses given by a resolver (`AddressSource`). Its
-//                    folders: Pool/, Exchange/, Transport/ (Posix, NetworkFramework), Trust/, and the
-//                    two parts the resolver, the server and the proxy share: Network/ (the network path
-//                    and the monitor that keeps it current) and Plumbing/ (connection limits, idle
-//                    closing, accept back-off, HTTP/2 limits, trace context in header fields).
+//                    folders: Pool/, Exchange/, Transport/ (Posix, NetworkFramework), Trust/, and
+//                    Network/ (the network path and the monitor that keeps it current), which the
+//                    resolver shares.
+//   HTTPDNSListener  the listener's toolkit the loopback proxy and the server share: connection limits
+//                    and slots, the accept pause, idle closing.
 //   HTTPDNSLookup    the resolver, `HTTPDNSResolver` (SwiftNIO): providers (DoH, JSON, DNSPod, Do53, system), cache,
 //                    coalescing, prefetch, persistence, fallback, hijack detection.
 //   HTTPDNSURLSession the URLProtocol for URLSession (the only module that imports FoundationNetworking).
 //   HTTPDNSOpenAPI   a ClientTransport for swift-openapi-generator's clients, behind the trait `OpenAPI`.
 //
-// Apps link the products, HTTPDNSKit and HTTPDNSOpenAPI, and what they build on. The rest is this
+// Apps link the products, HTTPDNSKit (and, when they use them, HTTPDNSLoopbackProxy and HTTPDNSOpenAPI),
+// and what they build on. The rest is this
 // repository's own, and no product uses it, so an app never resolves what only it needs
 // (argument-parser, Prometheus, service-lifecycle, swift-otel, the DocC plugin): SwiftPM leaves out a
 // dependency that no product uses.
@@ -84,6 +88,8 @@ let package = Package(
     platforms: [.macOS(.v13), .iOS(.v16), .tvOS(.v16), .watchOS(.v9)],
     products: [
         .library(name: "HTTPDNSKit", targets: ["HTTPDNSKit"]),
+        // The `.proxy` route (web views, players, other processes through a loopback proxy), opted into.
+        .library(name: "HTTPDNSLoopbackProxy", targets: ["HTTPDNSLoopbackProxy"]),
         // Behind the trait `OpenAPI`, off by default: an app without a generated client never resolves
         // swift-openapi-runtime or swift-http-types.
         .library(name: "HTTPDNSOpenAPI", targets: ["HTTPDNSOpenAPI"]),
@@ -174,7 +180,7 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         // The listener's toolkit: connection limits and slots (who may take a full listener's place),
-        // the accept pause, idle closing. The loopback proxy (HTTPDNSKit) and the server use it; the
+        // the accept pause, idle closing. The loopback proxy (HTTPDNSLoopbackProxy) and the server use it; the
         // client engine does not.
         .target(
             name: "HTTPDNSListener",
@@ -249,7 +255,6 @@ let package = Package(
         .target(
             name: "HTTPDNSKit",
             dependencies: [
-                "HTTPDNSListener",
                 "HTTPDNSPrivacy",
                 "HTTPDNSCore",
                 "HTTPDNSEngine",
@@ -262,7 +267,28 @@ let package = Package(
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
-                // The loopback proxy's listener on Apple platforms, where the tunnels' connections are
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The loopback proxy route, a product an app opts into: what only that route needs (the proxy,
+        // its listener toolkit) stays out of an app that links HTTPDNSKit alone, where Swift's type
+        // metadata would keep it past dead-stripping.
+        .target(
+            name: "HTTPDNSLoopbackProxy",
+            dependencies: [
+                "HTTPDNSKit",
+                "HTTPDNSListener",
+                "HTTPDNSCore",
+                "HTTPDNSEngine",
+                "HTTPDNSLookup",
+                "HTTPDNSURLSession",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                // The proxy's listener on Apple platforms, where the tunnels' connections are
                 // Network.framework's.
                 .product(
                     name: "NIOTransportServices",
@@ -366,6 +392,7 @@ let package = Package(
             dependencies: [
                 "HTTPDNSDemoPKI",
                 "HTTPDNSKit",
+                "HTTPDNSLoopbackProxy",
                 "HTTPDNSURLSession",
                 "HTTPDNSServer",
                 "HTTPDNSCore",
@@ -406,7 +433,9 @@ let package = Package(
         // suites that test how those work together.
         .target(
             name: "HTTPDNSTestSupport",
-            dependencies: sharedTestDependencies + ["HTTPDNSTestTools", "HTTPDNSKit", "HTTPDNSURLSession"],
+            dependencies: sharedTestDependencies + [
+                "HTTPDNSTestTools", "HTTPDNSKit", "HTTPDNSLoopbackProxy", "HTTPDNSURLSession",
+            ],
             path: "Tests/HTTPDNSTestSupport",
             swiftSettings: swiftSettings
         ),
@@ -486,7 +515,15 @@ let package = Package(
             "HTTPDNSKitTests",
             [
                 "HTTPDNSKit", "HTTPDNSPrivacy", .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
-                // The loopback proxy's handler on an EmbeddedChannel (LocalProxy/).
+                // The fuzz targets' replay includes the proxy's request-target parser.
+                "HTTPDNSLoopbackProxy",
+            ]
+        ),
+        testTarget(
+            "HTTPDNSLoopbackProxyTests",
+            [
+                "HTTPDNSKit", "HTTPDNSLoopbackProxy",
+                // The proxy's handler on an EmbeddedChannel.
                 .product(name: "NIOEmbedded", package: "swift-nio"),
             ]
         ),
@@ -503,7 +540,7 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         testTarget("httpdnsTests", ["HTTPDNSListener"]),
-        testTarget("HTTPDNSIntegrationTests", ["HTTPDNSKit", "HTTPDNSURLSession"]),
+        testTarget("HTTPDNSIntegrationTests", ["HTTPDNSKit", "HTTPDNSLoopbackProxy", "HTTPDNSURLSession"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,6 +1,7 @@
 // Requests through the engine, the proxy for other clients, SwiftNIO's resolver, and shutting down.
 // Needs the internet (AliDNS's public DoH); example.com stands for your own names.
 import HTTPDNSKit
+import HTTPDNSLoopbackProxy  // the proxy: a product of its own, opted into
 import NIOCore
 import NIOPosix
 

@@ -5,6 +5,7 @@
     // snippet.show
     import WebKit
     import HTTPDNSKit
+    import HTTPDNSLoopbackProxy  // the .proxy route: a product of its own, opted into
 
     @MainActor func routeWebViews(through httpdns: HTTPDNS) async throws {
         // Starts the proxy (once) and sets the store's proxyConfigurations to it; kept pointed at it

@@ -7,7 +7,8 @@
 #              one is a new module in every app, and is decided on purpose (update the baseline).
 #   own code   the __text of HTTPDNSKit's own modules as the test build compiles them (.build/debug,
 #              llvm-size): the libraries' code, on any machine, CI included. A proxy for the release
-#              figure below, which it follows but does not equal (debug code, Linux's transport).
+#              figure below, which it follows but does not equal (debug code, Linux's transport). The
+#              same for what the opt-in product HTTPDNSLoopbackProxy adds on top (proxy-debug-text).
 #   ios        with an iOS SDK named (HTTPDNS_APPLE_SDK, HTTPDNS_APPLE_APINOTES, as for apple-check.sh):
 #              ../shared/tools/appsize/appsize.sh, the bytes HTTPDNSKit adds to a stripped arm64 iOS
 #              release app (docs/APPLE.md). It needs Debian's lld-16, installed when missing; CI has no
@@ -20,7 +21,9 @@ cd "$(dirname "$0")/.."
 baseline=scripts/app-size.baseline
 update=0
 [ "${1:-}" = "--update" ] && update=1
-own_modules=(HTTPDNSCore HTTPDNSEngine HTTPDNSLookup HTTPDNSURLSession HTTPDNSKit HTTPDNSListener)
+own_modules=(HTTPDNSCore HTTPDNSEngine HTTPDNSLookup HTTPDNSURLSession HTTPDNSKit)
+# What the opt-in product HTTPDNSLoopbackProxy adds to an app that has HTTPDNSKit.
+proxy_modules=(HTTPDNSLoopbackProxy HTTPDNSListener)
 status=0
 
 value() { awk -v k="$1" '$1 == k { print $2 }' "$baseline"; }
@@ -83,19 +86,26 @@ if [ ! -f .build/debug.yaml ]; then
     echo "app-size: no debug build: run swift build --build-tests first" >&2
     exit 2
 fi
-pattern="/($(IFS='|'; echo "${own_modules[*]}"))\.build/[^\"]*\.o"
-mapfile -t objects < <(grep -oE "\"[^\"]*$pattern\"" .build/debug.yaml | tr -d '"' | sort -u)
-if [ "${#objects[@]}" = 0 ] || [ ! -e "${objects[0]}" ]; then
-    echo "app-size: the debug build's objects are missing: run swift build --build-tests first" >&2
-    exit 2
-fi
-own=$(llvm-size --totals "${objects[@]}" | awk '/\(TOTALS\)/ { print $1 }')
+# debug_text MODULE...: the __text of those modules' objects in the debug build.
+debug_text() {
+    local pattern objects
+    pattern="/($(IFS='|'; echo "$*"))\.build/[^\"]*\.o"
+    mapfile -t objects < <(grep -oE "\"[^\"]*$pattern\"" .build/debug.yaml | tr -d '"' | sort -u)
+    if [ "${#objects[@]}" = 0 ] || [ ! -e "${objects[0]}" ]; then
+        echo "app-size: the debug build's objects are missing: run swift build --build-tests first" >&2
+        exit 2
+    fi
+    llvm-size --totals "${objects[@]}" | awk '/\(TOTALS\)/ { print $1 }'
+}
+own=$(debug_text "${own_modules[@]}") || exit 2
+proxy=$(debug_text "${proxy_modules[@]}") || exit 2
 compare linux-debug-text "$own"
+compare proxy-debug-text "$proxy"
 
 # MARK: The iOS figure, where there is an SDK
 ios=""
 if [ -n "${HTTPDNS_APPLE_SDK:-}" ] && [ -n "${HTTPDNS_APPLE_APINOTES:-}" ]; then
-    command -v ld64.lld-16 > /dev/null || apt-get install -y -qq lld-16 > /dev/null
+    command -v ld64.lld-16 > /dev/null || { apt-get update -qq && apt-get install -y -qq lld-16; } > /dev/null
     out=${TMPDIR:-/tmp}/httpdns-appsize
     work=${WORK:-${TMPDIR:-/tmp}/apple-typecheck}
     # appsize.sh links every object in the release folder: one left by a module that has since left
@@ -141,6 +151,7 @@ if [ "$update" = 1 ]; then
         sed -n '/^#/p' "$baseline"
         echo "ios-products $products"
         echo "linux-debug-text $own"
+        echo "proxy-debug-text $proxy"
         echo "ios-stripped ${ios:-$(value ios-stripped)}"
     } > "$baseline.new"
     mv "$baseline.new" "$baseline"

@@ -30,7 +30,7 @@ fi
 # MetricsBackend: it imports swift-metrics' `Metrics`, which only the CLI depends on; a build of the
 # snippet alone (what the harness runs) does not make that module. The Linux build compiles it.
 snippets=$(ls Snippets/*.swift | xargs -n1 basename | sed 's/\.swift$//' | grep -vxE 'MetricsBackend' | tr '\n' ' ')
-export TARGETS=${TARGETS:-"HTTPDNSKit HTTPDNSOpenAPI HTTPDNSURLSession HTTPDNSLookup HTTPDNSServer httpdns-conformance $snippets"}
+export TARGETS=${TARGETS:-"HTTPDNSKit HTTPDNSLoopbackProxy HTTPDNSOpenAPI HTTPDNSURLSession HTTPDNSLookup HTTPDNSServer httpdns-conformance $snippets"}
 work=${WORK:-${TMPDIR:-/tmp}/apple-typecheck}
 # The harness reports every log in its folder: drop those of earlier runs (other targets).
 rm -f "$work"/logs/*.log

@@ -4,7 +4,7 @@
 # Usage: scripts/docs.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-targets=(HTTPDNSKit HTTPDNSCore HTTPDNSEngine HTTPDNSLookup HTTPDNSURLSession HTTPDNSOpenAPI)
+targets=(HTTPDNSKit HTTPDNSLoopbackProxy HTTPDNSCore HTTPDNSEngine HTTPDNSLookup HTTPDNSURLSession HTTPDNSOpenAPI)
 args=()
 for t in "${targets[@]}"; do args+=(--target "$t"); done
 log=/tmp/httpdns-docs.log

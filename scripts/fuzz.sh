@@ -45,7 +45,7 @@ BESIDE_USERS=(
     Sources/HTTPDNSLookup/ServiceList.swift
     Sources/HTTPDNSLookup/Providers/DES.swift
     Sources/HTTPDNSServer/Service/HostsFile.swift
-    Sources/HTTPDNSKit/LocalProxy/ProxyRequestTarget.swift
+    Sources/HTTPDNSLoopbackProxy/ProxyRequestTarget.swift
     Sources/HTTPDNSEngine/Trust/CertificateDER.swift
 )
 

@@ -62,7 +62,7 @@ public struct EncryptedDNSSettings: Sendable {
 /// to turn it off. Made by ``HTTPDNS/enableSystemEncryptedDNS(_:)``.
 public final class SystemEncryptedDNS: Sendable {
     /// Points the system's resolution at the server (`.encrypted`) or gives it back (`.system`).
-    package typealias Apply = @Sendable (EncryptedDNSMode) -> Void
+    typealias Apply = @Sendable (EncryptedDNSMode) -> Void
 
     private struct Inner {
         var health: EncryptedDNSHealth

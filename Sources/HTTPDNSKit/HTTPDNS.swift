@@ -1,8 +1,9 @@
 // The front door. One `HTTPDNS` owns what an app needs: the resolver (providers, policy, cache), the
 // engine that reaches the providers, the engine that sends the app's own requests with the real
 // hostname as SNI and Host while connecting to the resolved address, and their lifecycle. Everything
-// else is handed out from here: a URLSession configuration, the loopback proxy, a SwiftNIO resolver,
-// curl's --resolve entries.
+// else is handed out from here: a URLSession configuration, a SwiftNIO resolver, curl's --resolve
+// entries; the loopback proxy from the opt-in module HTTPDNSLoopbackProxy, whose state an instance keeps
+// as an attachment (HTTPDNS+Attachments.swift).
 //
 //     import HTTPDNSKit
 //     let httpdns = try HTTPDNS(resolvers: ["doh:https://223.5.5.5/dns-query"], only: ["*.example.com"])
@@ -30,17 +31,17 @@ import Tracing
 /// exits to save the cache (when ``Configuration/persistencePath`` is set) and close connections.
 public final class HTTPDNS: Sendable {
     /// What this instance was made from.
-    let configuration: Configuration
-    let upgradeToHTTPS: [HostPattern]
+    package let configuration: Configuration
+    package let upgradeToHTTPS: [HostPattern]
     /// The resolver: async, completion-handler, blocking and cached-or-start lookups, hijack checks.
     public let resolver: HTTPDNSResolver
     /// The engine for the app's own requests, resolving through ``resolver`` at connect time.
     public let engine: HTTPEngine
     /// The engine that reaches the resolvers themselves (never through DNS).
     let resolverEngine: HTTPEngine
-    let logger: Logger
-    /// The loopback proxy that proxy configurations point at (`configure(_:via:)`), started on first use.
-    let proxyKeeper: ProxyKeeper
+    package let logger: Logger
+    /// What the opt-in route modules keep for this instance (the loopback proxy's keeper), made on first use.
+    let attachments = NIOLockedValueBox(Attachments())
     /// The resolver's connection being opened at creation (``Configuration/connectsResolverAtStart``).
     let resolverWarmUp: Task<Void, any Error>?
     /// The system encrypted-DNS mode, while it is on (`enableSystemEncryptedDNS(_:)`).
@@ -108,13 +109,6 @@ public final class HTTPDNS: Sendable {
             }
         } else {
             resolverWarmUp = nil
-        }
-        let upgrade = upgradeToHTTPS
-        self.proxyKeeper = ProxyKeeper(logger: logger) { port in
-            var proxy = HTTPDNSProxy.Configuration()
-            proxy.port = port
-            proxy.upgradeToHTTPS = upgrade
-            return try await HTTPDNSProxy.start(proxy, resolver: resolver, engine: engine, logger: logger)
         }
     }
 
@@ -187,21 +181,6 @@ public final class HTTPDNS: Sendable {
     }
 
     // MARK: Clients outside URLSession
-
-    /// Starts the loopback proxy for clients that only take a proxy setting (web views, players, other
-    /// processes). Stop it with its `stop()`.
-    ///
-    /// - Parameter configuration: Where to listen and who may connect; its `upgradeToHTTPS` is replaced by
-    ///   this instance's.
-    /// - Returns: The running proxy.
-    /// - Throws: `HTTPDNSConfigurationError` with code `.invalidProxyConfiguration` for a listen address that is
-    ///   not an IP, or one off loopback without `allowNonLoopback` and credentials; the socket's error when the
-    ///   address cannot be listened on.
-    public func startProxy(_ configuration: HTTPDNSProxy.Configuration = .init()) async throws -> HTTPDNSProxy {
-        var configuration = configuration
-        configuration.upgradeToHTTPS = upgradeToHTTPS
-        return try await HTTPDNSProxy.start(configuration, resolver: resolver, engine: engine, logger: logger)
-    }
 
     /// A SwiftNIO `Resolver` for one `ClientBootstrap` connect, so any NIO client (gRPC, a database
     /// driver) resolves through HTTPDNS: `ClientBootstrap(group:).resolver(httpdns.nioResolver(on: loop))`.
@@ -325,7 +304,9 @@ public final class HTTPDNS: Sendable {
         for token in appLifecycleObservers.withLockedValue({ $0.tokens }) {
             NotificationCenter.default.removeObserver(token)
         }
-        await proxyKeeper.shutdown()
+        for attachment in attachments.withLockedValue({ $0.close() }) {
+            await attachment.shutdown()
+        }
         await resolver.shutdown()
         engine.shutdown()
         resolverEngine.shutdown()

@@ -22,7 +22,7 @@ import NIOConcurrencyHelpers
 import NIOCore
 
 /// Whether the server should be sent traffic.
-package final class ServiceReadiness: Sendable {
+final class ServiceReadiness: Sendable {
     enum State: Sendable, Equatable {
         case waitingForUpstream
         case ready

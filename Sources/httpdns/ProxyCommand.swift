@@ -4,6 +4,7 @@ import ArgumentParser
 import HTTPDNSCommandLine
 import HTTPDNSOTLP
 import HTTPDNSKit
+import HTTPDNSLoopbackProxy
 import Foundation
 import HTTPDNSCore
 import HTTPDNSEngine

@@ -13,6 +13,7 @@ import Testing
 @testable import HTTPDNSServer
 @testable import HTTPDNSLookup
 @testable import HTTPDNSKit
+@testable import HTTPDNSLoopbackProxy
 
 @Suite struct FuzzRegressionTests {
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()

@@ -2,6 +2,7 @@ import Testing
 
 @testable import HTTPDNSCore
 @testable import HTTPDNSKit
+@testable import HTTPDNSLoopbackProxy
 
 @Suite struct HTTPURLPartsTests {
     @Test func splitsAURLIntoWhoAndWhat() throws {

@@ -12,11 +12,11 @@ import Testing
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent()
 
-    /// The targets an app links through the products (HTTPDNSKit, HTTPDNSOpenAPI): their code is what
-    /// the manifest speaks for. The server, the CLI and the benches never ship in an app.
+    /// The targets an app links through the products (HTTPDNSKit, HTTPDNSLoopbackProxy, HTTPDNSOpenAPI):
+    /// their code is what the manifest speaks for. The server, the CLI and the benches never ship in an app.
     static let shippedTargets = [
-        "HTTPDNSCore", "HTTPDNSEngine", "HTTPDNSLookup",
-        "HTTPDNSLocalProxy", "HTTPDNSURLSession", "HTTPDNSKit", "HTTPDNSOpenAPI", "HTTPDNSPrivacy",
+        "HTTPDNSCore", "HTTPDNSEngine", "HTTPDNSLookup", "HTTPDNSListener", "HTTPDNSLoopbackProxy",
+        "HTTPDNSURLSession", "HTTPDNSKit", "HTTPDNSOpenAPI", "HTTPDNSPrivacy",
     ]
 
     /// Apple's required-reason API categories and the spellings (Swift, Objective-C, C) that reach them.

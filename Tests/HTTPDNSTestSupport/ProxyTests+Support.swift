@@ -6,6 +6,7 @@ import Foundation
 @testable import HTTPDNSCore
 @testable import HTTPDNSEngine
 @testable import HTTPDNSKit
+@testable import HTTPDNSLoopbackProxy
 @testable import HTTPDNSLookup
 @testable import HTTPDNSTestTools
 import NIOCore

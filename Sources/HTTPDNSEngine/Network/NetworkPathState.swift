@@ -243,7 +243,7 @@ struct NetworkPathMachine: Sendable {
     var knownPrefixes: [(id: String, prefixes: [NAT64Prefix])] = []
     static let rememberedNetworks = 8
 
-    package enum Event: Hashable, Sendable {
+    enum Event: Hashable, Sendable {
         /// The kernel said a link, address or route changed.
         case kernelNotice
         /// The debounce after a kernel notice elapsed.

@@ -10,7 +10,7 @@
 // from the certificate's bytes (PublicKeyPin), and never overruled.
 
 /// What the Security framework said about a server's chain, judged for a hostname (or an IP literal).
-package enum SystemTrustVerdict: Sendable, Equatable {
+enum SystemTrustVerdict: Sendable, Equatable {
     case trusted
     /// `status`: the `OSStatus` of the evaluation's error (SecBase.h's `errSec…` codes).
     case rejected(status: Int32)

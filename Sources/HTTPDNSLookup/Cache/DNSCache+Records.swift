@@ -23,7 +23,7 @@ struct RecordsKey: Hashable, Sendable, Codable {
 }
 
 /// A name's cached HTTPS records.
-package struct RecordsEntry: Hashable, Sendable {
+struct RecordsEntry: Hashable, Sendable {
     var answer: ServiceBindingAnswer
     /// Which provider gave them.
     var source: String

@@ -57,7 +57,7 @@ package struct CacheEntry: Hashable, Sendable, Codable {
 }
 
 /// What a lookup found.
-package enum CacheLookup: Hashable, Sendable {
+enum CacheLookup: Hashable, Sendable {
     /// Within TTL. `prefetch`: the caller should start a background refresh (it is marked as running).
     case fresh(CacheEntry, remaining: Duration, prefetch: Bool)
     /// Expired within `serveExpired`. `refresh`: the caller should start the one refresh (marked as running).

@@ -27,13 +27,13 @@ import HTTPDNSCore
 /// owner keeps it under a lock.
 struct ResolverStateMachine: Sendable {
     /// Names one upstream query (a lookup's or a background refresh's).
-    package struct QueryID: Hashable, Sendable, CustomStringConvertible {
+    struct QueryID: Hashable, Sendable, CustomStringConvertible {
         var value: Int
         var description: String { "query \(value)" }
     }
 
     /// Names one scheduled write of the cache.
-    package struct PersistTimerID: Hashable, Sendable {
+    struct PersistTimerID: Hashable, Sendable {
         var value: Int
     }
 

@@ -11,7 +11,7 @@
 // Tables are as printed in FIPS 46-3: bit 1 is the most significant bit of the block.
 
 /// DES in ECB mode with PKCS#7 padding (8-byte key, 8-byte blocks). Weak; see the file's note.
-package enum DESECB {
+enum DESECB {
     /// A key with its sixteen round keys worked out once (a cipher keeps one per account).
     package struct Key: Sendable {
         let subkeys: [UInt64]

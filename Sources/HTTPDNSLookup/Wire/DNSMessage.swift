@@ -67,7 +67,7 @@ package struct DNSWireError: Error, Hashable, Sendable, CustomStringConvertible 
 }
 
 /// One resource record from the answer section.
-package struct DNSRecord: Hashable, Sendable {
+struct DNSRecord: Hashable, Sendable {
     var name: String
     var type: DNSRecordType
     var ttl: UInt32

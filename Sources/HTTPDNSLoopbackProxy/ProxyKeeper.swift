@@ -2,12 +2,13 @@
 // port when its listener is lost, and reports a move. The thin executor; the rules and their tests are
 // the lifecycle's.
 
+import HTTPDNSKit
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
 
 /// Keeps one loopback proxy running for the clients pointed at it by proxy configurations.
-final class ProxyKeeper: Sendable {
+final class ProxyKeeper: HTTPDNSAttachment {
     /// Starts a proxy listening on a port (0: any free one).
     typealias Start = @Sendable (_ port: Int) async throws -> HTTPDNSProxy
 

@@ -4,6 +4,7 @@
 
 import Foundation
 @testable import HTTPDNSKit
+@testable import HTTPDNSLoopbackProxy
 @testable import HTTPDNSTestSupport
 @testable import HTTPDNSTestTools
 import NIOConcurrencyHelpers
@@ -18,7 +19,7 @@ import Testing
 @Suite struct RoutesTests {
     @Test func theLoopbackProxyStartsOnceOnFirstUse() async throws {
         try await withHTTPDNS { httpdns in
-            #expect(httpdns.proxyKeeper.current == nil)
+            #expect((try httpdns.proxyKeeper()).current == nil)
             async let first = httpdns.loopbackProxy()
             async let second = httpdns.loopbackProxy()
             let (a, b) = try await (first, second)
@@ -42,7 +43,7 @@ import Testing
             let port = first.port
             // In the foreground: the close notice starts it again at once, on the same port.
             await first.closeListener()
-            try await eventually("the proxy listens again") { httpdns.proxyKeeper.current != nil }
+            try await eventually("the proxy listens again") { (try httpdns.proxyKeeper()).current != nil }
             let again = try await httpdns.loopbackProxy()
             #expect(again !== first)
             #expect(cameBack(on: port, as: again, moves: moves))
@@ -60,9 +61,9 @@ import Testing
             await first.closeListener()
             try await first.listenerClosed.get()
             // Suspended apps start nothing: the proxy waits for the foreground.
-            #expect(httpdns.proxyKeeper.current == nil)
+            #expect((try httpdns.proxyKeeper()).current == nil)
             await httpdns.applicationWillEnterForeground()
-            let again = try #require(httpdns.proxyKeeper.current)
+            let again = try #require((try httpdns.proxyKeeper()).current)
             #expect(cameBack(on: port, as: again, moves: moves))
             #expect(try await httpdns.loopbackProxy() === again)
         }
@@ -90,11 +91,11 @@ import Testing
             let owner = NSObject()
             let ownerMoves = NIOLockedValueBox(0)
             for _ in 0..<5 {
-                httpdns.proxyKeeper.onMove(for: ObjectIdentifier(owner)) { _, _ in
+                (try httpdns.proxyKeeper()).onMove(for: ObjectIdentifier(owner)) { _, _ in
                     ownerMoves.withLockedValue { $0 += 1 }
                 }
             }
-            #expect(httpdns.proxyKeeper.moveHandlerCount == 2)
+            #expect((try httpdns.proxyKeeper()).moveHandlerCount == 2)
             let first = try await httpdns.loopbackProxy()
             let port = first.port
             httpdns.applicationDidEnterBackground()
@@ -110,7 +111,7 @@ import Testing
             }
             squatted = true
             await httpdns.applicationWillEnterForeground()
-            let moved = try #require(httpdns.proxyKeeper.current)
+            let moved = try #require((try httpdns.proxyKeeper()).current)
             #expect(moved.port != port)
             let reported = moves.withLockedValue { $0 }
             #expect(reported.count == 1)

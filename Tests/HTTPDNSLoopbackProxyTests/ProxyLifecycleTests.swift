@@ -3,6 +3,7 @@
 // reported) only when that port is taken.
 
 @testable import HTTPDNSKit
+@testable import HTTPDNSLoopbackProxy
 import Testing
 
 @Suite struct ProxyLifecycleTests {

@@ -1,11 +1,17 @@
-// The routes a request can take into HTTPDNS from a system client: the URLProtocol (`.urlProtocol`), or
-// a proxy configuration pointing the client at the loopback proxy (`.proxy`, iOS 17 / macOS 14). The
-// third route, the system's encrypted DNS, is HTTPDNS+SystemEncryptedDNS.swift. The DocC article
-// "Choosing a route" compares them.
+// The `.proxy` route: a system client (URLSession through `proxyConfigurations`, web views, players)
+// sends its requests through the loopback proxy, which resolves through HTTPDNS and tunnels. The URLProtocol
+// route is HTTPDNSKit's own (`enable(on:)`); the system's encrypted DNS is HTTPDNSKit's too
+// (`enableSystemEncryptedDNS(_:)`). The DocC article "Choosing a route" compares them.
+//
+// A module an app opts into (the product HTTPDNSLoopbackProxy): an app that links HTTPDNSKit alone
+// carries none of the proxy. Its state per HTTPDNS instance, the keeper of the one loopback proxy, is an
+// attachment of the instance (HTTPDNS+Attachments.swift in HTTPDNSKit), which follows the app's
+// background and foreground and ends at `shutdown()`.
 
 import Foundation
+import HTTPDNSCore
+import HTTPDNSKit
 import HTTPDNSURLSession
-import NIOConcurrencyHelpers
 
 #if canImport(FoundationNetworking)
     import FoundationNetworking
@@ -13,16 +19,13 @@ import NIOConcurrencyHelpers
 #if canImport(WebKit)
     import WebKit
 #endif
-#if canImport(UIKit)
-    import UIKit
-#endif
 
 /// How a system client's requests reach HTTPDNS.
 public enum HTTPDNSRoute: Sendable, Hashable {
     /// HTTPDNS's URLProtocol loads the requests its policy selects, with its own engine (connection to
     /// the chosen address, TLS on the name). URLSession only; not background sessions.
     case urlProtocol
-    /// The client sends every request through the loopback proxy (``HTTPDNS/loopbackProxy()``), which
+    /// The client sends every request through the loopback proxy (`HTTPDNS.loopbackProxy()`), which
     /// resolves through HTTPDNS and tunnels: the client's own TLS, HTTP/2, cookies and caching are left
     /// untouched. Through `proxyConfigurations`, iOS 17 / macOS 14 and later.
     case proxy
@@ -31,7 +34,7 @@ public enum HTTPDNSRoute: Sendable, Hashable {
 extension HTTPDNS {
     /// Sends the requests of sessions made from `configuration` into HTTPDNS by `route`.
     ///
-    /// - `.urlProtocol`: as ``enable(on:)``.
+    /// - `.urlProtocol`: as `enable(on:)`.
     /// - `.proxy`: sets the configuration's `proxyConfigurations` to an HTTP CONNECT proxy at the
     ///   loopback proxy, started first if it is not running. iOS 17 / macOS 14 / tvOS 17 / watchOS 10 and
     ///   later; earlier systems throw `.unavailableOnPlatform` (use `.urlProtocol` there), and so does
@@ -39,7 +42,7 @@ extension HTTPDNS {
     ///
     /// One route per configuration: `.proxy` takes HTTPDNS's URLProtocol out of it, and a configuration
     /// with a proxy of its own (`.proxy`'s included) is left alone by `.urlProtocol`, by
-    /// ``enable(on:)`` and by `enableForAllSessions()`.
+    /// `enable(on:)` and by `enableForAllSessions()`.
     ///
     /// A session copies its configuration when it is made: configure first, then make the session. If
     /// the proxy ever has to move to another port (``onLoopbackProxyMoved(_:)``), sessions made before
@@ -73,14 +76,13 @@ extension HTTPDNS {
     /// started on first use. Its port stays the same for the instance's life: a proxy whose listener
     /// the system took back while the app was suspended starts again on that port when the app returns
     /// to the foreground (or at the next call). Point other clients at it too (players, `proxy.pacURL`).
-    /// ``shutdown()`` stops it.
+    /// `shutdown()` stops it.
     ///
     /// - Returns: The running proxy.
     /// - Throws: The error of starting it when it cannot listen (as ``startProxy(_:)``), or an error saying the
-    ///   instance was shut down once ``shutdown()`` has been called.
+    ///   instance was shut down once `shutdown()` has been called.
     public func loopbackProxy() async throws -> HTTPDNSProxy {
-        observeAppLifecycle()
-        return try await proxyKeeper.proxy()
+        try await proxyKeeper().proxy()
     }
 
     /// Calls `handler` when the loopback proxy had to move to another port (its own was taken when it
@@ -91,53 +93,37 @@ extension HTTPDNS {
     /// - Parameter handler: Called with the old port and the new one, on no particular thread; it is added to
     ///   the handlers set before.
     public func onLoopbackProxyMoved(_ handler: @escaping @Sendable (_ from: Int, _ to: Int) -> Void) {
-        proxyKeeper.onMove(handler)
+        // After shutdown there is no proxy to move: the handler would never be called.
+        try? proxyKeeper().onMove(handler)
     }
 
-    /// Tells HTTPDNS the app went to the background. On UIKit platforms HTTPDNS observes this itself.
-    public func applicationDidEnterBackground() {
-        proxyKeeper.enteredBackground()
+    /// Starts a loopback proxy of its own for clients that only take a proxy setting (web views, players,
+    /// other processes), beside the one ``loopbackProxy()`` keeps. Stop it with its `stop()`.
+    ///
+    /// - Parameter configuration: Where to listen and who may connect.
+    /// - Returns: The running proxy.
+    /// - Throws: `HTTPDNSConfigurationError` with code `.invalidProxyConfiguration` for a listen address that is
+    ///   not an IP, or one off loopback without `allowNonLoopback` and credentials; the socket's error when the
+    ///   address cannot be listened on.
+    public func startProxy(_ configuration: HTTPDNSProxy.Configuration = .init()) async throws -> HTTPDNSProxy {
+        var configuration = configuration
+        configuration.upgradeToHTTPS = upgradeToHTTPS
+        return try await HTTPDNSProxy.start(configuration, resolver: resolver, engine: engine, logger: logger)
     }
 
-    /// Tells HTTPDNS the app came back to the foreground: the loopback proxy starts again if the system
-    /// took its listener, and the system encrypted-DNS mode checks its server. On UIKit platforms HTTPDNS
-    /// observes this itself.
-    public func applicationWillEnterForeground() async {
-        encryptedDNS.withLockedValue { $0 }?.conditionsChanged()
-        await proxyKeeper.enteredForeground()
-    }
-
-    /// On UIKit platforms, starts following the app's background and foreground notices (once).
-    func observeAppLifecycle() {
-        #if canImport(UIKit) && !os(watchOS)
-            // COMPILED FOR iOS 16 BY THE APPLE CHECK, NEVER RUN HERE; what the notices trigger is what
-            // the Linux tests call directly (applicationDidEnterBackground / WillEnterForeground).
-            guard appLifecycleObservers.withLockedValue({ $0.tokens.isEmpty }) else { return }
-            let center = NotificationCenter.default
-            let background = center.addObserver(
-                forName: UIApplication.didEnterBackgroundNotification,
-                object: nil,
-                queue: nil
-            ) { [weak self] _ in self?.applicationDidEnterBackground() }
-            let foreground = center.addObserver(
-                forName: UIApplication.willEnterForegroundNotification,
-                object: nil,
-                queue: nil
-            ) { [weak self] _ in
-                guard let self else { return }
-                Task { await self.applicationWillEnterForeground() }
+    /// This instance's keeper of the loopback proxy, made on first use; it throws once the instance
+    /// was shut down.
+    func proxyKeeper() throws -> ProxyKeeper {
+        let made = attachment(ProxyKeeper.self) { [resolver, engine, logger, upgradeToHTTPS] in
+            ProxyKeeper(logger: logger) { port in
+                var proxy = HTTPDNSProxy.Configuration()
+                proxy.port = port
+                proxy.upgradeToHTTPS = upgradeToHTTPS
+                return try await HTTPDNSProxy.start(proxy, resolver: resolver, engine: engine, logger: logger)
             }
-            // Two first uses at once: the one that stores its observers first keeps them.
-            let kept = appLifecycleObservers.withLockedValue { observers -> Bool in
-                guard observers.tokens.isEmpty else { return false }
-                observers.tokens = [background, foreground]
-                return true
-            }
-            if !kept {
-                center.removeObserver(background)
-                center.removeObserver(foreground)
-            }
-        #endif
+        }
+        guard let made else { throw ProxyKeeperError.shutDown }
+        return made
     }
 }
 
@@ -170,7 +156,7 @@ extension HTTPDNS {
             try ProxyConfigurations.install(on: dataStore, port: proxy.port, policy: policy)
             let kept = WeakDataStore(dataStore)
             // One handler per store: configuring it again replaces it.
-            proxyKeeper.onMove(for: ObjectIdentifier(dataStore)) { _, to in
+            try proxyKeeper().onMove(for: ObjectIdentifier(dataStore)) { _, to in
                 Task { @MainActor in
                     guard let dataStore = kept.store else { return }
                     try? ProxyConfigurations.install(on: dataStore, port: to, policy: policy)
@@ -185,9 +171,3 @@ extension HTTPDNS {
         init(_ store: WKWebsiteDataStore) { self.store = store }
     }
 #endif
-
-/// The notification observers `observeAppLifecycle()` added (tokens NotificationCenter lets any thread
-/// remove).
-struct AppLifecycleObservers: @unchecked Sendable {
-    var tokens: [any NSObjectProtocol] = []
-}

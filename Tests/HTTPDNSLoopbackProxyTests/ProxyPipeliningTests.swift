@@ -6,6 +6,7 @@
 import Foundation
 @testable import HTTPDNSEngine
 @testable import HTTPDNSKit
+@testable import HTTPDNSLoopbackProxy
 @testable import HTTPDNSTestSupport
 @testable import HTTPDNSTestTools
 import NIOCore

@@ -3,6 +3,7 @@
 
 import HTTPDNSEngine
 @testable import HTTPDNSKit
+@testable import HTTPDNSLoopbackProxy
 import NIOCore
 import NIOHTTP1
 import Testing

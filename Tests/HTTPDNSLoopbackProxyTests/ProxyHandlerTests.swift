@@ -3,6 +3,7 @@
 // connector stub whose result the test decides, and the tunnel's target is another EmbeddedChannel.
 
 @testable import HTTPDNSKit
+@testable import HTTPDNSLoopbackProxy
 @testable import HTTPDNSTestSupport
 import HTTPDNSCore
 import HTTPDNSEngine
