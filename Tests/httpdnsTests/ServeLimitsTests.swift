@@ -290,17 +290,19 @@ import Testing
     /// Item 11: with --max-connections 1024, 10,000 TLS connections opened fast made serve hold 1,346
     /// descriptors. The listener now holds at most its limit, the newcomers waiting, those accepted
     /// and not yet admitted or being closed (ConnectionLimiter.headroom), and stops accepting past that.
-    /// Measured here (limit 64, bound 76): 93 and 105 before, 70 to 73 after.
+    /// Measured here (limit 64, bound 76): 93 and 105 before, 70 to 73 after. Sockets are counted: under
+    /// AddressSanitizer the process also holds, for a moment, the files the sanitizer reads as threads
+    /// start (78 descriptors once, on a busy machine), which no listener bound is about.
     @Test(.flood) func aFloodOfConnectionsStaysWithinTheListenersDescriptorBound() async throws {
         let limit = 64
         let serve = try await ServeProcess.start(["--max-connections", "\(limit)"])
         defer { Task { await serve.stop() } }
         let pid = serve.process.processIdentifier
-        let before = try #require(openDescriptors(pid))
+        let before = try #require(openSockets(pid))
         let peak = NIOLockedValueBox(0)
         let sampler = Task {
             while !Task.isCancelled {
-                let n = openDescriptors(pid) ?? 0
+                let n = openSockets(pid) ?? 0
                 peak.withLockedValue { $0 = max($0, n) }
                 try? await Task.sleep(for: .milliseconds(2))
             }
@@ -320,7 +322,9 @@ import Testing
         sampler.cancel()
         let bound = limit + ConnectionLimiter.headroom(limit: limit)
         let grown = peak.withLockedValue { $0 } - before
-        #expect(grown <= bound, "serve's descriptors grew by \(grown), over \(bound)")
+        #expect(grown <= bound, "serve's sockets grew by \(grown), over \(bound)")
+        // The count is of something: the flood filled the listener (it stays full between batches).
+        #expect(grown >= limit, "serve's sockets grew by \(grown) only: the flood never filled the listener")
         #expect(try await probe(serve.port) == 200)
     }
 }
