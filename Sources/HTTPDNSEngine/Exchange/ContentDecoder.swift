@@ -4,10 +4,10 @@
 // through it. It took the place of NIOExtras' decompressor (a channel handler, which on an HTTP/2 stream
 // ran in an EmbeddedChannel of its own): NIOExtras and its zlib shim no longer go into an iOS app.
 //
-// What it guarantees, as NIO's decompressor did: the head goes on unchanged (URLSession reports the
-// server's Content-Encoding), a body that ends before its compressed stream does is an error (never a
-// short body delivered as whole), so are bytes after the stream's end, and no output buffer grows past `chunkLimit` however far one chunk
-// inflates.
+// What it guarantees: the head goes on unchanged (URLSession reports the server's Content-Encoding), a
+// body that ends before its compressed stream does is an error (never a short body delivered as whole),
+// so are bytes after the stream's end (as to curl), and no output buffer grows past `chunkLimit` however
+// far one chunk inflates.
 
 import CompressNIO
 import NIOCore
