@@ -42,9 +42,12 @@ import Testing
                 ] + (serviceIPs.map { [$0] } ?? []),
                 stderr: dir + "/peer.log"
             )
+            // A peer that could not start printed nothing and said why on its stderr.
             func port(_ key: String) throws -> Int {
-                let range = try #require(line.range(of: key + "="), "\(line)")
-                return try #require(Int(line[range.upperBound...].prefix { $0.isNumber }), "\(line)")
+                let stderr = (try? String(contentsOfFile: dir + "/peer.log", encoding: .utf8)) ?? ""
+                let why = "printed \"\(line)\"; its stderr: \(stderr)"
+                let range = try #require(line.range(of: key + "="), "\(why)")
+                return try #require(Int(line[range.upperBound...].prefix { $0.isNumber }), "\(why)")
             }
             return Peer(
                 process: process,

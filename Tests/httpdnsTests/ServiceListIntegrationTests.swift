@@ -104,7 +104,8 @@ import Testing
     @Test func serveMovesItsClientsToTheReplicaItLists() async throws {
         let ws = try CommercialCLITests.Workspace()
         let binary = httpdnsBinary
-        func start(_ listen: String, _ extra: [String]) async throws -> (ChildProcess, Int) {
+        /// The server and its port, or nil when it printed no address (it could not listen).
+        func start(_ listen: String, _ extra: [String]) async throws -> (ChildProcess, Int)? {
             let (process, line) = try await startInBackground(
                 binary,
                 [
@@ -116,15 +117,29 @@ import Testing
                 stderr: ws.path("serve-\(listen).log")
             )
             let host = String(listen.prefix { $0 != ":" }) + ":"
-            let after = try #require(line.range(of: host), "\(line)")
-            return (process, try #require(Int(line[after.upperBound...].prefix { $0.isNumber }), "\(line)"))
+            guard let after = line.range(of: host), let port = Int(line[after.upperBound...].prefix { $0.isNumber })
+            else {
+                process.stopNow()
+                return nil
+            }
+            return (process, port)
         }
         // The replica first, on 127.0.0.2; the server clients know, on 127.0.0.1 at the same port, lists it.
-        let (replicaServer, port) = try await start("127.0.0.2:0", ["--access-log", ws.path("replica.log")])
-        let (frontServer, _) = try await start(
-            "127.0.0.1:\(port)",
-            ["--service-ip", "127.0.0.2", "--service-list-ttl", "5", "--access-log", ws.path("front.log")]
-        )
+        // The kernel chose the port free on 127.0.0.2 only; another test may hold it on 127.0.0.1, so a taken
+        // pair is tried again.
+        var servers: (replica: ChildProcess, front: ChildProcess, port: Int)?
+        for _ in 0..<20 where servers == nil {
+            let (replica, port) = try #require(
+                try await start("127.0.0.2:0", ["--access-log", ws.path("replica.log")]),
+                "\((try? String(contentsOfFile: ws.path("serve-127.0.0.2:0.log"), encoding: .utf8)) ?? "")"
+            )
+            let front = try await start(
+                "127.0.0.1:\(port)",
+                ["--service-ip", "127.0.0.2", "--service-list-ttl", "5", "--access-log", ws.path("front.log")]
+            )
+            if let (front, _) = front { servers = (replica, front, port) } else { replica.stopNow() }
+        }
+        let (replicaServer, frontServer, port) = try #require(servers, "no port free on both 127.0.0.2 and 127.0.0.1")
         defer {
             for p in [frontServer, replicaServer] {
                 p.stopNow()

@@ -47,11 +47,13 @@ on stderr as one line: "<form> <name> subnet=<what it saw>".
 """
 import base64
 import email.utils
+import errno
 import hashlib
 import hmac
 import http.server
 import json
 import os
+import random
 import signal
 import socket
 import socketserver
@@ -334,9 +336,33 @@ def watch_parent():
 
 threading.Thread(target=watch_parent, daemon=True).start()
 udp = ThreadingUDP(("127.0.0.1", 0), UDP)
-web = ThreadingHTTP(("127.0.0.1", 0), HTTP)
-# The same port on two more loopback addresses: the service IPs the scheduling answers point to.
-replicas = [ThreadingHTTP((a, web.server_address[1]), HTTP) for a in ("127.0.0.2", "127.0.0.3")]
+
+
+def web_and_replicas():
+    """The HTTP endpoint on a free port of 127.0.0.1, and the same port on two more loopback addresses:
+    the service IPs the scheduling answers point to. The kernel chooses a port free on 127.0.0.1 only;
+    another test's listener may hold it on 127.0.0.2 or .3 (the parallel suite runs several of us). After
+    a taken port, ports of the ephemeral range are tried at random: in a network namespace with a small
+    range, the kernel's own choice came back to the taken ports 8 times of 8."""
+    with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+        low, high = (int(n) for n in f.read().split())
+    for attempt in range(200):
+        servers = []
+        try:
+            port = 0 if attempt == 0 else random.randint(low, high)
+            servers.append(ThreadingHTTP(("127.0.0.1", port), HTTP))
+            for address in ("127.0.0.2", "127.0.0.3"):
+                servers.append(ThreadingHTTP((address, servers[0].server_address[1]), HTTP))
+            return servers[0], servers[1:]
+        except OSError as error:
+            if error.errno != errno.EADDRINUSE:
+                raise
+            for server in servers:
+                server.server_close()
+    sys.exit("ecs_peer: no port free on 127.0.0.1, 127.0.0.2 and 127.0.0.3 in 200 tries")
+
+
+web, replicas = web_and_replicas()
 # And one at its own port: the service IP with a port of its own (service_ip_port).
 alt = ThreadingHTTP(("127.0.0.3", 0), HTTP)
 for server in (udp, web, *replicas, alt):
