@@ -313,26 +313,21 @@ import Testing
     /// through the instance it was made from (its resolver, its metrics handler), also after the other
     /// was made, and one shutting down leaves the other's sessions intercepted.
     @Test func twoInstancesServeTwoSessionsEachWithItsOwnResolver() async throws {
-        // One origin per instance, on the same port of two loopback addresses (a port free on 127.0.0.1
-        // may be taken on 127.0.0.2: then another pair).
-        var pair: (HTTPFixtureServer, HTTPFixtureServer)?
-        for _ in 0..<20 where pair == nil {
-            let candidate = try await HTTPFixtureServer.start(host: "127.0.0.1") { _, _, _ in
-                (.ok, "text/plain", Array("first".utf8))
-            }
-            if let other = try? await HTTPFixtureServer.start(
-                host: "127.0.0.2",
-                port: candidate.port,
-                { _, _, _ in
+        // One origin per instance, on the same port of two loopback addresses.
+        let (first, second) = try await onOnePort(
+            { port in
+                try await HTTPFixtureServer.start(host: "127.0.0.1", port: port) { _, _, _ in
+                    (.ok, "text/plain", Array("first".utf8))
+                }
+            },
+            port: { $0.port },
+            { port in
+                try await HTTPFixtureServer.start(host: "127.0.0.2", port: port) { _, _, _ in
                     (.ok, "text/plain", Array("second".utf8))
                 }
-            ) {
-                pair = (candidate, other)
-            } else {
-                await candidate.stop()
-            }
-        }
-        let (first, second) = try #require(pair, "no port free on both 127.0.0.1 and 127.0.0.2")
+            },
+            release: { await $0.stop() }
+        )
         func instance(_ address: String) throws -> HTTPDNS {
             var configuration = HTTPDNS.Configuration(resolvers: [], policy: try HostPolicy(only: ["app.test"]))
             configuration.addressOverrides = ["app.test": [IPAddress(address)!]]

@@ -24,28 +24,26 @@ import Testing
         static func start() async throws -> Setup {
             let pki = try DemoPKI()
             let (chain, key) = try pki.leaf("probe.test")
-            // The relay needs the origin's port number on 127.0.0.2, which another test may hold (hostile
-            // round 5, item 8: EADDRINUSE in 1 of 7 busy runs): a new pair of ports until both are free.
-            var attempt = 0
-            var origin: HTTPDNSService
-            var relay: FlakyRelay
-            while true {
-                attempt += 1
-                origin = try await startService { $0.tls = .init(chain: [chain], key: key) }
-                do {
-                    relay = try await FlakyRelay.start(
-                        to: try SocketAddress(ipAddress: "127.0.0.1", port: origin.ports[0]),
+            // The relay needs the origin's port number on 127.0.0.2.
+            let (origin, relay) = try await onOnePort(
+                { port in
+                    try await startService {
+                        $0.listen = [("127.0.0.1", port)]
+                        $0.tls = .init(chain: [chain], key: key)
+                    }
+                },
+                port: { $0.ports[0] },
+                { port in
+                    try await FlakyRelay.start(
+                        to: try SocketAddress(ipAddress: "127.0.0.1", port: port),
                         faults: [],
                         latency: .milliseconds(150),
                         host: "127.0.0.2",
-                        port: origin.ports[0]
+                        port: port
                     )
-                    break
-                } catch {
-                    await origin.stop()
-                    if attempt == 20 { throw error }
-                }
-            }
+                },
+                release: { await $0.stop() }
+            )
             let port = origin.ports[0]
             let caFile = FileManager.default.temporaryDirectory.appendingPathComponent("probe-ca-\(port).pem").path
             try pki.caPEM.write(toFile: caFile, atomically: true, encoding: .utf8)

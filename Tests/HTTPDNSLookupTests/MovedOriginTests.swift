@@ -101,16 +101,13 @@ struct DeadAddressError: Error {
         _ tweak: @escaping (inout ResolverConfiguration) -> Void = { _ in }
     ) async throws -> World {
         // The dead address takes a port first; the origin listens on the same port on another address.
-        var dead = try DeadAddress(host: oldHost, silent: silent)
-        var origin: HTTPDNSService?
-        for _ in 0..<5 where origin == nil {
-            let port = dead.port
-            origin = try? await startService { $0.listen = [("127.0.0.2", port)] }
-            if origin == nil {
-                dead.release()
-                dead = try DeadAddress(host: oldHost, silent: silent)
-            }
-        }
+        let (dead, origin) = try await onOnePort(
+            attempts: 5,
+            { port in try DeadAddress(host: oldHost, port: port, silent: silent) },
+            port: { $0.port },
+            { port in try await startService { $0.listen = [("127.0.0.2", port)] } },
+            release: { $0.release() }
+        )
         let answer = NIOLockedValueBox([IPAddress(oldHost)!])
         let dns = try await DNSServer.start { _, family in
             DNSServer.Answer(addresses: family == .a ? answer.withLockedValue { $0 } : [], ttl: 10)
@@ -128,7 +125,7 @@ struct DeadAddressError: Error {
         let url = try HTTPURL("http://moved.test:\(dead.port)/healthz")
         return World(
             dead: dead,
-            origin: try #require(origin),
+            origin: origin,
             dns: dns,
             local: local,
             answer: answer,

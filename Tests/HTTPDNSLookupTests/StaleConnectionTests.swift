@@ -15,22 +15,19 @@ import Testing
 @Suite struct StaleConnectionTests {
     @Test func aConnectionToAStaleAddressIsRetiredWhenTheRefreshMovesTheAnswer() async throws {
         // The server keeps an idle connection far longer than the test runs: only the retirement closes it.
-        // The same port on another loopback address: where the record moves to. The kernel chose the port
-        // free on 127.0.0.1 only; another test may hold it on 127.0.0.2, so a taken pair is tried again.
-        var pair: (old: HTTPDNSService, new: HTTPDNSService)?
-        for _ in 0..<20 where pair == nil {
-            let old = try await startService {
-                $0.limits.requestTimeout = .seconds(600)
-                $0.limits.idleTimeout = .seconds(600)
-            }
-            let port = old.ports[0]
-            do {
-                pair = (old, try await startService { $0.listen = [("127.0.0.2", port)] })
-            } catch {
-                await old.stop()
-            }
-        }
-        let (old, new) = try #require(pair, "no port free on both 127.0.0.1 and 127.0.0.2")
+        // The same port on another loopback address: where the record moves to.
+        let (old, new) = try await onOnePort(
+            { port in
+                try await startService {
+                    $0.listen = [("127.0.0.1", port)]
+                    $0.limits.requestTimeout = .seconds(600)
+                    $0.limits.idleTimeout = .seconds(600)
+                }
+            },
+            port: { $0.ports[0] },
+            { port in try await startService { $0.listen = [("127.0.0.2", port)] } },
+            release: { await $0.stop() }
+        )
         let port = old.ports[0]
         let answer = NIOLockedValueBox([IPAddress("127.0.0.1")!])
         let dns = try await DNSServer.start { _, _ in

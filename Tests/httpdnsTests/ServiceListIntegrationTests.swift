@@ -104,8 +104,8 @@ import Testing
     @Test func serveMovesItsClientsToTheReplicaItLists() async throws {
         let ws = try CommercialCLITests.Workspace()
         let binary = httpdnsBinary
-        /// The server and its port, or nil when it printed no address (it could not listen).
-        func start(_ listen: String, _ extra: [String]) async throws -> (ChildProcess, Int)? {
+        /// The server and its port; throws when it printed no address (it could not listen), with its stderr.
+        func start(_ listen: String, _ extra: [String]) async throws -> (ChildProcess, Int) {
             let (process, line) = try await startInBackground(
                 binary,
                 [
@@ -120,26 +120,23 @@ import Testing
             guard let after = line.range(of: host), let port = Int(line[after.upperBound...].prefix { $0.isNumber })
             else {
                 process.stopNow()
-                return nil
+                let stderr = (try? String(contentsOfFile: ws.path("serve-\(listen).log"), encoding: .utf8)) ?? ""
+                throw ServeDidNotStart(listen: listen, stderr: stderr)
             }
             return (process, port)
         }
         // The replica first, on 127.0.0.2; the server clients know, on 127.0.0.1 at the same port, lists it.
-        // The kernel chose the port free on 127.0.0.2 only; another test may hold it on 127.0.0.1, so a taken
-        // pair is tried again.
-        var servers: (replica: ChildProcess, front: ChildProcess, port: Int)?
-        for _ in 0..<20 where servers == nil {
-            let (replica, port) = try #require(
-                try await start("127.0.0.2:0", ["--access-log", ws.path("replica.log")]),
-                "\((try? String(contentsOfFile: ws.path("serve-127.0.0.2:0.log"), encoding: .utf8)) ?? "")"
-            )
-            let front = try await start(
-                "127.0.0.1:\(port)",
-                ["--service-ip", "127.0.0.2", "--service-list-ttl", "5", "--access-log", ws.path("front.log")]
-            )
-            if let (front, _) = front { servers = (replica, front, port) } else { replica.stopNow() }
-        }
-        let (replicaServer, frontServer, port) = try #require(servers, "no port free on both 127.0.0.2 and 127.0.0.1")
+        let ((replicaServer, port), (frontServer, _)) = try await onOnePort(
+            { port in try await start("127.0.0.2:\(port)", ["--access-log", ws.path("replica.log")]) },
+            port: { $0.1 },
+            { port in
+                try await start(
+                    "127.0.0.1:\(port)",
+                    ["--service-ip", "127.0.0.2", "--service-list-ttl", "5", "--access-log", ws.path("front.log")]
+                )
+            },
+            release: { $0.0.stopNow() }
+        )
         defer {
             for p in [frontServer, replicaServer] {
                 p.stopNow()
@@ -194,4 +191,11 @@ import Testing
         ])
         #expect(region.status == 64 && region.stderr.contains("--service-list"), "\(region.stderr)")
     }
+}
+
+/// `httpdns serve` exited without printing the address it listens on.
+struct ServeDidNotStart: Error, CustomStringConvertible {
+    let listen: String
+    let stderr: String
+    var description: String { "serve --listen \(listen) did not start: \(stderr)" }
 }
